@@ -1,0 +1,72 @@
+"""Progress events: one JSON object per line, appended by a stage, read by the runner and UI.
+
+Every event has ``time`` (unix seconds), ``stage`` (data_process | train | sample) and
+``event``:
+
+- ``start``       total (int, steps or samples), epochs (int, optional)
+- ``step``        step, total, epoch, loss, lr, samples_per_s, eta_s
+- ``checkpoint``  step, path
+- ``sample``      step, path (an image or an index JSON)
+- ``end``         status (succeeded | failed | stopped), reason (one line, for failed/stopped)
+
+The last event of a stage is always ``end``. Only rank 0 writes (the writer is disabled
+elsewhere), so the UI never parses tqdm text.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+class ProgressWriter:
+    def __init__(self, path: str | os.PathLike | None, stage: str, enabled: bool = True):
+        self.path = Path(path) if path else None
+        self.stage = stage
+        self.enabled = enabled and self.path is not None
+        if self.enabled:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def emit(self, event: str, **fields: Any) -> None:
+        if not self.enabled:
+            return
+        record = {"time": round(time.time(), 3), "stage": self.stage, "event": event, **fields}
+        line = json.dumps(record, default=str) + "\n"
+        # One write per line in append mode: readers never see half a record from us.
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+
+    def end(self, status: str = "succeeded", reason: str | None = None) -> None:
+        fields: dict[str, Any] = {"status": status}
+        if reason:
+            fields["reason"] = " ".join(str(reason).split())[:500]
+        self.emit("end", **fields)
+
+
+def read_events(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict], int]:
+    """Read complete event lines from byte ``offset``; return (events, new_offset).
+
+    A trailing partial line (a writer mid-append) is left for the next call.
+    """
+    p = Path(path)
+    if not p.exists():
+        return [], offset
+    with open(p, "rb") as f:
+        f.seek(offset)
+        data = f.read()
+    end = data.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    events = []
+    for raw in data[: end + 1].splitlines():
+        raw = raw.strip()
+        if not raw:
+            continue
+        try:
+            events.append(json.loads(raw))
+        except json.JSONDecodeError:
+            continue
+    return events, offset + end + 1
