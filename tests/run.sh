@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything ZeroLoRA's tests need into ./.venv, then runs the suite.
+# Usage: bash tests/run.sh [pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m venv .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+# CPU machines: the CPU build of torch first; the requirement ranges it satisfies pull nothing more.
+python -c "import torch" 2>/dev/null || python -m pip install -q "torch==2.13.0"
+python -m pip install -q -r requirements-dev.txt
+
+# Browser tests drive the distribution's Chromium (never a downloaded browser).
+if [ ! -x /usr/bin/chromium ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -q && $SUDO apt-get install -y -q chromium
+fi
+
+# DeepSpeed compiles its CPU Adam op on first use (~3 min on 2 cores, then cached).
+python - <<'PY'
+from deepspeed.ops.op_builder import CPUAdamBuilder
+CPUAdamBuilder().load()
+PY
+
+export GRADIO_ANALYTICS_ENABLED=False HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
+python -m pytest -q -p no:cacheprovider tests "$@"
