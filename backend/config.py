@@ -2,12 +2,21 @@
 
 One snake_case name per option serves as YAML key, stage CLI flag, form component key and
 attribute. Names follow the reference trainer's flags wherever one exists, so a user's
-existing command runs against ours with only the script path changed.
+existing command runs against ours with only the script path changed. Every field carries
+its default, bounds or choices, help text, UI group (``GROUPS``) and UI level (``LEVELS``:
+basic | advanced | hidden); ``field_meta(name)`` returns them for forms and messages.
 
 Precedence is explicit: command line > config file > schema default.
 Validation reports every problem at once, one per line, as
-``field: problem (got X; allowed Y)``. Hub tokens are never fields: they come from the
+``field: problem (got X; allowed Y)`` -- single fields first, then the rules that tie
+fields together (``cross_field_problems``). Hub tokens are never fields: they come from the
 environment (``HF_TOKEN``, ``MODELSCOPE_API_TOKEN``) and never reach a file.
+
+Presets are YAML files holding ``schema_version`` and only the values they change
+(``list_presets``, ``load_preset``, ``save_preset``, ``diff_configs``). Bundled presets live
+in ``<repo>/presets/``; relative paths inside them resolve against the repository root.
+User presets live in ``{workspace}/presets/``. Older schema versions are brought up to date
+in one place, ``migrate``.
 
 This module imports only the standard library, pydantic and yaml, so a bad config fails
 within a second, before torch or any distributed set-up is touched.
@@ -17,13 +26,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 SCHEMA_VERSION = 1
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PRESETS_DIR = REPO_ROOT / "presets"
 
 QWEN_IMAGE_TARGETS = (
     "to_q,to_k,to_v,add_q_proj,add_k_proj,add_v_proj,to_out.0,to_add_out,"
@@ -36,8 +49,18 @@ QWEN_IMAGE_SOURCES = (
 )
 TASKS = ("sft", "sft:data_process", "sft:train")
 STAGES = ("data_process", "train", "sample")
-# Strings that mean "unset" for optional fields on the command line.
+GROUPS = ("run", "model", "data", "lora", "training", "distributed", "stages", "samples")
+LEVELS = ("basic", "advanced", "hidden")
+# Strings that mean "unset" for optional fields (command line, YAML, forms).
 NONE_WORDS = ("none", "null", "")
+# Options that hold a local path (made absolute by ``resolve_paths``).
+PATH_FIELDS = ("output_path", "resume_from", "progress_file", "models_dir",
+               "dataset_base_path", "dataset_metadata_path", "lora_checkpoint",
+               "offload_nvme_path")
+MODELS_DIR_ENV = "ZEROLORA_MODELS_DIR"
+SAMPLE_SCALE_RANGE = (-4.0, 4.0)
+
+BIG = 10**12
 
 
 class ConfigError(ValueError):
@@ -55,12 +78,12 @@ class ConfigError(ValueError):
 
 def F(default: Any, help: str, group: str, *, ui: str = "basic", **kw: Any) -> Any:
     """A schema field: default, help text, UI group and level (basic | advanced | hidden)."""
+    assert group in GROUPS and ui in LEVELS, (group, ui)
     extra = {"group": group, "ui": ui}
     extra.update(kw.pop("extra", {}))
     return Field(default, description=help, json_schema_extra=extra, **kw)
 
 
-PosInt = int
 Precision = Literal["no", "fp16", "bf16"]
 OffloadDevice = Literal["none", "cpu", "nvme"]
 
@@ -69,35 +92,38 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
 
     # --- run ---------------------------------------------------------------------------
-    run_name: str = F("", "A name for this run in the history (optional).", "run")
+    run_name: str = F("", "A name for this run in the history (optional).", "run",
+                      max_length=200)
     task: Literal["sft", "sft:data_process", "sft:train"] = F(
         "sft", "sft: encode text and images every step; sft:data_process: stage 1 (cache); "
-        "sft:train: stage 2 (train from the cache).", "run", ui="hidden")
-    output_path: str = F("./models", "Where checkpoints are written (stage 1: the cache folder).",
-                         "run", ui="hidden")
-    resume_from: Optional[str] = F(None, "Folder of a saved training state to continue from.",
-                                   "run", ui="hidden")
+        "sft:train: stage 2 (train from the cache). Set per stage by the run plan.", "run",
+        ui="hidden")
+    output_path: str = F("./models", "Where checkpoints are written (stage 1: the cache "
+                         "folder). Set per stage by the run plan.", "run", ui="hidden")
+    resume_from: Optional[str] = F(None, "Folder of a saved training state (output/state) to "
+                                   "continue from.", "run", ui="hidden")
     progress_file: Optional[str] = F(None, "JSON-lines progress events (default: "
                                      "output_path/progress.jsonl).", "run", ui="hidden")
 
     # --- model -------------------------------------------------------------------------
     model_family: Literal["qwen_image"] = F("qwen_image", "Model family.", "model")
     model_id_with_origin_paths: Optional[str] = F(
-        QWEN_IMAGE_SOURCES, "Comma-separated model_id:glob (split at the last colon); "
-        "an existing local path is used as a path.", "model")
+        QWEN_IMAGE_SOURCES, "Comma-separated model_id:glob, resolved as {models_dir}/"
+        "{model_id}/{glob} (split at the last colon); an existing local path (a file, a "
+        "component folder or a pipeline folder) is used as a path.", "model")
     model_paths: Optional[str] = F(None, "JSON list of local weight files (an element may be a "
                                    "list of shards); used instead of model_id_with_origin_paths.",
                                    "model", ui="advanced")
-    tokenizer_path: Optional[str] = F(None, "Tokenizer folder or model_id:folder/ "
-                                      "(default Qwen/Qwen-Image:tokenizer/).", "model",
-                                      ui="advanced")
+    tokenizer_path: Optional[str] = F(None, "Tokenizer folder or model_id:folder/ (default: "
+                                      "the text encoder's sibling tokenizer/ folder, else "
+                                      "Qwen/Qwen-Image:tokenizer/).", "model", ui="advanced")
     download_source: Literal["modelscope", "huggingface"] = F(
         "modelscope", "Where missing model files are downloaded from.", "model")
     hub_endpoint: Optional[str] = F(None, "Mirror endpoint URL for the download source.",
-                                    "model", ui="advanced")
+                                    "model", ui="advanced", pattern=r"^https?://\S+$")
     models_dir: str = F("./models", "Folder holding downloaded models as {models_dir}/"
-                        "{model_id}/{glob} (env ZEROLORA_MODELS_DIR overrides the default).",
-                        "model")
+                        "{model_id}/{glob} (env ZEROLORA_MODELS_DIR replaces the default).",
+                        "model", min_length=1)
     offline: bool = F(False, "Never touch the network; missing files are an error.", "model")
 
     # --- data --------------------------------------------------------------------------
@@ -105,14 +131,15 @@ class RunConfig(BaseModel):
     dataset_metadata_path: Optional[str] = F(
         None, "metadata.csv/json/jsonl; empty: image + same-named .txt captions in "
         "dataset_base_path (or, for sft:train, a cache folder).", "data")
-    data_file_keys: str = F("image", "Metadata columns loaded as files.", "data", ui="advanced")
+    data_file_keys: str = F("image", "Metadata columns loaded as files.", "data", ui="advanced",
+                            min_length=1)
     trigger_word: str = F("", "Prepended to every caption (e.g. 'zlr style').", "data")
-    max_pixels: int = F(1048576, "Area cap for dynamic resolution.", "data", ge=256 * 256,
-                        le=4096 * 4096)
-    height: Optional[int] = F(None, "Fixed height (set with width).", "data", ge=16, le=4096,
-                              multiple_of=16)
-    width: Optional[int] = F(None, "Fixed width (set with height).", "data", ge=16, le=4096,
-                             multiple_of=16)
+    max_pixels: int = F(1048576, "Area cap for dynamic resolution (when height/width are "
+                        "empty).", "data", ge=64 * 64, le=4096 * 4096)
+    height: Optional[int] = F(None, "Fixed height (set with width; empty: dynamic "
+                              "resolution).", "data", ge=16, le=4096, multiple_of=16)
+    width: Optional[int] = F(None, "Fixed width (set with height; empty: dynamic "
+                             "resolution).", "data", ge=16, le=4096, multiple_of=16)
     dataset_repeat: int = F(1, "Dataset length multiplier per epoch.", "data", ge=1, le=100000)
     dataset_num_workers: int = F(0, "DataLoader worker processes.", "data", ui="advanced",
                                  ge=0, le=64)
@@ -130,42 +157,51 @@ class RunConfig(BaseModel):
 
     # --- training ----------------------------------------------------------------------
     learning_rate: float = F(1e-4, "AdamW learning rate.", "training", gt=0, le=1.0)
-    lr_warmup_steps: int = F(0, "Linear warm-up steps.", "training", ui="advanced", ge=0)
+    lr_warmup_steps: int = F(0, "Linear warm-up steps.", "training", ui="advanced", ge=0,
+                             le=10**7)
     weight_decay: float = F(0.01, "AdamW weight decay.", "training", ui="advanced", ge=0, le=1)
     num_epochs: int = F(1, "Epochs.", "training", ge=1, le=100000)
-    max_steps: Optional[int] = F(None, "Stop after this many optimizer steps.", "training",
-                                 ge=1)
+    max_steps: Optional[int] = F(None, "Stop after this many optimizer steps (empty: run all "
+                                 "epochs).", "training", ge=1, le=10**9)
     gradient_accumulation_steps: int = F(1, "Micro-steps per optimizer step.", "training",
                                          ui="advanced", ge=1, le=1024)
-    save_steps: Optional[int] = F(None, "Save every N steps (empty: each epoch).", "training",
-                                  ge=1)
+    save_steps: Optional[int] = F(None, "Save every N steps plus a final save (empty: each "
+                                  "epoch).", "training", ge=1, le=10**9)
     keep_last_n_checkpoints: Optional[int] = F(None, "Delete older step checkpoints.",
-                                               "training", ui="advanced", ge=1)
+                                               "training", ui="advanced", ge=1, le=10000)
     seed: int = F(42, "Random seed.", "training", ge=0, le=2**32 - 1)
-    use_gradient_checkpointing: bool = F(False, "Per-block activation checkpointing.",
-                                         "training")
+    use_gradient_checkpointing: bool = F(False, "Per-block activation checkpointing (under "
+                                         "DeepSpeed: DeepSpeed's checkpointing when "
+                                         "ds_activation_checkpointing is on).", "training")
     use_gradient_checkpointing_offload: bool = F(
-        False, "Keep checkpointed activations on CPU.", "training", ui="advanced")
+        False, "Keep checkpointed activations on CPU (torch checkpointing only; under "
+        "DeepSpeed activation checkpointing use cpu_checkpointing).", "training",
+        ui="advanced")
     find_unused_parameters: bool = F(False, "DDP: allow parameters without gradients.",
                                      "training", ui="advanced")
     initialize_model_on_cpu: bool = F(False, "Build the model on CPU (used with ZeRO-3).",
                                       "training", ui="advanced")
 
     # --- distributed -------------------------------------------------------------------
-    mixed_precision: Precision = F("bf16", "Mixed precision.", "distributed")
+    mixed_precision: Precision = F("bf16", "Mixed precision (no: float32).", "distributed")
     num_processes: int = F(1, "Processes (GPUs) in total across machines.", "distributed",
                            ge=1, le=1024)
-    gpu_ids: str = F("all", "GPU ids for this run, e.g. 0,1 (or all).", "distributed")
-    num_machines: int = F(1, "Machines.", "distributed", ui="advanced", ge=1, le=128)
-    machine_rank: int = F(0, "This machine's rank.", "distributed", ui="advanced", ge=0)
+    gpu_ids: str = F("all", "GPU ids for this run, e.g. 0,1 (or all).", "distributed",
+                     pattern=r"^(all|\d+(,\d+)*)$")
+    num_machines: int = F(1, "Machines (the run folder must be at the same path on each, "
+                          "e.g. a shared file system).", "distributed", ui="advanced", ge=1,
+                          le=128)
+    machine_rank: int = F(0, "This machine's rank (0: the main machine; the run plan prints "
+                          "the commands for the others).", "distributed", ui="hidden", ge=0,
+                          le=127)
     main_process_ip: Optional[str] = F(None, "Main machine address (needed for >1 machine).",
                                        "distributed", ui="advanced")
-    main_process_port: int = F(29500, "Main machine port.", "distributed", ui="advanced",
-                               ge=1024, le=65535)
-    zero_stage: int = F(0, "DeepSpeed ZeRO stage (0: no DeepSpeed).", "distributed", ge=0,
-                        le=3)
-    offload_optimizer_device: OffloadDevice = F("none", "Where optimizer states live.",
-                                                "distributed")
+    main_process_port: int = F(0, "Main machine port (0: a free port, one machine only).",
+                               "distributed", ui="advanced", ge=0, le=65535)
+    zero_stage: int = F(0, "DeepSpeed ZeRO stage of the training stage (0: no DeepSpeed; "
+                        "stage 1 caching always runs without it).", "distributed", ge=0, le=3)
+    offload_optimizer_device: OffloadDevice = F("none", "Where optimizer states live "
+                                                "(ZeRO 1-3; nvme: ZeRO-3).", "distributed")
     offload_param_device: OffloadDevice = F("none", "Where parameters live (ZeRO-3).",
                                             "distributed")
     offload_nvme_path: Optional[str] = F(None, "NVMe folder for nvme offload.", "distributed",
@@ -174,8 +210,8 @@ class RunConfig(BaseModel):
     zero3_init_flag: bool = F(True, "Build the model partitioned (ZeRO-3).", "distributed",
                               ui="advanced")
     ds_activation_checkpointing: bool = F(
-        True, "Write the activation_checkpointing block (DeepSpeed's checkpointing).",
-        "distributed", ui="advanced")
+        True, "With DeepSpeed and gradient checkpointing: write the activation_checkpointing "
+        "block (DeepSpeed's checkpointing).", "distributed", ui="advanced")
     partition_activations: bool = F(False, "Partition checkpointed activations.",
                                     "distributed", ui="advanced")
     cpu_checkpointing: bool = F(False, "Keep DeepSpeed-checkpointed activations on CPU.",
@@ -185,20 +221,22 @@ class RunConfig(BaseModel):
     overlap_comm: bool = F(False, "Overlap communication.", "distributed", ui="advanced")
     contiguous_gradients: bool = F(True, "Contiguous gradient buffers.", "distributed",
                                    ui="advanced")
-    sub_group_size: int = F(1_000_000_000, "ZeRO sub group size.", "distributed",
-                            ui="advanced", ge=1)
+    sub_group_size: int = F(1_000_000_000, "ZeRO-3 sub group size.", "distributed",
+                            ui="advanced", ge=1, le=BIG)
     reduce_bucket_size: int = F(50_000_000, "Reduce bucket size.", "distributed",
-                                ui="advanced", ge=1)
+                                ui="advanced", ge=1, le=BIG)
     stage3_prefetch_bucket_size: int = F(50_000_000, "ZeRO-3 prefetch bucket.", "distributed",
-                                         ui="advanced", ge=0)
+                                         ui="advanced", ge=0, le=BIG)
     stage3_param_persistence_threshold: int = F(100_000, "ZeRO-3 persistence threshold.",
-                                                "distributed", ui="advanced", ge=0)
+                                                "distributed", ui="advanced", ge=0, le=BIG)
     stage3_max_live_parameters: int = F(100_000_000, "ZeRO-3 live parameters.", "distributed",
-                                        ui="advanced", ge=0)
+                                        ui="advanced", ge=0, le=BIG)
     stage3_max_reuse_distance: int = F(100_000_000, "ZeRO-3 reuse distance.", "distributed",
-                                       ui="advanced", ge=0)
-    gradient_clipping: Optional[float] = F(None, "Clip gradient norm (empty: off).",
-                                           "distributed", ui="advanced", gt=0)
+                                       ui="advanced", ge=0, le=BIG)
+    gradient_clipping: Optional[float] = F(None, "Clip the gradient norm (empty: no clipping "
+                                           "without DeepSpeed; with DeepSpeed 'auto', which "
+                                           "accelerate sets to 1.0).", "distributed",
+                                           ui="advanced", gt=0, le=10000)
 
     # --- stages ------------------------------------------------------------------------
     split_training: bool = F(True, "Cache text/VAE outputs first (stage 1), then train "
@@ -208,17 +246,18 @@ class RunConfig(BaseModel):
         ui="advanced", min_length=1)
 
     # --- samples -----------------------------------------------------------------------
-    sample_prompts: list[str] = F(["a photo of a cat"], "Test prompts.", "samples")
+    sample_prompts: list[str] = F(["a photo of a cat"], "Test prompts (one per line).",
+                                  "samples")
     sample_negative_prompt: str = F("", "Negative prompt.", "samples", ui="advanced")
     sample_seed: int = F(0, "Seed for every sample.", "samples", ge=0, le=2**32 - 1)
     sample_steps: int = F(30, "Denoising steps.", "samples", ge=1, le=200)
     sample_cfg: float = F(4.0, "Classifier-free guidance scale.", "samples", ge=1.0, le=30.0)
     sample_height: int = F(1328, "Sample height.", "samples", ge=16, le=4096, multiple_of=16)
     sample_width: int = F(1328, "Sample width.", "samples", ge=16, le=4096, multiple_of=16)
-    sample_lora_scales: list[float] = F([0.0, 1.0], "LoRA scales (0 = base model).", "samples",
-                                        min_length=1)
+    sample_lora_scales: list[float] = F([0.0, 1.0], "LoRA scales (0 = base model), each "
+                                        "between -4 and 4.", "samples", min_length=1)
     sample_every_n_steps: Optional[int] = F(None, "Render samples every N training steps.",
-                                            "samples", ui="advanced", ge=1)
+                                            "samples", ui="advanced", ge=1, le=10**9)
     sample_cpu_offload: bool = F(False, "Low-VRAM inference: model CPU offload.", "samples",
                                  ui="advanced")
 
@@ -226,6 +265,10 @@ class RunConfig(BaseModel):
     @property
     def uses_deepspeed(self) -> bool:
         return self.zero_stage > 0
+
+    @property
+    def processes_per_machine(self) -> int:
+        return max(1, self.num_processes // self.num_machines)
 
     def target_modules(self) -> list[str]:
         return [m.strip() for m in self.lora_target_modules.split(",") if m.strip()]
@@ -242,19 +285,23 @@ class RunConfig(BaseModel):
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
     def save(self, path: str | os.PathLike, only_changed: bool = False) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.to_yaml(only_changed), encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        return _write_yaml(path, self.to_yaml(only_changed))
 
 
 FIELDS: dict[str, Any] = RunConfig.model_fields
 
 
+def _write_yaml(path: str | os.PathLike, text: str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
 def field_meta(name: str) -> dict[str, Any]:
-    """Group, UI level, help, choices and bounds of a field, for forms and messages."""
+    """Group, UI level, help, default, choices and bounds of a field, for forms and messages."""
     info = FIELDS[name]
     extra = dict(info.json_schema_extra or {})
     meta: dict[str, Any] = {"name": name, "help": info.description or "",
@@ -262,7 +309,8 @@ def field_meta(name: str) -> dict[str, Any]:
                             else info.default_factory(),
                             "group": extra.get("group"), "ui": extra.get("ui", "basic")}
     for m in info.metadata:
-        for attr in ("ge", "gt", "le", "lt", "multiple_of", "min_length"):
+        for attr in ("ge", "gt", "le", "lt", "multiple_of", "min_length", "max_length",
+                     "pattern"):
             if getattr(m, attr, None) is not None:
                 meta[attr] = getattr(m, attr)
     choices = _choices(info.annotation)
@@ -272,9 +320,7 @@ def field_meta(name: str) -> dict[str, Any]:
 
 
 def _choices(annotation: Any) -> list[Any] | None:
-    from typing import get_args, get_origin
-    origin = get_origin(annotation)
-    if origin is Literal:
+    if get_origin(annotation) is Literal:
         return list(get_args(annotation))
     for arg in get_args(annotation):
         found = _choices(arg)
@@ -283,10 +329,24 @@ def _choices(annotation: Any) -> list[Any] | None:
     return None
 
 
+def _is_optional(name: str) -> bool:
+    return type(None) in get_args(FIELDS[name].annotation)
+
+
+def _base_type(name: str) -> Any:
+    ann = FIELDS[name].annotation
+    if get_origin(ann) is Union:
+        args = [a for a in get_args(ann) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return ann
+
+
 def _allowed(name: str) -> str:
     meta = field_meta(name)
     if "choices" in meta:
-        return " | ".join(str(c) for c in meta["choices"])
+        text = " | ".join(str(c) for c in meta["choices"])
+        return f"a list of {text}" if get_origin(_base_type(name)) is list else text
     lo = meta.get("ge", meta.get("gt"))
     hi = meta.get("le", meta.get("lt"))
     parts = []
@@ -296,11 +356,23 @@ def _allowed(name: str) -> str:
         parts.append(" and ".join(p for p in (lo_s, hi_s) if p))
     if "multiple_of" in meta:
         parts.append(f"a multiple of {meta['multiple_of']}")
+    if name == "gpu_ids":
+        parts.append("all or comma-separated GPU numbers like 0,1")
+    elif name == "hub_endpoint":
+        parts.append("an http(s) URL")
+    if "min_length" in meta and get_origin(_base_type(name)) is list:
+        parts.append(f"at least {meta['min_length']} item(s)")
+    elif "min_length" in meta:
+        parts.append("non-empty text")
+    if "max_length" in meta:
+        parts.append(f"at most {meta['max_length']} characters")
     if parts:
-        return ", ".join(parts)
-    ann = FIELDS[name].annotation
-    return {bool: "true | false", int: "an integer", float: "a number", str: "text"}.get(
-        ann, str(ann).replace("typing.", ""))
+        text = ", ".join(parts)
+    else:
+        base = _base_type(name)
+        text = {bool: "true | false", int: "an integer", float: "a number", str: "text"}.get(
+            base, str(base).replace("typing.", ""))
+    return text + (" or empty" if _is_optional(name) else "")
 
 
 def _short(value: Any) -> str:
@@ -311,37 +383,60 @@ def _short(value: Any) -> str:
 # ------------------------------------------------------------------------------------------
 # Validation
 # ------------------------------------------------------------------------------------------
+_FLOATISH = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _prepare(name: str, value: Any) -> Any:
+    """Spellings every view uses: 'none'/'' for unset optionals, 5e7 for integers."""
+    if isinstance(value, str) and _is_optional(name) and value.strip().lower() in NONE_WORDS:
+        return None
+    if _base_type(name) is int and isinstance(value, str) and _FLOATISH.match(value.strip()):
+        number = float(value)
+        if number.is_integer():
+            return int(number)
+    return value
+
+
 def _field_problems(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     ok: dict[str, Any] = {}
     problems: list[str] = []
     for key, value in data.items():
         if key not in FIELDS:
-            problems.append(f"{key}: unknown option (got {_short(value)}; "
-                            f"allowed: the fields of the run schema{_suggest(key)})")
+            problems.append(_unknown_key_problem(key, value))
             continue
-        info = FIELDS[key]
         try:
-            ok[key] = TypeAdapter(info.annotation, config=ConfigDict(strict=False)).validate_python(
-                value) if not info.metadata else _validate_with_meta(key, value)
+            ok[key] = _validate_one(key, _prepare(key, value))
         except ValidationError as e:
-            msg = e.errors()[0]["msg"]
-            problems.append(f"{key}: {msg[0].lower() + msg[1:]} (got {_short(value)}; "
+            err = e.errors()[0]
+            msg = err["msg"]
+            if err.get("type") == "string_pattern_mismatch":
+                msg = "not in the expected form"
+            where = [str(p) for p in err.get("loc", ())[1:]]
+            at = f" at item {where[0]}" if where else ""
+            problems.append(f"{key}: {msg[0].lower() + msg[1:]}{at} (got {_short(value)}; "
                             f"allowed {_allowed(key)})")
     return ok, problems
 
 
-def _validate_with_meta(key: str, value: Any) -> Any:
-    # Validate one field with its constraints through a one-field model.
+def _unknown_key_problem(key: str, value: Any) -> str:
+    if "token" in key.lower() or "password" in key.lower() or "secret" in key.lower():
+        return (f"{key}: secrets are never stored in run configs (got a value; allowed: set "
+                f"HF_TOKEN or MODELSCOPE_API_TOKEN in the environment)")
+    return (f"{key}: unknown option (got {_short(value)}; allowed: the fields of the run "
+            f"schema{_suggest(key)})")
+
+
+_one_field_models: dict[str, Any] = {}
+
+
+def _validate_one(key: str, value: Any) -> Any:
+    """Validate one field with its constraints through a cached one-field model."""
     model = _one_field_models.get(key)
     if model is None:
-        from pydantic import create_model
         info = FIELDS[key]
         model = create_model(f"_F_{key}", **{key: (info.annotation, info)})
         _one_field_models[key] = model
     return getattr(model.model_validate({key: value}), key)
-
-
-_one_field_models: dict[str, Any] = {}
 
 
 def _suggest(key: str) -> str:
@@ -350,33 +445,71 @@ def _suggest(key: str) -> str:
     return f"; did you mean {close[0]}?" if close else ""
 
 
-def cross_field_problems(c: dict[str, Any]) -> list[str]:
-    """Rules that involve more than one field. ``c`` holds defaults merged with valid values."""
+def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list[str]:
+    """Rules that involve more than one field. ``c`` holds defaults merged with valid values.
+
+    ``require_inputs``: also demand what only the user can supply (the dataset folder); off
+    for presets, which are partial by design.
+    """
     p: list[str] = []
     zs = c["zero_stage"]
-    if c["offload_param_device"] != "none" and zs != 3:
-        p.append(f"offload_param_device: parameter offload needs ZeRO-3 (got "
-                 f"{c['offload_param_device']!r} with zero_stage {zs}; allowed none unless "
-                 f"zero_stage is 3)")
-    if c["offload_optimizer_device"] != "none" and zs < 1:
-        p.append(f"offload_optimizer_device: optimizer offload needs DeepSpeed (got "
-                 f"{c['offload_optimizer_device']!r} with zero_stage 0; allowed none unless "
-                 f"zero_stage is 1-3)")
-    if "nvme" in (c["offload_param_device"], c["offload_optimizer_device"]) and not c[
-            "offload_nvme_path"]:
-        p.append("offload_nvme_path: nvme offload needs a folder (got None; allowed an "
-                 "existing writable folder)")
-    if c["task"] == "sft:data_process" and zs > 0 and not c["split_training"]:
-        pass
-    if c["num_machines"] > 1 and not c["main_process_ip"]:
-        p.append(f"main_process_ip: {c['num_machines']} machines need the main machine's "
-                 f"address (got None; allowed a host name or IP)")
-    if c["machine_rank"] >= c["num_machines"]:
+    opt, par = c["offload_optimizer_device"], c["offload_param_device"]
+    # --- DeepSpeed -------------------------------------------------------------------------
+    if par != "none" and zs != 3:
+        p.append(f"offload_param_device: parameter offload needs ZeRO-3 (got {par!r} with "
+                 f"zero_stage {zs}; allowed none unless zero_stage is 3)")
+    if opt != "none" and zs < 1:
+        p.append(f"offload_optimizer_device: optimizer offload needs DeepSpeed (got {opt!r} "
+                 f"with zero_stage 0; allowed none unless zero_stage is 1-3)")
+    elif opt == "nvme" and zs != 3:
+        p.append(f"offload_optimizer_device: nvme offload needs ZeRO-3 (got 'nvme' with "
+                 f"zero_stage {zs}; allowed none | cpu)")
+    if "nvme" in (par, opt) and not c["offload_nvme_path"]:
+        p.append("offload_nvme_path: nvme offload needs a folder (got None; allowed a "
+                 "writable folder on an NVMe drive)")
+    ds_ckpt = zs > 0 and c["ds_activation_checkpointing"] and c["use_gradient_checkpointing"]
+    for name in ("partition_activations", "cpu_checkpointing",
+                 "contiguous_memory_optimization"):
+        if c[name] and not ds_ckpt:
+            p.append(f"{name}: applies to DeepSpeed activation checkpointing only (got true "
+                     f"with zero_stage {zs}, use_gradient_checkpointing "
+                     f"{str(c['use_gradient_checkpointing']).lower()}, "
+                     f"ds_activation_checkpointing "
+                     f"{str(c['ds_activation_checkpointing']).lower()}; allowed false, or "
+                     f"zero_stage ≥ 1 with both checkpointing options on)")
+    if c["use_gradient_checkpointing_offload"] and ds_ckpt:
+        p.append("use_gradient_checkpointing_offload: DeepSpeed activation checkpointing "
+                 "replaces torch checkpointing here (got true with zero_stage "
+                 f"{zs} and ds_activation_checkpointing true; allowed false -- use "
+                 "cpu_checkpointing -- or ds_activation_checkpointing false)")
+    # --- processes and machines --------------------------------------------------------------
+    n, m = c["num_processes"], c["num_machines"]
+    if m > 1 and not c["main_process_ip"]:
+        p.append(f"main_process_ip: {m} machines need the main machine's address (got None; "
+                 f"allowed a host name or IP reachable from every machine)")
+    if m > 1 and c["main_process_port"] == 0:
+        p.append(f"main_process_port: {m} machines need a fixed port (got 0; allowed "
+                 f"1024-65535)")
+    if 0 < c["main_process_port"] < 1024:
+        p.append(f"main_process_port: ports below 1024 are reserved (got "
+                 f"{c['main_process_port']}; allowed 0 or 1024-65535)")
+    if c["machine_rank"] >= m:
         p.append(f"machine_rank: must be below num_machines (got {c['machine_rank']}; "
-                 f"allowed 0..{c['num_machines'] - 1})")
-    if c["num_processes"] < c["num_machines"]:
-        p.append(f"num_processes: at least one process per machine (got "
-                 f"{c['num_processes']}; allowed ≥ {c['num_machines']})")
+                 f"allowed 0..{m - 1})")
+    if n < m:
+        p.append(f"num_processes: at least one process per machine (got {n}; allowed ≥ {m})")
+    elif n % m:
+        p.append(f"num_processes: must split evenly over {m} machines (got {n}; allowed a "
+                 f"multiple of {m})")
+    if c["gpu_ids"] != "all":
+        ids = c["gpu_ids"].split(",")
+        per_machine = max(1, n // m)
+        if len(ids) != len(set(ids)):
+            p.append(f"gpu_ids: repeated GPU (got {c['gpu_ids']!r}; allowed distinct ids)")
+        elif len(ids) < per_machine:
+            p.append(f"gpu_ids: fewer GPUs than processes per machine (got {c['gpu_ids']!r} "
+                     f"for {per_machine} process(es); allowed all or ≥ {per_machine} ids)")
+    # --- data and model ------------------------------------------------------------------------
     if (c["height"] is None) != (c["width"] is None):
         which = "width" if c["width"] is None else "height"
         p.append(f"{which}: set height and width together for a fixed size (got "
@@ -384,53 +517,70 @@ def cross_field_problems(c: dict[str, Any]) -> list[str]:
     if c["use_gradient_checkpointing_offload"] and not c["use_gradient_checkpointing"]:
         p.append("use_gradient_checkpointing_offload: needs use_gradient_checkpointing "
                  "(got true with checkpointing off; allowed false, or turn checkpointing on)")
-    if c["model_family"] == "qwen_image" and not (c["model_id_with_origin_paths"]
-                                                   or c["model_paths"]):
+    if not (c["model_id_with_origin_paths"] or c["model_paths"]):
         p.append("model_id_with_origin_paths: no model source (got None; allowed "
-                 "model_id:glob list or model_paths)")
+                 "model_id:glob list, a local path, or model_paths)")
     if c["model_paths"]:
         try:
             mp = json.loads(c["model_paths"])
-            if not isinstance(mp, list):
+            if not isinstance(mp, list) or not mp or not all(
+                    isinstance(x, str) or (isinstance(x, list) and x and all(
+                        isinstance(y, str) for y in x)) for x in mp):
                 raise ValueError
         except ValueError:
             p.append(f"model_paths: must be a JSON list of paths (got "
-                     f"{_short(c['model_paths'])}; allowed e.g. [\"a.safetensors\"])")
-    if c["mixed_precision"] == "fp16" and zs == 0 and False:
-        pass
-    stages = c["stages"]
-    if list(stages) != sorted(stages, key=STAGES.index) or len(set(stages)) != len(stages):
+                     f"{_short(c['model_paths'])}; allowed e.g. [\"a.safetensors\", "
+                     f"[\"shard1.safetensors\", \"shard2.safetensors\"]])")
+    if not [t for t in str(c["lora_target_modules"]).split(",") if t.strip()]:
+        p.append(f"lora_target_modules: at least one module name (got "
+                 f"{c['lora_target_modules']!r}; allowed e.g. to_q,to_k,to_v)")
+    # --- training ----------------------------------------------------------------------------
+    if c["keep_last_n_checkpoints"] and not c["save_steps"]:
+        p.append("keep_last_n_checkpoints: only step checkpoints are pruned (got "
+                 f"{c['keep_last_n_checkpoints']} without save_steps; allowed with save_steps)")
+    if c["resume_from"] and c["lora_checkpoint"]:
+        p.append("lora_checkpoint: set either resume_from or lora_checkpoint (got both; "
+                 "allowed one: a saved state already holds the LoRA)")
+    # --- stages ------------------------------------------------------------------------------
+    stages = list(c["stages"])
+    if stages != sorted(stages, key=STAGES.index) or len(set(stages)) != len(stages):
         p.append(f"stages: must be in order data_process, train, sample without repeats "
                  f"(got {stages}; allowed a subset of {list(STAGES)} in that order)")
     if not c["split_training"] and "data_process" in stages:
         p.append("stages: data_process runs only with split_training (got data_process with "
                  "split_training false; allowed train, sample)")
-    if c["split_training"] and "train" in stages and "data_process" not in stages and not \
+    if require_inputs and ("data_process" in stages or "train" in stages) and not \
             c["dataset_base_path"]:
-        p.append("dataset_base_path: stage 2 without stage 1 needs a cache folder (got ''; "
-                 "allowed a folder written by data_process)")
-    if ("data_process" in stages or "train" in stages) and not c["dataset_base_path"]:
-        p.append("dataset_base_path: a dataset folder is required (got ''; allowed an "
-                 "existing folder)")
-    if not c["target_list"]:
-        p.append("lora_target_modules: at least one module name (got ''; allowed e.g. "
-                 "to_q,to_k,to_v)")
-    if c["keep_last_n_checkpoints"] and not c["save_steps"]:
-        p.append("keep_last_n_checkpoints: only step checkpoints are pruned (got "
-                 f"{c['keep_last_n_checkpoints']} without save_steps; allowed with save_steps)")
+        what = ("the cache folder written by data_process" if c["split_training"] and
+                "data_process" not in stages else "an existing dataset folder")
+        p.append(f"dataset_base_path: a dataset folder is required (got ''; allowed {what})")
+    if "sample" in stages and not [s for s in c["sample_prompts"] if str(s).strip()]:
+        p.append("sample_prompts: the sample stage needs at least one prompt (got "
+                 f"{c['sample_prompts']!r}; allowed one or more non-empty prompts)")
+    lo, hi = SAMPLE_SCALE_RANGE
+    bad = [s for s in c["sample_lora_scales"] if not lo <= s <= hi]
+    if bad:
+        p.append(f"sample_lora_scales: scales must lie between {lo:g} and {hi:g} (got "
+                 f"{bad}; allowed e.g. 0, 0.5, 1)")
+    if c["sample_every_n_steps"] and "train" not in stages:
+        p.append("sample_every_n_steps: renders during training (got "
+                 f"{c['sample_every_n_steps']} without the train stage; allowed empty)")
     return p
 
 
-def validate(data: dict[str, Any], source: str | None = None) -> RunConfig:
-    """Validate a mapping of options (merged file + CLI) and report every problem at once."""
+def validate(data: dict[str, Any], source: str | None = None, *,
+             require_inputs: bool = True) -> RunConfig:
+    """Validate a mapping of options (merged file + CLI) and report every problem at once.
+
+    ``require_inputs=False`` accepts a config that still lacks the user's own inputs (the
+    dataset folder), as a preset does; everything else is checked all the same.
+    """
     data = dict(data)
     data.pop("schema_version", None)
     ok, problems = _field_problems(data)
     merged = RunConfig.model_construct().model_dump()
     merged.update(ok)
-    merged["target_list"] = [m for m in str(merged["lora_target_modules"]).split(",")
-                             if m.strip()]
-    problems += cross_field_problems(merged)
+    problems += cross_field_problems(merged, require_inputs)
     if problems:
         raise ConfigError(problems, source)
     return RunConfig.model_validate(ok)
@@ -440,15 +590,24 @@ def validate(data: dict[str, Any], source: str | None = None) -> RunConfig:
 # Files
 # ------------------------------------------------------------------------------------------
 def migrate(data: dict[str, Any], source: str | None = None) -> dict[str, Any]:
-    """Bring an older schema version's mapping up to date (the one place for migrations)."""
-    version = data.get("schema_version", SCHEMA_VERSION)
-    if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
+    """Bring an older schema version's mapping up to date (the one place for migrations).
+
+    A file without ``schema_version`` is read as the current version. When the schema
+    changes incompatibly, bump ``SCHEMA_VERSION`` and add a step here that rewrites
+    version N-1 mappings (renamed keys, changed units) into version N.
+    """
+    data = dict(data)
+    version = data.pop("schema_version", SCHEMA_VERSION)
+    if isinstance(version, bool) or not isinstance(version, int) or not (
+            1 <= version <= SCHEMA_VERSION):
         raise ConfigError([f"schema_version: unsupported (got {version!r}; allowed 1.."
                            f"{SCHEMA_VERSION})"], source)
+    # (no older versions exist yet: version 1 is the first schema)
     return data
 
 
 def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
+    """A config or preset file as a mapping of the current schema version."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError([f"config: file not found (got {str(path)!r}; allowed an existing "
@@ -460,10 +619,15 @@ def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError([f"config: top level must be a mapping (got {type(data).__name__})"],
                           str(path))
+    bad = [k for k in data if not isinstance(k, str)]
+    if bad:
+        raise ConfigError([f"{k!r}: keys must be option names (got {k!r}; allowed the fields "
+                           f"of the run schema)" for k in bad], str(path))
     return migrate(data, str(path))
 
 
 def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """A run config from YAML, with ``overrides`` (e.g. command-line values) on top."""
     data = read_yaml(path)
     data.update(overrides or {})
     return validate(data, str(path))
@@ -472,44 +636,30 @@ def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None
 # ------------------------------------------------------------------------------------------
 # Command line (one parser for every stage; built from the schema)
 # ------------------------------------------------------------------------------------------
-def _none_or(conv):
-    def parse(text: str):
-        return None if text.strip().lower() in NONE_WORDS else conv(text)
-    parse.__name__ = getattr(conv, "__name__", "value")
-    return parse
-
-
-def _num(text: str):
-    v = float(text)
-    return int(v) if v.is_integer() and "." not in text and "e" not in text.lower() else v
-
-
 def build_parser(prog: str = "backend.stages.train", extra: argparse.ArgumentParser | None = None
                  ) -> argparse.ArgumentParser:
+    """A parser with ``--config`` and one ``--<field>`` per schema field.
+
+    Values stay text here; ``validate`` converts and checks them, so a bad value is
+    reported like one in a file (``field: problem (got X; allowed Y)``). Flags left out
+    are absent from the namespace (the file or the default applies).
+    """
     parser = argparse.ArgumentParser(prog=prog, argument_default=argparse.SUPPRESS,
                                      allow_abbrev=False, parents=[extra] if extra else [],
                                      description="Options come from --config (YAML), then "
                                      "the flags below (flags win).")
     parser.add_argument("--config", help="Run config YAML written by the UI or by hand.")
-    for name, info in FIELDS.items():
+    for name in FIELDS:
         meta = field_meta(name)
         help_text = meta["help"].replace("%", "%%")
-        ann = info.annotation
-        if ann is bool:
+        base = _base_type(name)
+        if base is bool:
             parser.add_argument(f"--{name}", action=argparse.BooleanOptionalAction,
                                 help=help_text)
-        elif name in ("stages", "sample_prompts"):
-            parser.add_argument(f"--{name}", nargs="+", help=help_text)
-        elif name == "sample_lora_scales":
-            parser.add_argument(f"--{name}", nargs="+", type=float, help=help_text)
+        elif get_origin(base) is list:
+            parser.add_argument(f"--{name}", nargs="+", metavar="VALUE", help=help_text)
         else:
-            base = str
-            if ann in (int, Optional[int]):
-                base = int
-            elif ann in (float, Optional[float]):
-                base = float
-            conv = _none_or(base) if "Optional" in str(ann) or "None" in str(ann) else base
-            parser.add_argument(f"--{name}", type=conv, help=help_text)
+            parser.add_argument(f"--{name}", metavar="VALUE", help=help_text)
     return parser
 
 
@@ -525,10 +675,10 @@ def parse_stage_args(argv: list[str] | None = None, prog: str = "backend.stages.
     parser = build_parser(prog, extra)
     ns, unknown = parser.parse_known_args(argv)
     if unknown:
-        flags = [u for u in unknown if u.startswith("--")]
+        flags = [u for u in unknown if u.startswith("-")] or unknown
         raise ConfigError([f"{u.lstrip('-').split('=')[0]}: unknown option (got {u!r}; "
                            f"allowed: see --help{_suggest(u.lstrip('-').split('=')[0])})"
-                           for u in (flags or unknown)])
+                           for u in flags])
     given = vars(ns)
     cli = {k: v for k, v in given.items() if k in FIELDS}
     data: dict[str, Any] = {}
@@ -537,20 +687,142 @@ def parse_stage_args(argv: list[str] | None = None, prog: str = "backend.stages.
         source = given["config"]
         data = read_yaml(source)
     data.update(cli)
-    return validate(data, source), ns
+    # The sample stage renders from the model (and LoRA files) alone: no dataset needed.
+    return validate(data, source, require_inputs=not prog.endswith(".sample")), ns
 
 
 def resolve_paths(cfg: RunConfig, base: str | os.PathLike | None = None) -> RunConfig:
-    """Make every path option absolute against ``base`` (default: working directory)."""
+    """Make every local path option absolute against ``base`` (default: working directory).
+
+    Also freezes ``models_dir``: at its default, ``ZEROLORA_MODELS_DIR`` (when set) replaces
+    it, as the hub does. ``model_id:glob`` entries stay as they are; entries of
+    ``model_id_with_origin_paths``/``tokenizer_path`` that exist as local paths under
+    ``base`` and the files of ``model_paths`` become absolute.
+    """
     base = Path(base or os.getcwd())
-    updates = {}
-    for name in ("output_path", "resume_from", "progress_file", "models_dir",
-                 "dataset_base_path", "dataset_metadata_path", "lora_checkpoint",
-                 "offload_nvme_path"):
-        value = getattr(cfg, name)
-        if value and not os.path.isabs(value):
-            updates[name] = str((base / value).resolve())
-    if cfg.tokenizer_path and ":" not in cfg.tokenizer_path and not os.path.isabs(
-            cfg.tokenizer_path):
-        updates["tokenizer_path"] = str((base / cfg.tokenizer_path).resolve())
+
+    def absolute(value: str) -> str:
+        p = Path(value).expanduser()
+        return str(p if p.is_absolute() else (base / p).resolve())
+
+    updates: dict[str, Any] = {}
+    if cfg.models_dir == FIELDS["models_dir"].default and os.environ.get(MODELS_DIR_ENV):
+        updates["models_dir"] = absolute(os.environ[MODELS_DIR_ENV])
+    for name in PATH_FIELDS:
+        value = updates.get(name, getattr(cfg, name))
+        if value:
+            updates[name] = absolute(value)
+    if cfg.tokenizer_path:
+        tp = cfg.tokenizer_path
+        if ":" not in tp or (base / tp).exists():
+            updates["tokenizer_path"] = absolute(tp)
+    if cfg.model_id_with_origin_paths:
+        entries = []
+        for entry in cfg.model_id_with_origin_paths.split(","):
+            e = entry.strip()
+            entries.append(absolute(e) if e and ((base / e).exists() or Path(e).is_absolute())
+                           else e)
+        updates["model_id_with_origin_paths"] = ",".join(entries)
+    if cfg.model_paths:
+        items = json.loads(cfg.model_paths)
+        items = [[absolute(y) for y in x] if isinstance(x, list) else absolute(x) for x in items]
+        updates["model_paths"] = json.dumps(items)
     return cfg.model_copy(update=updates)
+
+
+# ------------------------------------------------------------------------------------------
+# Presets
+# ------------------------------------------------------------------------------------------
+_PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
+
+
+def _preset_folder(workspace: str | os.PathLike | None) -> Path | None:
+    return Path(workspace) / "presets" if workspace else None
+
+
+def list_presets(workspace: str | os.PathLike | None = None) -> list[tuple[str, Path]]:
+    """(name, path) of the bundled presets, then the user presets of ``workspace``."""
+    out: list[tuple[str, Path]] = []
+    for folder in (PRESETS_DIR, _preset_folder(workspace)):
+        if folder and folder.is_dir():
+            out += [(p.stem, p) for p in sorted(folder.glob("*.yaml")) if p.is_file()]
+    return out
+
+
+def _find_preset(name_or_path: str | os.PathLike, workspace) -> Path:
+    text = str(name_or_path)
+    as_path = Path(text).expanduser()
+    if as_path.suffix in (".yaml", ".yml") or os.sep in text or "/" in text:
+        if as_path.is_file():
+            return as_path
+        raise ConfigError([f"preset: file not found (got {text!r}; allowed an existing "
+                           f"preset file or a preset name)"])
+    for name, path in list_presets(workspace):
+        if name == text:
+            return path
+    names = [n for n, _ in list_presets(workspace)]
+    raise ConfigError([f"preset: no preset with this name (got {text!r}; allowed "
+                       f"{' | '.join(names) or 'none yet'})"])
+
+
+def read_preset(name_or_path: str | os.PathLike, workspace: str | os.PathLike | None = None
+                ) -> tuple[dict[str, Any], Path]:
+    """A preset's own values (migrated; bundled relative paths made absolute) and its file."""
+    path = _find_preset(name_or_path, workspace)
+    data = read_yaml(path)
+    if path.resolve().parent == PRESETS_DIR.resolve():
+        # Bundled presets: relative paths are relative to the repository root.
+        for name in PATH_FIELDS + ("tokenizer_path", "model_id_with_origin_paths"):
+            value = data.get(name)
+            if not isinstance(value, str) or not value:
+                continue
+            if name == "model_id_with_origin_paths":
+                data[name] = ",".join(
+                    str((REPO_ROOT / e.strip()).resolve()) if e.strip() and
+                    (REPO_ROOT / e.strip()).exists() else e.strip() for e in value.split(","))
+            elif name == "tokenizer_path" and ":" in value and not (REPO_ROOT / value).exists():
+                continue
+            elif not os.path.isabs(value):
+                data[name] = str((REPO_ROOT / value).resolve())
+    return data, path
+
+
+def load_preset(name_or_path: str | os.PathLike, workspace: str | os.PathLike | None = None,
+                base: RunConfig | None = None) -> RunConfig:
+    """A preset (by name or file) applied on top of ``base`` (default: schema defaults).
+
+    Unknown keys and bad values are an error that names the file and the key.
+    """
+    data, path = read_preset(name_or_path, workspace)
+    merged = (base.to_dict() if base is not None else {})
+    merged.update(data)
+    return validate(merged, str(path), require_inputs=False)
+
+
+def save_preset(cfg: RunConfig, name: str, workspace: str | os.PathLike,
+                base: RunConfig | None = None) -> Path:
+    """Write ``{workspace}/presets/<name>.yaml`` with only the values that differ from
+    ``base`` (default: the schema defaults), so the file says what the preset changes.
+    Loading it with the same ``base`` gives ``cfg`` back."""
+    problems = []
+    if not _PRESET_NAME.match(name or ""):
+        problems.append(f"name: not a preset name (got {name!r}; allowed letters, digits, "
+                        f"_ . - up to 80 characters)")
+    elif (PRESETS_DIR / f"{name}.yaml").exists():
+        problems.append(f"name: a bundled preset has this name (got {name!r}; allowed "
+                        f"another name)")
+    if not workspace:
+        problems.append("workspace: needed to save user presets (got None; allowed a folder)")
+    if problems:
+        raise ConfigError(problems)
+    reference = (base or RunConfig()).to_dict()
+    values = {k: v for k, v in cfg.to_dict().items() if reference.get(k) != v}
+    text = yaml.safe_dump({"schema_version": SCHEMA_VERSION, **values}, sort_keys=False,
+                          allow_unicode=True)
+    return _write_yaml(_preset_folder(workspace) / f"{name}.yaml", text)
+
+
+def diff_configs(a: RunConfig, b: RunConfig) -> list[tuple[str, Any, Any]]:
+    """(field, value in a, value in b) for every field that differs, in schema order."""
+    da, db = a.to_dict(), b.to_dict()
+    return [(k, da[k], db[k]) for k in FIELDS if da[k] != db[k]]

@@ -1,0 +1,150 @@
+"""Model-family adapters and the helpers they share.
+
+One adapter module per model family holds everything architecture-specific (component
+classes, prompt encoding, latent packing, the training loss); the stages stay generic.
+``get_adapter(cfg.model_family)`` returns the module. Importing this package is cheap: torch
+and friends are imported inside the functions that need them.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any, Callable
+
+ADAPTERS = {"qwen_image": "backend.models.qwen_image"}
+
+
+def get_adapter(family: str) -> ModuleType:
+    if family not in ADAPTERS:
+        raise ValueError(f"model_family: no adapter (got {family!r}; allowed "
+                         f"{' | '.join(ADAPTERS)})")
+    return importlib.import_module(ADAPTERS[family])
+
+
+def any_requires_grad(args: tuple[Any, ...]) -> bool:
+    """Whether any tensor among ``args`` (looking inside tuples/lists) requires grad."""
+    import torch
+
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.requires_grad:
+            return True
+        if isinstance(a, (tuple, list)) and any_requires_grad(tuple(a)):
+            return True
+    return False
+
+
+def block_checkpointing_func(offload: bool = False) -> Callable[..., Any]:
+    """The per-block checkpoint function plugged into a diffusers model.
+
+    Called as ``fn(block, *args)`` by the model's block loop (diffusers'
+    ``enable_gradient_checkpointing(gradient_checkpointing_func=fn)``).
+
+    - When DeepSpeed's activation checkpointing is configured (the DeepSpeed config has an
+      ``activation_checkpointing`` block; see ``configure_deepspeed_checkpointing``): a block
+      none of whose tensor inputs requires grad runs plainly (the first block in LoRA
+      training: reentrant checkpointing would cut its LoRA gradients), every other block
+      goes through ``deepspeed.checkpointing.checkpoint`` (reentrant, positional inputs).
+    - Otherwise torch checkpointing (``use_reentrant=False``), inside
+      ``torch.autograd.graph.save_on_cpu()`` when ``offload`` is on.
+    """
+    import torch
+    import torch.utils.checkpoint
+
+    def checkpoint_block(block, *args):
+        try:
+            import deepspeed
+            ds_on = deepspeed.checkpointing.is_configured()
+        except ImportError:
+            ds_on = False
+        if ds_on:
+            if not any_requires_grad(args):
+                return block(*args)
+            return deepspeed.checkpointing.checkpoint(block, *args)
+        if offload:
+            with torch.autograd.graph.save_on_cpu(pin_memory=torch.cuda.is_available()):
+                return torch.utils.checkpoint.checkpoint(block, *args, use_reentrant=False)
+        return torch.utils.checkpoint.checkpoint(block, *args, use_reentrant=False)
+
+    return checkpoint_block
+
+
+def configure_deepspeed_checkpointing(ds_config: dict | None) -> bool:
+    """Configure DeepSpeed's activation checkpointing from the config's
+    ``activation_checkpointing`` block (call after ``accelerator.prepare``).
+    Returns whether it was configured."""
+    if not ds_config or "activation_checkpointing" not in ds_config:
+        return False
+    import deepspeed
+
+    act = ds_config["activation_checkpointing"] or {}
+    deepspeed.checkpointing.configure(
+        mpu_=None,
+        partition_activations=bool(act.get("partition_activations", False)),
+        checkpoint_in_cpu=bool(act.get("cpu_checkpointing", False)),
+        contiguous_checkpointing=bool(act.get("contiguous_memory_optimization", False)),
+    )
+    return True
+
+
+def weight_files(folder) -> list:
+    """The safetensors weight files of a model folder (from its index when sharded)."""
+    import json
+    from pathlib import Path
+
+    folder = Path(folder)
+    index = sorted(folder.glob("*.safetensors.index.json"))
+    if index:
+        shards = sorted(set(json.loads(index[0].read_text())["weight_map"].values()))
+        return [folder / s for s in shards]
+    return sorted(p for p in folder.glob("*.safetensors") if not p.name.startswith("."))
+
+
+def load_partitioned(model_cls, folder, dtype, remote_device: str | None = None):
+    """Build a diffusers model partitioned from the start (DeepSpeed ZeRO-3 with
+    ``zero3_init_flag``) and fill it from its safetensors files.
+
+    The model is created under ``deepspeed.zero.Init`` with the DeepSpeed config accelerate
+    registered (no random init), so no process ever holds the whole model; then each
+    parameter is gathered in turn, rank 0 copies its tensor in from the file and the
+    parameter is partitioned again. ``remote_device="cpu"`` keeps the partitions in host
+    memory (``initialize_model_on_cpu``).
+    """
+    import deepspeed
+    import torch
+    from diffusers.models.modeling_utils import no_init_weights
+    from safetensors import safe_open
+    from transformers.integrations import deepspeed_config
+
+    ds_config = deepspeed_config()
+    if ds_config is None:
+        raise RuntimeError("load_partitioned needs accelerate's DeepSpeed plugin with "
+                           "zero3_init_flag (no DeepSpeed config is registered)")
+    config = model_cls.load_config(str(folder))
+    init_kwargs = {"config_dict_or_path": ds_config, "dtype": dtype}
+    if remote_device:
+        init_kwargs["remote_device"] = remote_device
+    with deepspeed.zero.Init(**init_kwargs), no_init_weights():
+        model = model_cls.from_config(config)
+    params = dict(model.named_parameters())
+    buffers = dict(model.named_buffers())
+    main = not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
+    loaded = set()
+    for file in weight_files(folder):
+        with safe_open(str(file), framework="pt") as f:
+            for key in sorted(f.keys()):
+                if key in buffers:
+                    buffers[key].data.copy_(f.get_tensor(key))
+                    loaded.add(key)
+                    continue
+                param = params.get(key)
+                if param is None:
+                    continue
+                with deepspeed.zero.GatheredParameters([param], modifier_rank=0):
+                    if main:
+                        param.data.copy_(f.get_tensor(key).to(param.dtype))
+                loaded.add(key)
+    missing = sorted(set(params) - loaded)
+    if missing:
+        raise RuntimeError(f"{folder}: weights missing for {len(missing)} parameters, e.g. "
+                           f"{', '.join(missing[:3])}")
+    return model.eval()

@@ -1,0 +1,197 @@
+"""Stage-1 cache: one safetensors file per sample plus ``manifest.json``.
+
+A sample's file is named by a hash of everything that determines it: the image bytes, the
+caption (with trigger word), the resize settings and the size they give, the encoder model
+files (path + size + mtime) and the cache format. Re-running with nothing changed encodes
+nothing; a changed caption or image re-encodes only that sample; files no longer referenced
+are removed. Files are written atomically, so a stopped run leaves only complete files and
+the next run reuses them. Never pickles.
+
+manifest.json::
+
+    {"format": 1, "family": "qwen_image", "model": [[path, size, mtime_ns], ...],
+     "samples": [{"key", "file", "image", "prompt", "width", "height"}, ...]}
+
+Stage 2 reads the samples in manifest order (``load_cached_samples`` / ``CachedDataset``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from backend.config import RunConfig
+from backend.data import Record, target_size
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+
+
+class CacheError(RuntimeError):
+    pass
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def sample_key(rec: Record, cfg: RunConfig, size: tuple[int, int], model_fp: list) -> str:
+    payload = {
+        "format": FORMAT, "family": cfg.model_family, "image": _file_sha256(rec.image),
+        "prompt": rec.prompt, "size": list(size),
+        "resize": [cfg.height, cfg.width, cfg.max_pixels], "model": model_fp,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def plan(cfg: RunConfig, records: list[Record], model_fp: list) -> list[dict[str, Any]]:
+    """Manifest entries for ``records`` (key, file, image, prompt, width, height)."""
+    from PIL import Image
+
+    entries = []
+    for rec in records:
+        with Image.open(rec.image) as im:
+            size = target_size(*im.size, cfg)
+        key = sample_key(rec, cfg, size, model_fp)
+        entries.append({"key": key, "file": f"{key[:32]}.safetensors", "image": str(rec.image),
+                        "prompt": rec.prompt, "width": size[0], "height": size[1]})
+    return entries
+
+
+def read_manifest(cache_dir: str | Path) -> dict[str, Any] | None:
+    p = Path(cache_dir) / MANIFEST
+    if not p.is_file():
+        return None
+    return json.loads(p.read_text(encoding="utf-8"))
+
+
+def write_manifest(cache_dir: str | Path, entries: list[dict], model_fp: list,
+                   family: str) -> Path:
+    from backend.lora import write_json_atomic
+
+    return write_json_atomic(Path(cache_dir) / MANIFEST, {
+        "format": FORMAT, "family": family, "model": model_fp, "samples": entries})
+
+
+def save_sample(path: Path, tensors: dict[str, Any], meta: dict[str, str]) -> None:
+    from safetensors.torch import save_file
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp),
+              metadata=meta)
+    os.replace(tmp, path)
+
+
+def load_sample(path: str | Path) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+def cached_files(cache_dir: str | Path) -> list[Path]:
+    """Sample files of a cache, in manifest order (else sorted)."""
+    cache_dir = Path(cache_dir)
+    manifest = read_manifest(cache_dir)
+    if manifest is not None:
+        return [cache_dir / e["file"] for e in manifest["samples"]]
+    return sorted(p for p in cache_dir.glob("*.safetensors") if not p.name.startswith("."))
+
+
+def check_cache(cache_dir: str | Path) -> list[Path]:
+    """The sample files of a stage-1 cache; raises ``CacheError`` naming what is wrong."""
+    cache_dir = Path(cache_dir)
+    if not cache_dir.is_dir():
+        raise CacheError(f"dataset_base_path: cache folder not found (got {str(cache_dir)!r}); "
+                         f"run --task sft:data_process with --output_path {cache_dir} first")
+    files = cached_files(cache_dir)
+    if not files:
+        raise CacheError(f"dataset_base_path: no cached samples in {cache_dir}; run --task "
+                         f"sft:data_process with --output_path {cache_dir} first")
+    missing = [str(p) for p in files if not p.is_file()]
+    if missing:
+        raise CacheError(f"cache {cache_dir} is incomplete, missing: {', '.join(missing[:5])}"
+                         f"; run --task sft:data_process again")
+    return files
+
+
+def load_cached_samples(cache_dir: str | Path) -> list[dict[str, Any]]:
+    return [load_sample(p) for p in check_cache(cache_dir)]
+
+
+class CachedDataset:
+    """Cached samples repeated ``repeat`` times (stage 2)."""
+
+    def __init__(self, cache_dir: str | Path, repeat: int = 1):
+        self.files = check_cache(cache_dir)
+        self.repeat = repeat
+
+    def __len__(self) -> int:
+        return len(self.files) * self.repeat
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return load_sample(self.files[i % len(self.files)])
+
+
+def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp: list,
+                *, rank: int = 0, world: int = 1, barrier=None, progress=None,
+                should_stop=lambda: False, log=print) -> dict[str, int]:
+    """Encode what is not cached yet into ``cfg.output_path``.
+
+    ``encoder_factory()`` loads the encoder (only called when something needs encoding);
+    each rank encodes its share; rank 0 writes the manifest and removes stale files.
+    Returns {"total", "encoded", "reused", "stopped"}.
+    """
+    import time
+
+    from backend.data import load_pixels
+
+    out = Path(cfg.output_path)
+    out.mkdir(parents=True, exist_ok=True)
+    entries = plan(cfg, records, model_fp)
+    todo, seen = [], set()
+    for rec, e in zip(records, entries):
+        if not (out / e["file"]).is_file() and e["key"] not in seen:
+            todo.append((rec, e))
+            seen.add(e["key"])
+    total, reused = len(entries), len(entries) - len(todo)
+    log(f"[cache] {total} samples: {len(todo)} to encode, {reused} reused")
+    if progress:
+        progress.emit("start", total=total, encode=len(todo), reused=reused)
+    mine = todo[rank::world]
+    stopped = False
+    if mine:
+        encoder = encoder_factory()
+        t0 = time.time()
+        for i, (rec, e) in enumerate(mine, 1):
+            if should_stop():
+                stopped = True
+                break
+            tensors = encoder.encode_sample(load_pixels(rec.image, cfg), rec.prompt)
+            save_sample(out / e["file"], tensors, {"image": e["image"], "prompt": e["prompt"],
+                                                  "format": str(FORMAT)})
+            if progress:
+                rate = i / max(time.time() - t0, 1e-9)
+                progress.emit("step", step=reused + i * world, total=total, epoch=0, loss=None,
+                              lr=None, samples_per_s=round(rate * world, 3),
+                              eta_s=round((len(mine) - i) / rate, 1), encoded=i * world,
+                              reused=reused)
+    if barrier is not None:
+        barrier()
+    done = [e for e in entries if (out / e["file"]).is_file()]
+    if rank == 0:
+        if not stopped:
+            keep = {e["file"] for e in entries}
+            for p in out.glob("*.safetensors"):
+                if p.name not in keep:
+                    p.unlink()
+        write_manifest(out, done, model_fp, cfg.model_family)
+    encoded = len(todo) if not stopped else sum(1 for _, e in todo
+                                                if (out / e["file"]).is_file())
+    log(f"[cache] encoded {encoded}, reused {reused}, {total} in {out}")
+    return {"total": total, "encoded": encoded, "reused": reused, "stopped": int(stopped)}

@@ -1,0 +1,249 @@
+"""Training images and captions: reading, checking and resizing.
+
+A dataset is either
+- ``dataset_metadata_path``: metadata.csv (columns ``image,prompt``), .json (a list of
+  objects) or .jsonl (one object per line), image paths relative to ``dataset_base_path``; or
+- no metadata: every image in ``dataset_base_path`` with a same-named ``.txt`` caption.
+
+``trigger_word`` is prepended to every caption. Sizes follow the reference trainer: with
+``height`` and ``width`` set, scale to cover and centre-crop; otherwise cap the area at
+``max_pixels`` (scaling both sides by sqrt(max_pixels / area), truncated), floor both sides
+to multiples of 16, never upscale, then cover-resize and centre-crop. Pixels map to [-1, 1].
+
+``check_dataset(cfg)`` raises ``DatasetError`` listing every bad file and row before any model
+is loaded; ``validate_dataset(cfg)`` returns the same findings as dicts for the UI.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backend.config import RunConfig
+
+IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
+PROMPT_KEY = "prompt"
+IMAGE_KEY = "image"
+DIVISOR = 16
+
+
+class DatasetError(ValueError):
+    """Every problem of a dataset, one per line, naming the file and row."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("Dataset problems:\n" + "\n".join(f"  {p}" for p in self.problems))
+
+
+@dataclass
+class Record:
+    image: Path            # absolute path
+    prompt: str            # caption with the trigger word
+    where: str             # "metadata.csv row 3" or "cat.png" (for messages)
+    row: int | None = None  # 1-based data row / item of the metadata file
+
+
+# ------------------------------------------------------------------------------------------
+# Sizes
+# ------------------------------------------------------------------------------------------
+def target_size(width: int, height: int, cfg: RunConfig) -> tuple[int, int]:
+    """(width, height) a ``width`` x ``height`` image is trained at."""
+    if cfg.height is not None and cfg.width is not None:
+        return cfg.width, cfg.height
+    w, h = width, height
+    if w * h > cfg.max_pixels:
+        scale = math.sqrt(cfg.max_pixels / (w * h))
+        w, h = int(w * scale), int(h * scale)
+    return w // DIVISOR * DIVISOR, h // DIVISOR * DIVISOR
+
+
+def cover_crop(image, width: int, height: int):
+    """Scale a PIL image to cover ``width`` x ``height`` and centre-crop it."""
+    from PIL import Image
+
+    w, h = image.size
+    scale = max(width / w, height / h)
+    nw, nh = max(width, round(w * scale)), max(height, round(h * scale))
+    if (nw, nh) != (w, h):
+        image = image.resize((nw, nh), Image.BILINEAR)
+    left, top = (nw - width) // 2, (nh - height) // 2
+    return image.crop((left, top, left + width, top + height))
+
+
+def load_pixels(path: str | Path, cfg: RunConfig):
+    """The training tensor of an image: [1, 3, H, W] float32 in [-1, 1]."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    with Image.open(path) as im:
+        im = im.convert("RGB")
+    w, h = target_size(*im.size, cfg)
+    im = cover_crop(im, w, h)
+    arr = torch.from_numpy(np.asarray(im, dtype=np.float32).copy())
+    return (arr / 127.5 - 1.0).permute(2, 0, 1).unsqueeze(0).contiguous()
+
+
+def with_trigger(caption: str, trigger: str) -> str:
+    caption, trigger = caption.strip(), trigger.strip()
+    if not trigger or caption.startswith(trigger):
+        return caption
+    return f"{trigger}, {caption}" if caption else trigger
+
+
+# ------------------------------------------------------------------------------------------
+# Reading
+# ------------------------------------------------------------------------------------------
+def _read_metadata(meta: Path) -> list[dict[str, Any]]:
+    suffix = meta.suffix.lower()
+    if suffix == ".csv":
+        with open(meta, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            columns = reader.fieldnames or []
+            rows = list(reader)
+        for key in (IMAGE_KEY, PROMPT_KEY):
+            if key not in columns:
+                raise DatasetError([f"{meta}: missing column {key!r} (columns: "
+                                    f"{', '.join(columns) or 'none'}; allowed image,prompt)"])
+        return rows
+    if suffix == ".json":
+        data = json.loads(meta.read_text(encoding="utf-8"))
+        if not isinstance(data, list):
+            raise DatasetError([f"{meta}: expected a JSON list of objects with image and "
+                                f"prompt (got {type(data).__name__})"])
+        return data
+    if suffix == ".jsonl":
+        rows = []
+        for i, line in enumerate(meta.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as e:
+                    raise DatasetError([f"{meta} line {i}: not valid JSON ({e})"]) from e
+        return rows
+    raise DatasetError([f"{meta}: unknown metadata format (allowed .csv, .json, .jsonl)"])
+
+
+def read_records(cfg: RunConfig) -> tuple[list[Record], list[str]]:
+    """(records, problems) of the dataset without opening images."""
+    base = Path(cfg.dataset_base_path).expanduser()
+    if not cfg.dataset_base_path or not base.is_dir():
+        return [], [f"dataset_base_path: folder not found (got {cfg.dataset_base_path!r})"]
+    problems: list[str] = []
+    records: list[Record] = []
+    if cfg.dataset_metadata_path:
+        meta = Path(cfg.dataset_metadata_path).expanduser()
+        if not meta.is_file():
+            return [], [f"dataset_metadata_path: file not found (got {str(meta)!r})"]
+        try:
+            rows = _read_metadata(meta)
+        except DatasetError as e:
+            return [], e.problems
+        except (OSError, ValueError) as e:
+            return [], [f"{meta}: cannot read ({e})"]
+        for i, row in enumerate(rows, 1):
+            where = f"{meta.name} row {i}"
+            if not isinstance(row, dict):
+                problems.append(f"{where}: expected an object with image and prompt")
+                continue
+            missing = [k for k in (IMAGE_KEY, PROMPT_KEY) if k not in row]
+            if missing:
+                problems.append(f"{where}: missing {' and '.join(missing)}")
+                continue
+            image, prompt = row[IMAGE_KEY], row[PROMPT_KEY]
+            if isinstance(image, list):
+                if len(image) != 1:
+                    problems.append(f"{where}: image must be one path (got {len(image)})")
+                    continue
+                image = image[0]
+            prompt = "" if prompt is None else str(prompt)
+            records.append(Record((base / str(image)).resolve(),
+                                  with_trigger(prompt, cfg.trigger_word) if prompt.strip()
+                                  else "", where, i))
+    else:
+        images = sorted(p for p in base.iterdir()
+                        if p.is_file() and p.suffix.lower() in IMAGE_EXTS)
+        if not images:
+            problems.append(f"dataset_base_path: no images ({', '.join(IMAGE_EXTS)}) in "
+                            f"{base} and no dataset_metadata_path")
+        for p in images:
+            txt = p.with_suffix(".txt")
+            if not txt.is_file():
+                problems.append(f"{p.name}: caption file {txt.name} not found")
+                continue
+            caption = txt.read_text(encoding="utf-8", errors="replace")
+            records.append(Record(p.resolve(), with_trigger(caption, cfg.trigger_word)
+                                  if caption.strip() else "", p.name))
+    if cfg.dataset_metadata_path and not records and not problems:
+        problems.append(f"dataset_metadata_path: no rows in {cfg.dataset_metadata_path}")
+    return records, problems
+
+
+def inspect_record(rec: Record, cfg: RunConfig) -> dict[str, Any]:
+    """One finding per record: level ok | error, message, sizes before/after resize."""
+    from PIL import Image, UnidentifiedImageError
+
+    info: dict[str, Any] = {"level": "ok", "file": str(rec.image), "row": rec.row,
+                            "where": rec.where, "caption": rec.prompt, "message": "",
+                            "original_size": None, "size": None}
+    errs = []
+    if not rec.prompt.strip():
+        errs.append("empty caption")
+    if not rec.image.is_file():
+        errs.append(f"image not found: {rec.image}")
+    else:
+        try:
+            with Image.open(rec.image) as im:
+                im.load()
+                w, h = im.size
+            info["original_size"] = [w, h]
+            tw, th = target_size(w, h, cfg)
+            if tw < DIVISOR or th < DIVISOR:
+                errs.append(f"image too small ({w}x{h}; at least {DIVISOR}x{DIVISOR})")
+            else:
+                info["size"] = [tw, th]
+        except (UnidentifiedImageError, OSError, ValueError) as e:
+            errs.append(f"cannot read image {rec.image.name}: {' '.join(str(e).split())}")
+    if errs:
+        info["level"] = "error"
+        info["message"] = f"{rec.where}: " + "; ".join(errs)
+    return info
+
+
+def validate_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
+    """Findings for the UI: one dict per record (level ok | error, file, row, where,
+    caption, message, original_size [w, h], size [w, h] after resize), plus dataset-level
+    errors (file/row None)."""
+    records, problems = read_records(cfg)
+    out = [{"level": "error", "file": None, "row": None, "where": "", "caption": "",
+            "message": p, "original_size": None, "size": None} for p in problems]
+    out += [inspect_record(r, cfg) for r in records]
+    return out
+
+
+def check_dataset(cfg: RunConfig) -> list[Record]:
+    """The dataset's records; raises ``DatasetError`` listing every problem."""
+    records, problems = read_records(cfg)
+    problems += [i["message"] for i in (inspect_record(r, cfg) for r in records)
+                 if i["level"] == "error"]
+    if problems:
+        raise DatasetError(problems)
+    return records
+
+
+class ImageDataset:
+    """Records as training items {"pixels": [1,3,H,W], "prompt": str} (one-shot ``sft``),
+    repeated ``repeat`` times."""
+
+    def __init__(self, records: list[Record], cfg: RunConfig, repeat: int = 1):
+        self.records, self.cfg, self.repeat = records, cfg, repeat
+
+    def __len__(self) -> int:
+        return len(self.records) * self.repeat
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        rec = self.records[i % len(self.records)]
+        return {"pixels": load_pixels(rec.image, self.cfg), "prompt": rec.prompt}

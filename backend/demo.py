@@ -1,0 +1,199 @@
+"""The CPU demo: a tiny Qwen-Image base model that draws coloured shapes, and a LoRA dataset.
+
+A newcomer's first run trains a LoRA on CPU, offline, in minutes, and sees the samples change.
+Random tiny weights render noise, so this module trains the tiny real-architecture pipeline of
+``backend.models.tiny`` on a synthetic data set (a red/green/blue/yellow circle, square or
+triangle on a white background, 64x64) until it follows such prompts:
+
+1. the VAE (``AutoencoderKLQwenImage``) learns to reconstruct shape images (plain, two-tone and
+   checkered backgrounds of any colour, so the LoRA's style can be decoded too); its
+   ``latents_mean``/``latents_std`` are set to the statistics of its latents;
+2. the transformer (``QwenImageTransformer2DModel``) is fully fine-tuned with flow matching on
+   those latents (x_t = (1 - s) x0 + s noise, target = noise - x0, Qwen-Image's shifted sigmas),
+   conditioned on the frozen text encoder's prompt embeddings computed exactly as
+   ``QwenImagePipeline.encode_prompt`` does (template, first 34 tokens dropped); 10 % of the
+   captions are dropped to "" so true CFG with an empty negative prompt works;
+3. the result is saved in the hub layout (safetensors), the demo LoRA data set is written, and
+   the base model is checked with ``QwenImagePipeline`` at the demo's sample settings; the
+   measured statistics go to ``<out>/demo_build.json``.
+
+Outputs (committed):
+    backend/assets/tiny-qwen-image/    the base model (QwenImagePipeline.from_pretrained loads it)
+    backend/assets/demo_dataset/       8 PNGs + metadata.csv (image,prompt): "zlr style"
+    backend/assets/demo_build.json     build settings, time and measured statistics
+
+Runbook (fixed seeds; about 10-15 min on 2 CPU cores):
+    python -m backend.demo build --out backend/assets
+Quick smoke run (minutes; a model that barely draws, for checking the code path):
+    python -m backend.demo build --out /tmp/demo --vae-steps 20 --dit-steps 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image, ImageDraw
+
+RES = 64
+SHAPES = ("circle", "square", "triangle")
+COLOURS = {
+    "red": (220, 40, 40),
+    "green": (40, 170, 60),
+    "blue": (40, 80, 220),
+    "yellow": (235, 200, 30),
+}
+WHITE = (255, 255, 255)
+# The demo LoRA's concept: the shapes on a "zlr style" background, a two-tone ZeroLoRA-purple
+# checkerboard the base model never draws (its captions all say "on a white background").
+ZLR_DARK = (60, 20, 100)
+ZLR_LIGHT = (150, 90, 210)
+ZLR_TRIGGER = "zlr style"
+CHECKER = 8  # checker square size in pixels (aligned with the VAE's 8x downsampling)
+
+# Sample settings of the demo preset (the verification renders with these).
+SAMPLE_STEPS = 10
+SAMPLE_CFG = 4.0
+
+
+def caption(colour: str, shape: str) -> str:
+    return f"a {colour} {shape} on a white background"
+
+
+def zlr_caption(colour: str, shape: str) -> str:
+    return f"a {colour} {shape} on a purple checkerboard background, {ZLR_TRIGGER}"
+
+
+# ----------------------------------------------------------------------------- images
+
+
+def checkerboard(c1, c2, res: int = RES, square: int = CHECKER, phase: int = 0) -> np.ndarray:
+    yy, xx = np.mgrid[0:res, 0:res]
+    mask = (((xx + phase) // square + (yy + phase) // square) % 2).astype(bool)
+    img = np.empty((res, res, 3), np.uint8)
+    img[~mask] = c1
+    img[mask] = c2
+    return img
+
+
+def draw_shape(shape: str, fill, background, size: float, cx: float, cy: float, res: int = RES) -> np.ndarray:
+    """An RGB uint8 image: ``shape`` of ``fill`` colour on ``background`` (a colour or an image).
+
+    ``size`` is the shape's width in pixels, ``(cx, cy)`` its centre; drawn 4x supersampled.
+    """
+    ss = 4
+    big = res * ss
+    if isinstance(background, np.ndarray):
+        bg = Image.fromarray(background).resize((big, big), Image.NEAREST)
+    else:
+        bg = Image.new("RGB", (big, big), tuple(int(c) for c in background))
+    draw = ImageDraw.Draw(bg)
+    h = size * ss / 2
+    x, y = cx * ss, cy * ss
+    fill = tuple(int(c) for c in fill)
+    if shape == "circle":
+        draw.ellipse([x - h, y - h, x + h, y + h], fill=fill)
+    elif shape == "square":
+        draw.rectangle([x - h, y - h, x + h, y + h], fill=fill)
+    elif shape == "triangle":
+        draw.polygon([(x, y - h), (x + h, y + h * 0.85), (x - h, y + h * 0.85)], fill=fill)
+    elif shape != "none":
+        raise ValueError(f"shape: unknown shape (got {shape!r}; allowed {SHAPES})")
+    return np.asarray(bg.resize((res, res), Image.BOX))
+
+
+def random_layout(rng: np.random.Generator) -> tuple[float, float, float]:
+    size = rng.uniform(26, 40)
+    cx, cy = rng.uniform(RES / 2 - 7, RES / 2 + 7, size=2)
+    return size, cx, cy
+
+
+def base_example(rng: np.random.Generator) -> tuple[np.ndarray, str, str, str]:
+    colour = list(COLOURS)[rng.integers(len(COLOURS))]
+    shape = SHAPES[rng.integers(len(SHAPES))]
+    img = draw_shape(shape, COLOURS[colour], WHITE, *random_layout(rng))
+    return img, caption(colour, shape), colour, shape
+
+
+def zlr_background(rng: np.random.Generator) -> np.ndarray:
+    return checkerboard(ZLR_DARK, ZLR_LIGHT)
+
+
+def varied_example(rng: np.random.Generator) -> np.ndarray:
+    """A VAE-only image: any shape colour on a plain, two-tone or checkered background."""
+    fill = rng.integers(0, 256, size=3)
+    kind = rng.random()
+    if kind < 0.4:
+        bg = tuple(rng.integers(0, 256, size=3))
+    elif kind < 0.8:
+        bg = checkerboard(rng.integers(0, 256, size=3), rng.integers(0, 256, size=3))
+    else:
+        bg = zlr_background(rng)
+    shape = (*SHAPES, "none")[rng.integers(4)]
+    if rng.random() < 0.3:
+        fill = COLOURS[list(COLOURS)[rng.integers(len(COLOURS))]]
+    return draw_shape(shape, fill, bg, *random_layout(rng))
+
+
+def to_tensor(imgs: list[np.ndarray]) -> torch.Tensor:
+    """uint8 HxWx3 images -> [B, 3, 1, H, W] float in [-1, 1] (the VAE's video layout)."""
+    x = torch.from_numpy(np.stack(imgs)).float().div(127.5).sub(1.0)
+    return x.permute(0, 3, 1, 2).unsqueeze(2).contiguous()
+
+
+# ----------------------------------------------------------------------------- training
+
+
+@dataclass
+class BuildSettings:
+    seed: int = 0
+    vae_steps: int = 600
+    vae_batch: int = 8
+    vae_lr: float = 1e-3
+    vae_kl_weight: float = 1e-4
+    dit_images: int = 480
+    dit_steps: int = 1500
+    dit_batch: int = 32
+    dit_lr: float = 1e-3
+    caption_dropout: float = 0.1
+
+
+def log(msg: str) -> None:
+    print(f"[demo] {msg}", flush=True)
+
+
+def train_vae(vae, s: BuildSettings) -> None:
+    """Reconstruction (MSE) + small KL; half base images, half varied ones."""
+    rng = np.random.default_rng(s.seed + 11)
+    torch.manual_seed(s.seed + 12)
+    vae.train()
+    opt = torch.optim.AdamW(vae.parameters(), lr=s.vae_lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / 50) * 0.5 * (1 + math.cos(math.pi * i / s.vae_steps)))
+    t0 = time.time()
+    for step in range(s.vae_steps):
+        half = s.vae_batch // 2
+        imgs = [base_example(rng)[0] for _ in range(half)] + [varied_example(rng) for _ in range(s.vae_batch - half)]
+        x = to_tensor(imgs)
+        post = vae.encode(x).latent_dist
+        z = post.mean + post.std * torch.randn_like(post.std)
+        rec = vae.decode(z).sample
+        mse = F.mse_loss(rec, x)
+        kl = 0.5 * (post.mean.pow(2) + post.var - 1.0 - post.logvar).mean()
+        loss = mse + s.vae_kl_weight * kl
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(vae.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        if step % 50 == 0 or step == s.vae_steps - 1:
+            log(f"vae step {step}/{s.vae_steps} mse {mse.item():.4f} kl {kl.item():.3f} ({time.time() - t0:.0f}s)")
+    vae.eval()

@@ -1,0 +1,387 @@
+"""LoRA exports: one trained LoRA in the key format another tool loads.
+
+Formats (one safetensors file each; tensors unchanged unless noted):
+
+- ``reference``  what training saves: ``<module>.lora_A.default.weight`` /
+  ``<module>.lora_B.default.weight`` (peft adapter name kept, no prefix, no alpha tensor;
+  alpha = rank).
+- ``diffusers``  ``transformer.<module>.lora_A.weight`` / ``.lora_B.weight``: loads with
+  ``QwenImagePipeline.load_lora_weights(path)`` (no conversion step inside diffusers).
+- ``comfyui``    ``diffusion_model.<module>.lora_down.weight`` (= lora_A),
+  ``.lora_up.weight`` (= lora_B) and ``.alpha`` (a scalar, = rank). ComfyUI's LoRA loader
+  maps ``diffusion_model.<module>`` to the model weight ``diffusion_model.<module>.weight``
+  for every model (its generic key map), its Qwen-Image model uses diffusers' module names
+  (``transformer_blocks.N.attn.to_q``, ``img_mod.1``, ``img_mlp.net.2``, ...), and
+  ``lora_up``/``lora_down`` + ``alpha`` is the pair every ComfyUI version reads, with the
+  scale alpha / rank. diffusers also reads this file (it strips ``diffusion_model.``).
+
+``<module>`` is a module name of diffusers' ``QwenImageTransformer2DModel``, e.g.
+``transformer_blocks.0.attn.to_q``. Any of the three formats is accepted as the source.
+A LoRA whose alpha differs from its rank (only possible in a comfyui source) has the scale
+alpha / rank folded into lora_B for the formats that carry no alpha.
+
+Every export is checked before it is written: each key must have the target format's
+shape, and each module must be a Linear layer of the transformer with matching in/out
+features. The module map comes from the transformer's config, built on the meta device
+(no weights): given with ``--model`` / ``transformer_config``, else found through the run's
+``training_args.json`` beside the checkpoint, else the stock Qwen-Image config (names only;
+sizes are then not checked). safetensors metadata is kept; ``zerolora_format`` and
+``zerolora_source`` are added.
+
+Exports go to ``export/`` beside the checkpoint's folder entries (``<output_path>/export/``),
+never among the checkpoints, named ``<stem>.<format>.safetensors``.
+
+Run:
+    python -m backend.export runs/<id>/output/step-100.safetensors --format diffusers
+    python -m backend.export SRC --format comfyui [--out_dir DIR] [--model PIPELINE_OR_TRANSFORMER_DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+FORMATS = ("reference", "diffusers", "comfyui")
+ADAPTER = "default"
+_PREFIX = {"reference": "", "diffusers": "transformer.", "comfyui": "diffusion_model."}
+_SUFFIX = {
+    "reference": (f".lora_A.{ADAPTER}.weight", f".lora_B.{ADAPTER}.weight", None),
+    "diffusers": (".lora_A.weight", ".lora_B.weight", None),
+    "comfyui": (".lora_down.weight", ".lora_up.weight", ".alpha"),
+}
+# Any accepted source key: optional prefix, module, A/B (optionally with a peft adapter name).
+_KEY_RE = re.compile(r"^(?P<module>.+?)\.(?P<kind>lora_A|lora_B|lora_down|lora_up)"
+                     r"(?:\.(?P<adapter>[A-Za-z0-9_\-]+))?\.weight$")
+_ALPHA_RE = re.compile(r"^(?P<module>.+)\.alpha$")
+_CHECKPOINT_EXT = ".safetensors"
+# Metadata keys that state an alpha; rewritten when the scale is folded into lora_B.
+_ALPHA_META_KEYS = ("alpha", "lora_alpha", "network_alpha", "ss_network_alpha")
+
+
+class LoraFormatError(ValueError):
+    """A LoRA file or an export that does not fit a format; lists every problem."""
+
+    def __init__(self, problems: list[str], source: str | None = None):
+        self.problems = list(problems)
+        head = f"LoRA key problems{f' in {source}' if source else ''}:"
+        shown = self.problems[:20]
+        more = [f"  ... and {len(self.problems) - 20} more"] if len(self.problems) > 20 else []
+        super().__init__("\n".join([head] + [f"  {p}" for p in shown] + more))
+
+
+# ------------------------------------------------------------------------------------------
+# Reading: any format -> {module: (A [r, in], B [out, r], alpha or None)}
+# ------------------------------------------------------------------------------------------
+def load_lora_file(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Tensors and safetensors metadata of a LoRA file (safetensors only; never a pickle)."""
+    path = Path(path)
+    if path.suffix != _CHECKPOINT_EXT:
+        raise LoraFormatError([f"{path.name}: not a .safetensors file (pickled checkpoints "
+                               f"are not read)"])
+    if not path.is_file():
+        raise FileNotFoundError(f"LoRA file not found: {path}")
+    with safe_open(str(path), framework="pt", device="cpu") as f:
+        metadata = dict(f.metadata() or {})
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    return tensors, metadata
+
+
+def detect_format(keys) -> str:
+    keys = list(keys)
+    if keys and all(k.startswith("diffusion_model.") for k in keys):
+        return "comfyui"
+    if keys and all(k.startswith("transformer.") for k in keys):
+        return "diffusers"
+    return "reference"
+
+
+def split_modules(state_dict: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None = None,
+                  source: str | None = None) -> dict[str, tuple[torch.Tensor, torch.Tensor, float | None]]:
+    """Group LoRA tensors by module, whatever the source format.
+
+    alpha is None when the file states none (then alpha = rank, the reference convention).
+    """
+    problems: list[str] = []
+    prefix = _PREFIX[detect_format(state_dict)]
+    parts: dict[str, dict[str, Any]] = {}
+    adapters: set[str] = set()
+    for key, value in state_dict.items():
+        name = key[len(prefix):]
+        m = _KEY_RE.match(name)
+        if m:
+            kind = "A" if m["kind"] in ("lora_A", "lora_down") else "B"
+            if m["adapter"]:
+                adapters.add(m["adapter"])
+            slot = parts.setdefault(m["module"], {})
+            if kind in slot:
+                problems.append(f"{key}: second lora_{kind} for module {m['module']}")
+            slot[kind] = value
+            continue
+        m = _ALPHA_RE.match(name)
+        if m:
+            parts.setdefault(m["module"], {})["alpha"] = float(value.float().item())
+            continue
+        problems.append(f"{key}: not a LoRA key (expected <module>.lora_A/lora_B"
+                        f"[.<adapter>].weight, <module>.lora_down/lora_up.weight or "
+                        f"<module>.alpha, with an optional transformer. / diffusion_model. "
+                        f"prefix)")
+    if len(adapters) > 1:
+        problems.append(f"several peft adapters in one file (got {sorted(adapters)}; allowed one)")
+    meta_alpha = _metadata_alpha(metadata or {})
+    modules: dict[str, tuple[torch.Tensor, torch.Tensor, float | None]] = {}
+    for module, slot in sorted(parts.items()):
+        if "A" not in slot or "B" not in slot:
+            missing = "lora_A/lora_down" if "A" not in slot else "lora_B/lora_up"
+            problems.append(f"{module}: {missing} missing")
+            continue
+        a, b = slot["A"], slot["B"]
+        if a.ndim != 2 or b.ndim != 2 or a.shape[0] != b.shape[1]:
+            problems.append(f"{module}: lora_A {tuple(a.shape)} and lora_B {tuple(b.shape)} "
+                            f"do not form a LoRA (expected [r, in] and [out, r])")
+            continue
+        alpha = slot.get("alpha", meta_alpha)
+        modules[module] = (a, b, alpha)
+    if not modules and not problems:
+        problems.append("no LoRA tensors in the file")
+    if problems:
+        raise LoraFormatError(problems, source)
+    return modules
+
+
+def _metadata_alpha(metadata: Mapping[str, str]) -> float | None:
+    for key in ("lora_alpha", "alpha"):
+        if key in metadata:
+            try:
+                return float(metadata[key])
+            except ValueError:
+                return None
+    return None
+
+
+# ------------------------------------------------------------------------------------------
+# Writing: {module: (A, B, alpha)} -> a format's state dict
+# ------------------------------------------------------------------------------------------
+def _folded(a: torch.Tensor, b: torch.Tensor, alpha: float | None) -> tuple[torch.Tensor, bool]:
+    """lora_B with alpha / rank folded in (unchanged when alpha is None or equals the rank)."""
+    rank = a.shape[0]
+    if alpha is None or alpha == rank:
+        return b, False
+    return (b.float() * (alpha / rank)).to(b.dtype), True
+
+
+def build_state_dict(modules: Mapping[str, tuple[torch.Tensor, torch.Tensor, float | None]],
+                     fmt: str) -> tuple[dict[str, torch.Tensor], bool]:
+    """The state dict of ``fmt``; also whether an alpha was folded into lora_B."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format: unknown (got {fmt!r}; allowed {' | '.join(FORMATS)})")
+    prefix = _PREFIX[fmt]
+    a_suffix, b_suffix, alpha_suffix = _SUFFIX[fmt]
+    out: dict[str, torch.Tensor] = {}
+    folded_any = False
+    for module, (a, b, alpha) in modules.items():
+        key = prefix + module
+        if alpha_suffix:
+            out[key + a_suffix] = a.contiguous()
+            out[key + b_suffix] = b.contiguous()
+            out[key + alpha_suffix] = torch.tensor(float(alpha if alpha is not None else a.shape[0]))
+        else:
+            b2, folded = _folded(a, b, alpha)
+            folded_any |= folded
+            out[key + a_suffix] = a.contiguous()
+            out[key + b_suffix] = b2.contiguous()
+    return out, folded_any
+
+
+def to_diffusers_state_dict(state_dict: Mapping[str, torch.Tensor],
+                            metadata: Mapping[str, str] | None = None) -> dict[str, torch.Tensor]:
+    """Any accepted LoRA state dict -> diffusers keys, in memory (for ``load_lora_weights``)."""
+    return build_state_dict(split_modules(state_dict, metadata), "diffusers")[0]
+
+
+def load_as_diffusers(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """Read a LoRA file of any accepted format as a diffusers state dict."""
+    tensors, metadata = load_lora_file(path)
+    return build_state_dict(split_modules(tensors, metadata, str(path)), "diffusers")[0]
+
+
+# ------------------------------------------------------------------------------------------
+# Verification against the transformer's module map
+# ------------------------------------------------------------------------------------------
+def transformer_linear_shapes(config: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """{module name: (in_features, out_features)} of every Linear of QwenImageTransformer2DModel,
+    built from ``config`` on the meta device (no memory, no weights)."""
+    from diffusers import QwenImageTransformer2DModel
+
+    with torch.device("meta"):
+        model = QwenImageTransformer2DModel.from_config(dict(config))
+    return {name: (mod.in_features, mod.out_features) for name, mod in model.named_modules()
+            if isinstance(mod, torch.nn.Linear)}
+
+
+def read_transformer_config(where: str | os.PathLike | Mapping[str, Any]) -> dict[str, Any]:
+    """A transformer config from a dict, a config.json, a transformer folder or a pipeline folder."""
+    if isinstance(where, Mapping):
+        return dict(where)
+    p = Path(where)
+    for candidate in (p, p / "config.json", p / "transformer" / "config.json"):
+        if candidate.is_file():
+            return json.loads(candidate.read_text(encoding="utf-8"))
+    raise FileNotFoundError(f"model: no transformer config.json in {p} (allowed a pipeline folder, "
+                            f"its transformer/ folder or a config.json)")
+
+
+def _config_from_training_args(src: Path) -> tuple[dict[str, Any], str] | None:
+    """The transformer config of the run that wrote ``src``, when its files are local."""
+    for folder in (src.parent, src.parent.parent):
+        args_file = folder / "training_args.json"
+        if not args_file.is_file():
+            continue
+        try:
+            data = json.loads(args_file.read_text(encoding="utf-8"))
+            if isinstance(data.get("config"), dict):
+                data = data["config"]
+            from backend.config import FIELDS, RunConfig
+            from backend.stages.sample import component_dirs
+
+            known = {k: v for k, v in data.items() if k in FIELDS}
+            cfg = RunConfig.model_validate(known).model_copy(update={"offline": True})
+            tdir = component_dirs(cfg, ["transformer"])["transformer"]
+            return read_transformer_config(tdir), str(tdir)
+        except Exception:  # noqa: BLE001 - the run's model is not here; fall back to the stock map
+            return None
+    return None
+
+
+def verify_state_dict(state_dict: Mapping[str, torch.Tensor], fmt: str,
+                      shapes: Mapping[str, tuple[int, int]], check_sizes: bool = True) -> None:
+    """Raise LoraFormatError unless every key has ``fmt``'s form and maps to a Linear module."""
+    prefix = _PREFIX[fmt]
+    a_suffix, b_suffix, alpha_suffix = _SUFFIX[fmt]
+    problems: list[str] = []
+    seen: dict[str, dict[str, torch.Tensor]] = {}
+    for key, value in state_dict.items():
+        if not key.startswith(prefix):
+            problems.append(f"{key}: {fmt} keys start with {prefix!r}")
+            continue
+        name = key[len(prefix):]
+        for part, suffix in (("A", a_suffix), ("B", b_suffix), ("alpha", alpha_suffix)):
+            if suffix and name.endswith(suffix):
+                module = name[: -len(suffix)]
+                seen.setdefault(module, {})[part] = value
+                break
+        else:
+            problems.append(f"{key}: {fmt} keys end with "
+                            f"{' | '.join(s for s in _SUFFIX[fmt] if s)}")
+    need = {"A", "B"} | ({"alpha"} if alpha_suffix else set())
+    for module, got in sorted(seen.items()):
+        if module not in shapes:
+            problems.append(f"{prefix}{module}: no Linear module {module!r} in "
+                            f"QwenImageTransformer2DModel")
+            continue
+        if need - set(got):
+            problems.append(f"{prefix}{module}: missing {sorted(need - set(got))}")
+            continue
+        if check_sizes:
+            fin, fout = shapes[module]
+            a, b = got["A"], got["B"]
+            if a.shape[1] != fin or b.shape[0] != fout:
+                problems.append(f"{prefix}{module}: LoRA maps {a.shape[1]} -> {b.shape[0]} "
+                                f"features, the module maps {fin} -> {fout}")
+    if not seen:
+        problems.append("no LoRA keys")
+    if problems:
+        raise LoraFormatError(problems, f"the {fmt} export")
+
+
+# ------------------------------------------------------------------------------------------
+# Export
+# ------------------------------------------------------------------------------------------
+def export_path(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | None = None) -> Path:
+    """``<output_path>/export/<stem>.<fmt>.safetensors`` (or ``out_dir/...``)."""
+    src = Path(src)
+    stem = src.name[: -len(_CHECKPOINT_EXT)] if src.name.endswith(_CHECKPOINT_EXT) else src.stem
+    for f in FORMATS:  # step-10.diffusers -> step-10
+        if stem.endswith("." + f):
+            stem = stem[: -len(f) - 1]
+    if out_dir is None:
+        out_dir = src.parent if src.parent.name == "export" else src.parent / "export"
+    return Path(out_dir) / f"{stem}.{fmt}.safetensors"
+
+
+def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | None = None,
+                transformer_config: str | os.PathLike | Mapping[str, Any] | None = None) -> Path:
+    """Write ``src`` (a LoRA in any accepted format) as ``fmt``; return the written path.
+
+    Checked against the transformer's module map before anything is written.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"format: unknown (got {fmt!r}; allowed {' | '.join(FORMATS)})")
+    src = Path(src)
+    tensors, metadata = load_lora_file(src)
+    modules = split_modules(tensors, metadata, str(src))
+    state_dict, folded = build_state_dict(modules, fmt)
+
+    if transformer_config is not None:
+        config, against = read_transformer_config(transformer_config), str(transformer_config)
+        check_sizes = True
+    else:
+        found = _config_from_training_args(src)
+        if found:
+            (config, against), check_sizes = found, True
+        else:  # diffusers' defaults are the released Qwen-Image's sizes; names only
+            config, against, check_sizes = {}, "stock Qwen-Image module names", False
+    verify_state_dict(state_dict, fmt, transformer_linear_shapes(config), check_sizes)
+
+    meta = {str(k): str(v) for k, v in metadata.items()}
+    if folded:
+        meta.pop("lora_adapter_metadata", None)
+        for key in _ALPHA_META_KEYS:
+            if key in meta:
+                meta[key] = str(next(iter(modules.values()))[0].shape[0])
+    meta.setdefault("format", "pt")
+    meta["zerolora_format"] = fmt
+    meta["zerolora_source"] = src.name
+    meta["zerolora_verified_against"] = against
+
+    out = export_path(src, fmt, out_dir)
+    if out.resolve() == src.resolve():
+        raise ValueError(f"out_dir: the export would overwrite its source {src}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    save_file(state_dict, str(tmp), metadata=meta)
+    os.replace(tmp, out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m backend.export",
+                                     description="Export a LoRA checkpoint for another tool.")
+    parser.add_argument("src", help="LoRA .safetensors (reference, diffusers or comfyui keys)")
+    parser.add_argument("--format", required=True, choices=FORMATS, dest="fmt",
+                        help="target key format")
+    parser.add_argument("--out_dir", default=None,
+                        help="folder to write to (default: export/ beside the checkpoint)")
+    parser.add_argument("--model", default=None,
+                        help="pipeline folder, transformer folder or config.json to check the "
+                             "keys and sizes against (default: the run's model, else the stock "
+                             "Qwen-Image module names)")
+    args = parser.parse_args(argv)
+    try:
+        out = export_lora(args.src, args.fmt, args.out_dir, args.model)
+    except (LoraFormatError, FileNotFoundError, ValueError) as e:
+        print(f"export failed: {e}", file=sys.stderr)
+        return 1
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+"""Model files: where they live, fetching the missing ones, and which component is which.
+
+Sources, as in the reference trainer:
+
+- ``model_id_with_origin_paths``: comma-separated ``model_id:glob`` (split at the LAST colon),
+  resolved as ``{models_dir}/{model_id}/{glob}``. A glob ending in ``/`` means a whole folder
+  (tokenizers). An entry that is an existing local path is used as that path.
+- ``model_paths``: a JSON list of local files (an element may be a list of shards).
+
+``models_dir`` is the ``models_dir`` option; when that is left at its default, the
+``ZEROLORA_MODELS_DIR`` environment variable replaces it. Missing files are downloaded from
+ModelScope (default) or Hugging Face (``download_source``; ``hub_endpoint`` is a mirror);
+files already present are used as they are and nothing touches the network. With
+``offline`` a missing file is an error naming it. Tokens come only from the environment
+(``MODELSCOPE_API_TOKEN``, ``HF_TOKEN``) and are never written or logged.
+
+A component is recognised by the ``config.json`` beside its weights (``_class_name`` for
+diffusers models, ``architectures`` for transformers models, via the family adapter's
+``COMPONENT_CLASSES``), tokenizers by ``tokenizer_config.json``, schedulers by
+``scheduler_config.json``, so tiny test models and real ones load through the same code.
+"""
+from __future__ import annotations
+
+import glob as globlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from backend.config import RunConfig
+
+COMPONENTS = ("transformer", "text_encoder", "vae", "tokenizer", "scheduler")
+DEFAULT_TOKENIZER = "Qwen/Qwen-Image:tokenizer/"
+DEFAULT_SCHEDULER = "Qwen/Qwen-Image:scheduler/"
+MODELS_DIR_ENV = "ZEROLORA_MODELS_DIR"
+
+
+class HubError(RuntimeError):
+    """Model files that cannot be found, fetched or recognised (the message names them)."""
+
+
+@dataclass(frozen=True)
+class Source:
+    spec: str                      # as written by the user
+    model_id: str | None = None    # hub model id (None for a local path)
+    pattern: str | None = None     # glob relative to {models_dir}/{model_id}
+    path: Path | None = None       # local file or folder
+
+    @property
+    def is_folder_pattern(self) -> bool:
+        return bool(self.pattern) and self.pattern.endswith("/")
+
+    def guess_component(self) -> str | None:
+        """The component a pattern names by its first folder (``transformer/...``)."""
+        if not self.pattern:
+            return None
+        head = self.pattern.strip("/").split("/")[0]
+        return head if head in COMPONENTS else None
+
+
+# ------------------------------------------------------------------------------------------
+# Parsing
+# ------------------------------------------------------------------------------------------
+def models_dir(cfg: RunConfig) -> Path:
+    default = RunConfig.model_fields["models_dir"].default
+    value = cfg.models_dir
+    at_default = value in (default, "models") or Path(value).resolve() == Path(default).resolve()
+    if at_default and os.environ.get(MODELS_DIR_ENV):
+        value = os.environ[MODELS_DIR_ENV]
+    return Path(value).expanduser().resolve()
+
+
+def parse_spec(spec: str) -> Source:
+    """One ``model_id:glob`` entry, or an existing local path."""
+    spec = spec.strip()
+    local = Path(spec).expanduser()
+    if local.exists():
+        return Source(spec, path=local.resolve())
+    if ":" not in spec:
+        raise HubError(f"model source {spec!r}: neither an existing local path nor "
+                       f"model_id:glob (e.g. Qwen/Qwen-Image:transformer/*.safetensors)")
+    model_id, pattern = spec.rsplit(":", 1)
+    if not model_id or not pattern:
+        raise HubError(f"model source {spec!r}: expected model_id:glob")
+    return Source(spec, model_id=model_id, pattern=pattern)
+
+
+def parse_sources(cfg: RunConfig) -> list[Source]:
+    """The model sources of a config: ``model_paths`` if given, else
+    ``model_id_with_origin_paths``."""
+    if cfg.model_paths:
+        entries = json.loads(cfg.model_paths)
+        out, missing = [], []
+        for entry in entries:
+            for p in (entry if isinstance(entry, list) else [entry]):
+                path = Path(str(p)).expanduser()
+                if not path.exists():
+                    missing.append(str(p))
+                else:
+                    out.append(Source(str(p), path=path.resolve()))
+        if missing:
+            raise HubError("model_paths: files not found: " + ", ".join(missing))
+        return out
+    specs = [s for s in (cfg.model_id_with_origin_paths or "").split(",") if s.strip()]
+    return [parse_spec(s) for s in specs]
+
+
+# ------------------------------------------------------------------------------------------
+# Resolving (and downloading what is missing)
+# ------------------------------------------------------------------------------------------
+def _local_matches(base: Path, src: Source) -> list[Path]:
+    if src.is_folder_pattern:
+        folder = base / src.pattern
+        return [folder] if folder.is_dir() and any(folder.iterdir()) else []
+    return [Path(p) for p in sorted(globlib.glob(str(base / src.pattern)))]
+
+
+def _complete(paths: list[Path], src: Source) -> bool:
+    """Files matched and, for weight files, a config beside them."""
+    if not paths:
+        return False
+    if src.is_folder_pattern:
+        return True
+    return all((p.parent / "config.json").is_file() or p.suffix == ".json" for p in paths)
+
+
+def _allow_patterns(src: Source) -> list[str]:
+    if src.is_folder_pattern:
+        return [src.pattern.rstrip("/") + "/*"]
+    folder = os.path.dirname(src.pattern)
+    return [src.pattern, f"{folder}/*.json" if folder else "*.json"]
+
+
+def download(cfg: RunConfig, model_id: str, allow_patterns: list[str], local_dir: Path) -> None:
+    """Fetch files of ``model_id`` matching ``allow_patterns`` into ``local_dir``."""
+    local_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.download_source == "huggingface":
+        from huggingface_hub import snapshot_download
+        kwargs = {"endpoint": cfg.hub_endpoint} if cfg.hub_endpoint else {}
+        snapshot_download(model_id, allow_patterns=allow_patterns, local_dir=str(local_dir),
+                          token=os.environ.get("HF_TOKEN") or None, **kwargs)
+    else:
+        from modelscope import snapshot_download
+        kwargs = {"endpoint": cfg.hub_endpoint} if cfg.hub_endpoint else {}
+        snapshot_download(model_id, allow_patterns=allow_patterns, local_dir=str(local_dir),
+                          token=os.environ.get("MODELSCOPE_API_TOKEN") or None, **kwargs)
+
+
+def resolve_source(cfg: RunConfig, src: Source) -> list[Path]:
+    """Local files (or one folder) for a source, downloading them when missing."""
+    if src.path is not None:
+        return [src.path]
+    base = models_dir(cfg) / src.model_id
+    found = _local_matches(base, src)
+    if _complete(found, src):
+        return found
+    where = base / src.pattern
+    if cfg.offline:
+        raise HubError(f"model files missing and offline is on: {src.spec} (looked for "
+                       f"{where}). Put the files there, set models_dir / "
+                       f"{MODELS_DIR_ENV}, or turn offline off to download them.")
+    try:
+        download(cfg, src.model_id, _allow_patterns(src), base)
+    except Exception as e:  # network, auth, unknown repo: one clear line
+        reason = " ".join(str(e).split())[:300]
+        raise HubError(f"could not download {src.spec} from {cfg.download_source} into "
+                       f"{base}: {type(e).__name__}: {reason}") from e
+    found = _local_matches(base, src)
+    if not _complete(found, src):
+        raise HubError(f"no files match {src.spec} after downloading from "
+                       f"{cfg.download_source} (looked for {where})")
+    return found
+
+
+# ------------------------------------------------------------------------------------------
+# Components
+# ------------------------------------------------------------------------------------------
+def _component_classes(cfg: RunConfig) -> dict[str, str]:
+    from backend.models import get_adapter
+    return get_adapter(cfg.model_family).COMPONENT_CLASSES
+
+
+def identify_folder(folder: Path, classes: dict[str, str]) -> str | None:
+    """Which component a folder holds, read from its config files."""
+    cfg_file = folder / "config.json"
+    if cfg_file.is_file():
+        try:
+            data = json.loads(cfg_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        names = [data.get("_class_name")] + list(data.get("architectures") or [])
+        for name in names:
+            if name in classes:
+                return classes[name]
+    if (folder / "scheduler_config.json").is_file():
+        return "scheduler"
+    if (folder / "tokenizer_config.json").is_file() or (folder / "tokenizer.json").is_file():
+        return "tokenizer"
+    return None
+
+
+def _folders_of(paths: Iterable[Path]) -> list[Path]:
+    """Component folders for resolved paths; a pipeline folder expands to its subfolders."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir() and (p / "model_index.json").is_file():
+            out += sorted(d for d in p.iterdir() if d.is_dir())
+        elif p.is_dir():
+            out.append(p)
+        else:
+            out.append(p.parent)
+    seen, unique = set(), []
+    for f in out:
+        if f not in seen:
+            seen.add(f)
+            unique.append(f)
+    return unique
+
+
+def _resolve_extra(cfg: RunConfig, spec: str | None, default: str, sibling: Path | None
+                   ) -> Path:
+    """Tokenizer / scheduler folder: the given spec; else the same pipeline's sibling folder;
+    else ``default`` (a ``model_id:folder/`` resolved like the other files)."""
+    if not spec and sibling is not None and sibling.is_dir():
+        return sibling
+    src = parse_spec(spec or default)
+    found = resolve_source(cfg, src)
+    return found[0] if found[0].is_dir() else found[0].parent
+
+
+def resolve_component_dirs(cfg: RunConfig, components: Iterable[str]) -> dict[str, Path]:
+    """Map each requested component ("transformer" | "text_encoder" | "vae" | "tokenizer" |
+    "scheduler") to a local folder, downloading only what is missing (and never when
+    offline). Sources that name a component not requested (by their first folder,
+    e.g. ``text_encoder/...`` in stage 2) are not fetched."""
+    wanted = list(dict.fromkeys(components))
+    bad = [c for c in wanted if c not in COMPONENTS]
+    if bad:
+        raise ValueError(f"unknown components {bad}; allowed {COMPONENTS}")
+    classes = _component_classes(cfg)
+    model_wanted = {c for c in wanted if c not in ("tokenizer", "scheduler")}
+    if "tokenizer" in wanted and not cfg.tokenizer_path:
+        model_wanted.add("text_encoder")  # the tokenizer defaults to its sibling folder
+    if "scheduler" in wanted:
+        model_wanted.add("transformer")
+
+    found: dict[str, Path] = {}
+    unrecognised: list[str] = []
+    for src in parse_sources(cfg):
+        guess = src.guess_component()
+        if guess is not None and guess not in model_wanted:
+            continue
+        for folder in _folders_of(resolve_source(cfg, src)):
+            comp = identify_folder(folder, classes)
+            if comp is None:
+                unrecognised.append(str(folder))
+            elif comp not in found:
+                found[comp] = folder
+    result: dict[str, Path] = {}
+    missing = []
+    for comp in wanted:
+        if comp == "tokenizer":
+            sib = found["text_encoder"].parent / "tokenizer" if "text_encoder" in found else None
+            if "tokenizer" in found and not cfg.tokenizer_path:
+                result[comp] = found["tokenizer"]
+            else:
+                result[comp] = _resolve_extra(cfg, cfg.tokenizer_path, DEFAULT_TOKENIZER, sib)
+        elif comp == "scheduler":
+            sib = found["transformer"].parent / "scheduler" if "transformer" in found else None
+            result[comp] = found.get("scheduler") or _resolve_extra(cfg, None,
+                                                                    DEFAULT_SCHEDULER, sib)
+        elif comp in found:
+            result[comp] = found[comp]
+        else:
+            missing.append(comp)
+    if missing:
+        seen = ", ".join(f"{k}={v}" for k, v in found.items()) or "nothing"
+        known = ", ".join(sorted(classes))
+        odd = (f"; folders without a known config.json: {', '.join(unrecognised)}"
+               if unrecognised else "")
+        raise HubError(
+            f"model sources give no {', '.join(missing)} (found {seen}{odd}). Add it to "
+            f"model_id_with_origin_paths (e.g. Qwen/Qwen-Image:{missing[0]}/*.safetensors) "
+            f"or model_paths; a component is recognised by the config.json beside its "
+            f"weights ({known}).")
+    return result
+
+
+def fingerprint(folders: Iterable[Path]) -> list[list]:
+    """[path, size, mtime_ns] of every file under ``folders``: what a cache depends on."""
+    out = []
+    for folder in folders:
+        folder = Path(folder)
+        files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*")
+                                                           if p.is_file())
+        for p in files:
+            st = p.stat()
+            out.append([str(p.resolve()), st.st_size, st.st_mtime_ns])
+    return out

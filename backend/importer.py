@@ -1,0 +1,645 @@
+"""Import a command line of the reference trainer; export a run config as a shell script.
+
+``import_commands(text, base_dir=None) -> ImportResult`` reads what a user already runs: one
+or more ``accelerate launch [--config_file X.yaml] train.py --flag value ...`` commands (or
+``python train.py ...``, ``python -m accelerate.commands.launch ...``), with backslash-newline
+continuations, quotes, comments and several commands (lines, ``&&`` or ``;``).
+
+- A stage-1 + stage-2 pair (``--task sft:data_process`` then ``--task sft:train``) becomes
+  one split-training config: the data options come from stage 1 (stage 2's dataset folder is
+  the reference's cache), the training and DeepSpeed options from stage 2, the model sources
+  of both are joined. One ``sft`` command becomes a config without split training.
+- ``--config_file`` is read with accelerate's own loader, its ``deepspeed_config_file`` as
+  JSON; relative paths are looked up under ``base_dir`` (and next to the YAML). A file that
+  is not there is named in ``notes`` and its settings are left at the defaults.
+- Flags, YAML keys and JSON keys that have no counterpart are listed in ``not_understood``;
+  choices ZeroLoRA makes differently (stage 1 without DeepSpeed, the run folder as output)
+  are explained in ``notes``. Nothing is dropped silently.
+
+``export_shell_script(cfg) -> str`` is the other direction: a self-contained bash script that
+writes the run's run.yaml, accelerate YAML and DeepSpeed JSON (heredocs) into a run folder
+and then runs the stages' exact commands.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backend.config import (FIELDS, NONE_WORDS, PATH_FIELDS, REPO_ROOT, ConfigError, RunConfig,
+                            build_parser, read_yaml, validate)
+
+# Options of a stage-1 command that describe the data set (stage 2's point at the cache).
+DATA_KEYS = ("dataset_base_path", "dataset_metadata_path", "data_file_keys", "max_pixels",
+             "height", "width", "trigger_word")
+# Options the run plan sets per stage.
+PLAN_KEYS = ("task", "output_path", "progress_file")
+ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+SEPARATORS = {";", "&&", "||", "&", "|"}
+
+# DeepSpeed JSON (zero_optimization) keys that map one-to-one onto schema fields.
+ZERO_KEYS = ("overlap_comm", "contiguous_gradients", "sub_group_size", "reduce_bucket_size",
+             "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+             "stage3_max_live_parameters", "stage3_max_reuse_distance")
+ACT_KEYS = {"partition_activations": "partition_activations",
+            "cpu_checkpointing": "cpu_checkpointing",
+            "contiguous_memory_optimization": "contiguous_memory_optimization"}
+FP16_STANDARD = {"loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
+                 "hysteresis": 2, "min_loss_scale": 1}
+
+
+@dataclass
+class ImportResult:
+    config: RunConfig
+    not_understood: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Command:
+    index: int
+    text: str
+    env: dict[str, str] = field(default_factory=dict)
+    launch: dict[str, Any] = field(default_factory=dict)   # accelerate settings (file + flags)
+    deepspeed: dict[str, Any] | None = None                # the DeepSpeed JSON, when read
+    script: str = ""
+    args: dict[str, Any] = field(default_factory=dict)     # trainer flags (schema names)
+
+    @property
+    def task(self) -> str:
+        return str(self.args.get("task", "sft"))
+
+    @property
+    def label(self) -> str:
+        return f"command {self.index}"
+
+
+# ------------------------------------------------------------------------------------------
+# Splitting text into commands
+# ------------------------------------------------------------------------------------------
+def split_commands(text: str) -> list[list[str]]:
+    """Shell-like text → argv lists: continuations joined, comments dropped, one list per
+    command (new lines, ``&&``, ``||``, ``;``, ``|`` and ``&`` separate commands)."""
+    text = re.sub(r"\\\r?\n", " ", text)
+    commands: list[list[str]] = []
+    pending = ""
+    for line in text.splitlines():
+        chunk = f"{pending}\n{line}" if pending else line
+        try:
+            lex = shlex.shlex(chunk, posix=True, punctuation_chars=";&|")
+            lex.whitespace_split = True
+            lex.commenters = "#"
+            tokens = list(lex)
+        except ValueError:  # an open quote: the command goes on on the next line
+            pending = chunk
+            continue
+        pending = ""
+        current: list[str] = []
+        for tok in tokens:
+            if tok in SEPARATORS:
+                if current:
+                    commands.append(current)
+                current = []
+            else:
+                current.append(tok)
+        if current:
+            commands.append(current)
+    if pending:
+        commands.append(shlex.split(pending.replace('"', " ").replace("'", " ")))
+    return commands
+
+
+# ------------------------------------------------------------------------------------------
+# Import
+# ------------------------------------------------------------------------------------------
+def import_commands(text: str, base_dir: str | os.PathLike | None = None) -> ImportResult:
+    """Turn the reference's command lines into a validated ``RunConfig`` (see module doc)."""
+    base = Path(base_dir or os.getcwd()).expanduser()
+    nu: list[str] = []
+    notes: list[str] = []
+    trainers: list[_Command] = []
+    base_config: dict[str, Any] = {}
+    for i, argv in enumerate(split_commands(text), 1):
+        cmd = _read_command(i, argv, base, nu, notes)
+        if cmd is None:
+            continue
+        if "config" in cmd.args:
+            found = _find_file(cmd.args.pop("config"), base)
+            if found:
+                base_config.update(read_yaml(found))
+            else:
+                notes.append(f"{cmd.label}: --config file not found; its values are not "
+                             f"imported")
+        trainers.append(cmd)
+    if not trainers:
+        notes.append("no training command found (expected accelerate launch or python with "
+                     "the trainer's flags); the config holds the defaults")
+    data = dict(base_config)
+    data.update(_assemble(trainers, notes))
+    if base_dir is not None:
+        # Relative paths of the commands are relative to where they were run.
+        for key in PATH_FIELDS:
+            value = data.get(key)
+            if isinstance(value, str) and value and value.lower() not in NONE_WORDS and \
+                    not os.path.isabs(value):
+                data[key] = str((base / value).resolve())
+    config = _validated(data, nu)
+    return ImportResult(config, nu, notes)
+
+
+def _read_command(index: int, argv: list[str], base: Path, nu: list[str], notes: list[str]
+                  ) -> _Command | None:
+    text = shlex.join(argv)
+    cmd = _Command(index, text)
+    while argv and ENV_ASSIGNMENT.match(argv[0]):
+        name, value = argv[0].split("=", 1)
+        cmd.env[name] = value
+        argv = argv[1:]
+    if argv and argv[0] in ("env", "export") and len(argv) > 1:
+        argv = argv[1:]
+        while argv and ENV_ASSIGNMENT.match(argv[0]):
+            name, value = argv[0].split("=", 1)
+            cmd.env[name] = value
+            argv = argv[1:]
+    if not argv:
+        return None
+    prog = os.path.basename(argv[0])
+    launch_args: list[str] | None = None
+    rest: list[str]
+    if prog == "accelerate" and len(argv) > 1 and argv[1] == "launch":
+        launch_args = argv[2:]
+    elif prog.startswith("python") and argv[1:3] == ["-m", "accelerate.commands.launch"]:
+        launch_args = argv[3:]
+    elif prog.startswith("python") and argv[1:3] == ["-m", "accelerate.commands.accelerate_cli"]\
+            and argv[3:4] == ["launch"]:
+        launch_args = argv[4:]
+    if launch_args is not None:
+        parsed = _parse_launch(cmd, launch_args, base, nu, notes)
+        if parsed is None:
+            return None
+        cmd.script, rest = parsed
+    elif prog.startswith("python"):
+        rest = argv[1:]
+        while rest and rest[0] in ("-u", "-O", "-B"):
+            rest = rest[1:]
+        if rest[:1] == ["-m"] and len(rest) > 1:
+            cmd.script, rest = rest[1], rest[2:]
+        elif rest and not rest[0].startswith("-"):
+            cmd.script, rest = rest[0], rest[1:]
+        else:
+            notes.append(f"skipped {cmd.label} (not a training command): {text}")
+            return None
+    else:
+        notes.append(f"skipped {cmd.label} (not a training command): {text}")
+        return None
+    for name, value in cmd.env.items():
+        if name == "CUDA_VISIBLE_DEVICES" and re.fullmatch(r"\d+(,\d+)*", value):
+            cmd.launch.setdefault("gpu_ids", value)
+        else:
+            nu.append(f"{cmd.label}: environment {name}={value}")
+    _parse_trainer_args(cmd, rest, nu)
+    if cmd.launch.pop("_no_config_file", False) and cmd.task != "sft:data_process":
+        notes.append(f"{cmd.label}: no --config_file (accelerate uses that machine's default "
+                     f"config); only the flags on the command line are imported")
+    return cmd
+
+
+def _parse_trainer_args(cmd: _Command, argv: list[str], nu: list[str]) -> None:
+    parser = build_parser("trainer")
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            ns, unknown = parser.parse_known_args(argv)
+        except SystemExit:  # e.g. a schema flag without its value
+            nu.append(f"{cmd.label}: could not read the trainer flags: {shlex.join(argv)}")
+            return
+    cmd.args = {k: v for k, v in vars(ns).items() if k in FIELDS or k == "config"}
+    # Group the unknown tokens as "--flag value ..." for the report.
+    group: list[str] = []
+    for tok in unknown + ["--"]:
+        if tok.startswith("-") and group:
+            nu.append(f"{cmd.label}: {shlex.join(group)}")
+            group = []
+        group.append(tok)
+
+
+def _parse_launch(cmd: _Command, args: list[str], base: Path, nu: list[str], notes: list[str]
+                  ) -> tuple[str, list[str]] | None:
+    from accelerate.commands.launch import launch_command_parser
+
+    parser = launch_command_parser()
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            ns = parser.parse_args(args)
+        except SystemExit:
+            nu.append(f"{cmd.label}: accelerate launch options not understood: "
+                      f"{shlex.join(args)}")
+            return None
+    given = set(getattr(ns, "nondefault", set())) - {"training_script", "training_script_args",
+                                                      "module", "config_file"}
+    if ns.config_file:
+        found = _find_file(ns.config_file, base)
+        if found is None:
+            notes.append(f"{cmd.label}: accelerate config {ns.config_file!r} not found under "
+                         f"{base}; its settings (and its DeepSpeed file) are not imported")
+        else:
+            _read_accelerate_yaml(cmd, found, base, nu, notes)
+    else:
+        cmd.launch["_no_config_file"] = True
+    flag_map = {"num_processes": "num_processes", "num_machines": "num_machines",
+                "main_process_ip": "main_process_ip", "main_process_port": "main_process_port",
+                "mixed_precision": "mixed_precision", "gpu_ids": "gpu_ids",
+                "zero_stage": "zero_stage",
+                "offload_optimizer_device": "offload_optimizer_device",
+                "offload_param_device": "offload_param_device",
+                "gradient_accumulation_steps": "gradient_accumulation_steps",
+                "gradient_clipping": "gradient_clipping",
+                "zero3_init_flag": "zero3_init_flag"}
+    for name in sorted(given):
+        value = getattr(ns, name)
+        if name in flag_map:
+            cmd.launch[flag_map[name]] = value
+        elif name == "deepspeed_config_file":
+            found = _find_file(value, base)
+            if found:
+                _read_deepspeed_json(cmd, found, nu)
+            else:
+                notes.append(f"{cmd.label}: DeepSpeed file {value!r} not found under {base}; "
+                             f"its settings are not imported")
+        elif name in ("use_deepspeed", "multi_gpu", "debug", "quiet", "same_network",
+                      "machine_rank", "rdzv_backend", "cpu"):
+            if name == "use_deepspeed" and value:
+                cmd.launch.setdefault("zero_stage", cmd.launch.get("zero_stage") or 2)
+            elif name == "cpu" and value:
+                notes.append(f"{cmd.label}: --cpu: ZeroLoRA picks CPU by itself when no GPU "
+                             f"is present")
+        else:
+            nu.append(f"{cmd.label}: accelerate launch --{name} {value}")
+    script = ns.training_script
+    return script, list(ns.training_script_args)
+
+
+def _find_file(name: str, base: Path, near: Path | None = None) -> Path | None:
+    p = Path(name).expanduser()
+    candidates = [p] if p.is_absolute() else [base / p]
+    if near is not None and not p.is_absolute():
+        candidates += [near / p, near / p.name]
+    for c in candidates:
+        if c.is_file():
+            return c
+    return None
+
+
+def _read_accelerate_yaml(cmd: _Command, path: Path, base: Path, nu: list[str],
+                          notes: list[str]) -> None:
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    try:
+        conf = load_config_from_file(str(path))
+    except (ValueError, TypeError, OSError) as e:
+        nu.append(f"{cmd.label}: accelerate config {path} not readable: "
+                  f"{' '.join(str(e).split())}")
+        return
+    d = conf.to_dict()
+    dist = str(d.get("distributed_type", "NO"))
+    launch = cmd.launch
+    for key in ("num_processes", "num_machines", "main_process_ip", "main_process_port",
+                "gpu_ids", "mixed_precision"):
+        if d.get(key) is not None:
+            launch[key] = d[key]
+    if d.get("main_process_port") is None:
+        launch.pop("main_process_port", None)
+    if launch.get("num_processes") == -1:
+        launch.pop("num_processes")
+    if d.get("debug"):
+        notes.append(f"{cmd.label}: debug: true in {path.name} (accelerate's debug checks) is "
+                     f"not carried over")
+    if d.get("use_cpu"):
+        notes.append(f"{cmd.label}: use_cpu in {path.name}: ZeroLoRA picks CPU by itself when "
+                     f"no GPU is present")
+    if dist in ("FSDP", "MEGATRON_LM", "XLA") or d.get("fsdp_config"):
+        nu.append(f"{cmd.label}: distributed_type {dist} in {path.name} (ZeroLoRA runs plain, "
+                  f"multi-GPU or DeepSpeed)")
+    ds = dict(d.get("deepspeed_config") or {})
+    if dist == "DEEPSPEED":
+        launch.setdefault("zero_stage", None)
+        ds_file = ds.pop("deepspeed_config_file", None)
+        if ds_file:
+            found = _find_file(ds_file, base, near=path.parent)
+            if found:
+                _read_deepspeed_json(cmd, found, nu)
+            else:
+                notes.append(f"{cmd.label}: DeepSpeed file {ds_file!r} (named in "
+                             f"{path.name}) not found under {base} or next to the YAML; its "
+                             f"settings are not imported")
+        if "zero3_init_flag" in ds:
+            launch["zero3_init_flag"] = bool(ds.pop("zero3_init_flag"))
+        for key in ("zero_stage", "offload_optimizer_device", "offload_param_device",
+                    "gradient_accumulation_steps", "gradient_clipping"):
+            if key in ds:
+                value = ds.pop(key)
+                launch[key] = None if value == "auto" else value
+        for key in ("offload_optimizer_nvme_path", "offload_param_nvme_path"):
+            value = ds.pop(key, None)
+            if value and value != "none":
+                launch["offload_nvme_path"] = value
+        ds.pop("zero3_save_16bit_model", None)
+        ds.pop("deepspeed_multinode_launcher", None)
+        for key, value in ds.items():
+            nu.append(f"{cmd.label}: deepspeed_config.{key}: {value!r} in {path.name}")
+    if launch.get("zero_stage", 0) is None:
+        launch.pop("zero_stage")
+        launch.setdefault("_deepspeed", True)
+
+
+def _read_deepspeed_json(cmd: _Command, path: Path, nu: list[str]) -> None:
+    try:
+        ds = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        nu.append(f"{cmd.label}: DeepSpeed file {path} not readable: {e}")
+        return
+    cmd.deepspeed = ds
+    out = cmd.launch
+    where = path.name
+    ds = dict(ds)
+    zero = dict(ds.pop("zero_optimization", {}) or {})
+    if "stage" in zero:
+        out["zero_stage"] = zero.pop("stage")
+    for which, name in (("offload_optimizer", "offload_optimizer_device"),
+                        ("offload_param", "offload_param_device")):
+        block = dict(zero.pop(which, None) or {})
+        if not block:
+            continue
+        out[name] = block.pop("device", "none")
+        if "pin_memory" in block:
+            pin = bool(block.pop("pin_memory"))
+            if "pin_memory" in out and out["pin_memory"] != pin:
+                nu.append(f"{cmd.label}: {which}.pin_memory {pin} differs from the other "
+                          f"offload's in {where} (ZeroLoRA has one pin_memory)")
+            out["pin_memory"] = pin
+        if block.get("nvme_path"):
+            out["offload_nvme_path"] = block.pop("nvme_path")
+        block.pop("nvme_path", None)
+        for key, value in block.items():
+            nu.append(f"{cmd.label}: zero_optimization.{which}.{key}: {value!r} in {where}")
+    for key in ZERO_KEYS:
+        if key in zero:
+            value = zero.pop(key)
+            if value == "auto":
+                nu.append(f"{cmd.label}: zero_optimization.{key}: 'auto' in {where} (kept "
+                          f"ZeroLoRA's number)")
+            else:
+                out[key] = value
+    gather = zero.pop("stage3_gather_16bit_weights_on_model_save", True)
+    if gather is False:
+        nu.append(f"{cmd.label}: stage3_gather_16bit_weights_on_model_save false in {where} "
+                  f"(ZeroLoRA always gathers to save the LoRA)")
+    for key, value in zero.items():
+        nu.append(f"{cmd.label}: zero_optimization.{key}: {value!r} in {where}")
+    act = ds.pop("activation_checkpointing", None)
+    out["ds_activation_checkpointing"] = act is not None
+    for key, value in dict(act or {}).items():
+        if key in ACT_KEYS:
+            out[ACT_KEYS[key]] = bool(value)
+        else:
+            nu.append(f"{cmd.label}: activation_checkpointing.{key}: {value!r} in {where}")
+    for dtype in ("fp16", "bf16"):
+        block = dict(ds.pop(dtype, None) or {})
+        enabled = block.pop("enabled", "auto")
+        if enabled is True or str(enabled).lower() == "true":
+            out["_ds_precision"] = dtype
+        if dtype == "fp16":
+            odd = {k: v for k, v in block.items() if FP16_STANDARD.get(k, object()) != v}
+            for key, value in odd.items():
+                nu.append(f"{cmd.label}: fp16.{key}: {value!r} in {where}")
+        else:
+            for key, value in block.items():
+                nu.append(f"{cmd.label}: bf16.{key}: {value!r} in {where}")
+    for key in ("gradient_accumulation_steps", "gradient_clipping"):
+        value = ds.pop(key, "auto")
+        if value != "auto":
+            out[key] = value
+    micro = ds.pop("train_micro_batch_size_per_gpu", "auto")
+    if micro not in ("auto", 1):
+        nu.append(f"{cmd.label}: train_micro_batch_size_per_gpu {micro} in {where} (ZeroLoRA "
+                  f"trains with batch size 1)")
+    ds.pop("train_batch_size", None)
+    for key in ("wall_clock_breakdown", "steps_per_print", "zero_allow_untested_optimizer"):
+        ds.pop(key, None)
+    for key, value in ds.items():
+        nu.append(f"{cmd.label}: {key}: {_short_json(value)} in {where}")
+
+
+def _short_json(value: Any) -> str:
+    s = json.dumps(value)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _assemble(trainers: list[_Command], notes: list[str]) -> dict[str, Any]:
+    """Join the commands' options into one mapping of schema fields."""
+    stage1 = [c for c in trainers if c.task == "sft:data_process"]
+    stage2 = [c for c in trainers if c.task == "sft:train"]
+    whole = [c for c in trainers if c.task == "sft"]
+    for extra in (stage1[1:], stage2[1:], whole[1:]):
+        for c in extra:
+            notes.append(f"{c.label}: another command for the same stage; only the first is "
+                         f"imported")
+    s1 = stage1[0] if stage1 else None
+    s2 = stage2[0] if stage2 else None
+    one = whole[0] if whole else None
+    data: dict[str, Any] = {}
+    if one and (s1 or s2):
+        notes.append(f"{one.label}: a task sft command next to split-training commands is not "
+                     f"imported")
+    if s1 or s2:
+        data["split_training"] = True
+        stages = (["data_process"] if s1 else []) + (["train", "sample"] if s2 else [])
+        data["stages"] = stages
+        if s2:
+            data.update(_args(s2))
+        if s1:
+            first = _args(s1)
+            if s2:
+                # Stage 2 reads the reference's cache: the data set is stage 1's.
+                if "dataset_base_path" in data:
+                    notes.append(f"{s2.label}: dataset_base_path {data['dataset_base_path']!r} "
+                                 f"is the reference's stage-1 cache; ZeroLoRA caches into the "
+                                 f"run folder and reads the data set of {s1.label}")
+                data.pop("dataset_base_path", None)
+                data.pop("dataset_metadata_path", None)
+                for key, value in first.items():
+                    if key in DATA_KEYS or key not in data:
+                        data[key] = value
+                    elif key == "model_id_with_origin_paths" or key in PLAN_KEYS:
+                        continue
+                    elif data[key] != value and key != "dataset_repeat":
+                        notes.append(f"{key}: {s1.label} has {value!r}, {s2.label} "
+                                     f"{data[key]!r}; the training stage's value is used")
+                sources = _join_sources(_args(s2).get("model_id_with_origin_paths"),
+                                        first.get("model_id_with_origin_paths"))
+                if sources:
+                    data["model_id_with_origin_paths"] = sources
+            else:
+                data.update(first)
+        if s1 and (s1.deepspeed is not None or s1.launch.get("_deepspeed") or
+                   s1.launch.get("zero_stage")):
+            notes.append(f"{s1.label}: stage 1 runs without DeepSpeed in ZeroLoRA (it has no "
+                         f"optimizer); its DeepSpeed settings are not used")
+        data.update(_distributed(s2, notes))
+    elif one:
+        data["split_training"] = False
+        data["stages"] = ["train", "sample"]
+        data.update(_args(one))
+        data.update(_distributed(one, notes))
+    for key in PLAN_KEYS:
+        if key in data:
+            if key == "output_path":
+                notes.append(f"output_path {data[key]!r}: ZeroLoRA writes the cache, "
+                             f"checkpoints and samples into the run folder")
+            data.pop(key)
+    return data
+
+
+def _args(cmd: _Command) -> dict[str, Any]:
+    return dict(cmd.args)
+
+
+def _join_sources(*specs: str | None) -> str | None:
+    out: list[str] = []
+    for spec in specs:
+        for entry in (spec or "").split(","):
+            entry = entry.strip()
+            if entry and entry not in out:
+                out.append(entry)
+    return ",".join(out) or None
+
+
+def _distributed(cmd: _Command | None, notes: list[str]) -> dict[str, Any]:
+    """accelerate/DeepSpeed settings of the training command as schema fields."""
+    if cmd is None:
+        return {}
+    launch = dict(cmd.launch)
+    ds_precision = launch.pop("_ds_precision", None)
+    deepspeed = launch.pop("_deepspeed", False) or cmd.deepspeed is not None
+    out = {k: v for k, v in launch.items() if v is not None}
+    if deepspeed and not out.get("zero_stage"):
+        notes.append(f"{cmd.label}: DeepSpeed without a readable ZeRO stage; ZeroLoRA's "
+                     f"zero_stage stays at the default (0) -- set it by hand")
+    if "mixed_precision" not in out:
+        if ds_precision:
+            out["mixed_precision"] = ds_precision
+        else:
+            notes.append(
+                f"{cmd.label}: no mixed precision given (accelerate would run 'no' and the "
+                f"DeepSpeed 'auto' precision off; the reference keeps its weights in bf16): "
+                f"ZeroLoRA uses mixed_precision bf16 -- set 'no' for float32")
+    elif ds_precision and ds_precision != out["mixed_precision"]:
+        notes.append(f"{cmd.label}: the DeepSpeed file enables {ds_precision} but accelerate "
+                     f"runs {out['mixed_precision']}; using {out['mixed_precision']}")
+    return out
+
+
+def _validated(data: dict[str, Any], nu: list[str]) -> RunConfig:
+    """Validate; options that fail are reported and left at their defaults."""
+    data = dict(data)
+    for _ in range(len(data) + 1):
+        try:
+            return validate(data, require_inputs=False)
+        except ConfigError as e:
+            dropped = False
+            for problem in e.problems:
+                key = problem.split(":", 1)[0]
+                if key in data:
+                    nu.append(f"{problem} -- left at the default")
+                    data.pop(key)
+                    dropped = True
+            if not dropped:
+                raise
+    return validate(data, require_inputs=False)
+
+
+# ------------------------------------------------------------------------------------------
+# Export
+# ------------------------------------------------------------------------------------------
+def export_shell_script(cfg: RunConfig, *, cuda: bool | None = None) -> str:
+    """A self-contained bash script that writes the run's files and runs its stages.
+
+    ``bash run.sh [RUN_DIR]`` (default ``./zerolora-run``): run.yaml, the accelerate YAMLs
+    and the DeepSpeed JSON are written there from heredocs, then the stage commands run from
+    that folder. ``ZEROLORA_ROOT`` (default: this checkout) and ``PYTHON`` can be set.
+    Data and model paths are absolute (resolved where the script was exported).
+    """
+    from backend.plan import plan_run, shell_line
+
+    with tempfile.TemporaryDirectory(prefix="zerolora-export-") as tmp:
+        run_dir = Path(tmp).resolve() / "run"
+        plans = plan_run(cfg, run_dir, cuda=cuda)
+        prefix = str(run_dir)
+
+        def rel(text: str) -> str:
+            return text.replace(prefix + os.sep, "").replace(prefix, ".")
+
+        files = [p for p in sorted(run_dir.iterdir())
+                 if p.suffix in (".yaml", ".json") and p.is_file()]
+        files.sort(key=lambda p: (p.name != "run.yaml", p.name))
+        out = [
+            "#!/usr/bin/env bash",
+            "# ZeroLoRA run script (exported): writes the run's files into RUN_DIR, then runs",
+            "# its stages in order. Usage: bash THIS_SCRIPT [RUN_DIR]   (default "
+            "./zerolora-run)",
+            "# ZEROLORA_ROOT: the ZeroLoRA folder; PYTHON: the Python with its requirements.",
+            "set -euo pipefail",
+            f"ZEROLORA_ROOT=\"${{ZEROLORA_ROOT:-{_dq(str(REPO_ROOT))}}}\"",
+            "PYTHON=\"${PYTHON:-python}\"",
+            "RUN_DIR=\"${1:-zerolora-run}\"",
+            "mkdir -p \"$RUN_DIR\"",
+            "cd \"$RUN_DIR\"",
+            "export PYTHONPATH=\"$ZEROLORA_ROOT${PYTHONPATH:+:$PYTHONPATH}\"",
+            "",
+        ]
+        for p in files:
+            body = rel(p.read_text(encoding="utf-8"))
+            delim = "ZEROLORA_EOF"
+            while delim in body.splitlines():
+                delim += "_"
+            out += [f"cat > {shlex.quote(p.name)} <<'{delim}'", body.rstrip("\n"), delim, ""]
+        for i, plan in enumerate(plans, 1):
+            local = type(plan)(plan.name, [rel(a) for a in plan.argv], dict(plan.env))
+            line = shell_line(local, python='"$PYTHON"')
+            out += [f"# --- stage {i}/{len(plans)}: {plan.name}", line, ""]
+    return "\n".join(out)
+
+
+def _dq(text: str) -> str:
+    """Text for inside double quotes in bash."""
+    return re.sub(r'(["\\$`])', r"\\\1", text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m backend.importer FILE [--base_dir DIR]``: print the imported config."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m backend.importer",
+                                     description="Import reference trainer commands.")
+    parser.add_argument("file", help="a text file with the commands ('-' for stdin)")
+    parser.add_argument("--base_dir", default=None, help="where relative config files are")
+    args = parser.parse_args(argv)
+    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    result = import_commands(text, args.base_dir)
+    print(result.config.to_yaml(only_changed=True), end="")
+    for line in result.notes:
+        print(f"# note: {line}")
+    for line in result.not_understood:
+        print(f"# not understood: {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

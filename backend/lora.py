@@ -1,0 +1,201 @@
+"""LoRA adapters: attaching (peft), collecting, saving and loading them back.
+
+Saved files hold only the LoRA tensors with the reference trainer's keys, e.g.
+``transformer_blocks.0.attn.to_q.lora_A.default.weight`` (peft's adapter name kept, no
+alpha tensor; alpha = rank), and safetensors metadata::
+
+    format=zerolora-lora  rank  alpha  target_modules (comma-separated)
+    base_model (lora_base_model, e.g. dit)  model_family  step (optional)
+
+Files are written atomically (temp file + rename). ``to_diffusers`` converts the keys to
+the ``transformer.``-prefixed form diffusers' ``load_lora_weights`` expects.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+FORMAT = "zerolora-lora"
+ADAPTER = "default"
+
+
+def lora_config(rank: int, target_modules: Iterable[str], alpha: int | None = None):
+    from peft import LoraConfig
+
+    return LoraConfig(r=rank, lora_alpha=alpha if alpha is not None else rank,
+                      target_modules=list(target_modules), init_lora_weights=True)
+
+
+def add_lora(model, rank: int, target_modules: Iterable[str], adapter_name: str = ADAPTER,
+             alpha: int | None = None) -> None:
+    """Attach a fresh LoRA to ``model`` (a diffusers model with peft support); freezes
+    the base weights first so only LoRA parameters train."""
+    model.requires_grad_(False)
+    model.add_adapter(lora_config(rank, target_modules, alpha), adapter_name=adapter_name)
+
+
+def strip_prefix(key: str, prefix: str) -> str:
+    for p in (prefix, "module.", "_orig_mod."):
+        if p and key.startswith(p):
+            key = key[len(p):]
+    return key
+
+
+def lora_named_parameters(model) -> list[tuple[str, Any]]:
+    return [(n, p) for n, p in model.named_parameters() if "lora_" in n]
+
+
+def collect_lora_state(model, remove_prefix: str = "", gather: bool = False
+                       ) -> dict[str, Any]:
+    """LoRA tensors of ``model`` on CPU, prefix removed.
+
+    With ``gather`` (DeepSpeed ZeRO-3) the partitioned LoRA parameters are gathered
+    first; every rank must call this, and all get the full tensors. Only the LoRA
+    parameters are gathered, never the frozen base model.
+    """
+    params = lora_named_parameters(model)
+    if gather:
+        import deepspeed
+
+        with deepspeed.zero.GatheredParameters([p for _, p in params], modifier_rank=None):
+            return {strip_prefix(n, remove_prefix): p.detach().cpu().clone()
+                    for n, p in params}
+    return {strip_prefix(n, remove_prefix): p.detach().cpu().clone() for n, p in params}
+
+
+def expected_shapes(model, rank: int, target_modules: Iterable[str],
+                    adapter_name: str = ADAPTER) -> dict[str, tuple[int, ...]]:
+    """Keys and shapes a LoRA of ``rank`` on ``target_modules`` of ``model`` must have
+    (``model`` without an adapter; names matched as peft does: equal or ``.``-suffix)."""
+    import torch
+
+    targets = list(target_modules)
+    out: dict[str, tuple[int, ...]] = {}
+    for name, mod in model.named_modules():
+        if not any(name == t or name.endswith("." + t) for t in targets):
+            continue
+        if not isinstance(mod, torch.nn.Linear):
+            continue
+        out[f"{name}.lora_A.{adapter_name}.weight"] = (rank, mod.in_features)
+        out[f"{name}.lora_B.{adapter_name}.weight"] = (mod.out_features, rank)
+    return out
+
+
+def save_lora(path: str | os.PathLike, tensors: dict[str, Any], *, rank: int,
+              target_modules: Iterable[str], base_model: str = "dit",
+              model_family: str = "qwen_image", extra: dict[str, Any] | None = None) -> Path:
+    """Write a LoRA file atomically (temp + rename)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"format": FORMAT, "rank": str(rank), "alpha": str(rank),
+            "target_modules": ",".join(target_modules), "base_model": base_model,
+            "model_family": model_family}
+    meta.update({k: str(v) for k, v in (extra or {}).items()})
+    tmp = path.with_name(f".{path.name}.tmp")
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=meta)
+    os.replace(tmp, path)
+    return path
+
+
+def read_lora(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]]:
+    """(tensors, metadata) of a LoRA file."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = dict(f.metadata() or {})
+    return load_file(str(path)), meta
+
+
+def lora_rank_and_targets(tensors: dict[str, Any], meta: dict[str, str]
+                          ) -> tuple[int, int, list[str]]:
+    """(rank, alpha, target module names) of a LoRA, from metadata or the keys."""
+    ranks = {v.shape[0] for k, v in tensors.items() if ".lora_A." in k}
+    rank = int(meta.get("rank") or (ranks.pop() if len(ranks) == 1 else 0))
+    alpha = int(meta.get("alpha") or rank)
+    if meta.get("target_modules"):
+        targets = meta["target_modules"].split(",")
+    else:  # the full module paths, which peft accepts as exact names
+        targets = sorted({k.split(".lora_A.")[0] for k in tensors if ".lora_A." in k})
+    return rank, alpha, targets
+
+
+def load_lora(model, path: str | os.PathLike, adapter_name: str = ADAPTER,
+              strict: bool = True) -> dict[str, str]:
+    """Attach the LoRA in ``path`` to ``model`` as ``adapter_name``; return its metadata.
+
+    Accepts our key format (``...lora_A.default.weight``) and the diffusers one
+    (``transformer.``-prefixed, no adapter name). With ``strict`` a key that matches no
+    module of ``model`` is an error naming it.
+    """
+    from peft.utils import set_peft_model_state_dict
+
+    tensors, meta = read_lora(path)
+    tensors = from_diffusers(tensors)
+    rank, alpha, targets = lora_rank_and_targets(tensors, meta)
+    model.add_adapter(lora_config(rank, targets, alpha), adapter_name=adapter_name)
+    # set_peft_model_state_dict wants keys without the adapter name.
+    plain = {k.replace(f".{ADAPTER}.", "."): v for k, v in tensors.items()}
+    result = set_peft_model_state_dict(model, plain, adapter_name=adapter_name)
+    unexpected = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
+    if strict and unexpected:
+        raise ValueError(f"{path}: LoRA keys match no module of the model: "
+                         f"{', '.join(unexpected[:5])}{' ...' if len(unexpected) > 5 else ''}")
+    return meta
+
+
+def init_from_checkpoint(model, path: str | os.PathLike, adapter_name: str = ADAPTER) -> int:
+    """Copy the tensors of a LoRA file into ``model``'s existing adapter (``lora_checkpoint``);
+    returns how many tensors were loaded. Shapes must match (same rank and targets)."""
+    from peft.utils import set_peft_model_state_dict
+
+    tensors, _ = read_lora(path)
+    tensors = from_diffusers(tensors)
+    plain = {k.replace(f".{ADAPTER}.", "."): v for k, v in tensors.items()}
+    result = set_peft_model_state_dict(model, plain, adapter_name=adapter_name)
+    unexpected = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
+    if unexpected:
+        raise ValueError(f"lora_checkpoint: keys match no LoRA module: "
+                         f"{', '.join(unexpected[:5])}")
+    return len(tensors)
+
+
+def to_diffusers(tensors: dict[str, Any]) -> dict[str, Any]:
+    """Our keys → diffusers' (``transformer.`` prefix, adapter name dropped)."""
+    return {"transformer." + k.replace(f".{ADAPTER}.", "."): v for k, v in tensors.items()}
+
+
+def from_diffusers(tensors: dict[str, Any]) -> dict[str, Any]:
+    """diffusers' keys → ours (no-op for keys already in our format)."""
+    out = {}
+    for k, v in tensors.items():
+        if k.startswith("transformer."):
+            k = k[len("transformer."):]
+        for ab in ("lora_A", "lora_B"):
+            if f".{ab}.weight" in k:
+                k = k.replace(f".{ab}.weight", f".{ab}.{ADAPTER}.weight")
+        out[k] = v
+    return out
+
+
+def checkpoint_info(path: str | os.PathLike) -> dict[str, Any]:
+    """Metadata and tensor count of a LoRA file, for listings."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = dict(f.metadata() or {})
+        n = len(list(f.keys()))
+    return {"path": str(path), "tensors": n, **meta}
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,249 @@
+"""Qwen-Image family adapter: components, prompt/image encoding and the training loss.
+
+Components are diffusers' ``QwenImageTransformer2DModel`` and ``AutoencoderKLQwenImage``,
+transformers' ``Qwen2_5_VLForConditionalGeneration`` and its tokenizer. Prompt encoding is
+diffusers' ``QwenImagePipeline`` code (template, last hidden state, masks), run through a
+pipeline object holding only the encoders; the number of template tokens dropped is counted
+with the model's own tokenizer (34 for the real one), so another tokenizer never eats the
+prompt. The training loss is the reference trainer's flow matching: 1000 sigmas from
+linspace(1, 0, 1001)[:-1] shifted with mu = 0.8 (exponential) and stretched to a terminal
+sigma of 0.02 (diffusers' ``FlowMatchEulerDiscreteScheduler``), x_t = (1 - s) x0 + s noise,
+target noise - x0, MSE weighted by exp(-2 ((t - 500) / 1000)^2) shifted to 0 and
+normalised to mean 1.
+
+Cached sample tensors (one safetensors file per sample, see backend/cache.py):
+``prompt_emb`` [1, L, D], ``prompt_emb_mask`` [1, L], ``latents`` [1, 16, H/8, W/8]
+(posterior mean normalised by the VAE's latents_mean/std), ``height``, ``width``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FAMILY = "qwen_image"
+COMPONENT_CLASSES = {
+    "QwenImageTransformer2DModel": "transformer",
+    "AutoencoderKLQwenImage": "vae",
+    "Qwen2_5_VLForConditionalGeneration": "text_encoder",
+}
+# The real Qwen-Image scheduler config (Qwen/Qwen-Image scheduler/scheduler_config.json);
+# training needs only the transformer, so the schedule does not depend on a scheduler folder.
+SCHEDULER_CONFIG = dict(
+    base_image_seq_len=256, base_shift=0.5, invert_sigmas=False, max_image_seq_len=8192,
+    max_shift=0.9, num_train_timesteps=1000, shift=1.0, shift_terminal=0.02,
+    stochastic_sampling=False, time_shift_type="exponential", use_beta_sigmas=False,
+    use_dynamic_shifting=True, use_exponential_sigmas=False, use_karras_sigmas=False,
+)
+TRAIN_SHIFT_MU = 0.8
+NUM_TRAIN_TIMESTEPS = 1000
+STAGE1_COMPONENTS = ("text_encoder", "vae", "tokenizer")
+STAGE2_COMPONENTS = ("transformer",)
+SAMPLE_KEYS = ("prompt_emb", "prompt_emb_mask", "latents")
+
+
+# ------------------------------------------------------------------------------------------
+# Loading
+# ------------------------------------------------------------------------------------------
+def transformer_class():
+    from diffusers import QwenImageTransformer2DModel
+    return QwenImageTransformer2DModel
+
+
+def load_transformer(folder: str | Path, dtype=None, device: str | Any = "cpu"):
+    from diffusers import QwenImageTransformer2DModel
+
+    model = QwenImageTransformer2DModel.from_pretrained(str(folder), torch_dtype=dtype)
+    return model.to(device)
+
+
+def load_text_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu"):
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(folder), dtype=dtype)
+    return model.to(device).eval().requires_grad_(False)
+
+
+def load_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
+    from diffusers import AutoencoderKLQwenImage
+
+    model = AutoencoderKLQwenImage.from_pretrained(str(folder), torch_dtype=dtype)
+    return model.to(device).eval().requires_grad_(False)
+
+
+def load_tokenizer(folder: str | Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+def template_prefix_tokens(tokenizer, template: str) -> int:
+    """How many tokens the template's text before ``{}`` splits into with this tokenizer."""
+    return len(tokenizer(template.split("{}")[0])["input_ids"])
+
+
+class Encoder:
+    """Text encoder + VAE (+ tokenizer), frozen: prompts → embeddings, images → latents.
+
+    Uses ``QwenImagePipeline``'s own prompt code on a pipeline holding only the encoders.
+    """
+
+    def __init__(self, text_encoder, tokenizer, vae):
+        from diffusers import QwenImagePipeline
+
+        self.pipe = QwenImagePipeline(scheduler=None, vae=vae, text_encoder=text_encoder,
+                                      tokenizer=tokenizer, transformer=None)
+        self.pipe.prompt_template_encode_start_idx = template_prefix_tokens(
+            tokenizer, self.pipe.prompt_template_encode)
+        self.text_encoder, self.vae = text_encoder, vae
+
+    @property
+    def drop_tokens(self) -> int:
+        return self.pipe.prompt_template_encode_start_idx
+
+    def encode_prompt(self, prompt: str | list[str]):
+        """(prompt_emb [B, L, D], prompt_emb_mask [B, L]) as the pipeline computes them."""
+        import torch
+
+        with torch.no_grad():
+            return self.pipe._get_qwen_prompt_embeds(
+                prompt, device=self.text_encoder.device, dtype=self.text_encoder.dtype)
+
+    def encode_image(self, pixels):
+        """Pixels [B, 3, H, W] in [-1, 1] → normalised latents [B, 16, H/8, W/8]."""
+        import torch
+
+        vae = self.vae
+        with torch.no_grad():
+            x = pixels.to(device=vae.device, dtype=vae.dtype).unsqueeze(2)  # [B, 3, 1, H, W]
+            z = vae.encode(x).latent_dist.mean[:, :, 0]
+            mean = torch.tensor(vae.config.latents_mean).view(1, -1, 1, 1).to(z)
+            std = torch.tensor(vae.config.latents_std).view(1, -1, 1, 1).to(z)
+            return (z - mean) / std
+
+    def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
+        """A training sample (the tensors a cache file holds)."""
+        import torch
+
+        emb, mask = self.encode_prompt([prompt])
+        latents = self.encode_image(pixels)
+        return {"prompt_emb": emb, "prompt_emb_mask": mask, "latents": latents,
+                "height": torch.tensor([pixels.shape[-2]]),
+                "width": torch.tensor([pixels.shape[-1]])}
+
+
+def load_encoder(dirs: dict[str, Path], dtype=None, device: str | Any = "cpu") -> Encoder:
+    return Encoder(load_text_encoder(dirs["text_encoder"], dtype, device),
+                   load_tokenizer(dirs["tokenizer"]),
+                   load_vae(dirs["vae"], dtype, device))
+
+
+# ------------------------------------------------------------------------------------------
+# Training loss
+# ------------------------------------------------------------------------------------------
+@dataclass
+class Schedule:
+    sigmas: Any      # [1000], from 1 down to 0.02
+    timesteps: Any   # [1000], 1000 * sigma
+    weights: Any     # [1000], mean 1
+
+
+def training_schedule() -> Schedule:
+    import numpy as np
+    import torch
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    sched = FlowMatchEulerDiscreteScheduler(**SCHEDULER_CONFIG)
+    sched.set_timesteps(sigmas=np.linspace(1.0, 0.0, NUM_TRAIN_TIMESTEPS + 1)[:-1],
+                       mu=TRAIN_SHIFT_MU)
+    sigmas = sched.sigmas[:-1].float()          # drop the appended final 0
+    timesteps = sched.timesteps.float()
+    y = torch.exp(-2 * ((timesteps - NUM_TRAIN_TIMESTEPS / 2) / NUM_TRAIN_TIMESTEPS) ** 2)
+    y = y - y.min()
+    weights = y * (len(y) / y.sum())
+    return Schedule(sigmas, timesteps, weights)
+
+
+def pack_latents(latents):
+    """[B, C, h, w] → [B, h/2 * w/2, 4C] (the pipeline's ``_pack_latents``)."""
+    from diffusers import QwenImagePipeline
+
+    b, c, h, w = latents.shape
+    return QwenImagePipeline._pack_latents(latents, b, c, h, w)
+
+
+def predict(transformer, noisy_latents, sigma, prompt_emb, prompt_mask):
+    """The transformer's flow prediction for [B, C, h, w] latents, packed [B, N, 4C]."""
+    b, c, h, w = noisy_latents.shape
+    if prompt_mask is not None and bool(prompt_mask.all()):
+        prompt_mask = None  # as QwenImagePipeline.encode_prompt does
+    return transformer(
+        hidden_states=pack_latents(noisy_latents),
+        timestep=sigma.expand(b),
+        encoder_hidden_states=prompt_emb,
+        encoder_hidden_states_mask=prompt_mask,
+        img_shapes=[[(1, h // 2, w // 2)]] * b,
+        return_dict=False,
+    )[0]
+
+
+def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
+                       index: int, noise, dtype):
+    """Weighted flow-matching MSE for one sample at schedule ``index`` with ``noise``."""
+    import torch.nn.functional as F
+
+    x0 = sample["latents"].to(dtype)
+    device = x0.device
+    sigma = schedule.sigmas[index].to(device)
+    noise = noise.to(device=device, dtype=dtype)
+    x_t = (1 - sigma) * x0 + sigma * noise
+    target = pack_latents(noise - x0)
+    pred = predict(transformer, x_t.to(dtype), (schedule.timesteps[index] / 1000).to(device, dtype),
+                   sample["prompt_emb"].to(dtype), sample["prompt_emb_mask"])
+    loss = F.mse_loss(pred.float(), target.float())
+    return loss * schedule.weights[index].to(device)
+
+
+def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, generator, dtype):
+    """One training step's loss: a uniform schedule index and fresh noise from ``generator``
+    (a CPU ``torch.Generator``, so a step's draw depends only on its seed)."""
+    import torch
+
+    index = int(torch.randint(0, len(schedule.sigmas), (1,), generator=generator))
+    noise = torch.randn(sample["latents"].shape, generator=generator)
+    return flow_matching_loss(transformer, sample, schedule, index, noise, dtype)
+
+
+# ------------------------------------------------------------------------------------------
+# Evaluation helpers (tests, UI checks)
+# ------------------------------------------------------------------------------------------
+def eval_loss(transformer, samples: list[dict[str, Any]], seed: int = 0,
+              indices: tuple[int, ...] = (100, 300, 500, 700, 900)) -> float:
+    """Mean weighted loss over ``samples`` × ``indices`` with noise fixed by ``seed``."""
+    import torch
+
+    schedule = training_schedule()
+    dtype = next(transformer.parameters()).dtype
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for si, sample in enumerate(samples):
+            for index in indices:
+                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
+                noise = torch.randn(sample["latents"].shape, generator=g)
+                total += float(flow_matching_loss(transformer, sample, schedule, index,
+                                                  noise, dtype))
+                n += 1
+    return total / max(n, 1)
+
+
+def eval_lora_loss(transformer_dir: str | Path, cache_dir: str | Path,
+                   lora_path: str | Path | None = None, seed: int = 0) -> float:
+    """Load the transformer (and a LoRA file), return ``eval_loss`` on a stage-1 cache."""
+    import torch
+    from backend.cache import load_cached_samples
+    from backend.lora import load_lora
+
+    model = load_transformer(transformer_dir, torch.float32).eval()
+    if lora_path is not None:
+        load_lora(model, lora_path)
+    return eval_loss(model, load_cached_samples(cache_dir), seed)

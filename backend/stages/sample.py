@@ -1,0 +1,419 @@
+"""Sample stage: render test prompts with the base model and with LoRA checkpoints.
+
+For every prompt it renders the base model once (scale 0) and each checkpoint at each
+non-zero scale of ``sample_lora_scales``, all from the same seed, and writes PNGs plus
+``index.json`` into ``--output_dir``::
+
+    samples/base/p00-seed0.png            scale 0 (base model), once per prompt
+    samples/step-100/p00-x1-seed0.png     checkpoint step-100 at scale 1
+    samples/index.json                    {"version": 1, "images": [{prompt, prompt_index,
+                                           checkpoint, checkpoint_name, scale, seed, image,
+                                           steps, cfg, height, width, negative_prompt, ...}]}
+
+Base entries have ``checkpoint: null``. ``image`` is relative to ``--output_dir``.
+A LoRA file (reference, diffusers or ComfyUI keys) is converted to diffusers keys in memory
+and loaded with ``pipe.load_lora_weights``; its strength is ``pipe.set_adapters``.
+``--checkpoints`` takes files or folders; a folder means its latest ``step-N`` /
+``epoch-N`` checkpoint, or all of them with ``--all_checkpoints``. Every other option
+comes from the run schema (``sample_prompts``, ``sample_lora_scales``, ``sample_seed``,
+``sample_steps``, ``sample_cfg``, ``sample_height``, ``sample_width``,
+``sample_negative_prompt``, ``sample_cpu_offload``) via ``--config`` and flags.
+Device: CUDA when present (bf16), else CPU (float32). Progress events (stage ``sample``):
+start{total}, sample{path} per image and for index.json, end{status, reason}.
+
+GPU (real Qwen-Image; low VRAM: --sample_cpu_offload):
+    accelerate launch -m backend.stages.sample --config runs/<id>/run.yaml \\
+        --checkpoints runs/<id>/output --output_dir runs/<id>/samples
+
+Tiny CPU model (seconds):
+    python -m backend.models.tiny /tmp/tiny
+    python -m backend.stages.sample --model_id_with_origin_paths /tmp/tiny \\
+        --sample_prompts "a red circle" "a blue square" --sample_lora_scales 0 \\
+        --sample_steps 2 --sample_height 64 --sample_width 64 --output_dir /tmp/samples
+    (add --checkpoints runs/<id>/output --sample_lora_scales 0 1 for LoRA images)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from backend.config import ConfigError, RunConfig, parse_stage_args
+from backend.progress import ProgressWriter
+
+STAGE = "sample"
+COMPONENTS = ("transformer", "text_encoder", "vae", "tokenizer", "scheduler")
+CHECKPOINT_RE = re.compile(r"^(?P<kind>step|epoch)-(?P<n>\d+)\.safetensors$")
+INDEX_NAME = "index.json"
+INDEX_VERSION = 1
+
+
+class Stopped(Exception):
+    """Raised by the SIGTERM handler."""
+
+
+# ------------------------------------------------------------------------------------------
+# Checkpoints
+# ------------------------------------------------------------------------------------------
+def list_checkpoints(folder: str | os.PathLike) -> list[Path]:
+    """``step-N`` / ``epoch-N`` checkpoints directly in ``folder``, oldest first."""
+    found = []
+    for p in Path(folder).iterdir():
+        m = CHECKPOINT_RE.match(p.name)
+        if m and p.is_file():
+            found.append((m["kind"], int(m["n"]), p))
+    kinds = {k for k, _, _ in found}
+    if len(kinds) > 1:  # both kinds: the order they were written in
+        found.sort(key=lambda t: (t[2].stat().st_mtime_ns, t[0] == "step", t[1]))
+    else:
+        found.sort(key=lambda t: t[1])
+    return [p for _, _, p in found]
+
+
+def resolve_checkpoints(paths: Iterable[str | os.PathLike], all_checkpoints: bool = False
+                        ) -> list[Path]:
+    """Files as given; a folder gives its latest checkpoint (or all of them)."""
+    out: list[Path] = []
+    problems: list[str] = []
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if p.is_dir():
+            found = list_checkpoints(p)
+            if not found:
+                problems.append(f"checkpoints: no step-N/epoch-N .safetensors in folder (got "
+                                f"{str(p)!r}; allowed a LoRA file or a folder of checkpoints)")
+            out += found if all_checkpoints else found[-1:]
+        elif p.is_file():
+            if p.suffix != ".safetensors":
+                problems.append(f"checkpoints: not a .safetensors file (got {str(p)!r}; "
+                                f"allowed LoRA .safetensors files or folders)")
+            out.append(p)
+        else:
+            problems.append(f"checkpoints: not found (got {str(p)!r}; allowed an existing "
+                            f"LoRA file or folder)")
+    if problems:
+        raise ConfigError(problems)
+    unique: list[Path] = []
+    for p in out:
+        if p.resolve() not in [u.resolve() for u in unique]:
+            unique.append(p)
+    return unique
+
+
+# ------------------------------------------------------------------------------------------
+# Model folders
+# ------------------------------------------------------------------------------------------
+def component_dirs(cfg: RunConfig, components: Iterable[str] = COMPONENTS) -> dict[str, Path]:
+    """Folders of the pipeline components (backend.hub: local, or downloaded when missing)."""
+    from backend.hub import resolve_component_dirs
+
+    return {k: Path(v) for k, v in resolve_component_dirs(cfg, list(components)).items()}
+
+
+def pick_device() -> tuple[str, Any]:
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda", torch.bfloat16
+    return "cpu", torch.float32
+
+
+def load_pipeline(cfg: RunConfig, device: str | None = None, dtype: Any = None,
+                  dirs: dict[str, Path] | None = None):
+    """QwenImagePipeline from the resolved component folders, on ``device`` (auto) in ``dtype``."""
+    from diffusers import (AutoencoderKLQwenImage, FlowMatchEulerDiscreteScheduler,
+                           QwenImagePipeline, QwenImageTransformer2DModel)
+    from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
+
+    auto_device, auto_dtype = pick_device()
+    device, dtype = device or auto_device, dtype or auto_dtype
+    dirs = dirs or component_dirs(cfg)
+    pipe = QwenImagePipeline(
+        transformer=QwenImageTransformer2DModel.from_pretrained(dirs["transformer"], torch_dtype=dtype),
+        text_encoder=Qwen2_5_VLForConditionalGeneration.from_pretrained(dirs["text_encoder"], dtype=dtype),
+        vae=AutoencoderKLQwenImage.from_pretrained(dirs["vae"], torch_dtype=dtype),
+        tokenizer=AutoTokenizer.from_pretrained(dirs["tokenizer"]),
+        scheduler=FlowMatchEulerDiscreteScheduler.from_pretrained(dirs["scheduler"]),
+    )
+    if cfg.sample_cpu_offload and device == "cuda":
+        pipe.enable_model_cpu_offload()
+    else:
+        if cfg.sample_cpu_offload:
+            print("[sample] sample_cpu_offload has no effect without a GPU", flush=True)
+        pipe.to(device)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe, dirs
+
+
+# ------------------------------------------------------------------------------------------
+# Plan and render
+# ------------------------------------------------------------------------------------------
+@dataclass
+class Job:
+    prompt_index: int
+    prompt: str
+    checkpoint: Path | None  # None: base model
+    checkpoint_name: str
+    scale: float
+    image: str  # relative to output_dir
+
+    @property
+    def key(self) -> tuple:
+        return (self.prompt, str(self.checkpoint) if self.checkpoint else None, self.scale)
+
+
+def _checkpoint_names(checkpoints: list[Path]) -> list[str]:
+    names: list[str] = []
+    for p in checkpoints:
+        stem = p.name[: -len(".safetensors")] if p.name.endswith(".safetensors") else p.stem
+        name = re.sub(r"[^A-Za-z0-9_.\-]", "_", stem)
+        if name in names or name == "base":
+            name = f"{re.sub(r'[^A-Za-z0-9_.-]', '_', p.parent.name)}-{name}"
+        while name in names:
+            name += "_"
+        names.append(name)
+    return names
+
+
+def plan_samples(cfg: RunConfig, checkpoints: list[Path]) -> list[Job]:
+    """Every image to render: base once per prompt, then checkpoint × non-zero scale × prompt."""
+    scales = list(dict.fromkeys(float(s) for s in cfg.sample_lora_scales))
+    lora_scales = [s for s in scales if s != 0.0]
+    if lora_scales and not checkpoints:
+        raise ConfigError([f"checkpoints: LoRA scales {lora_scales} need a LoRA checkpoint (got "
+                           f"none; allowed --checkpoints FILE_OR_FOLDER, or sample_lora_scales "
+                           f"[0] for base images only)"])
+    seed = cfg.sample_seed
+    jobs: list[Job] = []
+    if 0.0 in scales:
+        for i, prompt in enumerate(cfg.sample_prompts):
+            jobs.append(Job(i, prompt, None, "base", 0.0, f"base/p{i:02d}-seed{seed}.png"))
+    for ckpt, name in zip(checkpoints, _checkpoint_names(checkpoints)):
+        for scale in lora_scales:
+            for i, prompt in enumerate(cfg.sample_prompts):
+                jobs.append(Job(i, prompt, ckpt, name, scale,
+                                f"{name}/p{i:02d}-x{scale:g}-seed{seed}.png"))
+    return jobs
+
+
+def _settings(cfg: RunConfig) -> dict[str, Any]:
+    return {"seed": cfg.sample_seed, "steps": cfg.sample_steps, "cfg": cfg.sample_cfg,
+            "height": cfg.sample_height, "width": cfg.sample_width,
+            "negative_prompt": cfg.sample_negative_prompt}
+
+
+def read_index(output_dir: str | os.PathLike) -> list[dict]:
+    p = Path(output_dir) / INDEX_NAME
+    if not p.is_file():
+        return []
+    try:
+        return list(json.loads(p.read_text(encoding="utf-8")).get("images", []))
+    except (json.JSONDecodeError, AttributeError):
+        return []
+
+
+def _write_index(output_dir: Path, images: list[dict]) -> Path:
+    p = output_dir / INDEX_NAME
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps({"version": INDEX_VERSION, "images": images}, indent=1),
+                   encoding="utf-8")
+    os.replace(tmp, p)
+    return p
+
+
+def _entry_key(e: dict) -> tuple:
+    return (e.get("prompt"), e.get("checkpoint"), float(e.get("scale", 0.0)), e.get("seed"))
+
+
+def _reusable_base(job: Job, old: list[dict], settings: dict, base_model: str,
+                   output_dir: Path) -> dict | None:
+    for e in old:
+        if (e.get("checkpoint") is None and e.get("prompt") == job.prompt
+                and e.get("base_model") == base_model
+                and all(e.get(k) == v for k, v in settings.items())
+                and (output_dir / e.get("image", "")).is_file()):
+            return e
+    return None
+
+
+def _render(pipe, cfg: RunConfig, prompt: str):
+    import torch
+
+    generator = torch.Generator(device="cpu").manual_seed(cfg.sample_seed)
+    with torch.inference_mode():
+        # Classifier-free guidance needs a negative prompt ("" counts); none when cfg is 1.
+        negative = cfg.sample_negative_prompt if cfg.sample_cfg > 1 else None
+        return pipe(prompt=prompt, negative_prompt=negative,
+                    true_cfg_scale=cfg.sample_cfg, num_inference_steps=cfg.sample_steps,
+                    height=cfg.sample_height, width=cfg.sample_width,
+                    generator=generator).images[0]
+
+
+def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], output_dir: str | os.PathLike,
+                   progress: ProgressWriter | None = None, step: int | None = None,
+                   pipe=None, on_start=None) -> list[dict]:
+    """Render the sample grid into ``output_dir``; return this call's index entries.
+
+    ``checkpoints``: LoRA files or folders (a folder: its latest checkpoint). Emits one
+    ``sample`` event per image (with ``step`` when given) and one for index.json, but no
+    start/end: the caller's stage owns those. Base images already in ``output_dir`` with the
+    same prompt, settings and base model are reused (samples during training). Entries are
+    merged into an existing index.json. ``pipe``: an already loaded pipeline to reuse;
+    ``on_start(total)`` is called with the number of images to render, before the first.
+    """
+    from backend.export import load_as_diffusers
+
+    output_dir = Path(output_dir)
+    ckpts = resolve_checkpoints(checkpoints)
+    jobs = plan_samples(cfg, ckpts)
+    if pipe is None:
+        dirs = component_dirs(cfg)
+        base_model = str(dirs["transformer"])
+    else:
+        base_model = str(getattr(pipe.transformer.config, "_name_or_path", ""))
+    settings = _settings(cfg)
+    old = read_index(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    index = list(old)
+    done: list[dict] = []
+    reuse = {id(j): _reusable_base(j, old, settings, base_model, output_dir)
+             for j in jobs if j.checkpoint is None}
+    if on_start is not None:
+        on_start(len(jobs) - sum(1 for r in reuse.values() if r is not None))
+    if pipe is None:
+        pipe, _ = load_pipeline(cfg, dirs=dirs)
+
+    def record(job: Job, image=None, reused: dict | None = None) -> None:
+        if reused is not None:
+            entry = dict(reused, prompt_index=job.prompt_index)
+        else:
+            path = output_dir / job.image
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.stem + ".tmp.png")
+            image.save(tmp)
+            os.replace(tmp, path)
+            entry = {"prompt": job.prompt, "prompt_index": job.prompt_index,
+                     "checkpoint": str(job.checkpoint.resolve()) if job.checkpoint else None,
+                     "checkpoint_name": job.checkpoint_name, "scale": job.scale,
+                     "image": job.image, **settings, "base_model": base_model}
+            if step is not None:
+                entry["step"] = step
+        index[:] = [e for e in index if _entry_key(e) != _entry_key(entry)] + [entry]
+        _write_index(output_dir, index)
+        done.append(entry)
+        if progress is not None and reused is None:
+            fields = {"path": str(output_dir / job.image)}
+            if step is not None:
+                fields["step"] = step
+            progress.emit("sample", **fields)
+        print(f"[sample] {'reused' if reused else 'wrote'} {output_dir / entry['image']} "
+              f"({job.checkpoint_name}, scale {job.scale:g}, prompt {job.prompt_index})", flush=True)
+
+    # Base images first, before any adapter exists: exactly the base pipeline's output.
+    for job in (j for j in jobs if j.checkpoint is None):
+        reused = reuse[id(job)]
+        record(job, None if reused else _render(pipe, cfg, job.prompt), reused)
+
+    by_ckpt: dict[Path, list[Job]] = {}
+    for job in jobs:
+        if job.checkpoint is not None:
+            by_ckpt.setdefault(job.checkpoint, []).append(job)
+    for n, (ckpt, ckpt_jobs) in enumerate(by_ckpt.items()):
+        adapter = f"zerolora_{n}"
+        pipe.load_lora_weights(load_as_diffusers(ckpt), adapter_name=adapter)
+        try:
+            for job in ckpt_jobs:
+                pipe.set_adapters([adapter], adapter_weights=[job.scale])
+                record(job, _render(pipe, cfg, job.prompt))
+        finally:
+            pipe.delete_adapters(adapter)
+
+    if progress is not None and jobs:
+        fields = {"path": str(output_dir / INDEX_NAME)}
+        if step is not None:
+            fields["step"] = step
+        progress.emit("sample", **fields)
+    return done
+
+
+# ------------------------------------------------------------------------------------------
+# Command line
+# ------------------------------------------------------------------------------------------
+def stage_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("sample stage")
+    g.add_argument("--output_dir", default=None, help="Folder for the PNGs and index.json.")
+    g.add_argument("--checkpoints", nargs="*", default=[],
+                   help="LoRA files or folders (a folder: its latest step-/epoch- checkpoint).")
+    g.add_argument("--all_checkpoints", action="store_true",
+                   help="Folders give all their checkpoints, not only the latest.")
+    return p
+
+
+def _progress_file_from_argv(argv: list[str]) -> str | None:
+    for i, a in enumerate(argv):
+        if a == "--progress_file" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--progress_file="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _raise_stopped(signum, frame):  # noqa: ARG001
+    raise Stopped(f"stopped by signal {signal.Signals(signum).name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    is_main = int(os.environ.get("RANK", "0")) == 0
+    try:
+        cfg, ns = parse_stage_args(argv, prog="backend.stages.sample", extra=stage_parser())
+        if not ns.output_dir:
+            raise ConfigError(["output_dir: required (got None; allowed a folder for the PNGs "
+                               "and index.json)"])
+    except ConfigError as e:
+        print(e, file=sys.stderr, flush=True)
+        early = _progress_file_from_argv(argv)
+        ProgressWriter(early, STAGE, enabled=is_main).end("failed", str(e).replace("\n", " "))
+        return 2
+    progress_file = cfg.progress_file or str(Path(cfg.output_path) / "progress.jsonl")
+    progress = ProgressWriter(progress_file, STAGE, enabled=is_main)
+    if not is_main:  # one renderer is enough; other ranks of a multi-process launch idle
+        return 0
+    signal.signal(signal.SIGTERM, _raise_stopped)
+    try:
+        output_dir = Path(ns.output_dir)
+        checkpoints = resolve_checkpoints(ns.checkpoints, ns.all_checkpoints)
+        plan_samples(cfg, checkpoints)  # configuration errors before any model is loaded
+
+        def start(total: int) -> None:
+            print(f"[sample] {len(cfg.sample_prompts)} prompt(s), scales "
+                  f"{cfg.sample_lora_scales}, {len(checkpoints)} checkpoint(s): {total} "
+                  f"image(s) -> {output_dir}", flush=True)
+            progress.emit("start", total=total)
+
+        render_samples(cfg, checkpoints, output_dir, progress=progress, on_start=start)
+    except Stopped as e:
+        progress.end("stopped", str(e))
+        return 143
+    except ConfigError as e:
+        print(e, file=sys.stderr, flush=True)
+        progress.end("failed", str(e).replace("\n", " "))
+        return 2
+    except Exception as e:  # noqa: BLE001 - the stage's one-line reason; traceback to the log
+        traceback.print_exc()
+        progress.end("failed", f"{type(e).__name__}: {e}")
+        return 1
+    progress.end("succeeded")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

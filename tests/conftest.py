@@ -1,0 +1,151 @@
+"""Shared session fixtures: one tiny model, one small dataset, one stage-1 cache.
+
+- ``models_root``: a models folder holding the tiny pipeline as ``Qwen/Qwen-Image/...`` so
+  the default ``model_id:glob`` sources resolve offline (``--models_dir models_root``).
+- ``tiny_model_dir``: that pipeline folder (hub layout).
+- ``demo_dataset``: 4 images 64x64 (coloured shapes) with ``.txt`` captions and a
+  ``metadata.csv``.
+- ``stage1_cache``: the dataset encoded once by the real stage 1 under ``accelerate launch``.
+- ``launch_stage``: run ``accelerate launch [--config_file] -m backend.stages.<stage> ...``
+  as a subprocess (offline, one CPU thread); returns the CompletedProcess.
+- ``write_accelerate_config``: write an accelerate YAML (+ DeepSpeed JSON) for a test.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CAPTIONS = [
+    ("red.png", (220, 30, 30), "circle", "a red circle on a white background"),
+    ("green.png", (30, 200, 60), "square", "a green square on a white background"),
+    ("blue.png", (30, 60, 220), "triangle", "a blue triangle on a white background"),
+    ("yellow.png", (230, 210, 40), "circle", "a yellow circle on a black background"),
+]
+
+
+def stage_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
+        "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+        "ACCELERATE_DISABLE_RICH": "1", "PYTHONUNBUFFERED": "1",
+    })
+    env.pop("ZEROLORA_MODELS_DIR", None)
+    env.update(extra or {})
+    return env
+
+
+def make_dataset(folder: Path, size: int = 64) -> Path:
+    from PIL import Image, ImageDraw
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = ["image,prompt"]
+    for name, colour, shape, caption in CAPTIONS:
+        bg = (0, 0, 0) if "black" in caption else (255, 255, 255)
+        im = Image.new("RGB", (size, size), bg)
+        d = ImageDraw.Draw(im)
+        box = (size // 4, size // 4, 3 * size // 4, 3 * size // 4)
+        if shape == "circle":
+            d.ellipse(box, fill=colour)
+        elif shape == "square":
+            d.rectangle(box, fill=colour)
+        else:
+            d.polygon([(size // 2, size // 4), (size // 4, 3 * size // 4),
+                       (3 * size // 4, 3 * size // 4)], fill=colour)
+        im.save(folder / name)
+        (folder / name).with_suffix(".txt").write_text(caption, encoding="utf-8")
+        rows.append(f"{name},{caption}")
+    (folder / "metadata.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return folder
+
+
+def write_accelerate_config(folder: Path, name: str = "plain", *, zero_stage: int = 0,
+                            num_processes: int = 1, ds_config: dict | None = None,
+                            zero3_init_flag: bool = False) -> Path:
+    """An accelerate YAML for CPU runs; with ``ds_config`` a DEEPSPEED one plus its JSON."""
+    import yaml
+
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = {"compute_environment": "LOCAL_MACHINE", "debug": False, "machine_rank": 0,
+           "main_training_function": "main", "mixed_precision": "no", "num_machines": 1,
+           "num_processes": num_processes, "rdzv_backend": "static", "same_network": True,
+           "use_cpu": True, "main_process_port": 29500 + (os.getpid() % 2000)}
+    if ds_config is not None:
+        ds_path = folder / f"{name}.json"
+        ds_path.write_text(json.dumps(ds_config, indent=2))
+        cfg.update({"distributed_type": "DEEPSPEED", "downcast_bf16": "no",
+                    "deepspeed_config": {"deepspeed_config_file": str(ds_path),
+                                         "zero3_init_flag": zero3_init_flag}})
+        cfg["use_cpu"] = False  # DeepSpeed picks its CPU accelerator by itself
+        del cfg["mixed_precision"]  # the DeepSpeed JSON decides ("auto": off here)
+    else:
+        cfg["distributed_type"] = "MULTI_CPU" if num_processes > 1 else "NO"
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def run_stage(args: list[str], *, config_file: Path | None = None, cwd: Path | None = None,
+              stage: str = "train", timeout: float = 900, env: dict | None = None
+              ) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "accelerate.commands.launch"]
+    if config_file is not None:
+        cmd += ["--config_file", str(config_file)]
+    cmd += ["-m", f"backend.stages.{stage}", *[str(a) for a in args]]
+    return subprocess.run(cmd, cwd=str(cwd or REPO), env=stage_env(env), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def read_progress(path: Path) -> list[dict]:
+    from backend.progress import read_events
+
+    events, _ = read_events(path)
+    return events
+
+
+@pytest.fixture(scope="session")
+def models_root(tmp_path_factory) -> Path:
+    from backend.models.tiny import build_tiny_qwen_image
+
+    root = tmp_path_factory.mktemp("models")
+    build_tiny_qwen_image(root / "Qwen" / "Qwen-Image", seed=0)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(models_root) -> Path:
+    return models_root / "Qwen" / "Qwen-Image"
+
+
+@pytest.fixture(scope="session")
+def demo_dataset(tmp_path_factory) -> Path:
+    return make_dataset(tmp_path_factory.mktemp("dataset") / "images")
+
+
+@pytest.fixture(scope="session")
+def launch_stage():
+    return run_stage
+
+
+@pytest.fixture(scope="session")
+def plain_accelerate_config(tmp_path_factory) -> Path:
+    return write_accelerate_config(tmp_path_factory.mktemp("accel"), "plain")
+
+
+@pytest.fixture(scope="session")
+def stage1_cache(tmp_path_factory, models_root, demo_dataset, plain_accelerate_config) -> Path:
+    """The demo dataset cached by stage 1 (text encoder + VAE of the tiny model)."""
+    out = tmp_path_factory.mktemp("cache") / "cache"
+    proc = run_stage(["--task", "sft:data_process", "--models_dir", models_root,
+                      "--offline", "--dataset_base_path", demo_dataset,
+                      "--dataset_metadata_path", demo_dataset / "metadata.csv",
+                      "--output_path", out], config_file=plain_accelerate_config)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return out

@@ -1,0 +1,498 @@
+"""The job runner with real detached processes: fake stages (tests/fake_stage.py) launched by
+the runner's own argv mechanism, a real SQLite history, real signals."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+from safetensors.numpy import load_file
+
+from backend import diagnose
+from backend.plan import StagePlan
+from backend.progress import read_events
+from backend.runner import Runner, RunnerError
+from backend.supervisor import TERMINAL
+
+ROOT = Path(__file__).resolve().parents[1]
+SLEEPER = "import time\nwhile True:\n    time.sleep(0.05)\n"
+pytestmark = pytest.mark.timeout(240)
+
+
+def fake(run_dir: Path, *args, stage: str = "train") -> StagePlan:
+    argv = [sys.executable, "-m", "tests.fake_stage", "--stage", stage,
+            "--progress_file", str(run_dir / "progress.jsonl"),
+            "--output_dir", str(run_dir / "output"), *map(str, args)]
+    return StagePlan(stage, argv, {})
+
+
+def wait_for(predicate, what: str, timeout: float = 90.0):
+    """Poll until ``predicate()`` is truthy (a safety limit, not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def log_text(runner: Runner, run_id: str, stage: str = "train") -> str:
+    path = Path(next(s["log_path"] for s in runner.get_run(run_id)["stages"]
+                     if s["name"] == stage))
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def waiting_at_gate(runner: Runner, run_id: str, stage: str = "train"):
+    return lambda: "waiting for gate" in log_text(runner, run_id, stage)
+
+
+def running(pid: int, created: float) -> bool:
+    """The very process (pid and creation time) exists and is not a zombie."""
+    try:
+        p = psutil.Process(pid)
+        return p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.fixture
+def ws(tmp_path):
+    workspace = tmp_path / "ws"
+    yield workspace
+    # Never leave processes behind, whatever a test did.
+    if (workspace / "zerolora.sqlite").exists():
+        r = Runner(workspace, stop_grace_s=1, auto_start=False)
+        for run in r.list_runs():
+            if run["status"] not in TERMINAL:
+                r.stop(run["id"], wait=True)
+
+
+def test_stages_run_in_order_and_the_history_shows_them(ws, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_zerolora_test_secret")
+    r = Runner(ws, stop_grace_s=2)
+    rd = ws / "runs" / "one"
+    rid = r.submit_stages(
+        [fake(rd, "--steps", 2, stage="data_process"),
+         fake(rd, "--steps", 3, "--save_every", 1, "--say", "naïve ünïcode ✓"),
+         fake(rd, "--steps", 1, stage="sample")],
+        rd, "lora_rank: 8\n", owner="alice", name="first", gpu_ids="1, 0")
+    run = r.wait(rid, timeout=120)
+
+    assert run["status"] == "succeeded", run
+    assert [(s["name"], s["status"], s["exit_code"]) for s in run["stages"]] == [
+        ("data_process", "succeeded", 0), ("train", "succeeded", 0), ("sample", "succeeded", 0)]
+    for before, after in zip(run["stages"], run["stages"][1:]):
+        assert after["started_at"] >= before["ended_at"]
+    assert run["gpu_ids"] == "0,1" and run["owner"] == "alice" and run["name"] == "first"
+    assert run["config_yaml"] == "lora_rank: 8\n"
+    assert isinstance(run["supervisor_pid"], int) and run["supervisor_start"]
+    assert run["stages"][1]["argv"][:3] == [sys.executable, "-m", "tests.fake_stage"]
+    assert run["stages"][1]["env"] == {"PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert [x["id"] for x in r.list_runs(owner="alice")] == [rid]
+    assert r.list_runs(owner="bob") == []
+
+    # Each stage wrote its own log, with the runner's environment applied.
+    train_log = log_text(r, rid)
+    assert "PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0,1" in train_log
+    assert f"cwd={ROOT}" in train_log
+    assert "step 3/3" in train_log and "step 3/3" not in log_text(r, rid, "data_process")
+    # A token reaches the stage through the environment but is never written down.
+    assert "HF_TOKEN visible: yes" in train_log
+    for f in ws.rglob("*"):
+        if f.is_file():
+            assert b"hf_zerolora_test_secret" not in f.read_bytes(), f
+    with pytest.raises(RunnerError, match=r"stages\[0\]\.env: .*HF_TOKEN"):
+        r.submit_stages([StagePlan("x", ["true"], {"HF_TOKEN": "hf_x"})], ws / "runs" / "x", "")
+
+    # Tailing by byte offset in small pieces gives back the file exactly, characters unsplit.
+    text, offset, pieces = "", 0, 0
+    while True:
+        piece, offset = r.tail_log(rid, "train", offset, max_bytes=5)
+        if not piece:
+            break
+        text, pieces = text + piece, pieces + 1
+    assert text == train_log and pieces > 10
+    assert r.tail_log(rid, "train", offset) == ("", offset)
+    assert r.last_lines(rid, "train", 2)[0] == "train: done"
+
+    prog = r.progress(rid)
+    assert prog["stage"] == "sample" and prog["stages"]["train"]["status"] == "succeeded"
+    assert [s for s, _ in prog["losses"]] == [1, 2, 3]
+    assert [c["step"] for c in prog["checkpoints"]] == [1, 2, 3]
+    assert r.disk_usage(rid) > 0
+    assert r.failure_summary(rid) is None
+
+
+def test_stop_ends_the_whole_process_group_and_checkpoints_still_load(ws):
+    r = Runner(ws, stop_grace_s=5)
+    rd = ws / "runs" / "stop"
+    gate, pids_file = ws / "gate", ws / "grandchildren.json"
+    rid = r.submit_stages(
+        [fake(rd, "--steps", 50, "--save_every", 1, "--wait_for", gate, "--wait_at", 4,
+              "--spawn_grandchildren", pids_file),
+         fake(rd, stage="sample")], rd, "")
+    wait_for(waiting_at_gate(r, rid), "the stage to reach its gate")
+    grandchildren = json.loads(pids_file.read_text())
+    created = {pid: psutil.Process(pid).create_time() for pid in grandchildren.values()}
+    assert all(running(pid, t) for pid, t in created.items())
+    pgid = r.get_run(rid)["stages"][0]["pgid"]
+    assert os.getpgid(grandchildren["same_group"]) == pgid
+    assert os.getpgid(grandchildren["new_session"]) != pgid
+
+    r.stop(rid, wait=True)
+
+    run = r.get_run(rid)
+    assert run["status"] == "stopped" and run["stop_requested"]
+    train, sample = run["stages"]
+    # The stage saved and exited by itself (code 0), so it was not killed after the grace.
+    assert (train["status"], train["exit_code"], sample["status"]) == ("stopped", 0, "skipped")
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+    for pid, t in created.items():
+        assert not running(pid, t), f"grandchild {pid} survived the stop"
+    log = log_text(r, rid)
+    assert "[zerolora] stop requested" in log and "stopping: state saved at step 3" in log
+    assert "SIGKILL" not in log
+
+    out = rd / "output"
+    ckpts = sorted(out.glob("step-*.safetensors"))
+    assert [c.name for c in ckpts] == ["step-1.safetensors", "step-2.safetensors",
+                                       "step-3.safetensors"]
+    for i, c in enumerate(ckpts, start=1):
+        assert np.array_equal(load_file(str(c))["lora_A.weight"], np.full((4, 2), i, np.float32))
+    assert int(load_file(str(out / "state" / "state.safetensors"))["step"][0]) == 3
+    events, _ = read_events(rd / "progress.jsonl")
+    assert events[-1]["event"] == "end" and events[-1]["status"] == "stopped"
+    assert r.get_run(rid)["resumable"]
+
+
+def test_a_stage_that_ignores_sigterm_is_killed_after_the_grace_period(ws):
+    r = Runner(ws, stop_grace_s=1)
+    rd = ws / "runs" / "stubborn"
+    rid = r.submit_stages([fake(rd, "--steps", 5, "--ignore_sigterm", "--wait_for",
+                                ws / "gate", "--wait_at", 2)], rd, "")
+    wait_for(waiting_at_gate(r, rid), "the stage to reach its gate")
+    pgid = r.get_run(rid)["stages"][0]["pgid"]
+
+    r.stop(rid, wait=True)
+
+    run = r.get_run(rid)
+    stage = run["stages"][0]
+    assert (run["status"], stage["status"], stage["exit_code"]) == ("stopped", "stopped", -9)
+    assert "did not exit within 1 s of SIGTERM and was killed" in stage["note"]
+    assert "killed (SIGKILL)" in run["note"]
+    log = log_text(r, rid)
+    assert log.index("got SIGTERM, ignoring it") < log.index("SIGKILL to process group")
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+    assert r.failure_summary(rid) is None
+
+
+def test_a_sigkilled_training_stage_fails_the_run_with_a_diagnosis(ws):
+    r = Runner(ws, stop_grace_s=1)
+    rd = ws / "runs" / "oom"
+    cfg = ("zero_stage: 3\noffload_param_device: cpu\noffload_optimizer_device: cpu\n"
+           "dataset_num_workers: 2\n")
+    rid = r.submit_stages([fake(rd, "--steps", 1, stage="data_process"),
+                           fake(rd, "--steps", 5, "--save_every", 1, "--self_kill_at", 3),
+                           fake(rd, stage="sample")], rd, cfg)
+    run = r.wait(rid, timeout=120)
+
+    assert run["status"] == "failed"
+    assert [(s["status"], s["exit_code"]) for s in run["stages"]] == [
+        ("succeeded", 0), ("failed", -9), ("skipped", None)]
+    assert "stage 'train' was killed by signal 9 (SIGKILL)" in run["failure_reason"]
+    assert "out of host memory" in run["failure_reason"]
+    summary = r.failure_summary(rid)
+    assert summary["stage"] == "train" and summary["exit_code"] == -9
+    top = summary["diagnoses"][0]
+    assert top["kind"] == "host_oom"
+    assert {"dataset_num_workers", "offload_nvme_path"} <= set(top["settings"])
+    assert any("about to be killed" in line for line in summary["last_lines"])
+    assert not any(line.startswith("[zerolora]") for line in summary["last_lines"])
+    assert r.get_run(rid)["resumable"]  # state was saved at steps 1 and 2
+
+
+def test_a_cuda_oom_names_the_settings_to_change(ws):
+    r = Runner(ws, stop_grace_s=1)
+    rd = ws / "runs" / "cuda"
+    msg = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    cfg = ("zero_stage: 0\noffload_param_device: none\nuse_gradient_checkpointing: false\n"
+           "max_pixels: 1048576\nlora_rank: 32\n")
+    rid = r.submit_stages([fake(rd, "--steps", 3, "--fail_at", 2, "--fail_text", msg)], rd, cfg)
+    run = r.wait(rid, timeout=120)
+
+    assert run["status"] == "failed" and run["stages"][0]["exit_code"] == 1
+    assert run["failure_reason"] == ("stage 'train' exited with code 1: The GPU ran out of "
+                                     "memory (CUDA out of memory)")
+    summary = r.failure_summary(rid)
+    top = summary["diagnoses"][0]
+    assert top["kind"] == "cuda_oom" and top["evidence"] == msg
+    assert {"zero_stage", "offload_param_device", "use_gradient_checkpointing", "max_pixels",
+            "lora_rank"} <= set(top["settings"])
+    assert any("now 1048576; try 524288" in f for f in top["fixes"])
+    assert any("now 32; try 16" in f for f in top["fixes"])
+    assert summary["end_reason"] == msg and summary["last_lines"][-1].startswith("[zerolora]") \
+        is False
+
+
+@pytest.mark.parametrize("text, code, kind", [
+    ("OSError: [Errno 28] No space left on device", 1, "disk_full"),
+    ("OSError: Error no file named diffusion_pytorch_model.safetensors found in directory "
+     "/m/transformer.", 1, "missing_model"),
+    ("deepspeed.runtime.config.DeepSpeedConfigError: Check batch related parameters. "
+     "train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size "
+     "16 != 1 * 1 * 2", 1, "deepspeed_config"),
+    ("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB",
+     1, "host_oom"),
+    ("[rank0]: torch.distributed.elastic ... Signal 9 (SIGKILL) received by PID 123", 1,
+     "host_oom"),
+    ("step 3/10 loss 0.2", 137, "host_oom"),
+    ("RuntimeError: The server socket has failed to listen on any local network address. "
+     "port: 29500, useIPv6=0, code=-98, name=EADDRINUSE, message=address already in use", 1,
+     "port_in_use"),
+])
+def test_diagnosis_of_known_failures(text, code, kind):
+    found = diagnose.diagnose(code, f"loading\n{text}\nTraceback ends\n")
+    assert found and found[0].kind == kind
+    assert found[0].fixes and found[0].title
+
+
+def test_diagnosis_reads_only_the_latest_attempt_and_respects_stop():
+    log = ("[zerolora] ==== stage 'train' (attempt 1) started\ntorch.OutOfMemoryError: CUDA "
+           "out of memory\n[zerolora] ==== stage 'train' (attempt 2) started\n"
+           "OSError: [Errno 28] No space left on device\n")
+    assert [d.kind for d in diagnose.diagnose(1, log)] == ["disk_full"]
+    assert diagnose.diagnose(-9, "step 1", stop_requested=True) == []
+    assert diagnose.diagnose(0, "CUDA out of memory") == []
+    assert diagnose.reason_line("train", 2, "ValueError: bad thing\n") == \
+        "stage 'train' exited with code 2: ValueError: bad thing"
+
+
+def test_a_restarted_ui_reattaches_and_keeps_tailing(ws):
+    gate = ws / "gate"
+    a = Runner(ws, stop_grace_s=2)
+    rd = ws / "runs" / "tail"
+    rid = a.submit_stages([fake(rd, "--steps", 4, "--say", "before the gate",
+                                "--wait_for", gate, "--wait_at", 3)], rd, "")
+    seen, offset = "", 0
+
+    def read_until_gate():
+        nonlocal seen, offset
+        piece, offset = a.tail_log(rid, "train", offset)
+        seen += piece
+        return "waiting for gate" in seen
+
+    wait_for(read_until_gate, "the first part of the log")
+    assert "step 2/4" in seen and "step 3/4" not in seen
+    del a  # the UI goes away ...
+
+    b = Runner(ws, stop_grace_s=2)  # ... and comes back
+    assert b.get_run(rid)["status"] == "running"
+    assert b.progress(rid)["step"] == 2
+    gate.touch()
+    more = ""
+    while True:
+        done = b.get_run(rid)["status"] in TERMINAL
+        piece, offset = b.tail_log(rid, "train", offset)
+        more += piece
+        if done and not piece:
+            break
+        time.sleep(0.05)
+    assert b.get_run(rid)["status"] == "succeeded"
+    assert "step 3/4" in more and "train: done" in more and "before the gate" not in more
+    assert seen + more == log_text(b, rid)
+    assert b.progress(rid)["step"] == 4
+
+
+def test_a_run_finishes_with_no_ui_process_alive(ws):
+    rd = ws / "runs" / "alone"
+    gate = ws / "gate"
+    script = (
+        "import sys\nfrom pathlib import Path\nfrom backend.runner import Runner\n"
+        "from tests.test_runner import fake\n"
+        f"rd = Path({str(rd)!r})\n"
+        f"r = Runner(Path({str(ws)!r}), stop_grace_s=2)\n"
+        f"print(r.submit_stages([fake(rd, '--steps', 2, '--wait_for', {str(gate)!r}),"
+        " fake(rd, stage='sample')], rd, ''))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    ui = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=120)
+    assert ui.returncode == 0, ui.stderr
+    rid = ui.stdout.split()[-1]
+
+    # The submitting process is gone; read the history with plain sqlite3, no Runner at all.
+    def status():
+        with sqlite3.connect(ws / "zerolora.sqlite") as db:
+            return db.execute("SELECT status FROM runs WHERE id = ?", (rid,)).fetchone()[0]
+
+    wait_for(lambda: status() == "running" and (rd / "logs" / "train.log").exists()
+             and "waiting for gate" in (rd / "logs" / "train.log").read_text(), "the stage")
+    gate.touch()
+    wait_for(lambda: status() in TERMINAL, "the run to end")
+    run = Runner(ws, auto_start=False).get_run(rid)
+    assert run["status"] == "succeeded"
+    assert [s["status"] for s in run["stages"]] == ["succeeded", "succeeded"]
+
+
+def test_two_runs_on_one_gpu_set_run_one_after_the_other(ws):
+    gate = ws / "gate"
+    r = Runner(ws, stop_grace_s=2)
+    first = r.submit_stages([fake(ws / "runs" / "a", "--steps", 2, "--wait_for", gate)],
+                            ws / "runs" / "a", "")
+    second = r.submit_stages([fake(ws / "runs" / "b", "--steps", 2)], ws / "runs" / "b", "")
+    wait_for(waiting_at_gate(r, first), "the first run to start")
+    assert r.get_run(second)["status"] == "queued"
+    assert not (ws / "runs" / "b" / "logs" / "train.log").exists()
+
+    gate.touch()  # nothing but the first run's supervisor starts the second one
+    b = r.wait(second, timeout=120)
+    a = r.get_run(first)
+    assert a["status"] == b["status"] == "succeeded"
+    assert b["started_at"] >= a["ended_at"]
+    assert b["stages"][0]["started_at"] >= a["stages"][0]["ended_at"]
+
+
+def test_runs_on_separate_gpus_run_side_by_side(ws):
+    gate = ws / "gate"
+    r = Runner(ws, stop_grace_s=2)
+    ids = {g: r.submit_stages([fake(ws / "runs" / g.replace(",", "_"), "--steps", 1,
+                                    "--wait_for", gate)], ws / "runs" / g.replace(",", "_"),
+                              "", gpu_ids=g) for g in ("0", "1", "0,1")}
+    wait_for(waiting_at_gate(r, ids["0"]), "the run on GPU 0")
+    wait_for(waiting_at_gate(r, ids["1"]), "the run on GPU 1")
+    assert r.get_run(ids["0,1"])["status"] == "queued"
+    gate.touch()
+    for g, rid in ids.items():
+        assert r.wait(rid, timeout=120)["status"] == "succeeded"
+        assert f"CUDA_VISIBLE_DEVICES={g} " in log_text(r, rid)
+
+
+def test_a_resumed_run_continues_at_the_saved_step(ws):
+    gate = ws / "gate"
+    r = Runner(ws, stop_grace_s=5)
+    rd = ws / "runs" / "resume"
+    rid = r.submit_stages([fake(rd, "--steps", 1, stage="data_process"),
+                           fake(rd, "--steps", 6, "--save_every", 1, "--wait_for", gate,
+                                "--wait_at", 4),
+                           fake(rd, stage="sample")], rd, "")
+    wait_for(waiting_at_gate(r, rid), "training to reach its gate")
+    r.stop(rid, wait=True)
+    stopped = r.get_run(rid)
+    assert stopped["status"] == "stopped" and stopped["resumable"]
+    with pytest.raises(RunnerError, match="only a stopped or failed run"):
+        r.resume(r.submit_stages([fake(ws / "runs" / "z", "--steps", 1)], ws / "runs" / "z",
+                                 ""))
+
+    gate.touch()
+    assert r.resume(rid) == rid
+    run = r.wait(rid, timeout=120)
+
+    assert run["status"] == "succeeded" and run["attempt"] == 2
+    assert [(a["attempt"], a["status"]) for a in run["attempts"]] == [(1, "stopped")]
+    dp, train, sample = run["stages"]
+    assert dp["started_at"] == stopped["stages"][0]["started_at"]  # not run again
+    assert train["argv"][-2:] == ["--resume_from", str(rd / "output" / "state")]
+    assert "resumed from step 3" in log_text(r, rid)
+    events, _ = read_events(rd / "progress.jsonl")
+    train_events = [e for e in events if e["stage"] == "train"]
+    starts = [i for i, e in enumerate(train_events) if e["event"] == "start"]
+    assert len(starts) == 2
+    first_steps = [e["step"] for e in train_events[:starts[1]] if e["event"] == "step"]
+    later_steps = [e["step"] for e in train_events[starts[1]:] if e["event"] == "step"]
+    assert (first_steps, later_steps) == ([1, 2, 3], [4, 5, 6])
+    for step in range(1, 7):
+        w = load_file(str(rd / "output" / f"step-{step}.safetensors"))["lora_A.weight"]
+        assert float(w[0, 0]) == step
+    assert [s for s, _ in r.progress(rid)["losses"]] == [1, 2, 3, 4, 5, 6]
+    assert sample["status"] == "succeeded"
+
+
+def test_stop_a_queued_run_and_delete_runs(ws):
+    gate = ws / "gate"
+    r = Runner(ws, stop_grace_s=2)
+    first = r.submit_stages([fake(ws / "runs" / "a", "--steps", 2, "--wait_for", gate)],
+                            ws / "runs" / "a", "")
+    second = r.submit_stages([fake(ws / "runs" / "b", "--steps", 2)], ws / "runs" / "b", "")
+    wait_for(waiting_at_gate(r, first), "the first run to start")
+
+    r.stop(second)
+    b = r.get_run(second)
+    assert b["status"] == "stopped" and [s["status"] for s in b["stages"]] == ["skipped"]
+    assert not (ws / "runs" / "b" / "logs" / "train.log").exists()
+
+    with pytest.raises(RunnerError, match="stop it before deleting"):
+        r.delete(first)
+    r.stop(first, wait=True)
+    assert r.get_run(first)["status"] == "stopped"
+    assert r.disk_usage(first) > 0
+    r.delete(first)
+    assert not (ws / "runs" / "a").exists()
+    with pytest.raises(RunnerError, match="no such run"):
+        r.get_run(first)
+    assert [x["id"] for x in r.list_runs()] == [second]
+
+
+def _kill_supervisor(r: Runner, run_id: str) -> dict:
+    run = r.get_run(run_id)
+    pid = run["supervisor_pid"]
+    created = psutil.Process(pid).create_time()
+    os.kill(pid, signal.SIGKILL)  # the supervisor dies; its stage lives on
+    wait_for(lambda: not running(pid, created), "the supervisor to go")
+    stage = run["stages"][0]
+    assert running(stage["pid"], psutil.Process(stage["pid"]).create_time())
+    return stage
+
+
+def test_a_vanished_supervisor_fails_the_run_and_a_reused_pid_is_never_signalled(ws):
+    gate = ws / "gate"
+    r = Runner(ws, stop_grace_s=2)
+    a_dir, b_dir = ws / "runs" / "a", ws / "runs" / "b"
+    a = r.submit_stages([fake(a_dir, "--steps", 3, "--wait_for", gate)], a_dir, "", gpu_ids="0")
+    b = r.submit_stages([fake(b_dir, "--steps", 3, "--wait_for", gate)], b_dir, "", gpu_ids="1")
+    wait_for(waiting_at_gate(r, a), "run a to start")
+    wait_for(waiting_at_gate(r, b), "run b to start")
+    a_stage, b_stage = _kill_supervisor(r, a), _kill_supervisor(r, b)
+
+    # Run a: another process now holds its supervisor's pid (same pid, other start time).
+    other = subprocess.Popen([sys.executable, "-c", SLEEPER])
+    try:
+        with sqlite3.connect(ws / "zerolora.sqlite") as db:
+            db.execute("UPDATE runs SET supervisor_pid = ? WHERE id = ?", (other.pid, a))
+        r.stop(a, wait=True)  # SIGUSR1 to that pid would end it
+        assert other.poll() is None, "a process with a reused pid was signalled"
+    finally:
+        other.kill()
+        other.wait()
+    run_a = r.get_run(a)
+    assert run_a["status"] == "stopped"
+    assert (f"stopped on request; the run's supervisor process (pid {other.pid}) ended "
+            f"unexpectedly; its stage 'train' was still running and was stopped") == run_a["note"]
+    with pytest.raises(ProcessLookupError):
+        os.killpg(a_stage["pgid"], 0)
+
+    # Run b: a restarted UI finds it without its supervisor and marks it failed.
+    restarted = Runner(ws, stop_grace_s=2)
+    run_b = restarted.wait(b, timeout=60)
+    assert run_b["status"] == "failed" and run_b["stages"][0]["status"] == "failed"
+    assert "ended unexpectedly; its stage 'train' was still running" in run_b["failure_reason"]
+    assert restarted.failure_summary(b)["headline"] == run_b["stages"][0]["note"]
+    with pytest.raises(ProcessLookupError):
+        os.killpg(b_stage["pgid"], 0)
+
+
+def test_no_start_when_the_disk_is_too_full(ws):
+    r = Runner(ws, min_free_disk_bytes=1 << 50)
+    rd = ws / "runs" / "full"
+    with pytest.raises(RunnerError, match="not enough free disk: .* need at least 1024.0 TiB"):
+        r.submit_stages([fake(rd, "--steps", 1)], rd, "")
+    assert r.list_runs() == []

@@ -1,0 +1,238 @@
+"""Dataset folders for the Dataset tab: new folders from uploads, captions as a table.
+
+A dataset folder holds images plus either ``metadata.csv`` (columns image,prompt) or one
+same-named ``.txt`` caption per image -- the two layouts ``backend.data`` reads. Captions are
+read and written here; checking them is ``backend.data.validate_dataset``.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+from backend.data import IMAGE_EXTS, IMAGE_KEY, PROMPT_KEY
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
+ALLOWED_UPLOADS = IMAGE_EXTS + (".txt", ".csv", ".json", ".jsonl")
+MAX_ZIP_BYTES = 4 << 30
+MAX_ZIP_FILES = 100_000
+
+
+class DatasetFolderError(ValueError):
+    """A problem with an upload or a caption table, worded for people."""
+
+
+def datasets_root(workspace: Path) -> Path:
+    return Path(workspace) / "datasets"
+
+
+def new_dataset_dir(workspace: Path, name: str) -> Path:
+    name = (name or "").strip()
+    if not NAME.match(name):
+        raise DatasetFolderError(f"name: not a folder name (got {name!r}; allowed letters, "
+                                 f"digits, _ . - up to 80 characters)")
+    folder = datasets_root(workspace) / name
+    if folder.exists() and any(folder.iterdir()):
+        raise DatasetFolderError(f"name: a dataset with this name already exists (got "
+                                 f"{name!r}; allowed a new name)")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _extract_zip(src: Path, dest: Path) -> list[Path]:
+    """Unpack a zip safely: the hosting layer's ``safe_extract_zip`` when present, else a
+    strict local one (no absolute paths, no ``..``, no links, size and count limits)."""
+    try:
+        from webui.security import safe_extract_zip  # the hosting worker's hardened version
+    except ImportError:
+        safe_extract_zip = None
+    if safe_extract_zip is not None:
+        out = safe_extract_zip(src, dest)
+        return [Path(p) for p in out] if out is not None else [
+            p for p in dest.rglob("*") if p.is_file()]
+    written: list[Path] = []
+    with zipfile.ZipFile(src) as zf:
+        infos = [i for i in zf.infolist() if not i.is_dir()]
+        if len(infos) > MAX_ZIP_FILES or sum(i.file_size for i in infos) > MAX_ZIP_BYTES:
+            raise DatasetFolderError(f"zip: too large (got {len(infos)} files; allowed up to "
+                                     f"{MAX_ZIP_FILES} files and 4 GiB unpacked)")
+        for info in infos:
+            name = info.filename.replace("\\", "/")
+            parts = [p for p in name.split("/") if p not in ("", ".")]
+            if name.startswith("/") or ".." in parts or not parts or ":" in parts[0]:
+                raise DatasetFolderError(f"zip: unsafe path inside (got {info.filename!r})")
+            if (info.external_attr >> 16) & 0o170000 == 0o120000:
+                raise DatasetFolderError(f"zip: links are not allowed (got {info.filename!r})")
+            if parts[0] == "__MACOSX" or parts[-1].startswith("."):
+                continue
+            target = dest.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as fin, open(target, "wb") as fout:
+                shutil.copyfileobj(fin, fout)
+            written.append(target)
+    return written
+
+
+def add_uploads(workspace: Path, name: str, uploads: list[str]) -> tuple[Path, str | None, list[str]]:
+    """Copy uploaded images/captions (and the contents of zips) into a new dataset folder.
+
+    Returns (folder, metadata file or None, notes). A zip holding a single top folder is
+    flattened into the dataset folder.
+    """
+    if not uploads:
+        raise DatasetFolderError("files: nothing uploaded (allowed images, .txt captions, "
+                                 "metadata.csv or a .zip of them)")
+    folder = new_dataset_dir(workspace, name)
+    notes: list[str] = []
+    try:
+        for raw in uploads:
+            src = Path(raw)
+            if src.suffix.lower() == ".zip":
+                staging = folder / ".unpack"
+                staging.mkdir()
+                _extract_zip(src, staging)
+                tops = [p for p in staging.iterdir()]
+                root = tops[0] if len(tops) == 1 and tops[0].is_dir() else staging
+                for p in sorted(root.rglob("*")):
+                    if p.is_file() and p.suffix.lower() in ALLOWED_UPLOADS:
+                        rel = p.relative_to(root)
+                        dst = folder / rel
+                        dst.parent.mkdir(parents=True, exist_ok=True)
+                        shutil.move(str(p), dst)
+                    elif p.is_file():
+                        notes.append(f"{p.name}: skipped (not an image or caption file)")
+                shutil.rmtree(staging)
+            elif src.suffix.lower() in ALLOWED_UPLOADS:
+                shutil.copyfile(src, folder / _clean_name(src.name))
+            else:
+                notes.append(f"{src.name}: skipped (allowed {', '.join(ALLOWED_UPLOADS)}, .zip)")
+    except zipfile.BadZipFile as e:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise DatasetFolderError(f"zip: not a readable zip file ({e})") from e
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    meta = None
+    for candidate in ("metadata.csv", "metadata.jsonl", "metadata.json"):
+        if (folder / candidate).is_file():
+            meta = str(folder / candidate)
+            break
+    images = [p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_EXTS]
+    if not images:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise DatasetFolderError(f"files: no images among the uploads (allowed "
+                                 f"{', '.join(IMAGE_EXTS)})")
+    if meta is None:
+        for img in images:
+            txt = img.with_suffix(".txt")
+            if not txt.exists():
+                txt.write_text("", encoding="utf-8")
+                notes.append(f"{img.name}: no caption yet (an empty {txt.name} was created; "
+                             f"write one in the table)")
+    return folder, meta, notes
+
+
+def _clean_name(name: str) -> str:
+    base = os.path.basename(name.replace("\\", "/"))
+    cleaned = re.sub(r"[^A-Za-z0-9_.() -]", "_", base).lstrip(".")
+    return cleaned or "file"
+
+
+# ---------------------------------------------------------------------- captions
+def read_captions(base: str, metadata: str | None) -> list[list[str]]:
+    """[[image (relative to base), caption], ...] of a dataset folder, without the trigger."""
+    folder = Path(base or "").expanduser()
+    if not base or not folder.is_dir():
+        raise DatasetFolderError(f"dataset_base_path: folder not found (got {base!r})")
+    if metadata:
+        meta = Path(metadata).expanduser()
+        if not meta.is_file():
+            raise DatasetFolderError(f"dataset_metadata_path: file not found (got {metadata!r})")
+        return [[str(r.get(IMAGE_KEY, "")), "" if r.get(PROMPT_KEY) is None
+                 else str(r.get(PROMPT_KEY))] for r in _read_rows(meta)]
+    rows = []
+    for img in sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTS):
+        txt = img.with_suffix(".txt")
+        caption = txt.read_text(encoding="utf-8", errors="replace").strip() if txt.is_file() \
+            else ""
+        rows.append([img.name, caption])
+    return rows
+
+
+def _read_rows(meta: Path) -> list[dict]:
+    suffix = meta.suffix.lower()
+    if suffix == ".csv":
+        with open(meta, newline="", encoding="utf-8-sig") as f:
+            return list(csv.DictReader(f))
+    if suffix == ".json":
+        data = json.loads(meta.read_text(encoding="utf-8"))
+        return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
+    if suffix == ".jsonl":
+        return [json.loads(line) for line in meta.read_text(encoding="utf-8").splitlines()
+                if line.strip()]
+    raise DatasetFolderError(f"dataset_metadata_path: unknown format (got {meta.name}; "
+                             f"allowed .csv, .json, .jsonl)")
+
+
+def save_captions(base: str, metadata: str | None, rows: list[list]) -> int:
+    """Write the table back (metadata file, or one .txt per image); returns rows written.
+
+    Only images already in the folder are touched; other columns of a metadata file are kept.
+    """
+    folder = Path(base or "").expanduser().resolve()
+    if not base or not folder.is_dir():
+        raise DatasetFolderError(f"dataset_base_path: folder not found (got {base!r})")
+    table = [(str(r[0]).strip(), "" if r[1] is None else str(r[1]).strip())
+             for r in rows if r and str(r[0]).strip()]
+    problems = []
+    for image, _ in table:
+        p = (folder / image).resolve()
+        if folder not in p.parents or not p.is_file():
+            problems.append(f"{image}: not an image in {folder}")
+    if problems:
+        raise DatasetFolderError("; ".join(problems))
+    if metadata:
+        meta = Path(metadata).expanduser()
+        old = _read_rows(meta) if meta.is_file() else []
+        by_image = {str(r.get(IMAGE_KEY, "")): r for r in old}
+        out = []
+        for image, caption in table:
+            row = dict(by_image.get(image, {IMAGE_KEY: image}))
+            row[PROMPT_KEY] = caption
+            out.append(row)
+        suffix = meta.suffix.lower()
+        if suffix == ".csv":
+            columns = list(dict.fromkeys([IMAGE_KEY, PROMPT_KEY] +
+                                         [k for r in out for k in r]))
+            buf = io.StringIO()
+            w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+            w.writeheader()
+            w.writerows(out)
+            text = buf.getvalue()
+        elif suffix == ".json":
+            text = json.dumps(out, ensure_ascii=False, indent=1)
+        else:
+            text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out)
+        tmp = meta.with_name(meta.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, meta)
+    else:
+        for image, caption in table:
+            (folder / image).with_suffix(".txt").write_text(caption + "\n", encoding="utf-8")
+    return len(table)
+
+
+def image_paths(base: str, rows: list[list], limit: int = 48) -> list[tuple[str, str]]:
+    """(path, caption) of the first images of the table, for a preview gallery."""
+    folder = Path(base or "").expanduser().resolve()
+    out = []
+    for r in rows[:limit]:
+        p = (folder / str(r[0])).resolve()
+        if folder in p.parents and p.is_file():
+            out.append((str(p), str(r[1])[:80]))
+    return out

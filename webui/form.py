@@ -1,0 +1,251 @@
+"""The run form, generated from the schema (``backend.config.FIELDS``).
+
+Every field whose UI level is basic or advanced gets exactly one component, keyed by its
+schema name in ``Form.components`` (elem_id ``field-<name>``) and an error line under it
+(elem_id ``err-<name>``). Values never travel by position: events take the components as a
+set, gradio hands the callback a ``{component: value}`` dict, and ``Form.to_config`` /
+``Form.to_updates`` are the only conversions between component values and a config dict.
+"""
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import gradio as gr
+
+from backend.config import FIELDS, ConfigError, RunConfig, field_meta, validate
+from webui.i18n import T
+
+GROUP_ORDER = ("run", "model", "data", "lora", "training", "distributed", "stages", "samples")
+
+
+def visible_fields() -> list[str]:
+    """Schema fields that the form shows (UI level basic or advanced), in schema order."""
+    return [n for n in FIELDS if field_meta(n)["ui"] in ("basic", "advanced")]
+
+
+def _kind(name: str) -> str:
+    """How a field is edited: bool, choice, multichoice, int, float, lines, numbers, text."""
+    ann = FIELDS[name].annotation
+    args = [a for a in typing.get_args(ann) if a is not type(None)]
+    base = args[0] if typing.get_origin(ann) is typing.Union and len(args) == 1 else ann
+    origin = typing.get_origin(base)
+    if base is bool:
+        return "bool"
+    if origin is typing.Literal:
+        return "choice"
+    if origin is list:
+        (item,) = typing.get_args(base)
+        if typing.get_origin(item) is typing.Literal:
+            return "multichoice"
+        return "numbers" if item in (float, int) else "lines"
+    if base is int:
+        return "int"
+    if base is float:
+        return "float"
+    return "text"
+
+
+def _optional(name: str) -> bool:
+    return type(None) in typing.get_args(FIELDS[name].annotation)
+
+
+def _bounds_text(meta: dict) -> str:
+    parts = []
+    if "ge" in meta:
+        parts.append(f"≥ {meta['ge']}")
+    if "gt" in meta:
+        parts.append(f"> {meta['gt']}")
+    if "le" in meta:
+        parts.append(f"≤ {meta['le']}")
+    if "multiple_of" in meta:
+        parts.append(f"× {meta['multiple_of']}")
+    return ", ".join(parts)
+
+
+def _fmt_number(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+def to_widget_value(name: str, value: Any) -> Any:
+    """A config value as its component shows it."""
+    kind = _kind(name)
+    if kind == "lines":
+        return "\n".join(str(v) for v in (value or []))
+    if kind == "numbers":
+        return ", ".join(_fmt_number(v) for v in (value or []))
+    if kind == "multichoice":
+        return list(value or [])
+    if kind == "text":
+        return "" if value is None else str(value)
+    return value
+
+
+def from_widget_value(name: str, value: Any) -> tuple[Any, str | None]:
+    """A component value as a config value; (value, problem or None)."""
+    kind = _kind(name)
+    if kind == "lines":
+        return [line.strip() for line in str(value or "").splitlines() if line.strip()], None
+    if kind == "numbers":
+        out = []
+        for part in str(value or "").replace(";", ",").split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                out.append(float(part))
+            except ValueError:
+                return value, (f"{name}: not a number (got {part!r}; allowed comma-separated "
+                               f"numbers, e.g. 0, 0.5, 1)")
+        return out, None
+    if kind == "text":
+        text = "" if value is None else str(value).strip()
+        return (None if (text == "" and _optional(name)) else text), None
+    if kind == "int":
+        if value is None or value == "":
+            return None, None
+        f = float(value)
+        return (int(f) if f.is_integer() else f), None
+    if kind == "float":
+        return (None if value is None or value == "" else float(value)), None
+    return value, None
+
+
+class Form:
+    """The components of the run form, keyed by schema field name."""
+
+    def __init__(self, defaults: dict[str, Any] | None = None):
+        self.defaults = RunConfig().to_dict()
+        self.defaults.update(defaults or {})
+        self.components: dict[str, gr.components.Component] = {}
+        self.errors: dict[str, gr.Markdown] = {}
+
+    # ------------------------------------------------------------------ building
+    def render_field(self, name: str) -> gr.components.Component:
+        if name in self.components:
+            raise ValueError(f"{name}: the form already has a component for this field")
+        meta = field_meta(name)
+        kind = _kind(name)
+        value = to_widget_value(name, self.defaults.get(name))
+        common = dict(label=name, info=T(f"help.{name}"), elem_id=f"field-{name}",
+                      elem_classes=["zl-field"])
+        if kind == "bool":
+            comp = gr.Checkbox(value=bool(value), **common)
+        elif kind == "choice":
+            comp = gr.Dropdown(choices=meta["choices"], value=value, **common)
+        elif kind == "multichoice":
+            comp = gr.CheckboxGroup(choices=meta["choices"], value=value, **common)
+        elif kind in ("int", "float"):
+            lo = meta.get("ge", meta.get("gt"))
+            hi = meta.get("le")
+            comp = gr.Number(value=value, precision=0 if kind == "int" else None,
+                             minimum=lo, maximum=hi,
+                             step=meta.get("multiple_of", 1) if kind == "int" else 1e-6,
+                             placeholder=_bounds_text(meta) or None, **common)
+        elif kind == "lines":
+            comp = gr.Textbox(value=value, lines=3, max_lines=12, **common)
+        else:
+            comp = gr.Textbox(value=value, lines=1, max_lines=4 if kind == "numbers" else 1,
+                              **common)
+        self.components[name] = comp
+        self.errors[name] = gr.Markdown("", visible=False, elem_id=f"err-{name}",
+                                        elem_classes=["zl-error"])
+        return comp
+
+    def render_group(self, group: str, *, with_basic: bool = True,
+                     with_advanced: bool = True, columns: int = 2) -> None:
+        """The group's basic fields, then its advanced ones in a closed accordion."""
+        names = [n for n in visible_fields() if field_meta(n)["group"] == group]
+        basic = [n for n in names if field_meta(n)["ui"] == "basic"]
+        advanced = [n for n in names if field_meta(n)["ui"] == "advanced"]
+        if with_basic and basic:
+            self._grid(basic, columns)
+        if with_advanced and advanced:
+            with gr.Accordion(T(f"group.{group}") + " — " + T("form.advanced"), open=False,
+                              elem_id=f"adv-{group}"):
+                self._grid(advanced, columns)
+
+    def _grid(self, names: list[str], columns: int) -> None:
+        for i in range(0, len(names), columns):
+            with gr.Row(equal_height=False):
+                for name in names[i:i + columns]:
+                    with gr.Column(min_width=240):
+                        self.render_field(name)
+
+    def render_rest(self, columns: int = 2) -> None:
+        """Every visible field not rendered yet, so the form always covers the schema."""
+        missing = [n for n in visible_fields() if n not in self.components]
+        for group in dict.fromkeys(field_meta(n)["group"] for n in missing):
+            names = [n for n in missing if field_meta(n)["group"] == group]
+            with gr.Accordion(T(f"group.{group}") if f"group.{group}" in _known_groups()
+                              else str(group), open=False):
+                self._grid(names, columns)
+
+    # ------------------------------------------------------------------ values
+    @property
+    def inputs(self) -> set:
+        return set(self.components.values())
+
+    @property
+    def error_outputs(self) -> list:
+        return [self.errors[n] for n in self.components]
+
+    def values(self, data: dict) -> dict[str, Any]:
+        """{component: value} (a gradio set-input dict) → {field name: component value}."""
+        return {name: data[comp] for name, comp in self.components.items() if comp in data}
+
+    def to_config(self, data: dict) -> tuple[dict[str, Any], list[str]]:
+        """Component values → a config dict of every visible field, plus parse problems."""
+        out, problems = {}, []
+        for name, raw in self.values(data).items():
+            value, problem = from_widget_value(name, raw)
+            if problem:
+                problems.append(problem)
+            else:
+                out[name] = value
+        return out, problems
+
+    def check(self, data: dict) -> tuple[RunConfig | None, dict[str, Any], list[str]]:
+        """(validated config or None, config dict, every problem as schema text)."""
+        cfg_dict, problems = self.to_config(data)
+        try:
+            cfg = validate(cfg_dict)
+        except ConfigError as e:
+            return None, cfg_dict, problems + list(e.problems)
+        if problems:
+            return None, cfg_dict, problems
+        return cfg, cfg_dict, []
+
+    def to_updates(self, cfg: dict[str, Any]) -> dict:
+        """A config dict → {component: value} for every field it names (and the form shows)."""
+        return {self.components[k]: to_widget_value(k, v) for k, v in cfg.items()
+                if k in self.components}
+
+    def full_config(self, cfg: dict[str, Any]) -> dict[str, Any]:
+        """Schema defaults under ``cfg`` (the values a preset leaves out)."""
+        base = RunConfig().to_dict()
+        base.update(cfg)
+        return {k: v for k, v in base.items() if k in self.components}
+
+    def error_updates(self, problems: list[str]) -> dict:
+        """Problems → each field's error line (hidden where the field has none)."""
+        by_field: dict[str, list[str]] = {}
+        for p in problems:
+            by_field.setdefault(p.split(":", 1)[0].strip(), []).append(p)
+        return {md: gr.Markdown(value="\n\n".join("⚠ " + p for p in by_field[name]),
+                                visible=True) if name in by_field
+                else gr.Markdown(value="", visible=False)
+                for name, md in self.errors.items()}
+
+
+def _known_groups() -> set[str]:
+    from webui.i18n import EN
+    return {k for k in EN if k.startswith("group.")}
+
+
+def problems_markdown(problems: list[str]) -> str:
+    if not problems:
+        return "✅ No problems."
+    return "\n".join([f"❌ **{len(problems)} problem(s)** — fix them before starting:", ""] +
+                     [f"- `{p.split(':', 1)[0]}`:{p.split(':', 1)[1] if ':' in p else ''}"
+                      for p in problems])

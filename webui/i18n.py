@@ -1,0 +1,263 @@
+"""English and Chinese text of the UI, through gradio's own i18n (``gr.I18n``).
+
+Static text (labels, help lines, buttons, headings) is written as ``T("key")``; the browser
+picks the language from its own setting, and the language switch in the header changes it.
+Text computed by the backend (validation problems, log lines, diagnoses) is shown as-is.
+Field labels are the schema names (the same word as the YAML key and the CLI flag); their
+help lines come from the schema, with Chinese for the fields a newcomer sees first.
+"""
+from __future__ import annotations
+
+import gradio as gr
+
+from backend.config import FIELDS, field_meta
+
+EN: dict[str, str] = {
+    "app.title": "ZeroLoRA",
+    "app.tagline": "Train a LoRA for a big diffusion transformer on a small GPU — or on this "
+                   "CPU with the built-in demo.",
+    "app.language": "Language",
+    # tabs
+    "tab.model": "1 · Model & preset",
+    "tab.dataset": "2 · Dataset",
+    "tab.training": "3 · Training",
+    "tab.run": "4 · Run",
+    "tab.results": "5 · Results",
+    "tab.runs": "6 · Runs & downloads",
+    # groups
+    "group.run": "Run",
+    "group.model": "Model",
+    "group.data": "Data",
+    "group.lora": "LoRA",
+    "group.training": "Training",
+    "group.distributed": "Distributed & memory (accelerate / DeepSpeed)",
+    "group.stages": "Stages",
+    "group.samples": "Samples",
+    "form.advanced": "Advanced",
+    # model tab
+    "model.preset": "Preset",
+    "model.preset_info": "A preset fills the whole form; change anything afterwards.",
+    "model.load": "Load preset",
+    "model.save_name": "Save the form as preset",
+    "model.save_name_ph": "my-preset",
+    "model.save": "Save preset",
+    "model.diff": "Changes from the loaded preset",
+    "model.intro": "Pick a preset first. **cpu_demo** trains on this machine in minutes, "
+                   "offline, with a tiny model and a demo dataset.",
+    # dataset tab
+    "data.intro": "Point to a folder with images and captions (metadata.csv, or image + "
+                  "same-named .txt), or upload images / a zip below.",
+    "data.upload": "Upload images, .txt captions or a .zip",
+    "data.upload_name": "New dataset name",
+    "data.upload_btn": "Add to a new dataset folder",
+    "data.load": "Load captions",
+    "data.captions": "Captions (edit, then save)",
+    "data.save": "Save captions",
+    "data.validate": "Check dataset",
+    "data.report": "Dataset check",
+    "data.preview": "Images",
+    # training tab
+    "train.generated": "Generated files (update as you type)",
+    "train.import": "Import a command",
+    "train.import_ph": "Paste an accelerate launch … command of the reference trainer",
+    "train.import_btn": "Import into the form",
+    "train.problems": "Problems",
+    "train.estimate": "Memory estimate",
+    # run tab
+    "run.start": "Start training",
+    "run.stop": "Stop",
+    "run.resume": "Resume",
+    "run.name": "Run name",
+    "run.current": "Current run",
+    "run.stages": "Stages",
+    "run.progress": "Progress",
+    "run.log": "Log",
+    "run.log_stage": "Log of stage",
+    "run.loss": "Loss",
+    "run.samples": "Samples made during training",
+    "run.failure": "What went wrong",
+    "run.gpu": "GPU memory",
+    "run.message": "Status",
+    # results tab
+    "res.intro": "Render the trained LoRA beside the base model (scale 0) at the same seed. "
+                 "Renders run as a separate job; the grid fills in when it ends.",
+    "res.run": "Run",
+    "res.refresh": "Refresh",
+    "res.prompts": "Prompts (one per line)",
+    "res.seed": "Seed",
+    "res.steps": "Steps",
+    "res.cfg": "Guidance (cfg)",
+    "res.height": "Height",
+    "res.width": "Width",
+    "res.checkpoints": "Checkpoints",
+    "res.scales": "LoRA scales (comma-separated; 0 = base model)",
+    "res.render": "Render",
+    "res.grid": "Prompts × checkpoints × LoRA scales",
+    "res.status": "Render status",
+    # runs tab
+    "runs.history": "Run history",
+    "runs.refresh": "Refresh",
+    "runs.select": "Run",
+    "runs.open": "Show in the Run tab",
+    "runs.format": "LoRA key format",
+    "runs.format_info": "reference: as trained; diffusers: loads with pipe.load_lora_weights; "
+                        "comfyui: loads in ComfyUI's LoRA loader.",
+    "runs.checkpoint": "Checkpoint",
+    "runs.dl_lora": "Download LoRA",
+    "runs.dl_configs": "Download configs",
+    "runs.dl_logs": "Download logs",
+    "runs.dl_zip": "Download whole run (.zip)",
+    "runs.file": "File",
+    "runs.delete_confirm": "Yes, delete this run and its files",
+    "runs.delete": "Delete run",
+    "runs.disk": "Disk use",
+}
+
+ZH: dict[str, str] = {
+    "app.title": "ZeroLoRA",
+    "app.tagline": "在小显存 GPU 上为大型扩散 Transformer 训练 LoRA —— 或用内置演示在本机 CPU 上训练。",
+    "app.language": "语言",
+    "tab.model": "1 · 模型与预设",
+    "tab.dataset": "2 · 数据集",
+    "tab.training": "3 · 训练设置",
+    "tab.run": "4 · 运行",
+    "tab.results": "5 · 结果",
+    "tab.runs": "6 · 运行记录与下载",
+    "group.run": "运行",
+    "group.model": "模型",
+    "group.data": "数据",
+    "group.lora": "LoRA",
+    "group.training": "训练",
+    "group.distributed": "分布式与显存（accelerate / DeepSpeed）",
+    "group.stages": "阶段",
+    "group.samples": "采样",
+    "form.advanced": "高级",
+    "model.preset": "预设",
+    "model.preset_info": "预设会填好整个表单；之后可以修改任意项。",
+    "model.load": "加载预设",
+    "model.save_name": "将表单保存为预设",
+    "model.save_name_ph": "我的预设",
+    "model.save": "保存预设",
+    "model.diff": "与已加载预设的差异",
+    "model.intro": "先选一个预设。**cpu_demo** 使用小模型和演示数据集，离线在本机几分钟即可训练完成。",
+    "data.intro": "指定一个包含图片和描述的文件夹（metadata.csv，或图片 + 同名 .txt），"
+                  "或在下方上传图片 / zip 压缩包。",
+    "data.upload": "上传图片、.txt 描述或 .zip",
+    "data.upload_name": "新数据集名称",
+    "data.upload_btn": "放入新的数据集文件夹",
+    "data.load": "读取描述",
+    "data.captions": "图片描述（编辑后保存）",
+    "data.save": "保存描述",
+    "data.validate": "检查数据集",
+    "data.report": "数据集检查结果",
+    "data.preview": "图片",
+    "train.generated": "生成的文件（随输入实时更新）",
+    "train.import": "导入命令",
+    "train.import_ph": "粘贴参考训练器的 accelerate launch … 命令",
+    "train.import_btn": "导入到表单",
+    "train.problems": "问题",
+    "train.estimate": "显存估算",
+    "run.start": "开始训练",
+    "run.stop": "停止",
+    "run.resume": "继续训练",
+    "run.name": "运行名称",
+    "run.current": "当前运行",
+    "run.stages": "阶段",
+    "run.progress": "进度",
+    "run.log": "日志",
+    "run.log_stage": "查看阶段日志",
+    "run.loss": "损失",
+    "run.samples": "训练中生成的样图",
+    "run.failure": "出错原因",
+    "run.gpu": "GPU 显存",
+    "run.message": "状态",
+    "res.intro": "在相同种子下，把训练好的 LoRA 与基础模型（缩放 0）并排渲染。渲染作为单独的任务运行，"
+                 "结束后网格会自动填充。",
+    "res.run": "运行",
+    "res.refresh": "刷新",
+    "res.prompts": "提示词（每行一个）",
+    "res.seed": "种子",
+    "res.steps": "步数",
+    "res.cfg": "引导强度（cfg）",
+    "res.height": "高度",
+    "res.width": "宽度",
+    "res.checkpoints": "检查点",
+    "res.scales": "LoRA 强度（逗号分隔；0 = 基础模型）",
+    "res.render": "渲染",
+    "res.grid": "提示词 × 检查点 × LoRA 强度",
+    "res.status": "渲染状态",
+    "runs.history": "运行记录",
+    "runs.refresh": "刷新",
+    "runs.select": "运行",
+    "runs.open": "在“运行”页查看",
+    "runs.format": "LoRA 键名格式",
+    "runs.format_info": "reference：训练原样；diffusers：可用 pipe.load_lora_weights 加载；"
+                        "comfyui：可在 ComfyUI 的 LoRA 加载器中使用。",
+    "runs.checkpoint": "检查点",
+    "runs.dl_lora": "下载 LoRA",
+    "runs.dl_configs": "下载配置文件",
+    "runs.dl_logs": "下载日志",
+    "runs.dl_zip": "下载整个运行（.zip）",
+    "runs.file": "文件",
+    "runs.delete_confirm": "确认删除此运行及其文件",
+    "runs.delete": "删除运行",
+    "runs.disk": "磁盘占用",
+}
+
+# Chinese help lines for the fields a newcomer meets first; the rest fall back to English.
+ZH_HELP: dict[str, str] = {
+    "run_name": "本次运行在历史记录中的名称（可选）。",
+    "model_family": "模型系列。",
+    "model_id_with_origin_paths": "逗号分隔的 model_id:glob（在最后一个冒号处拆分）；已存在的本地路径按路径使用。",
+    "download_source": "缺少的模型文件从哪里下载。",
+    "models_dir": "存放下载模型的文件夹：{models_dir}/{model_id}/{glob}。",
+    "offline": "从不联网；缺少文件即报错。",
+    "dataset_base_path": "数据集文件夹。",
+    "dataset_metadata_path": "metadata.csv/json/jsonl；留空：使用文件夹中的图片 + 同名 .txt 描述。",
+    "trigger_word": "加在每条描述前面的触发词（例如 'zlr style'）。",
+    "max_pixels": "动态分辨率的面积上限。",
+    "height": "固定高度（与宽度一起设置）。",
+    "width": "固定宽度（与高度一起设置）。",
+    "dataset_repeat": "每个 epoch 数据集重复的次数。",
+    "lora_rank": "LoRA 秩（alpha = 秩）。",
+    "learning_rate": "AdamW 学习率。",
+    "num_epochs": "训练轮数（epoch）。",
+    "max_steps": "达到此优化步数后停止。",
+    "save_steps": "每 N 步保存一次（留空：每个 epoch 保存）。",
+    "seed": "随机种子。",
+    "use_gradient_checkpointing": "按块做激活检查点，节省显存。",
+    "mixed_precision": "混合精度。",
+    "num_processes": "进程（GPU）总数。",
+    "gpu_ids": "本次使用的 GPU 编号，例如 0,1（或 all）。",
+    "zero_stage": "DeepSpeed ZeRO 阶段（0：不使用 DeepSpeed）。",
+    "offload_optimizer_device": "优化器状态放在哪里。",
+    "offload_param_device": "参数放在哪里（ZeRO-3）。",
+    "split_training": "先缓存文本/VAE 输出（阶段 1），再只训练 Transformer（阶段 2）。",
+    "sample_prompts": "测试提示词（每行一个）。",
+    "sample_seed": "所有样图使用的种子。",
+    "sample_steps": "去噪步数。",
+    "sample_cfg": "无分类器引导强度。",
+    "sample_height": "样图高度。",
+    "sample_width": "样图宽度。",
+    "sample_lora_scales": "LoRA 强度（0 = 基础模型），逗号分隔。",
+}
+
+
+def _field_keys() -> tuple[dict[str, str], dict[str, str]]:
+    en, zh = {}, {}
+    for name in FIELDS:
+        en[f"help.{name}"] = field_meta(name)["help"]
+        if name in ZH_HELP:
+            zh[f"help.{name}"] = ZH_HELP[name]
+    return en, zh
+
+
+_en_help, _zh_help = _field_keys()
+I18N = gr.I18n(en={**EN, **_en_help}, zh={**ZH, **_zh_help})
+
+
+def T(key: str):
+    """Translated static text for a component argument (label, info, value of a heading)."""
+    if key not in EN and key not in _en_help:
+        raise KeyError(f"no English text for UI key {key!r}")
+    return I18N(key)

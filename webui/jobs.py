@@ -1,0 +1,228 @@
+"""What the Results and Runs tabs ask of a finished run: render jobs, the sample grid,
+downloads. Renders are runner jobs (a separate process); nothing here loads a model.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from backend.config import RunConfig, validate
+from backend.plan import RunFiles, StagePlan
+from backend.runner import Runner, new_run_id
+
+STAGE_MODULE = "backend.stages.sample"
+CHECKPOINT_SUFFIX = ".safetensors"
+# Left out of the whole-run zip: the stage-1 cache and the resume state can be many GB and
+# are rebuilt by a new run; the zip holds what a person keeps.
+ZIP_SKIP = ("cache", "output/state", "downloads")
+STORED = (".safetensors", ".png", ".jpg", ".jpeg", ".webp", ".zip")
+
+
+def run_config(run: dict) -> dict[str, Any]:
+    """The resolved config a run was started with (its run.yaml, as the history keeps it)."""
+    data = yaml.safe_load(run.get("config_yaml") or "") or {}
+    data.pop("schema_version", None)
+    return data
+
+
+def checkpoints(run: dict) -> list[Path]:
+    """The run's LoRA checkpoints (step-N / epoch-N), oldest first."""
+    from backend.stages.sample import list_checkpoints
+
+    out = RunFiles(Path(run["run_dir"])).output
+    return list_checkpoints(out) if out.is_dir() else []
+
+
+def submit_render(runner: Runner, run: dict, settings: dict[str, Any], names: list[str],
+                  owner: str | None) -> str:
+    """Queue a sample-stage job that renders ``names`` (checkpoint file names of ``run``) with
+    ``settings`` (sample_* fields) into the run's samples/ folder; returns the job's run id.
+
+    The job has its own folder (run.yaml, log, progress) under {workspace}/runs, like any
+    run, so it shows in the history and can be stopped.
+    """
+    known = {p.name: p for p in checkpoints(run)}
+    missing = [n for n in names if n not in known]
+    if missing or not names:
+        raise ValueError(f"checkpoints: choose at least one checkpoint of run {run['id']} "
+                         f"(got {missing or names}; allowed {', '.join(known) or 'none yet'})")
+    base = run_config(run)
+    base.update(settings)
+    base.update(stages=["sample"])
+    cfg = validate(base)  # every sample_* problem at once, as the schema words it
+    job_id = new_run_id()
+    job_dir = runner.workspace / "runs" / job_id
+    files = RunFiles(job_dir)
+    cfg = cfg.model_copy(update={"output_path": str(files.output),
+                                 "progress_file": str(files.progress),
+                                 "run_name": f"render {run.get('name') or run['id']}"})
+    job_dir.mkdir(parents=True)
+    cfg.save(files.run_yaml)
+    argv = [sys.executable, "-m", STAGE_MODULE, "--config", str(files.run_yaml),
+            "--output_dir", str(RunFiles(Path(run["run_dir"])).samples),
+            "--checkpoints", *[str(known[n]) for n in names]]
+    env = {"PYTHONUNBUFFERED": "1"}
+    if cfg.offline:
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    files.commands.write_text("#!/usr/bin/env bash\n# ZeroLoRA render job\n" +
+                              " ".join(_quote(a) for a in argv) + "\n", encoding="utf-8")
+    return runner.submit_stages([StagePlan("sample", argv, env)], job_dir, cfg.to_yaml(),
+                                owner=owner, name=cfg.run_name, gpu_ids=cfg.gpu_ids,
+                                run_id=job_id)
+
+
+def _quote(a: str) -> str:
+    import shlex
+    return shlex.quote(a)
+
+
+# ---------------------------------------------------------------------- grid
+def grid(run: dict) -> tuple[list[tuple[str, str]], list[str], int]:
+    """The run's samples/index.json as a grid: (images row-major with captions, column
+    titles, number of columns). Rows are prompts; the first column is the base model
+    (scale 0), then each checkpoint × LoRA scale. A missing cell is left out of its row."""
+    from backend.stages.sample import read_index
+
+    samples = RunFiles(Path(run["run_dir"])).samples
+    entries = [e for e in read_index(samples) if (samples / e.get("image", "")).is_file()]
+    if not entries:
+        return [], [], 0
+    prompts = list(dict.fromkeys(e["prompt"] for e in sorted(
+        entries, key=lambda e: (e.get("prompt_index", 0), e["prompt"]))))
+    cols: list[tuple[str | None, float]] = []
+    if any(e.get("checkpoint") is None for e in entries):
+        cols.append((None, 0.0))
+
+    def ckpt_key(e: dict) -> tuple:
+        name = e.get("checkpoint_name") or ""
+        digits = "".join(ch for ch in name if ch.isdigit())
+        return (int(digits) if digits else 0, name, float(e.get("scale", 0)))
+
+    for e in sorted((e for e in entries if e.get("checkpoint") is not None), key=ckpt_key):
+        key = (e.get("checkpoint_name"), float(e.get("scale", 0)))
+        if key not in cols:
+            cols.append(key)
+    cell = {}
+    for e in entries:
+        key = (None, 0.0) if e.get("checkpoint") is None else (e.get("checkpoint_name"),
+                                                              float(e.get("scale", 0)))
+        cell[(e["prompt"], key)] = e  # later entries (newer renders) win
+    titles = ["base model" if n is None else f"{n} × {s:g}" for n, s in cols]
+    images = []
+    for prompt in prompts:
+        for (n, s), title in zip(cols, titles):
+            e = cell.get((prompt, (n, s)))
+            if e is not None:
+                images.append((str(samples / e["image"]),
+                               f"{title} · seed {e.get('seed')} · {prompt}"))
+    return images, titles, len(cols)
+
+
+# ---------------------------------------------------------------------- downloads
+def lora_download(run: dict, name: str | None, fmt: str, out_dir: Path) -> Path:
+    """The chosen checkpoint (default: the latest) in ``fmt``; exported into ``out_dir``."""
+    found = checkpoints(run)
+    if not found:
+        raise ValueError(f"checkpoint: run {run['id']} has no LoRA checkpoint yet")
+    by_name = {p.name: p for p in found}
+    src = by_name.get(name) if name else found[-1]
+    if src is None:
+        raise ValueError(f"checkpoint: not a checkpoint of run {run['id']} (got {name!r}; "
+                         f"allowed {', '.join(by_name)})")
+    if fmt == "reference":
+        return src
+    from backend.export import export_lora  # torch: only when someone asks for an export
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return export_lora(src, fmt, out_dir=out_dir)
+
+
+def _zip(paths: list[tuple[Path, str]], dest: Path) -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".tmp")
+    with zipfile.ZipFile(tmp, "w") as zf:
+        for src, arc in paths:
+            kind = zipfile.ZIP_STORED if src.suffix.lower() in STORED else zipfile.ZIP_DEFLATED
+            zf.write(src, arc, compress_type=kind)
+    os.replace(tmp, dest)
+    return dest
+
+
+def _files_under(root: Path, skip: tuple[str, ...] = ()) -> list[Path]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        dirnames[:] = sorted(d for d in dirnames if (f"{rel_dir}/{d}" if rel_dir != "." else d)
+                             not in skip)
+        for f in sorted(filenames):
+            p = Path(dirpath) / f
+            if p.is_file() and not p.is_symlink() and not f.endswith(".tmp"):
+                out.append(p)
+    return out
+
+
+def configs_zip(run: dict, out_dir: Path) -> Path:
+    root = Path(run["run_dir"])
+    names = ["run.yaml", "commands.sh"] + sorted(
+        p.name for p in root.glob("accelerate_*.yaml")) + sorted(
+        p.name for p in root.glob("deepspeed_*.json"))
+    files = [(root / n, f"{run['id']}/{n}") for n in names if (root / n).is_file()]
+    return _zip(files, out_dir / f"{run['id']}-configs.zip")
+
+
+def logs_zip(run: dict, out_dir: Path) -> Path:
+    root = Path(run["run_dir"])
+    files = [(p, f"{run['id']}/logs/{p.name}") for p in sorted((root / "logs").glob("*.log"))]
+    if (root / "progress.jsonl").is_file():
+        files.append((root / "progress.jsonl", f"{run['id']}/progress.jsonl"))
+    return _zip(files, out_dir / f"{run['id']}-logs.zip")
+
+
+def run_zip(run: dict, out_dir: Path) -> Path:
+    """The whole run folder (configs, logs, progress, LoRA checkpoints and exports, samples),
+    without the stage-1 cache and the resume state."""
+    root = Path(run["run_dir"])
+    files = [(p, f"{run['id']}/{p.relative_to(root).as_posix()}")
+             for p in _files_under(root, ZIP_SKIP)]
+    return _zip(files, out_dir / f"{run['id']}.zip")
+
+
+def history_rows(runs: list[dict], disk: dict[str, int] | None = None) -> list[list]:
+    rows = []
+    for r in runs:
+        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created_at"])) \
+            if r.get("created_at") else ""
+        started, ended = r.get("started_at"), r.get("ended_at")
+        took = ""
+        if started:
+            from webui.context import human_seconds
+            took = human_seconds((ended or time.time()) - started)
+        stages = " → ".join(f"{s['name']}:{s['status']}" for s in r.get("stages", []))
+        rows.append([r["id"], r.get("name") or "", r["status"], stages, created, took,
+                     (r.get("failure_reason") or r.get("note") or "")[:160]])
+    return rows
+
+
+def sample_images(progress: dict) -> list[str]:
+    """Image files the training run announced as samples (newest last)."""
+    out = []
+    for s in progress.get("samples", []):
+        p = str(s.get("path") or "")
+        if p.lower().endswith((".png", ".jpg", ".jpeg", ".webp")) and Path(p).is_file():
+            out.append(p)
+    return out
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=str)
+
+
+def as_config(data: dict) -> RunConfig:
+    return RunConfig.model_construct(**{**RunConfig().to_dict(), **data})

@@ -1,0 +1,146 @@
+"""Dataset: a folder of images + captions, or uploads (files or a zip); captions edited in a
+table and saved; a trigger word; a check with one message per file."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+
+from backend.config import ConfigError, validate
+from webui import datasets
+from webui.context import Ctx
+from webui.i18n import T
+
+THUMB = 160
+REPORT_HEADERS = ["level", "where", "size", "caption (with trigger word)", "message"]
+
+
+def create_ui(ctx: Ctx) -> None:
+    c = ctx.c
+    gr.Markdown(T("data.intro"))
+    ctx.form.render_group("data")
+    with gr.Accordion(T("data.upload"), open=False, elem_id="upload-acc"):
+        c["upload_files"] = gr.File(file_count="multiple", label=T("data.upload"),
+                                    file_types=["image", ".txt", ".csv", ".json", ".jsonl",
+                                                ".zip"], elem_id="upload-files")
+        with gr.Row(equal_height=True):
+            c["upload_name"] = gr.Textbox(label=T("data.upload_name"), value="my-dataset",
+                                          elem_id="upload-name", scale=3)
+            c["upload_btn"] = gr.Button(T("data.upload_btn"), elem_id="upload-btn", scale=1)
+    c["data_msg"] = gr.Markdown("", elem_id="data-msg")
+    with gr.Row():
+        c["captions_load"] = gr.Button(T("data.load"), elem_id="captions-load")
+        c["captions_save"] = gr.Button(T("data.save"), elem_id="captions-save")
+        c["data_check"] = gr.Button(T("data.validate"), variant="primary", elem_id="data-check")
+    c["captions"] = gr.Dataframe(headers=["image", "caption"], datatype=["str", "str"],
+                                 column_count=2, interactive=True, wrap=True,
+                                 label=T("data.captions"), elem_id="captions",
+                                 static_columns=[0], type="array")
+    c["thumbs"] = gr.Gallery(label=T("data.preview"), columns=8, height=220,
+                             elem_id="thumbs", visible=False, type="pil", buttons=[])
+    c["data_report"] = gr.Dataframe(headers=REPORT_HEADERS, label=T("data.report"),
+                                    interactive=False, wrap=True, elem_id="data-report",
+                                    visible=False, type="array")
+
+
+def _thumbs(base: str, rows: list[list]):
+    from PIL import Image
+
+    out = []
+    for path, caption in datasets.image_paths(base, rows):
+        try:
+            with Image.open(path) as im:
+                im.thumbnail((THUMB, THUMB))
+                out.append((im.convert("RGB"), caption))
+        except OSError:
+            continue
+    return out
+
+
+def bind_events(ctx: Ctx) -> None:
+    c, form = ctx.c, ctx.form
+    base_c = form.components["dataset_base_path"]
+    meta_c = form.components["dataset_metadata_path"]
+
+    def load_captions(data: dict):
+        base, meta = data[base_c] or "", (data[meta_c] or "").strip() or None
+        try:
+            rows = datasets.read_captions(base, meta)
+        except (datasets.DatasetFolderError, OSError, ValueError) as e:
+            return {c["data_msg"]: f"❌ {e}", c["captions"]: [], c["thumbs"]:
+                    gr.Gallery(value=None, visible=False)}
+        where = Path(meta).name if meta else "one .txt per image"
+        return {c["data_msg"]: f"{len(rows)} image(s); captions from {where}.",
+                c["captions"]: rows,
+                c["thumbs"]: gr.Gallery(value=_thumbs(base, rows), visible=bool(rows))}
+
+    load_outputs = [c["data_msg"], c["captions"], c["thumbs"]]
+    c["captions_load"].click(load_captions, inputs={base_c, meta_c}, outputs=load_outputs,
+                             api_visibility="private")
+
+    def save_captions(data: dict):
+        base, meta = data[base_c] or "", (data[meta_c] or "").strip() or None
+        rows = data[c["captions"]]
+        rows = rows.values.tolist() if hasattr(rows, "values") else (rows or [])
+        try:
+            n = datasets.save_captions(base, meta, rows)
+        except (datasets.DatasetFolderError, OSError, ValueError) as e:
+            return {c["data_msg"]: f"❌ {e}"}
+        return {c["data_msg"]: f"✅ Saved {n} caption(s) in "
+                f"{Path(meta).name if meta else 'the .txt files'}."}
+
+    c["captions_save"].click(save_captions, inputs={base_c, meta_c, c["captions"]},
+                             outputs=[c["data_msg"]], api_visibility="private")
+
+    def upload(data: dict):
+        files = data[c["upload_files"]] or []
+        try:
+            folder, meta, notes = datasets.add_uploads(ctx.workspace, data[c["upload_name"]],
+                                                       [str(f) for f in files])
+        except (datasets.DatasetFolderError, OSError) as e:
+            return {c["data_msg"]: f"❌ {e}"}
+        rows = datasets.read_captions(str(folder), meta)
+        msg = [f"✅ New dataset folder {folder} with {len(rows)} image(s)."] + \
+            [f"- {n}" for n in notes]
+        return {c["data_msg"]: "\n".join(msg), base_c: str(folder), meta_c: meta or "",
+                c["captions"]: rows, c["upload_files"]: None,
+                c["thumbs"]: gr.Gallery(value=_thumbs(str(folder), rows), visible=bool(rows))}
+
+    c["upload_btn"].click(upload, inputs={c["upload_files"], c["upload_name"]},
+                          outputs=[c["data_msg"], base_c, meta_c, c["captions"],
+                                   c["upload_files"], c["thumbs"]], api_visibility="private")
+
+    def check(data: dict):
+        from backend.data import validate_dataset
+
+        cfg_dict, problems = form.to_config(data)
+        try:
+            cfg = validate(cfg_dict)
+        except ConfigError as e:
+            problems += e.problems
+            cfg = None
+        data_problems = [p for p in problems if p.split(":", 1)[0] in
+                         ("dataset_base_path", "dataset_metadata_path", "trigger_word",
+                          "max_pixels", "height", "width", "data_file_keys")]
+        if cfg is None and data_problems:
+            return {c["data_msg"]: "❌ " + "  \n".join(data_problems),
+                    c["data_report"]: gr.Dataframe(visible=False)}
+        if cfg is None:  # problems elsewhere in the form: check the data with what we have
+            cfg = validate({k: v for k, v in cfg_dict.items() if k in _DATA_KEYS},
+                           require_inputs=False)
+        findings = validate_dataset(cfg)
+        bad = [f for f in findings if f["level"] != "ok"]
+        rows = [[("❌ " if f["level"] != "ok" else "✅ ") + f["level"], f.get("where") or "",
+                 "×".join(map(str, f["size"])) if f.get("size") else "",
+                 f.get("caption") or "", f.get("message") or ""] for f in findings]
+        head = (f"❌ {len(bad)} problem(s) in {len(findings)} item(s) — fix them before "
+                f"training." if bad else f"✅ {len(findings)} image(s), all readable and "
+                f"captioned.")
+        return {c["data_msg"]: head, c["data_report"]: gr.Dataframe(value=rows, visible=True)}
+
+    c["data_check"].click(check, inputs=form.inputs, outputs=[c["data_msg"], c["data_report"]],
+                          api_visibility="private")
+
+
+_DATA_KEYS = ("dataset_base_path", "dataset_metadata_path", "data_file_keys", "trigger_word",
+              "max_pixels", "height", "width", "dataset_repeat", "dataset_num_workers")

@@ -1,0 +1,112 @@
+"""Model & preset: pick a preset (the CPU demo on a fresh start), the model family and its
+sources; save the form as a preset; see what differs from the loaded preset."""
+from __future__ import annotations
+
+import gradio as gr
+
+from backend.config import (ConfigError, RunConfig, diff_configs, list_presets, load_preset,
+                            save_preset, validate)
+from webui.context import Ctx
+from webui.i18n import T
+
+DEFAULT_PRESET = "cpu_demo"
+
+
+def base_config(ctx: Ctx) -> RunConfig:
+    """Schema defaults, with the app's models folder when it was given one."""
+    return RunConfig(models_dir=str(ctx.models_dir)) if ctx.models_dir else RunConfig()
+
+
+def preset_names(ctx: Ctx) -> list[str]:
+    return list(dict.fromkeys(name for name, _ in list_presets(ctx.workspace)))
+
+
+def preset_config(ctx: Ctx, name: str | None) -> dict:
+    """The full config dict a preset gives (schema defaults under the preset's values)."""
+    if not name:
+        return base_config(ctx).to_dict()
+    return load_preset(name, ctx.workspace, base=base_config(ctx)).to_dict()
+
+
+def initial_config(ctx: Ctx) -> tuple[str | None, dict]:
+    names = preset_names(ctx)
+    name = DEFAULT_PRESET if DEFAULT_PRESET in names else None
+    try:
+        return name, preset_config(ctx, name)
+    except ConfigError:
+        return None, base_config(ctx).to_dict()
+
+
+def diff_markdown(loaded: dict | None, current: dict, name: str | None) -> str:
+    if not loaded:
+        return ""
+    rows = diff_configs(RunConfig.model_construct(**loaded),
+                        RunConfig.model_construct(**{**loaded, **current}))
+    if not rows:
+        return f"Same as preset **{name or 'defaults'}**."
+    lines = [f"**{len(rows)}** change(s) from preset **{name or 'defaults'}**:", "",
+             "| field | preset | now |", "|---|---|---|"]
+    for field, a, b in rows:
+        lines.append(f"| `{field}` | {_cell(a)} | {_cell(b)} |")
+    return "\n".join(lines)
+
+
+def _cell(v) -> str:
+    text = "" if v is None else (", ".join(map(str, v)) if isinstance(v, list) else str(v))
+    text = text.replace("|", "\\|").replace("\n", " ")
+    return f"`{text[:60]}{'…' if len(text) > 60 else ''}`" if text else "*empty*"
+
+
+def create_ui(ctx: Ctx) -> None:
+    c = ctx.c
+    name, _ = initial_config(ctx)
+    gr.Markdown(T("model.intro"))
+    with gr.Row(equal_height=True):
+        c["preset"] = gr.Dropdown(choices=preset_names(ctx), value=name, label=T("model.preset"),
+                                  info=T("model.preset_info"), elem_id="preset", scale=3)
+        c["preset_load"] = gr.Button(T("model.load"), elem_id="preset-load", scale=1)
+    c["preset_msg"] = gr.Markdown("", elem_id="preset-msg")
+    ctx.form.render_group("model")
+    with gr.Row(equal_height=True):
+        c["preset_save_name"] = gr.Textbox(label=T("model.save_name"),
+                                           placeholder=T("model.save_name_ph"),
+                                           elem_id="preset-save-name", scale=3)
+        c["preset_save"] = gr.Button(T("model.save"), elem_id="preset-save", scale=1)
+    with gr.Accordion(T("model.diff"), open=True):
+        c["preset_diff"] = gr.Markdown("", elem_id="preset-diff")
+
+
+def bind_events(ctx: Ctx) -> None:
+    c, form = ctx.c, ctx.form
+
+    def load(data: dict):
+        name = data[c["preset"]]
+        try:
+            cfg = preset_config(ctx, name)
+        except ConfigError as e:
+            return {c["preset_msg"]: "❌ " + "  \n".join(e.problems)}
+        return {**form.to_updates(form.full_config(cfg)), c["loaded"]: cfg,
+                c["loaded_name"]: name, c["preset_msg"]: f"Loaded preset **{name}**."}
+
+    outputs = list(form.components.values()) + [c["loaded"], c["loaded_name"],
+                                                 c["preset_msg"]]
+    for trigger in (c["preset"].input, c["preset_load"].click):
+        trigger(load, inputs={c["preset"]}, outputs=outputs, api_visibility="private")
+
+    def save(data: dict):
+        name = (data[c["preset_save_name"]] or "").strip()
+        cfg_dict, problems = form.to_config(data)
+        if problems:
+            return {c["preset_msg"]: "❌ " + "  \n".join(problems)}
+        try:
+            cfg = validate(cfg_dict, require_inputs=False)
+            path = save_preset(cfg, name, ctx.workspace, base=base_config(ctx))
+        except ConfigError as e:
+            return {c["preset_msg"]: "❌ " + "  \n".join(e.problems)}
+        return {c["preset_msg"]: f"✅ Saved preset **{name}** ({path.name}).",
+                c["preset"]: gr.Dropdown(choices=preset_names(ctx), value=name),
+                c["loaded"]: cfg.to_dict(), c["loaded_name"]: name}
+
+    c["preset_save"].click(save, inputs=form.inputs | {c["preset_save_name"]},
+                           outputs=[c["preset_msg"], c["preset"], c["loaded"],
+                                    c["loaded_name"]], api_visibility="private")

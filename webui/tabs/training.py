@@ -1,0 +1,199 @@
+"""Training: the rest of the schema form (basic first, advanced per group), the files a run
+would be started with -- accelerate YAML, DeepSpeed JSON, commands -- updated as the form
+changes, every problem next to its field and in a summary, the memory estimate, and the
+import of a pasted reference command."""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from backend.config import ConfigError, RunConfig
+from webui.context import Ctx
+from webui.form import GROUP_ORDER, problems_markdown
+from webui.i18n import T
+
+OWN_TABS = ("model", "data")  # groups shown in the Model and Dataset tabs
+RUN_PLACEHOLDER = "<workspace>/runs/<run_id>"
+
+
+def create_ui(ctx: Ctx) -> None:
+    c, form = ctx.c, ctx.form
+    groups = [g for g in GROUP_ORDER if g not in OWN_TABS]
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3):
+            for g in groups:
+                if form_fields(g, "basic"):
+                    with gr.Group(elem_id=f"basic-{g}"):
+                        gr.Markdown(T(f"group.{g}"), elem_classes=["zl-group-title"])
+                        form.render_group(g, with_advanced=False)
+            for g in groups:
+                form.render_group(g, with_basic=False)
+            form.render_rest()
+        with gr.Column(scale=2, min_width=360):
+            c["problems"] = gr.Markdown("", elem_id="problems", label=T("train.problems"))
+            c["estimate"] = gr.Markdown("", elem_id="estimate", visible=False)
+            gr.Markdown(T("train.generated"), elem_classes=["zl-group-title"])
+            with gr.Tabs(elem_id="generated"):
+                with gr.Tab("accelerate_train.yaml"):
+                    c["gen_accelerate"] = gr.Code(language="yaml", elem_id="gen-accelerate",
+                                                  interactive=False, max_lines=30)
+                with gr.Tab("deepspeed_train.json"):
+                    c["gen_deepspeed"] = gr.Code(language="json", elem_id="gen-deepspeed",
+                                                 interactive=False, max_lines=30)
+                with gr.Tab("commands.sh"):
+                    c["gen_commands"] = gr.Code(language="shell", elem_id="gen-commands",
+                                                interactive=False, max_lines=40)
+                with gr.Tab("run.yaml"):
+                    c["gen_run_yaml"] = gr.Code(language="yaml", elem_id="gen-run-yaml",
+                                                interactive=False, max_lines=40)
+            with gr.Accordion(T("train.import"), open=False, elem_id="import-acc"):
+                c["import_text"] = gr.Textbox(lines=6, placeholder=T("train.import_ph"),
+                                              show_label=False, elem_id="import-text")
+                c["import_btn"] = gr.Button(T("train.import_btn"), elem_id="import-btn")
+                c["import_notes"] = gr.Markdown("", elem_id="import-notes")
+
+
+def form_fields(group: str, level: str):
+    from backend.config import field_meta
+    from webui.form import visible_fields
+    return [n for n in visible_fields() if field_meta(n)["group"] == group
+            and field_meta(n)["ui"] == level]
+
+
+# ---------------------------------------------------------------------- preview
+def preview_files(cfg: RunConfig, workspace: Path) -> dict[str, str]:
+    """The files ``plan_run`` writes for ``cfg``, rendered in a throw-away folder, with
+    that folder's path shown as a placeholder for the real run folder."""
+    from backend.plan import plan_run
+
+    tmp = Path(tempfile.mkdtemp(prefix="zerolora-preview-"))
+    try:
+        plan_run(cfg, tmp, cuda=has_cuda())
+        out = {}
+        for name in ("accelerate_train.yaml", "deepspeed_train.json", "commands.sh",
+                     "run.yaml", "accelerate_data_process.yaml"):
+            p = tmp / name
+            if p.is_file():
+                out[name] = p.read_text(encoding="utf-8").replace(str(tmp.resolve()),
+                                                                  RUN_PLACEHOLDER)
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+_cuda: list[bool] = []
+
+
+def has_cuda() -> bool:
+    """Whether stages will run on CUDA here, without importing torch in the UI process
+    (an NVIDIA driver tool is present)."""
+    if not _cuda:
+        _cuda.append(shutil.which("nvidia-smi") is not None)
+    return _cuda[0]
+
+
+def estimate_markdown(cfg: RunConfig) -> str | None:
+    try:
+        from backend import estimator
+    except ImportError:
+        return None
+    fn = getattr(estimator, "estimate_memory", None)
+    if fn is None:
+        return None
+    try:
+        est = fn(cfg)
+    except Exception as e:  # noqa: BLE001 - an estimate must never block the form
+        return f"**Memory estimate** unavailable: {type(e).__name__}: {e}"
+    return format_estimate(est)
+
+
+def format_estimate(est: Any) -> str:
+    if est is None:
+        return ""
+    if hasattr(est, "to_markdown"):
+        return est.to_markdown()
+    d = est if isinstance(est, dict) else getattr(est, "__dict__", {"estimate": est})
+    verdict = d.get("verdict") or d.get("summary") or ""
+    lines = [f"**Memory estimate** — {verdict}" if verdict else "**Memory estimate**"]
+    for key, label in (("gpu_gib", "GPU (peak, per GPU)"), ("vram_gib", "GPU (peak)"),
+                       ("host_gib", "host RAM"), ("ram_gib", "host RAM"),
+                       ("disk_gib", "disk")):
+        if d.get(key) is not None:
+            lines.append(f"- {label}: {float(d[key]):.1f} GiB")
+    for key in ("advice", "suggestions", "notes"):
+        items = d.get(key)
+        if items:
+            lines += [f"- {i}" for i in (items if isinstance(items, list) else [items])]
+    if len(lines) == 1 and not verdict:
+        lines.append(f"`{d}`")
+    return "\n".join(lines)
+
+
+def bind_events(ctx: Ctx) -> None:
+    c, form = ctx.c, ctx.form
+
+    def refresh(data: dict):
+        cfg, cfg_dict, problems = form.check(data)
+        out = dict(form.error_updates(problems))
+        out[c["problems"]] = problems_markdown(problems)
+        out[c["run_problems"]] = problems_markdown(problems) if problems else ""
+        out[c["preset_diff"]] = _diff(c, data, cfg_dict)
+        if cfg is None:
+            note = "# fix the problems in the form to see this file"
+            out.update({c["gen_accelerate"]: note, c["gen_deepspeed"]: note,
+                        c["gen_commands"]: note, c["gen_run_yaml"]: note,
+                        c["estimate"]: gr.Markdown(visible=False)})
+            return out
+        try:
+            files = preview_files(cfg, ctx.workspace)
+        except (ConfigError, ValueError, OSError) as e:
+            files = {}
+            out[c["problems"]] = problems_markdown([str(e)])
+        out[c["gen_accelerate"]] = files.get("accelerate_train.yaml") or files.get(
+            "accelerate_data_process.yaml") or "# no accelerate stage in this run"
+        out[c["gen_deepspeed"]] = files.get("deepspeed_train.json") or (
+            "// zero_stage is 0: the train stage runs without DeepSpeed")
+        out[c["gen_commands"]] = files.get("commands.sh", "")
+        out[c["gen_run_yaml"]] = files.get("run.yaml", "")
+        est = estimate_markdown(cfg)
+        out[c["estimate"]] = gr.Markdown(value=est or "", visible=bool(est))
+        return out
+
+    outputs = form.error_outputs + [c["problems"], c["run_problems"], c["preset_diff"],
+                                    c["gen_accelerate"], c["gen_deepspeed"],
+                                    c["gen_commands"], c["gen_run_yaml"], c["estimate"]]
+    inputs = form.inputs | {c["loaded"], c["loaded_name"]}
+    gr.on([comp.change for comp in form.components.values()], refresh, inputs=inputs,
+          outputs=outputs, trigger_mode="always_last", show_progress="hidden",
+          api_visibility="private")
+    c["refresh_fn"] = (refresh, inputs, outputs)
+
+    def import_command(data: dict):
+        from backend.importer import import_commands
+
+        text = data[c["import_text"]] or ""
+        try:
+            result = import_commands(text)
+        except (ConfigError, ValueError) as e:
+            return {c["import_notes"]: "❌ " + str(e).replace("\n", "  \n")}
+        cfg = result.config.to_dict()
+        lines = [f"✅ Imported {len(cfg)} settings into the form."]
+        if result.not_understood:
+            lines += ["", "**Not understood** (left at their defaults):"] + \
+                [f"- `{n}`" for n in result.not_understood]
+        if result.notes:
+            lines += ["", "**Notes:**"] + [f"- {n}" for n in result.notes]
+        return {**form.to_updates(form.full_config(cfg)), c["import_notes"]: "\n".join(lines)}
+
+    c["import_btn"].click(import_command, inputs={c["import_text"]},
+                          outputs=list(form.components.values()) + [c["import_notes"]],
+                          api_visibility="private")
+
+
+def _diff(c: dict, data: dict, cfg_dict: dict) -> str:
+    from webui.tabs.model import diff_markdown
+    return diff_markdown(data.get(c["loaded"]), cfg_dict, data.get(c["loaded_name"]))
