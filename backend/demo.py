@@ -197,3 +197,103 @@ def train_vae(vae, s: BuildSettings) -> None:
         if step % 50 == 0 or step == s.vae_steps - 1:
             log(f"vae step {step}/{s.vae_steps} mse {mse.item():.4f} kl {kl.item():.3f} ({time.time() - t0:.0f}s)")
     vae.eval()
+
+
+def sigma_table(n: int = 1000, mu: float = 0.8, terminal: float = 0.02) -> torch.Tensor:
+    """Qwen-Image's training sigmas: linspace(1, 0), exponential shift ``mu``, stretched to end at ``terminal``."""
+    sigma = torch.linspace(1.0, 0.0, n + 1, dtype=torch.float64)[:-1]
+    sigma = math.exp(mu) / (math.exp(mu) + 1.0 / sigma - 1.0)
+    one_minus = 1.0 - sigma
+    sigma = 1.0 - one_minus / (one_minus[-1] / (1.0 - terminal))
+    return sigma.float()
+
+
+def normalise_latents(z: torch.Tensor, vae) -> torch.Tensor:
+    """Posterior means [B, 16, 1, h, w] -> the pipeline's normalised latents [B, 16, h, w]."""
+    mean = torch.tensor(vae.config.latents_mean).view(1, -1, 1, 1, 1)
+    std = torch.tensor(vae.config.latents_std).view(1, -1, 1, 1, 1)
+    return ((z - mean) / std)[:, :, 0]
+
+
+@torch.no_grad()
+def encode_images(vae, imgs: list[np.ndarray], batch: int = 32) -> torch.Tensor:
+    return torch.cat([vae.encode(to_tensor(imgs[i : i + batch])).latent_dist.mean for i in range(0, len(imgs), batch)])
+
+
+@torch.no_grad()
+def prompt_embeddings(pipe, prompts: list[str]) -> dict[str, torch.Tensor]:
+    """Each prompt's embedding [L, D] exactly as ``QwenImagePipeline.encode_prompt`` computes it."""
+    out = {}
+    for p in prompts:
+        emb, mask = pipe.encode_prompt(prompt=[p], device=torch.device("cpu"))
+        if mask is not None:
+            emb = emb[:, : int(mask.sum())]
+        out[p] = emb[0]
+    return out
+
+
+def collate_embeddings(embs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Zero-pad to the longest, with a 0/1 mask: what the pipeline does for a batch of prompts."""
+    n = max(e.shape[0] for e in embs)
+    out = torch.zeros(len(embs), n, embs[0].shape[1])
+    mask = torch.zeros(len(embs), n, dtype=torch.long)
+    for i, e in enumerate(embs):
+        out[i, : e.shape[0]] = e
+        mask[i, : e.shape[0]] = 1
+    return out, mask
+
+
+def train_transformer(pipe, s: BuildSettings) -> None:
+    """Full fine-tune of the transformer with flow matching on base images."""
+    from diffusers import QwenImagePipeline
+
+    vae, transformer = pipe.vae, pipe.transformer
+    rng = np.random.default_rng(s.seed + 21)
+    examples = [base_example(rng) for _ in range(s.dit_images)]
+    t0 = time.time()
+    latents = normalise_latents(encode_images(vae, [e[0] for e in examples]).unsqueeze(2) if False else encode_images(vae, [e[0] for e in examples]), vae)
+    b, c, h, w = latents.shape
+    packed = QwenImagePipeline._pack_latents(latents, b, c, h, w)
+    log(f"encoded {b} images to latents {tuple(latents.shape)} ({time.time() - t0:.0f}s)")
+    embs = prompt_embeddings(pipe, sorted({e[1] for e in examples}) + [""])
+    captions = [e[1] for e in examples]
+    sigmas = sigma_table()
+    img_shapes = [[(1, h // 2, w // 2)]] * s.dit_batch
+
+    gen = torch.Generator().manual_seed(s.seed + 22)
+    transformer.train()
+    opt = torch.optim.AdamW(transformer.parameters(), lr=s.dit_lr, weight_decay=0.01)
+    warm = 50
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda i: min(1.0, (i + 1) / warm) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * i / s.dit_steps)))
+    )
+    t0 = time.time()
+    running = None
+    for step in range(s.dit_steps):
+        idx = torch.randint(0, b, (s.dit_batch,), generator=gen)
+        drop = torch.rand(s.dit_batch, generator=gen) < s.caption_dropout
+        prompts = ["" if d else captions[i] for i, d in zip(idx.tolist(), drop.tolist())]
+        emb, mask = collate_embeddings([embs[p] for p in prompts])
+        x0 = packed[idx]
+        noise = torch.randn(x0.shape, generator=gen)
+        sigma = sigmas[torch.randint(0, len(sigmas), (s.dit_batch,), generator=gen)]
+        sg = sigma.view(-1, 1, 1)
+        xt = (1 - sg) * x0 + sg * noise
+        pred = transformer(
+            hidden_states=xt,
+            encoder_hidden_states=emb,
+            encoder_hidden_states_mask=mask,
+            timestep=sigma,
+            img_shapes=img_shapes,
+            return_dict=False,
+        )[0]
+        loss = F.mse_loss(pred.float(), (noise - x0).float())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(transformer.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        running = loss.item() if running is None else 0.98 * running + 0.02 * loss.item()
+        if step % 100 == 0 or step == s.dit_steps - 1:
+            log(f"dit step {step}/{s.dit_steps} loss {running:.4f} ({time.time() - t0:.0f}s)")
+    transformer.eval()

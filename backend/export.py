@@ -24,12 +24,15 @@ Every export is checked before it is written: each key must have the target form
 shape, and each module must be a Linear layer of the transformer with matching in/out
 features. The module map comes from the transformer's config, built on the meta device
 (no weights): given with ``--model`` / ``transformer_config``, else found through the run's
-``training_args.json`` beside the checkpoint, else the stock Qwen-Image config (names only;
-sizes are then not checked). safetensors metadata is kept; ``zerolora_format`` and
-``zerolora_source`` are added.
+``training_args.json`` beside the checkpoint (its resolved transformer folder), else the
+stock Qwen-Image config (names only; sizes are then not checked). safetensors metadata is
+kept; ``zerolora_format``, ``zerolora_source`` and ``zerolora_verified_against`` are added,
+and non-reference exports say ``format=pt`` (the training's own value moves to
+``source_format``).
 
-Exports go to ``export/`` beside the checkpoint's folder entries (``<output_path>/export/``),
-never among the checkpoints, named ``<stem>.<format>.safetensors``.
+Exports go to ``<output_path>/export/`` (the ``export/`` folder of the run's output, never
+among the checkpoints themselves, so a scan for ``step-N`` files never sees them), named
+``<stem>.<format>.safetensors``; a source already in ``export/`` exports beside itself.
 
 Run:
     python -m backend.export runs/<id>/output/step-100.safetensors --format diffusers
@@ -246,8 +249,9 @@ def _config_from_training_args(src: Path) -> tuple[dict[str, Any], str] | None:
             continue
         try:
             data = json.loads(args_file.read_text(encoding="utf-8"))
-            if isinstance(data.get("config"), dict):
-                data = data["config"]
+            tdir = (data.get("resolved_components") or {}).get("transformer")
+            if tdir and (Path(tdir) / "config.json").is_file():
+                return read_transformer_config(tdir), str(tdir)
             from backend.config import FIELDS, RunConfig
             from backend.stages.sample import component_dirs
 
@@ -346,7 +350,12 @@ def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
         for key in _ALPHA_META_KEYS:
             if key in meta:
                 meta[key] = str(next(iter(modules.values()))[0].shape[0])
-    meta.setdefault("format", "pt")
+    if fmt == "reference" and "source_format" in meta:
+        meta["format"] = meta.pop("source_format")  # back to what training wrote
+    elif fmt != "reference" and meta.get("format", "pt") != "pt":
+        meta["source_format"] = meta["format"]  # e.g. zerolora-lora: not what this file is
+    if fmt != "reference" or "format" not in meta:
+        meta["format"] = "pt"
     meta["zerolora_format"] = fmt
     meta["zerolora_source"] = src.name
     meta["zerolora_verified_against"] = against

@@ -47,7 +47,9 @@ if TYPE_CHECKING:
 __all__ = ["Runner", "RunnerError", "StagePlan"]
 
 STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-SECRET_KEY = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL", re.I)
+# HF_TOKEN, MODELSCOPE_API_TOKEN, AWS_SECRET_ACCESS_KEY ... (not TOKENIZERS_PARALLELISM)
+SECRET_KEY = re.compile(
+    r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|CREDENTIALS?)(_|$)", re.I)
 RESUME_FLAG = "--resume_from"
 # What a run folder outside {workspace}/runs may hold that the runner deletes with the run.
 RUN_ARTIFACTS = ("logs", "cache", "output", "samples", "progress.jsonl", "run.yaml",

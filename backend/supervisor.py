@@ -209,15 +209,43 @@ def process_alive(pid: int | None, start_time: float | None) -> bool:
     return now is not None and now == start_time
 
 
+def _live_member(pgid: int) -> bool:
+    """Whether a process that is not a zombie belongs to process group ``pgid``."""
+    if Path("/proc/self/stat").exists():
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                text = Path(f"/proc/{name}/stat").read_text()
+            except OSError:
+                continue
+            fields = text[text.rfind(")") + 2:].split()
+            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+                return True
+        return False
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (OSError, psutil.Error):
+            continue
+    return False
+
+
 def group_alive(pgid: int) -> bool:
-    """Whether any process (zombies included) is still in process group ``pgid``."""
+    """Whether process group ``pgid`` still has a running member.
+
+    ``os.killpg(pgid, 0)`` answers first; it counts zombies too, so when it says yes the
+    members are checked: a group of zombies whose parent has not reaped them yet (an orphan
+    under an init that reaps late, or a container whose PID 1 never reaps) has ended.
+    """
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return _live_member(pgid)
 
 
 def become_subreaper() -> bool:
@@ -283,7 +311,7 @@ class ProcessTree:
                 pass
 
     def terminate(self, grace_s: float, note: Callable[[str], None] = lambda m: None,
-                  poll_s: float = 0.05) -> bool:
+                  poll_s: float = 0.1) -> bool:
         """SIGTERM every group, wait up to ``grace_s`` for all of them to vanish, then SIGKILL
         what is left. Returns True when SIGKILL was needed."""
         groups = self.groups()

@@ -1,6 +1,7 @@
 """LoRA exports: diffusers loads its file, ComfyUI names, reference round-trips, checks."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -23,14 +24,9 @@ RANK = 4
 # Shared helpers (test_sample imports them)
 # ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def tiny_dir(request, tmp_path_factory) -> Path:
-    """The shared tiny Qwen-Image pipeline when conftest provides it, else our own."""
-    try:
-        return Path(request.getfixturevalue("tiny_model_dir"))
-    except pytest.FixtureLookupError:
-        from backend.models.tiny import build_tiny_qwen_image
-
-        return build_tiny_qwen_image(tmp_path_factory.mktemp("tiny") / "model", seed=0)
+def tiny_dir(tiny_model_dir) -> Path:
+    """The shared tiny Qwen-Image pipeline (conftest)."""
+    return Path(tiny_model_dir)
 
 
 def peft_transformer(tiny: Path, seed: int, rank: int = RANK, b_std: float = 1.0):
@@ -54,12 +50,12 @@ def make_reference_lora(tiny: Path, path: Path, seed: int = 1, rank: int = RANK,
                         b_std: float = 1.0) -> dict[str, torch.Tensor]:
     """Write a LoRA the way training saves it: peft keys with adapter `default`, no prefix,
     no alpha tensor (alpha = rank), metadata with rank/alpha/targets."""
+    from backend.lora import save_lora
+
     model = peft_transformer(tiny, seed, rank, b_std)
     sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()
           if "lora_" in k}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(sd, str(path), metadata={"lora_rank": str(rank), "lora_alpha": str(rank),
-                                       "target_modules": QWEN_IMAGE_TARGETS})
+    save_lora(path, sd, rank=rank, target_modules=QWEN_IMAGE_TARGETS.split(","))
     return sd
 
 
@@ -118,8 +114,9 @@ def test_diffusers_export_loads_with_load_lora_weights_and_changes_output(
     tensors, meta = read(out)
     assert all(k.startswith("transformer.") and ".default." not in k for k in tensors)
     assert {k.rsplit(".", 2)[-2] for k in tensors} == {"lora_A", "lora_B"}
-    assert meta["lora_rank"] == str(RANK) and meta["target_modules"] == QWEN_IMAGE_TARGETS
-    assert meta["zerolora_format"] == "diffusers"
+    assert meta["rank"] == str(RANK) and meta["target_modules"] == QWEN_IMAGE_TARGETS
+    assert meta["zerolora_format"] == "diffusers" and meta["zerolora_source"] == src.name
+    assert meta["format"] == "pt" and meta["source_format"] == "zerolora-lora"
 
     base_image = render(pipe)
     base_out = forward(pipe.transformer)
@@ -158,7 +155,7 @@ def test_comfyui_export_has_comfy_key_names_mapping_to_transformer_modules(
         assert torch.equal(tensors[f"diffusion_model.{m}.lora_up.weight"],
                            ref[f"{m}.lora_B.default.weight"])
         assert tensors[f"diffusion_model.{m}.alpha"].item() == RANK
-    assert meta["zerolora_format"] == "comfyui" and meta["lora_alpha"] == str(RANK)
+    assert meta["zerolora_format"] == "comfyui" and meta["alpha"] == str(RANK)
 
     # An independent reader: diffusers' own converter of diffusion_model./lora_down/alpha
     # files gives the same transformer as the diffusers export.
@@ -212,6 +209,16 @@ def test_export_refuses_keys_the_transformer_does_not_have(tiny_dir, tmp_path):
     save_file(wide, str(tmp_path / "wide.safetensors"))
     with pytest.raises(LoraFormatError, match=r"5 -> 32 features, the module maps 32 -> 32"):
         export_lora(tmp_path / "wide.safetensors", "reference", transformer_config=tiny_dir)
+
+    # The run's own model, found through training_args.json beside the checkpoint.
+    (tmp_path / "training_args.json").write_text(json.dumps(
+        {"resolved_components": {"transformer": str(tiny_dir / "transformer")}}))
+    with pytest.raises(LoraFormatError, match=r"transformer_blocks\.7\.attn\.to_q"):
+        export_lora(tmp_path / "extra-block.safetensors", "diffusers")
+    (tmp_path / "training_args.json").unlink()
+    # Without it only names are checked: block 7 exists in the 60-block Qwen-Image.
+    out = export_lora(tmp_path / "extra-block.safetensors", "diffusers", out_dir=tmp_path / "x")
+    assert read(out)[1]["zerolora_verified_against"] == "stock Qwen-Image module names"
 
     # Not LoRA keys at all.
     save_file({"transformer_blocks.0.attn.to_q.weight": a}, str(tmp_path / "full.safetensors"))

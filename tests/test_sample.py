@@ -19,7 +19,6 @@ from tests.test_export import make_reference_lora, tiny_dir  # noqa: F401 - fixt
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ["a red circle on a white background", "a blue square"]
-ACCELERATE = Path(sys.executable).parent / "accelerate"
 
 
 def env() -> dict[str, str]:
@@ -82,16 +81,16 @@ def test_checkpoint_folders_give_latest_or_all(run_dir):
         out / "step-2.safetensors", out / "step-10.safetensors"]
 
 
-def test_sample_stage_under_accelerate_renders_base_and_lora_grid(tiny_dir, run_dir, tmp_path):  # noqa: F811
-    cfg = sample_config(tiny_dir, tmp_path)
+def test_sample_stage_under_accelerate_renders_base_and_lora_grid(
+        tiny_dir, models_root, run_dir, tmp_path, launch_stage, plain_accelerate_config):  # noqa: F811
+    # The run.yaml way: default model sources (Qwen/Qwen-Image:...) resolved in models_dir.
+    cfg = sample_config(tiny_dir, tmp_path, models_dir=str(models_root),
+                        model_id_with_origin_paths=RunConfig().model_id_with_origin_paths)
     cfg.save(tmp_path / "run.yaml")
     out = tmp_path / "samples"
-    cmd = [str(ACCELERATE), "launch", "--num_processes", "1", "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", "--cpu",
-           "--num_cpu_threads_per_process", "1",
-           "-m", "backend.stages.sample", "--config", str(tmp_path / "run.yaml"),
-           "--checkpoints", str(run_dir / "output"), "--output_dir", str(out)]
-    res = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=600)
+    res = launch_stage(["--config", tmp_path / "run.yaml", "--checkpoints", run_dir / "output",
+                        "--output_dir", out], config_file=plain_accelerate_config,
+                       stage="sample", timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
 
     index = load_index(out)

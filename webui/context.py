@@ -6,6 +6,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -89,6 +90,28 @@ class Ctx:
         if not any(real == r or r in real.parents for r in roots) or not real.is_file():
             raise gr.Error(f"file: not a file of run {run['id']} (got {str(path)!r})")
         return real
+
+    def serve(self, run_id: str, path: str | os.PathLike, request: gr.Request | None) -> str:
+        """A run's file (checked by ``run_file``) as a path gradio will hand to the browser.
+
+        gradio copies returned files into its cache only from the working directory or the
+        temp directory; a workspace elsewhere gets a hard link (or copy) in the temp
+        directory, so no launch-wide ``allowed_paths`` is needed.
+        """
+        real = self.run_file(run_id, path, request)
+        for root in (Path.cwd().resolve(), Path(tempfile.gettempdir()).resolve()):
+            if root in real.parents:
+                return str(real)
+        st = real.stat()
+        folder = Path(tempfile.gettempdir()) / "zerolora-serve" / f"{st.st_ino}-{st.st_mtime_ns}"
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / real.name
+        if not target.exists():
+            try:
+                os.link(real, target)
+            except OSError:
+                shutil.copyfile(real, target)
+        return str(target)
 
 
 def persistent_secret(workspace: Path) -> str:

@@ -70,6 +70,8 @@ def _fmt_number(v: float) -> str:
 def to_widget_value(name: str, value: Any) -> Any:
     """A config value as its component shows it."""
     kind = _kind(name)
+    if kind in ("int", "float") and _optional(name):
+        return "" if value is None else _fmt_number(value)
     if kind == "lines":
         return "\n".join(str(v) for v in (value or []))
     if kind == "numbers":
@@ -101,13 +103,20 @@ def from_widget_value(name: str, value: Any) -> tuple[Any, str | None]:
     if kind == "text":
         text = "" if value is None else str(value).strip()
         return (None if (text == "" and _optional(name)) else text), None
-    if kind == "int":
-        if value is None or value == "":
+    if kind in ("int", "float"):
+        if value is None or (isinstance(value, str) and not value.strip()):
             return None, None
-        f = float(value)
-        return (int(f) if f.is_integer() else f), None
-    if kind == "float":
-        return (None if value is None or value == "" else float(value)), None
+        if isinstance(value, str):
+            value = value.strip()
+            try:
+                number = float(value)
+            except ValueError:
+                return value, None  # the schema names the field and what it allows
+        else:
+            number = float(value)
+        if kind == "int" and number.is_integer():
+            return int(number), None
+        return number if kind == "float" or not isinstance(value, str) else value, None
     return value, None
 
 
@@ -135,6 +144,11 @@ class Form:
             comp = gr.Dropdown(choices=meta["choices"], value=value, **common)
         elif kind == "multichoice":
             comp = gr.CheckboxGroup(choices=meta["choices"], value=value, **common)
+        elif kind in ("int", "float") and _optional(name):
+            # Empty means "unset": a Number box cannot be empty, so a one-line text box.
+            comp = gr.Textbox(value="" if value is None else _fmt_number(value), lines=1,
+                              max_lines=1, placeholder=f"empty = unset; {_bounds_text(meta)}"
+                              if _bounds_text(meta) else "empty = unset", **common)
         elif kind in ("int", "float"):
             lo = meta.get("ge", meta.get("gt"))
             hi = meta.get("le")
@@ -161,7 +175,7 @@ class Form:
         if with_basic and basic:
             self._grid(basic, columns)
         if with_advanced and advanced:
-            with gr.Accordion(T(f"group.{group}") + " — " + T("form.advanced"), open=False,
+            with gr.Accordion(T(f"advanced.{group}"), open=False,
                               elem_id=f"adv-{group}"):
                 self._grid(advanced, columns)
 
@@ -245,7 +259,7 @@ def _known_groups() -> set[str]:
 
 def problems_markdown(problems: list[str]) -> str:
     if not problems:
-        return "✅ No problems."
-    return "\n".join([f"❌ **{len(problems)} problem(s)** — fix them before starting:", ""] +
+        return "✓ No problems."
+    return "\n".join([f"✗ **{len(problems)} problem(s)** — fix them before starting:", ""] +
                      [f"- `{p.split(':', 1)[0]}`:{p.split(':', 1)[1] if ':' in p else ''}"
                       for p in problems])

@@ -21,16 +21,18 @@ comes from the run schema (``sample_prompts``, ``sample_lora_scales``, ``sample_
 Device: CUDA when present (bf16), else CPU (float32). Progress events (stage ``sample``):
 start{total}, sample{path} per image and for index.json, end{status, reason}.
 
-GPU (real Qwen-Image; low VRAM: --sample_cpu_offload):
+GPU (real Qwen-Image, ~60 GB in bf16; on a small GPU add --sample_cpu_offload):
     accelerate launch -m backend.stages.sample --config runs/<id>/run.yaml \\
-        --checkpoints runs/<id>/output --output_dir runs/<id>/samples
+        --checkpoints runs/<id>/output --output_dir runs/<id>/samples [--all_checkpoints]
 
-Tiny CPU model (seconds):
+Tiny CPU model (seconds; --stages sample: a config without a dataset):
     python -m backend.models.tiny /tmp/tiny
-    python -m backend.stages.sample --model_id_with_origin_paths /tmp/tiny \\
+    python -m backend.stages.sample --stages sample --model_id_with_origin_paths /tmp/tiny \\
         --sample_prompts "a red circle" "a blue square" --sample_lora_scales 0 \\
         --sample_steps 2 --sample_height 64 --sample_width 64 --output_dir /tmp/samples
-    (add --checkpoints runs/<id>/output --sample_lora_scales 0 1 for LoRA images)
+    (LoRA images: --checkpoints runs/<id>/output --sample_lora_scales 0 1)
+
+Samples during training: ``render_samples(cfg, [checkpoint], output_dir, progress, step)``.
 """
 from __future__ import annotations
 

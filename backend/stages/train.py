@@ -48,6 +48,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +251,10 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, set_seed
 
+    # torch.distributed repeats this FutureWarning for every ZeRO collective.
+    warnings.filterwarnings("ignore", category=FutureWarning,
+                            message=r".*torch\.distributed\.\w+` is deprecated")
+
     from backend import lora
     from backend.models import configure_deepspeed_checkpointing
 
@@ -281,6 +286,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
 
     # --- optimizer, data ---
     optimizer = make_optimizer(cfg, params, ds_config)
+    lr_scheduler = make_lr_scheduler(cfg, optimizer)  # on the optimizer DeepSpeed wraps
     if one_shot:
         dataset = ImageDataset(records, cfg, repeat=cfg.dataset_repeat)
     else:
@@ -295,8 +301,6 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     elif ds_config is not None and cfg.use_gradient_checkpointing:
         log("[train] no activation_checkpointing block in the DeepSpeed config: "
             "using torch checkpointing")
-    raw_optimizer = getattr(optimizer, "optimizer", optimizer)
-    lr_scheduler = make_lr_scheduler(cfg, raw_optimizer)
 
     accum = cfg.gradient_accumulation_steps
     steps_per_epoch = max(1, math.ceil(len(dataloader) / accum))
@@ -403,7 +407,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
             loss_sum += loss.detach().float().cpu()
             if not accelerator.sync_gradients:
                 continue
-            lr = raw_optimizer.param_groups[0]["lr"]
+            lr = current_lr(lr_scheduler, cfg)
             lr_scheduler.step()
             global_step += 1
             steps_timed += 1
@@ -557,6 +561,12 @@ def make_lr_scheduler(cfg: RunConfig, optimizer):
 class _NoScheduler:
     def step(self) -> None:
         pass
+
+
+def current_lr(lr_scheduler, cfg: RunConfig) -> float:
+    if hasattr(lr_scheduler, "get_last_lr"):
+        return float(lr_scheduler.get_last_lr()[0])
+    return cfg.learning_rate
 
 
 def prune_checkpoints(out: Path, keep: int | None) -> None:

@@ -23,7 +23,7 @@ def create_ui(ctx: Ctx) -> None:
         c["upload_files"] = gr.File(file_count="multiple", label=T("data.upload"),
                                     file_types=["image", ".txt", ".csv", ".json", ".jsonl",
                                                 ".zip"], elem_id="upload-files")
-        with gr.Row(equal_height=True):
+        with gr.Row(equal_height=False, elem_classes=["zl-bottom"]):
             c["upload_name"] = gr.Textbox(label=T("data.upload_name"), value="my-dataset",
                                           elem_id="upload-name", scale=3)
             c["upload_btn"] = gr.Button(T("data.upload_btn"), elem_id="upload-btn", scale=1)
@@ -67,7 +67,7 @@ def bind_events(ctx: Ctx) -> None:
         try:
             rows = datasets.read_captions(base, meta)
         except (datasets.DatasetFolderError, OSError, ValueError) as e:
-            return {c["data_msg"]: f"❌ {e}", c["captions"]: [], c["thumbs"]:
+            return {c["data_msg"]: f"✗ {e}", c["captions"]: [], c["thumbs"]:
                     gr.Gallery(value=None, visible=False)}
         where = Path(meta).name if meta else "one .txt per image"
         return {c["data_msg"]: f"{len(rows)} image(s); captions from {where}.",
@@ -85,8 +85,8 @@ def bind_events(ctx: Ctx) -> None:
         try:
             n = datasets.save_captions(base, meta, rows)
         except (datasets.DatasetFolderError, OSError, ValueError) as e:
-            return {c["data_msg"]: f"❌ {e}"}
-        return {c["data_msg"]: f"✅ Saved {n} caption(s) in "
+            return {c["data_msg"]: f"✗ {e}"}
+        return {c["data_msg"]: f"✓ Saved {n} caption(s) in "
                 f"{Path(meta).name if meta else 'the .txt files'}."}
 
     c["captions_save"].click(save_captions, inputs={base_c, meta_c, c["captions"]},
@@ -98,9 +98,9 @@ def bind_events(ctx: Ctx) -> None:
             folder, meta, notes = datasets.add_uploads(ctx.workspace, data[c["upload_name"]],
                                                        [str(f) for f in files])
         except (datasets.DatasetFolderError, OSError) as e:
-            return {c["data_msg"]: f"❌ {e}"}
+            return {c["data_msg"]: f"✗ {e}"}
         rows = datasets.read_captions(str(folder), meta)
-        msg = [f"✅ New dataset folder {folder} with {len(rows)} image(s)."] + \
+        msg = [f"✓ New dataset folder {folder} with {len(rows)} image(s)."] + \
             [f"- {n}" for n in notes]
         return {c["data_msg"]: "\n".join(msg), base_c: str(folder), meta_c: meta or "",
                 c["captions"]: rows, c["upload_files"]: None,
@@ -123,18 +123,18 @@ def bind_events(ctx: Ctx) -> None:
                          ("dataset_base_path", "dataset_metadata_path", "trigger_word",
                           "max_pixels", "height", "width", "data_file_keys")]
         if cfg is None and data_problems:
-            return {c["data_msg"]: "❌ " + "  \n".join(data_problems),
+            return {c["data_msg"]: "✗ " + "  \n".join(data_problems),
                     c["data_report"]: gr.Dataframe(visible=False)}
         if cfg is None:  # problems elsewhere in the form: check the data with what we have
             cfg = validate({k: v for k, v in cfg_dict.items() if k in _DATA_KEYS},
                            require_inputs=False)
         findings = validate_dataset(cfg)
         bad = [f for f in findings if f["level"] != "ok"]
-        rows = [[("❌ " if f["level"] != "ok" else "✅ ") + f["level"], f.get("where") or "",
+        rows = [[("✗ " if f["level"] != "ok" else "✓ ") + f["level"], f.get("where") or "",
                  "×".join(map(str, f["size"])) if f.get("size") else "",
                  f.get("caption") or "", f.get("message") or ""] for f in findings]
-        head = (f"❌ {len(bad)} problem(s) in {len(findings)} item(s) — fix them before "
-                f"training." if bad else f"✅ {len(findings)} image(s), all readable and "
+        head = (f"✗ {len(bad)} problem(s) in {len(findings)} item(s) — fix them before "
+                f"training." if bad else f"✓ {len(findings)} image(s), all readable and "
                 f"captioned.")
         return {c["data_msg"]: head, c["data_report"]: gr.Dataframe(value=rows, visible=True)}
 

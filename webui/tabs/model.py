@@ -61,13 +61,13 @@ def create_ui(ctx: Ctx) -> None:
     c = ctx.c
     name, _ = initial_config(ctx)
     gr.Markdown(T("model.intro"))
-    with gr.Row(equal_height=True):
+    with gr.Row(equal_height=False, elem_classes=["zl-bottom"]):
         c["preset"] = gr.Dropdown(choices=preset_names(ctx), value=name, label=T("model.preset"),
                                   info=T("model.preset_info"), elem_id="preset", scale=3)
         c["preset_load"] = gr.Button(T("model.load"), elem_id="preset-load", scale=1)
     c["preset_msg"] = gr.Markdown("", elem_id="preset-msg")
     ctx.form.render_group("model")
-    with gr.Row(equal_height=True):
+    with gr.Row(equal_height=False, elem_classes=["zl-bottom"]):
         c["preset_save_name"] = gr.Textbox(label=T("model.save_name"),
                                            placeholder=T("model.save_name_ph"),
                                            elem_id="preset-save-name", scale=3)
@@ -84,7 +84,7 @@ def bind_events(ctx: Ctx) -> None:
         try:
             cfg = preset_config(ctx, name)
         except ConfigError as e:
-            return {c["preset_msg"]: "❌ " + "  \n".join(e.problems)}
+            return {c["preset_msg"]: "✗ " + "  \n".join(e.problems)}
         return {**form.to_updates(form.full_config(cfg)), c["loaded"]: cfg,
                 c["loaded_name"]: name, c["preset_msg"]: f"Loaded preset **{name}**."}
 
@@ -97,13 +97,13 @@ def bind_events(ctx: Ctx) -> None:
         name = (data[c["preset_save_name"]] or "").strip()
         cfg_dict, problems = form.to_config(data)
         if problems:
-            return {c["preset_msg"]: "❌ " + "  \n".join(problems)}
+            return {c["preset_msg"]: "✗ " + "  \n".join(problems)}
         try:
             cfg = validate(cfg_dict, require_inputs=False)
             path = save_preset(cfg, name, ctx.workspace, base=base_config(ctx))
         except ConfigError as e:
-            return {c["preset_msg"]: "❌ " + "  \n".join(e.problems)}
-        return {c["preset_msg"]: f"✅ Saved preset **{name}** ({path.name}).",
+            return {c["preset_msg"]: "✗ " + "  \n".join(e.problems)}
+        return {c["preset_msg"]: f"✓ Saved preset **{name}** ({path.name}).",
                 c["preset"]: gr.Dropdown(choices=preset_names(ctx), value=name),
                 c["loaded"]: cfg.to_dict(), c["loaded_name"]: name}
 

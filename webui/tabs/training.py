@@ -35,7 +35,8 @@ def create_ui(ctx: Ctx) -> None:
             form.render_rest()
         with gr.Column(scale=2, min_width=360):
             c["problems"] = gr.Markdown("", elem_id="problems", label=T("train.problems"))
-            c["estimate"] = gr.Markdown("", elem_id="estimate", visible=False)
+            c["estimate"] = gr.Markdown("", elem_id="estimate", visible=False,
+                                        elem_classes=["zl-estimate"])
             gr.Markdown(T("train.generated"), elem_classes=["zl-group-title"])
             with gr.Tabs(elem_id="generated"):
                 with gr.Tab("accelerate_train.yaml"):
@@ -96,41 +97,51 @@ def has_cuda() -> bool:
     return _cuda[0]
 
 
+def machine_memory() -> tuple[float | None, float | None, int]:
+    """(GPU memory GB of the smallest GPU or None, host RAM GB, number of GPUs)."""
+    import psutil
+
+    host = psutil.virtual_memory().total / 1e9
+    gpus = []
+    tool = shutil.which("nvidia-smi")
+    if tool:
+        import subprocess
+        try:
+            out = subprocess.run([tool, "--query-gpu=memory.total", "--format=csv,noheader,"
+                                  "nounits"], capture_output=True, text=True, timeout=5,
+                                 check=True).stdout
+            gpus = [float(x) * 1.048576e-3 for x in out.split() if x.strip()]
+        except (OSError, subprocess.SubprocessError, ValueError):
+            gpus = []
+    return (min(gpus) if gpus else None), host, len(gpus)
+
+
+_machine: list = []
+_recommended: dict = {}
+
+
 def estimate_markdown(cfg: RunConfig) -> str | None:
+    """The estimator's verdict for this machine (None when there is no estimator)."""
     try:
         from backend import estimator
     except ImportError:
         return None
-    fn = getattr(estimator, "estimate_memory", None)
-    if fn is None:
-        return None
+    if not _machine:
+        _machine.append(machine_memory())
+    gpu_gb, host_gb, n_gpus = _machine[0]
     try:
-        est = fn(cfg)
+        est = estimator.estimate_memory(cfg, device="cuda" if gpu_gb else "cpu")
+        ok, line = estimator.fits(est, gpu_gb, host_gb)
+        if gpu_gb not in _recommended:
+            _recommended[gpu_gb] = estimator.recommend_preset(gpu_gb, max(1, n_gpus))
     except Exception as e:  # noqa: BLE001 - an estimate must never block the form
         return f"**Memory estimate** unavailable: {type(e).__name__}: {e}"
-    return format_estimate(est)
-
-
-def format_estimate(est: Any) -> str:
-    if est is None:
-        return ""
-    if hasattr(est, "to_markdown"):
-        return est.to_markdown()
-    d = est if isinstance(est, dict) else getattr(est, "__dict__", {"estimate": est})
-    verdict = d.get("verdict") or d.get("summary") or ""
-    lines = [f"**Memory estimate** — {verdict}" if verdict else "**Memory estimate**"]
-    for key, label in (("gpu_gib", "GPU (peak, per GPU)"), ("vram_gib", "GPU (peak)"),
-                       ("host_gib", "host RAM"), ("ram_gib", "host RAM"),
-                       ("disk_gib", "disk")):
-        if d.get(key) is not None:
-            lines.append(f"- {label}: {float(d[key]):.1f} GiB")
-    for key in ("advice", "suggestions", "notes"):
-        items = d.get(key)
-        if items:
-            lines += [f"- {i}" for i in (items if isinstance(items, list) else [items])]
-    if len(lines) == 1 and not verdict:
-        lines.append(f"`{d}`")
-    return "\n".join(lines)
+    where = (f"{n_gpus} GPU(s), {gpu_gb:.0f} GB each" if gpu_gb else "no GPU (CPU run)") + \
+        f", {host_gb:.0f} GB RAM"
+    return "\n".join([f"**Memory estimate** for this machine ({where}):", "",
+                      f"{'✓' if ok else '⚠'} {line}", "",
+                      f"Recommended preset here: **{_recommended[gpu_gb]}**", "",
+                      "```", est.summary(), "```"])
 
 
 def bind_events(ctx: Ctx) -> None:
@@ -179,9 +190,9 @@ def bind_events(ctx: Ctx) -> None:
         try:
             result = import_commands(text)
         except (ConfigError, ValueError) as e:
-            return {c["import_notes"]: "❌ " + str(e).replace("\n", "  \n")}
+            return {c["import_notes"]: "✗ " + str(e).replace("\n", "  \n")}
         cfg = result.config.to_dict()
-        lines = [f"✅ Imported {len(cfg)} settings into the form."]
+        lines = [f"✓ Imported {len(cfg)} settings into the form."]
         if result.not_understood:
             lines += ["", "**Not understood** (left at their defaults):"] + \
                 [f"- `{n}`" for n in result.not_understood]

@@ -1,0 +1,730 @@
+"""Memory estimator: peak GPU memory and host RAM of each stage of a run, before launch.
+
+``estimate_memory(cfg, model_config=None)`` returns an ``Estimate`` with, for each stage
+(data_process, train, sample), the bytes predicted on one GPU and on the host, split into
+named parts so the UI can say *what* takes the memory. ``fits(estimate, gpu_gb)`` turns it
+into a verdict line; ``recommend_preset(gpu_gb)`` names the fastest bundled preset whose
+train stage fits.
+
+Importing this module is light (standard library only); torch, diffusers, transformers and
+accelerate are imported inside the functions that count parameters.
+
+Units: bytes; figures are printed in GB = 10^9 bytes (a "24 GB" card holds 24 GiB =
+25.8 GB, so comparing against the number printed on the card errs on the safe side).
+
+Where the numbers come from
+---------------------------
+Parameter counts come from the model's own ``config.json`` files: each component class
+(diffusers' ``QwenImageTransformer2DModel`` / ``AutoencoderKLQwenImage``, transformers'
+``Qwen2_5_VLForConditionalGeneration``) is instantiated on the meta device
+(``accelerate.init_empty_weights()``), so no weight is read or allocated. When the config
+files are not on disk yet (nothing downloaded), the published Qwen-Image configs bundled
+below are used. The LoRA size is counted on the same meta transformer: every
+``nn.Linear`` whose name equals a target or ends with ``.<target>`` (peft's rule) adds
+``rank * (in_features + out_features)`` parameters.
+
+Notation: P transformer parameters, L LoRA parameters, n blocks, D = heads * head_dim,
+b bytes of the compute dtype (2 for bf16/fp16 mixed precision, 4 for ``no``),
+W processes (GPUs), N = N_img + N_txt tokens with N_img = (H/16)(W/16) image tokens
+(VAE /8, patch 2) and N_txt text tokens (default 256), "unit" = N * D * b bytes (one
+hidden-state tensor).
+
+Train stage, GPU::
+
+    base weights    P*b                      ZeRO 0-2 (every GPU holds the frozen model)
+                    P*b/W + live + persist   ZeRO-3; with parameter offload: live + persist
+        live    = (stage3_max_live_parameters + stage3_prefetch_bucket_size) * b
+        persist = parameters smaller than stage3_param_persistence_threshold, * b
+    LoRA + AdamW    no DeepSpeed: 16 L       (fp32 weights, fp32 grads, 2 fp32 moments)
+                    DeepSpeed:    L*b weights (/W at ZeRO-3) + L*b grads (/W at ZeRO>=2)
+                                  + 12 L / W (fp32 master + 2 fp32 moments, ZeRO>=1)
+                                  + 4 L / W (fp32 gradient partition); the last two go to
+                                  the host with optimizer offload
+                    + reduce bucket (DeepSpeed: reduce_bucket_size * b), DDP: 4 L
+    activations     U = 20.4 units saved per block for backward (all in the compute dtype),
+                    + 4.0 units when 16-bit (fp32 upcasts in RoPE and RMSNorm),
+                    + 4.1 units for fp32 LoRA weights under autocast (peft casts each
+                      target's input); measured on a real block with
+                      ``bench/activation_units.py`` (autograd saved-tensor hooks)
+                    + T = 8 units of gradients alive inside one block's backward
+        none        n*U + T
+        torch       n*1 (each block's checkpointed input) + U (the block recomputed) + T
+        offload     U + 1 + T on GPU; n units on the host (``save_on_cpu``)
+        deepspeed   n*1 + 2U + T (the first block runs plainly: nothing entering it needs
+                    grad, so its activations stay saved); ``cpu_checkpointing`` moves the
+                    n units to the host
+    The attention adds no N^2 term: batch size 1 drops the all-ones text mask, and
+    PyTorch's fused SDPA kernels (flash / memory-efficient on CUDA, flash on CPU) keep only
+    the output and its log-sum-exp.
+
+Train stage, host::
+
+    loading         P*b per process on the machine (the transformer is read on the host
+                    in the compute dtype, then moved); under ZeRO-3 with zero3_init_flag
+                    it is built partitioned, so only one tensor at a time passes through
+    offloads        P*b (parameter offload), 16 L (optimizer offload: master, moments,
+                    fp32 grads), n units per process (checkpoint offload)
+    peak            max(loading, offloads)
+
+data_process (stage 1; never under DeepSpeed)::
+
+    GPU   (P_text_encoder + P_vae) * b + VAE encoder activations
+          (11.8 * base_dim * H * W * b, measured on the real VAE with no_grad)
+          + text encoder activations (N_txt * (intermediate + 4 hidden) * b)
+    host  the same weights while loading, per process
+
+sample::
+
+    GPU   (P + P_text_encoder + P_vae + L) * b, or with ``sample_cpu_offload`` only the
+          largest component at a time; + transformer inference activations (6 units at the
+          sample size) + VAE decoder activations (21.5 * base_dim * H * W * b)
+    host  every component while loading; with CPU offload they stay there
+
+What is not modelled: the CUDA context (~0.3-0.6 GB per GPU, outside PyTorch's allocator;
+``fits`` adds ``CUDA_CONTEXT_GB`` for it), allocator fragmentation, the Python / library
+baseline of each process (a few GB of host RAM with CUDA libraries), the page cache of
+memory-mapped weight files, and data-loader workers. GPU figures are what
+``torch.cuda.max_memory_allocated`` reports; host figures are the increase of resident
+memory over a process that has imported its libraries.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+GB = 1e9
+CUDA_CONTEXT_GB = 0.5          # added by fits(): driver context + cuBLAS workspace
+DEFAULT_TEXT_TOKENS = 256      # cached prompt length assumed for training (after the template)
+SAMPLE_TEXT_TOKENS = 256
+
+# Activation constants (see the module docstring and bench/activation_units.py).
+ACT_UNITS_SAVED = 20.4         # per block, tensors saved for backward, in compute-dtype units
+ACT_UNITS_UPCAST = 4.0         # extra when computing in 16 bits (fp32 copies in RoPE, RMSNorm)
+ACT_UNITS_LORA_CAST = 4.1      # extra for fp32 LoRA weights on a 16-bit base under autocast
+ACT_UNITS_BACKWARD = 8.0       # gradients alive while one block runs backward
+ACT_UNITS_INFERENCE = 6.0      # no-grad forward: a block's largest live temporaries
+VAE_ENCODE_UNITS = 11.8        # VAE encoder peak / (base_dim * H * W * bytes), no_grad
+VAE_DECODE_UNITS = 21.5        # VAE decoder peak / (base_dim * H * W * bytes), no_grad
+ADAM_BYTES_NO_DS = 16          # fp32 LoRA weight + fp32 grad + 2 fp32 moments
+ADAM_STATE_BYTES_DS = 12       # fp32 master + 2 fp32 moments (DeepSpeed)
+GRAD_PARTITION_BYTES_DS = 4    # fp32 gradient partition (DeepSpeed)
+
+# The published Qwen-Image configs (Qwen/Qwen-Image: transformer/, text_encoder/, vae/),
+# used when the model's own config.json files are not on disk yet.
+QWEN_IMAGE_TRANSFORMER_CONFIG: dict[str, Any] = {
+    "_class_name": "QwenImageTransformer2DModel",
+    "_diffusers_version": "0.34.0.dev0",
+    "attention_head_dim": 128,
+    "axes_dims_rope": [16, 56, 56],
+    "guidance_embeds": False,
+    "in_channels": 64,
+    "joint_attention_dim": 3584,
+    "num_attention_heads": 24,
+    "num_layers": 60,
+    "out_channels": 16,
+    "patch_size": 2,
+}
+QWEN_IMAGE_TEXT_ENCODER_CONFIG: dict[str, Any] = {
+    "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+    "model_type": "qwen2_5_vl",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_attention_heads": 28,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 4,
+    "vocab_size": 152064,
+    "max_position_embeddings": 128000,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0,
+    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+    "tie_word_embeddings": False,
+    "hidden_act": "silu",
+    "vision_config": {
+        "depth": 32, "hidden_act": "silu", "hidden_size": 1280, "intermediate_size": 3420,
+        "num_heads": 16, "in_chans": 3, "out_hidden_size": 3584, "patch_size": 14,
+        "spatial_merge_size": 2, "spatial_patch_size": 14, "window_size": 112,
+        "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2,
+        "temporal_patch_size": 2,
+    },
+}
+QWEN_IMAGE_VAE_CONFIG: dict[str, Any] = {
+    "_class_name": "AutoencoderKLQwenImage",
+    "base_dim": 96,
+    "z_dim": 16,
+    "dim_mult": [1, 2, 4, 4],
+    "num_res_blocks": 2,
+    "attn_scales": [],
+    "temperal_downsample": [False, True, True],
+    "dropout": 0.0,
+}
+QWEN_IMAGE_CONFIGS = {"transformer": QWEN_IMAGE_TRANSFORMER_CONFIG,
+                      "text_encoder": QWEN_IMAGE_TEXT_ENCODER_CONFIG,
+                      "vae": QWEN_IMAGE_VAE_CONFIG}
+
+PRESET_ORDER = ("qwen_image_multi_gpu_zero2", "qwen_image_single_gpu", "qwen_image_low_vram")
+CPU_PRESET = "cpu_demo"
+
+
+# ------------------------------------------------------------------------------------------
+# Results
+# ------------------------------------------------------------------------------------------
+@dataclass
+class StageEstimate:
+    """Predicted peak memory of one stage: named parts in bytes, on one GPU and the host."""
+
+    stage: str
+    gpu: dict[str, float] = field(default_factory=dict)
+    host: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gpu_bytes(self) -> float:
+        return float(sum(self.gpu.values()))
+
+    @property
+    def host_bytes(self) -> float:
+        return float(sum(self.host.values()))
+
+    @property
+    def gpu_gb(self) -> float:
+        return self.gpu_bytes / GB
+
+    @property
+    def host_gb(self) -> float:
+        return self.host_bytes / GB
+
+
+@dataclass
+class Estimate:
+    """Per-stage predictions plus the figures they were computed from."""
+
+    stages: dict[str, StageEstimate]
+    device: str                       # "cuda" (GPU + host) or "cpu" (everything on the host)
+    height: int
+    width: int
+    image_tokens: int
+    text_tokens: int
+    checkpointing: str                # none | torch | offload | deepspeed
+    params: dict[str, int]            # transformer, text_encoder, vae, lora
+    planned: list[str]                # stages the run will execute
+    h2d_bytes_per_step: float = 0.0   # train: host->device traffic per optimizer step
+
+    def peak_stage(self, on: str = "gpu") -> StageEstimate:
+        """The planned stage with the largest GPU (``on="gpu"``) or host figure."""
+        stages = [self.stages[s] for s in self.planned if s in self.stages] or list(
+            self.stages.values())
+        key = (lambda s: s.gpu_bytes) if on == "gpu" else (lambda s: s.host_bytes)
+        return max(stages, key=key)
+
+    @property
+    def peak_gpu_gb(self) -> float:
+        return self.peak_stage("gpu").gpu_gb
+
+    @property
+    def peak_host_gb(self) -> float:
+        return self.peak_stage("host").host_gb
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device, "height": self.height, "width": self.width,
+            "image_tokens": self.image_tokens, "text_tokens": self.text_tokens,
+            "checkpointing": self.checkpointing, "params": dict(self.params),
+            "planned": list(self.planned),
+            "h2d_gb_per_step": round(self.h2d_bytes_per_step / GB, 3),
+            "stages": {name: {"gpu_gb": round(s.gpu_gb, 3), "host_gb": round(s.host_gb, 3),
+                              "gpu": {k: round(v / GB, 4) for k, v in s.gpu.items()},
+                              "host": {k: round(v / GB, 4) for k, v in s.host.items()},
+                              "notes": list(s.notes)}
+                       for name, s in self.stages.items()},
+        }
+
+    def summary(self) -> str:
+        """A few lines for people: per stage GPU and host, the largest parts first."""
+        lines = [f"{self.height}x{self.width} ({self.image_tokens} image + {self.text_tokens} "
+                 f"text tokens), LoRA {self.params['lora'] / 1e6:.1f} M parameters, "
+                 f"checkpointing {self.checkpointing}"]
+        for name in self.planned or list(self.stages):
+            s = self.stages.get(name)
+            if s is None:
+                continue
+            top = sorted(s.gpu.items(), key=lambda kv: -kv[1])[:3]
+            parts = ", ".join(f"{k} {v / GB:.2f}" for k, v in top if v > 0)
+            where = "GPU" if self.device == "cuda" else "CPU run"
+            lines.append(f"{name}: {where} {s.gpu_gb:.1f} GB" + (f" ({parts})" if parts else "")
+                         + f"; host RAM {s.host_gb:.1f} GB")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------
+# Model statistics (meta-device instantiation)
+# ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TransformerStats:
+    params: int
+    num_layers: int
+    dim: int
+    largest_module: int                       # params of the largest leaf module
+    linears: tuple[tuple[str, int, int], ...]  # (name, in_features, out_features)
+    param_numels: tuple[int, ...]             # every parameter's size (ZeRO-3 persistence)
+
+    def lora_params(self, rank: int, targets: list[str]) -> int:
+        return sum(rank * (i + o) for n, i, o in self.linears if _matches(n, targets))
+
+    def lora_numels(self, rank: int, targets: list[str]) -> list[int]:
+        out = []
+        for n, i, o in self.linears:
+            if _matches(n, targets):
+                out += [rank * i, rank * o]
+        return out
+
+
+@dataclass(frozen=True)
+class ComponentStats:
+    params: int
+    hidden: int = 0
+    intermediate: int = 0
+    base_dim: int = 0
+
+
+def _matches(name: str, targets: list[str]) -> bool:
+    return any(name == t or name.endswith("." + t) for t in targets)
+
+
+def _key(config: dict[str, Any]) -> str:
+    return json.dumps(config, sort_keys=True, default=str)
+
+
+@lru_cache(maxsize=16)
+def _transformer_stats(key: str) -> TransformerStats:
+    import diffusers
+    import torch
+    from accelerate import init_empty_weights
+
+    config = json.loads(key)
+    cls = getattr(diffusers, config.get("_class_name", "QwenImageTransformer2DModel"))
+    with init_empty_weights():
+        model = cls.from_config(config)
+    linears, largest = [], 0
+    for name, mod in model.named_modules():
+        own = sum(p.numel() for p in mod.parameters(recurse=False))
+        largest = max(largest, own)
+        if isinstance(mod, torch.nn.Linear):
+            linears.append((name, mod.in_features, mod.out_features))
+    numels = tuple(p.numel() for p in model.parameters())
+    cfg = model.config
+    dim = int(cfg.num_attention_heads * cfg.attention_head_dim)
+    return TransformerStats(params=sum(numels), num_layers=int(cfg.num_layers), dim=dim,
+                            largest_module=largest, linears=tuple(linears),
+                            param_numels=numels)
+
+
+@lru_cache(maxsize=16)
+def _text_encoder_stats(key: str) -> ComponentStats:
+    import transformers
+    from accelerate import init_empty_weights
+
+    config = json.loads(key)
+    arch = (config.get("architectures") or ["Qwen2_5_VLForConditionalGeneration"])[0]
+    cls = getattr(transformers, arch)
+    kwargs = {k: v for k, v in config.items() if not k.startswith("_")}
+    kwargs.pop("architectures", None)
+    model_type = kwargs.pop("model_type", "qwen2_5_vl")
+    conf = transformers.AutoConfig.for_model(model_type, **kwargs)
+    with init_empty_weights():
+        model = cls(conf)
+    text = getattr(conf, "text_config", conf)
+    return ComponentStats(params=sum(p.numel() for p in model.parameters()),
+                          hidden=int(text.hidden_size),
+                          intermediate=int(text.intermediate_size))
+
+
+@lru_cache(maxsize=16)
+def _vae_stats(key: str) -> ComponentStats:
+    import diffusers
+    from accelerate import init_empty_weights
+
+    config = json.loads(key)
+    cls = getattr(diffusers, config.get("_class_name", "AutoencoderKLQwenImage"))
+    with init_empty_weights():
+        model = cls.from_config(config)
+    return ComponentStats(params=sum(p.numel() for p in model.parameters()),
+                          base_dim=int(getattr(model.config, "base_dim", 96)))
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _component_of(config: dict[str, Any]) -> str | None:
+    names = [config.get("_class_name")] + list(config.get("architectures") or [])
+    for name in names:
+        if not name:
+            continue
+        if "Transformer" in name:
+            return "transformer"
+        if name.startswith("Autoencoder"):
+            return "vae"
+        if "ForConditionalGeneration" in name or "Model" in name:
+            return "text_encoder"
+    return None
+
+
+def local_model_configs(cfg) -> dict[str, dict[str, Any]]:
+    """The config.json of each component found on disk for ``cfg`` (never downloads)."""
+    folders: list[Path] = []
+    try:
+        if cfg.model_paths:
+            for entry in json.loads(cfg.model_paths):
+                for p in (entry if isinstance(entry, list) else [entry]):
+                    folders.append(Path(str(p)).expanduser().parent)
+        else:
+            from backend.hub import models_dir
+
+            base = models_dir(cfg)
+            for spec in (cfg.model_id_with_origin_paths or "").split(","):
+                spec = spec.strip()
+                if not spec:
+                    continue
+                local = Path(spec).expanduser()
+                if local.exists():
+                    folders += [local] if local.is_dir() else [local.parent]
+                    if local.is_dir() and (local / "model_index.json").is_file():
+                        folders += [d for d in local.iterdir() if d.is_dir()]
+                    continue
+                model_id, pattern = spec.rsplit(":", 1)
+                folder = base / model_id / os.path.dirname(pattern.rstrip("/"))
+                folders.append(folder if os.path.dirname(pattern.rstrip("/")) else
+                               base / model_id / pattern.rstrip("/"))
+    except (ValueError, TypeError, ImportError):
+        return {}
+    found: dict[str, dict[str, Any]] = {}
+    for folder in folders:
+        data = _read_json(folder / "config.json")
+        comp = _component_of(data) if data else None
+        if comp and comp not in found:
+            found[comp] = data
+    return found
+
+
+def model_configs(cfg, model_config: dict[str, Any] | None = None
+                  ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """(configs by component, where each came from: given | local | published)."""
+    given: dict[str, dict[str, Any]] = {}
+    if model_config:
+        if any(k in model_config for k in ("transformer", "text_encoder", "vae")):
+            given = {k: v for k, v in model_config.items() if isinstance(v, dict)}
+        else:
+            comp = _component_of(model_config) or "transformer"
+            given = {comp: model_config}
+    local = local_model_configs(cfg) if cfg is not None else {}
+    out, source = {}, {}
+    for comp in ("transformer", "text_encoder", "vae"):
+        if comp in given:
+            out[comp], source[comp] = given[comp], "given"
+        elif comp in local:
+            out[comp], source[comp] = local[comp], "local"
+        else:
+            out[comp], source[comp] = QWEN_IMAGE_CONFIGS[comp], "published"
+    return out, source
+
+
+# ------------------------------------------------------------------------------------------
+# The estimate
+# ------------------------------------------------------------------------------------------
+def checkpointing_mode(cfg) -> str:
+    """none | torch | offload | deepspeed, as the train stage will checkpoint."""
+    if not cfg.use_gradient_checkpointing:
+        return "none"
+    if cfg.zero_stage > 0 and cfg.ds_activation_checkpointing:
+        return "deepspeed"
+    if cfg.use_gradient_checkpointing_offload:
+        return "offload"
+    return "torch"
+
+
+def resolution(cfg) -> tuple[int, int]:
+    """Training size: fixed height/width, else the largest square under max_pixels."""
+    if cfg.height and cfg.width:
+        return int(cfg.height), int(cfg.width)
+    side = int(math.sqrt(cfg.max_pixels)) // 16 * 16
+    return side, side
+
+
+def image_tokens(height: int, width: int) -> int:
+    return (height // 16) * (width // 16)
+
+
+def compute_bytes(cfg) -> int:
+    return 2 if cfg.mixed_precision in ("bf16", "fp16") else 4
+
+
+def estimate_memory(cfg, model_config: dict[str, Any] | None = None, *,
+                    device: str = "cuda", text_tokens: int = DEFAULT_TEXT_TOKENS
+                    ) -> Estimate:
+    """Predict peak GPU memory and host RAM of each stage of ``cfg`` (a ``RunConfig``).
+
+    ``model_config``: a transformer ``config.json`` mapping, or ``{"transformer": ...,
+    "text_encoder": ..., "vae": ...}``; missing components are read from the local model
+    folders of ``cfg`` or, failing that, the published Qwen-Image configs.
+    ``device="cpu"`` predicts a CPU-only run: what would sit on the GPU sits in host RAM.
+    """
+    configs, _ = model_configs(cfg, model_config)
+    tr = _transformer_stats(_key(configs["transformer"]))
+    te = _text_encoder_stats(_key(configs["text_encoder"]))
+    vae = _vae_stats(_key(configs["vae"]))
+    targets = cfg.target_modules()
+    lora = tr.lora_params(cfg.lora_rank, targets)
+    h, w = resolution(cfg)
+    stages = {
+        "data_process": _data_process(cfg, te, vae, h, w, text_tokens),
+        "train": _train(cfg, tr, lora, h, w, text_tokens),
+        "sample": _sample(cfg, tr, te, vae, lora, device),
+    }
+    if device == "cpu":
+        for s in stages.values():
+            for k, v in s.gpu.items():
+                s.host[k] = s.host.get(k, 0.0) + v
+            s.gpu = {}
+            _cpu_dedupe(s)
+    planned = [s for s in cfg.stages if s in stages]
+    if not cfg.split_training:
+        planned = [s for s in planned if s != "data_process"]
+    return Estimate(stages=stages, device=device, height=h, width=w,
+                    image_tokens=image_tokens(h, w), text_tokens=text_tokens,
+                    checkpointing=checkpointing_mode(cfg),
+                    params={"transformer": tr.params, "text_encoder": te.params,
+                            "vae": vae.params, "lora": lora},
+                    planned=planned, h2d_bytes_per_step=_h2d_per_step(cfg, tr, lora))
+
+
+def _h2d_per_step(cfg, tr: TransformerStats, lora: int) -> float:
+    """Host-to-device bytes per optimizer step under offload (0 without): ZeRO-3 parameter
+    offload fetches every weight for the forward and again for the backward (the
+    checkpointed recompute reuses the backward fetch), per micro-step; optimizer offload
+    sends the updated LoRA weights back once per step."""
+    b = compute_bytes(cfg)
+    moved = 0.0
+    if cfg.zero_stage == 3 and cfg.offload_param_device != "none":
+        moved += 2 * tr.params * b * cfg.gradient_accumulation_steps
+    if cfg.zero_stage > 0 and cfg.offload_optimizer_device != "none":
+        moved += lora * b
+    return moved
+
+
+def _cpu_dedupe(s: StageEstimate) -> None:
+    # On a CPU-only run the weights are loaded once, in place: the "loading" copy is the
+    # same memory as the weights the stage then computes with.
+    load = s.host.pop("loading", 0.0)
+    resident = sum(v for k, v in s.host.items() if k in _WEIGHT_PARTS)
+    if load > resident:
+        s.host["loading (not reused)"] = load - resident
+
+
+_WEIGHT_PARTS = ("base weights", "base weights (offloaded)", "text encoder weights",
+                 "vae weights", "transformer weights", "lora weights")
+
+
+def _train(cfg, tr: TransformerStats, lora: int, h: int, w: int, text_tokens: int
+           ) -> StageEstimate:
+    s = StageEstimate("train")
+    b = compute_bytes(cfg)
+    world = max(1, cfg.num_processes)
+    procs = max(1, cfg.processes_per_machine)
+    ds = cfg.zero_stage > 0
+    zs = cfg.zero_stage
+    p_off = zs == 3 and cfg.offload_param_device != "none"
+    o_off = ds and cfg.offload_optimizer_device != "none"
+    n_tok = image_tokens(h, w) + text_tokens
+    unit = n_tok * tr.dim * b
+    n = tr.num_layers
+
+    # Frozen base weights.
+    if zs == 3:
+        thr = cfg.stage3_param_persistence_threshold
+        persist = sum(x for x in tr.param_numels if x < thr)
+        persist += sum(x for x in tr.lora_numels(cfg.lora_rank, cfg.target_modules())
+                       if x < thr)
+        live = min(tr.params, max(cfg.stage3_max_live_parameters, tr.largest_module)
+                   + cfg.stage3_prefetch_bucket_size)
+        s.gpu["gathered parameters"] = live * b
+        s.gpu["persistent parameters"] = persist * b
+        if p_off:
+            s.host["base weights (offloaded)"] = tr.params * b / cfg.num_machines
+        else:
+            s.gpu["base weights"] = tr.params * b / world
+    else:
+        s.gpu["base weights"] = tr.params * b
+
+    # LoRA weights, gradients, AdamW.
+    if not ds:
+        s.gpu["lora + adamw"] = lora * ADAM_BYTES_NO_DS
+        if world > 1:
+            s.gpu["ddp buckets"] = lora * 4
+    else:
+        lw = lora * b / (world if zs == 3 else 1)
+        if zs == 3 and p_off:
+            s.host["lora weights"] = lora * b / cfg.num_machines
+        else:
+            s.gpu["lora weights"] = lw
+        if not (o_off and zs >= 2):  # offloaded ZeRO-2/3 grads go to the host per bucket
+            s.gpu["lora grads"] = lora * b / (world if zs >= 2 else 1)
+        opt = lora * (ADAM_STATE_BYTES_DS + GRAD_PARTITION_BYTES_DS) / world
+        if o_off:
+            s.host["adamw (offloaded)"] = opt * procs
+        else:
+            s.gpu["adamw"] = opt
+        s.gpu["reduce bucket"] = min(lora, cfg.reduce_bucket_size) * b
+
+    # Activations.
+    units = ACT_UNITS_SAVED
+    if b == 2:
+        units += ACT_UNITS_UPCAST
+        if not ds:
+            units += ACT_UNITS_LORA_CAST
+    mode = checkpointing_mode(cfg)
+    if mode == "none":
+        s.gpu["activations"] = n * units * unit
+    elif mode == "torch":
+        s.gpu["checkpointed inputs"] = n * unit
+        s.gpu["activations"] = units * unit
+    elif mode == "offload":
+        s.host["checkpointed inputs (offloaded)"] = n * unit * procs
+        s.gpu["activations"] = (units + 1) * unit
+    else:  # deepspeed
+        if cfg.cpu_checkpointing:
+            s.host["checkpointed inputs (offloaded)"] = n * unit * procs
+            s.gpu["activations"] = (2 * units + 1) * unit
+        else:
+            s.gpu["checkpointed inputs"] = n * unit
+            s.gpu["activations"] = 2 * units * unit
+        s.notes.append("DeepSpeed checkpointing runs the first block plainly")
+    s.gpu["backward buffers"] = ACT_UNITS_BACKWARD * unit
+
+    # Host: the transformer passes through host memory while loading, except under ZeRO-3
+    # with zero3_init_flag, where it is built partitioned and filled one tensor at a time.
+    if zs == 3 and cfg.zero3_init_flag:
+        load = tr.largest_module * b * procs
+    else:
+        load = tr.params * b * procs
+        if procs > 1:
+            s.notes.append(f"each of the {procs} processes reads the whole transformer "
+                           f"on the host")
+    steady = sum(s.host.values())
+    if load > steady:
+        s.host["loading"] = load - steady
+    return s
+
+
+def _data_process(cfg, te: ComponentStats, vae: ComponentStats, h: int, w: int,
+                  text_tokens: int) -> StageEstimate:
+    s = StageEstimate("data_process")
+    b = compute_bytes(cfg)
+    procs = max(1, cfg.processes_per_machine)
+    s.gpu["text encoder weights"] = te.params * b
+    s.gpu["vae weights"] = vae.params * b
+    s.gpu["vae encode"] = VAE_ENCODE_UNITS * vae.base_dim * h * w * b
+    s.gpu["text encode"] = (text_tokens + 64) * (te.intermediate + 4 * te.hidden) * b
+    s.host["loading"] = (te.params + vae.params) * b * procs
+    return s
+
+
+def _sample(cfg, tr: TransformerStats, te: ComponentStats, vae: ComponentStats, lora: int,
+            device: str) -> StageEstimate:
+    s = StageEstimate("sample")
+    b = 2 if device == "cuda" else 4  # the sample stage renders in bf16 on CUDA, else fp32
+    h, w = int(cfg.sample_height), int(cfg.sample_width)
+    unit = (image_tokens(h, w) + SAMPLE_TEXT_TOKENS) * tr.dim * b
+    weights = {"transformer weights": tr.params * b, "text encoder weights": te.params * b,
+               "vae weights": vae.params * b, "lora weights": lora * b}
+    if cfg.sample_cpu_offload:
+        big = max(weights, key=weights.get)
+        s.gpu[big] = weights[big]
+        s.host.update({k: v for k, v in weights.items()})
+        s.notes.append("model CPU offload: one component on the GPU at a time")
+    else:
+        s.gpu.update(weights)
+        s.host["loading"] = sum(weights.values())
+    denoise = ACT_UNITS_INFERENCE * unit
+    decode = VAE_DECODE_UNITS * vae.base_dim * h * w * b
+    s.gpu["activations"] = max(denoise, decode)
+    return s
+
+
+# ------------------------------------------------------------------------------------------
+# Verdicts
+# ------------------------------------------------------------------------------------------
+def fits(estimate: Estimate, gpu_gb: float | None, host_gb: float | None = None
+         ) -> tuple[bool, str]:
+    """(fits, one line for people) for a GPU of ``gpu_gb`` GB (and optionally the host RAM).
+
+    The GPU need is the largest planned stage plus ``CUDA_CONTEXT_GB``.
+    """
+    if estimate.device == "cpu" or not gpu_gb:
+        peak = estimate.peak_stage("host")
+        ok = host_gb is None or peak.host_gb <= host_gb
+        where = f" of {host_gb:.0f} GB" if host_gb else ""
+        return ok, (f"{'Fits' if ok else 'Does not fit'}: CPU run, {peak.stage} needs about "
+                    f"{peak.host_gb:.1f} GB of RAM{where} (beyond the libraries).")
+    peak = estimate.peak_stage("gpu")
+    need = peak.gpu_gb + CUDA_CONTEXT_GB
+    host = estimate.peak_stage("host")
+    host_text = f"; host RAM about {host.host_gb:.0f} GB ({host.stage})"
+    top = max(peak.gpu.items(), key=lambda kv: kv[1])[0] if peak.gpu else "?"
+    if need > gpu_gb:
+        return False, (f"Does not fit: {peak.stage} needs about {need:.1f} GB of GPU memory "
+                       f"(largest part: {top}) but the GPU has {gpu_gb:g} GB. "
+                       f"Try preset {recommend_preset(gpu_gb)}{host_text}.")
+    if host_gb is not None and host.host_gb > host_gb:
+        return False, (f"Does not fit in host RAM: {host.stage} needs about "
+                       f"{host.host_gb:.0f} GB but the machine has {host_gb:g} GB.")
+    tight = " (tight: under 10% headroom)" if need > 0.9 * gpu_gb else ""
+    return True, (f"Fits: {peak.stage} needs about {need:.1f} GB of {gpu_gb:g} GB GPU "
+                  f"memory{tight}{host_text}.")
+
+
+def _preset_config(name: str):
+    from backend.config import load_preset
+
+    return load_preset(name)
+
+
+def recommend_preset(gpu_gb: float | None, num_gpus: int = 1,
+                     model_config: dict[str, Any] | None = None) -> str:
+    """The fastest bundled preset whose train stage fits ``gpu_gb`` (per GPU).
+
+    Order: multi-GPU ZeRO-2 (only with ``num_gpus`` > 1), single GPU (bf16 weights on the
+    GPU), low VRAM (ZeRO-3 offload). No GPU (None or 0) → the CPU demo. When none fits the
+    low-VRAM preset is returned (the smallest footprint there is).
+    """
+    if not gpu_gb or gpu_gb <= 0:
+        return CPU_PRESET
+    for name in PRESET_ORDER:
+        if name == "qwen_image_multi_gpu_zero2" and num_gpus < 2:
+            continue
+        try:
+            cfg = _preset_config(name)
+        except Exception:
+            continue
+        if name == "qwen_image_multi_gpu_zero2":
+            cfg = cfg.model_copy(update={"num_processes": num_gpus})
+        est = estimate_memory(cfg, model_config)
+        if est.stages["train"].gpu_gb + CUDA_CONTEXT_GB <= gpu_gb:
+            return name
+    return "qwen_image_low_vram"
+
+
+def estimate_for_preset(name: str, model_config: dict[str, Any] | None = None,
+                        **overrides: Any) -> Estimate:
+    cfg = _preset_config(name)
+    if overrides:
+        cfg = cfg.model_copy(update=overrides)
+    return estimate_memory(cfg, copy.deepcopy(model_config) if model_config else None)

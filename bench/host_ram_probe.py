@@ -1,0 +1,213 @@
+"""Host RAM of the real train stage on a small model: measured increase vs the estimator.
+
+Three processes, so nothing one step leaves behind pollutes the next:
+
+1. ``prepare``: the tiny Qwen-Image pipeline (``backend.models.tiny``) with its transformer
+   widened (``--heads`` x 128 wide, ``--layers`` blocks) so that tensors, not library
+   overheads, dominate; plus a stage-1 cache of one synthetic sample at ``--size``
+   (written with ``backend.cache``'s own writer: latents, prompt embedding and mask).
+2. ``measure``: imports everything the stage needs (torch, diffusers, peft, accelerate,
+   tensorboard, the stage module), takes a baseline, then runs the real train stage
+   (``backend.stages.train.main``, one CPU process, float32) while a thread samples
+   ``RssAnon`` of /proc/self/status every 2 ms; reports peak minus baseline.
+3. the parent computes ``estimate_memory(cfg, device="cpu")`` with the prompt length of the
+   cache and compares.
+
+Anonymous memory is measured, not total RSS: the file-backed pages of memory-mapped
+safetensors are page cache (reclaimable, shared) and are not something a run can run out
+of; the estimator does not model them.
+
+Run (about a minute on 2 CPU cores):
+    python bench/host_ram_probe.py                       # writes bench/results/host_ram.json
+    python bench/host_ram_probe.py --gradient_checkpointing --out /tmp/x.json
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TEXT_TOKENS = 24
+
+
+def rss_anon() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("RssAnon not in /proc/self/status")
+
+
+class PeakSampler:
+    """Samples anonymous RSS in a thread; ``peak`` is the largest value seen."""
+
+    def __init__(self, period_s: float = 0.002):
+        self.period, self.peak, self._stop = period_s, rss_anon(), threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_anon())
+            time.sleep(self.period)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_anon())
+
+
+def prepare(work: Path, heads: int, layers: int, size: int, seed: int = 0) -> dict:
+    import torch
+    from diffusers import QwenImageTransformer2DModel
+
+    from backend.cache import save_sample, write_manifest
+    from backend.models.tiny import TRANSFORMER_CONFIG, build_tiny_qwen_image
+
+    model = build_tiny_qwen_image(work / "model", seed=seed)
+    config = dict(TRANSFORMER_CONFIG, num_attention_heads=heads, attention_head_dim=128,
+                  num_layers=layers, axes_dims_rope=(16, 56, 56))
+    torch.manual_seed(seed)
+    wide = QwenImageTransformer2DModel(**config)
+    wide.save_pretrained(model / "transformer", safe_serialization=True)
+    cache = work / "cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    g = torch.Generator().manual_seed(seed)
+    tensors = {
+        "prompt_emb": torch.randn(1, TEXT_TOKENS, config["joint_attention_dim"], generator=g),
+        "prompt_emb_mask": torch.ones(1, TEXT_TOKENS, dtype=torch.int64),
+        "latents": torch.randn(1, 16, size // 8, size // 8, generator=g),
+        "height": torch.tensor([size]), "width": torch.tensor([size]),
+    }
+    save_sample(cache / "sample0.safetensors", tensors, {"prompt": "synthetic"})
+    write_manifest(cache, [{"key": "sample0", "file": "sample0.safetensors", "image": "-",
+                            "prompt": "synthetic", "width": size, "height": size}], [],
+                   "qwen_image")
+    return {"transformer": str(model / "transformer"), "cache": str(cache),
+            "params": sum(p.numel() for p in wide.parameters())}
+
+
+def stage_argv(work: Path, size: int, steps: int, rank: int, ckpt: bool) -> list[str]:
+    argv = ["--task", "sft:train", "--offline",
+            "--model_id_with_origin_paths", str(work / "model" / "transformer"),
+            "--dataset_base_path", str(work / "cache"), "--dataset_metadata_path", "none",
+            "--output_path", str(work / "out"), "--lora_rank", str(rank),
+            "--max_steps", str(steps), "--dataset_repeat", str(steps),
+            "--height", str(size), "--width", str(size), "--mixed_precision", "no"]
+    if ckpt:
+        argv.append("--use_gradient_checkpointing")
+    return argv
+
+
+def measure(argv: list[str]) -> dict:
+    # Everything the stage imports, imported before the baseline.
+    import accelerate  # noqa: F401
+    import diffusers  # noqa: F401
+    import peft  # noqa: F401
+    import safetensors.torch  # noqa: F401
+    import torch
+    import torch.utils.tensorboard  # noqa: F401
+    from diffusers import QwenImageTransformer2DModel  # noqa: F401
+
+    import backend.cache  # noqa: F401
+    import backend.hub  # noqa: F401
+    import backend.lora  # noqa: F401
+    import backend.models.qwen_image  # noqa: F401
+    from backend.stages import train
+
+    torch.set_num_threads(1)
+    gc.collect()
+    baseline = rss_anon()
+    t0 = time.time()
+    with PeakSampler() as sampler:
+        code = train.main(argv)
+    return {"exit_code": code, "baseline_bytes": baseline, "peak_bytes": sampler.peak,
+            "increase_bytes": sampler.peak - baseline, "seconds": round(time.time() - t0, 1)}
+
+
+def _child(args: list[str]) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
+                          env=env, cwd=str(ROOT), timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{args[0]} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n"
+                           f"{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run(work: Path, heads: int = 6, layers: int = 2, size: int = 512, steps: int = 2,
+        rank: int = 32, ckpt: bool = False) -> dict:
+    """Prepare, measure and estimate; returns the comparison (bytes and the ratio)."""
+    from backend import estimator
+    from backend.config import parse_stage_args
+
+    prep = _child(["prepare", str(work), str(heads), str(layers), str(size)])
+    argv = stage_argv(work, size, steps, rank, ckpt)
+    got = _child(["measure", json.dumps(argv)])
+    if got["exit_code"] != 0:
+        raise RuntimeError(f"train stage exited {got['exit_code']}")
+    cfg, _ = parse_stage_args(argv)
+    config = json.loads((work / "model" / "transformer" / "config.json").read_text())
+    est = estimator.estimate_memory(cfg, config, device="cpu", text_tokens=TEXT_TOKENS)
+    train = est.stages["train"]
+    return {"heads": heads, "layers": layers, "size": size, "steps": steps, "rank": rank,
+            "gradient_checkpointing": ckpt, "transformer_params": prep["params"],
+            "lora_params": est.params["lora"], "measured_increase_bytes": got["increase_bytes"],
+            "predicted_bytes": train.host_bytes,
+            "predicted_parts": {k: round(v) for k, v in train.host.items()},
+            "ratio": round(train.host_bytes / got["increase_bytes"], 3),
+            "stage_seconds": got["seconds"]}
+
+
+def main(argv: list[str] | None = None) -> dict | None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "prepare":
+        work, heads, layers, size = Path(argv[1]), int(argv[2]), int(argv[3]), int(argv[4])
+        print(json.dumps(prepare(work, heads, layers, size)))
+        return None
+    if argv and argv[0] == "measure":
+        print(json.dumps(measure(json.loads(argv[1]))))
+        return None
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--work", default=None, help="scratch folder (default: a temp dir)")
+    parser.add_argument("--heads", type=int, default=6)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--size", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--gradient_checkpointing", action="store_true")
+    parser.add_argument("--out", default=str(ROOT / "bench/results/host_ram.json"))
+    args = parser.parse_args(argv)
+    import platform
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(args.work or tmp)
+        r = run(work, args.heads, args.layers, args.size, args.steps,
+                ckpt=args.gradient_checkpointing)
+    r.update({"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, "
+              f"{os.cpu_count()} CPU cores, CPU only"})
+    print(f"train stage host RAM increase: measured {r['measured_increase_bytes'] / 1e6:.0f} MB,"
+          f" predicted {r['predicted_bytes'] / 1e6:.0f} MB (ratio {r['ratio']})")
+    for k, v in r["predicted_parts"].items():
+        print(f"  {k:32s} {v / 1e6:8.1f} MB")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(r, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return r
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,282 @@
+"""The scripting API: named gradio endpoints that return plain values (dicts, lists, text).
+
+Built inside the UI's Blocks by ``webui.app`` (``add_api_endpoints(runner, workspace,
+user_getter=..., models_dir=...)``), so it is served by the same server, behind the same
+sign-in, with the same ownership rules as the pages (``webui.security``). Call it with
+``gradio_client``::
+
+    from gradio_client import Client
+    c = Client("http://127.0.0.1:7860", auth=("alice", "pw"), analytics_enabled=False)
+    run = c.predict(preset="cpu_demo", config="num_epochs: 1", name="", hub_token="",
+                    api_name="/start_run")
+    c.predict(run_id=run["run_id"], api_name="/run_status")
+
+Endpoints (all take ``run_id`` as text where they concern one run):
+
+- ``/start_run(config, preset, name, hub_token) -> {run_id, status, name, owner}``:
+  ``config`` is YAML text (JSON is YAML) or a mapping of run options, put on top of
+  ``preset`` (a preset name; empty: schema defaults). ``hub_token`` (optional) reaches the
+  run's stages through their environment only.
+- ``/run_status(run_id) -> dict``; ``/run_progress(run_id) -> dict``;
+  ``/stop_run(run_id) -> dict``; ``/list_runs() -> list``;
+  ``/list_outputs(run_id) -> list[{path, bytes}]``;
+  ``/fetch_output(run_id, path) -> file`` (``path`` as listed; the client downloads it);
+  ``/run_log(run_id, stage, offset) -> {text, offset}`` (tokens redacted);
+  ``/list_presets() -> list``.
+
+Refusals (unknown or someone else's run, paths outside the run, bad configs) raise an error
+whose message says what was wrong; the client raises it as ``AppError``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import gradio as gr
+
+from webui import security
+
+__all__ = ["add_api_endpoints", "ENDPOINTS"]
+
+ENDPOINTS = ("start_run", "run_status", "run_progress", "stop_run", "list_runs",
+             "list_outputs", "fetch_output", "run_log", "list_presets")
+# Which environment variable carries a token for each download source.
+TOKEN_ENV = {"huggingface": "HF_TOKEN", "modelscope": "MODELSCOPE_API_TOKEN"}
+RUN_FIELDS = ("id", "name", "owner", "status", "created_at", "started_at", "ended_at",
+              "failure_reason", "stop_reason", "note", "attempt", "current_stage", "gpu_ids")
+DOWNLOAD_TTL_S = 3600.0
+
+
+class _Fail(gr.Error):
+    def __init__(self, message: str):
+        super().__init__(message, print_exception=False)
+
+
+def _summary(run: dict) -> dict:
+    out = {k: run.get(k) for k in RUN_FIELDS}
+    out["run_id"] = out.pop("id")
+    out["stages"] = [{"name": s["name"], "status": s["status"], "exit_code": s["exit_code"]}
+                     for s in run.get("stages", [])]
+    if "resumable" in run:
+        out["resumable"] = run["resumable"]
+    return out
+
+
+def _relative(path: Any, run_dir: Path) -> Any:
+    """A path inside the run as run-relative text (what fetch_output takes); else None."""
+    if not isinstance(path, str) or not path:
+        return path
+    try:
+        return Path(path).resolve().relative_to(run_dir).as_posix()
+    except (ValueError, OSError):
+        return None
+
+
+def parse_config(config: Any) -> dict:
+    """``config`` as a mapping: a dict, or YAML/JSON text (empty: no changes)."""
+    import yaml
+
+    if config is None or config == "":
+        return {}
+    if isinstance(config, dict):
+        return dict(config)
+    if not isinstance(config, str):
+        raise _Fail(f"config: YAML text or a mapping of run options (got "
+                    f"{type(config).__name__})")
+    try:
+        data = yaml.safe_load(config)
+    except yaml.YAMLError as e:
+        raise _Fail(f"config: not valid YAML ({' '.join(str(e).split())})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise _Fail(f"config: top level must be a mapping of run options (got "
+                    f"{type(data).__name__})")
+    return data
+
+
+def build_config(config: Any, preset: str, workspace: Path):
+    """Validate ``preset`` + ``config`` into a RunConfig (every problem reported at once)."""
+    from backend import config as schema
+
+    data: dict[str, Any] = {}
+    preset = (preset or "").strip()
+    if preset:
+        # Names only: a path here would read any YAML file on the server.
+        known = dict(schema.list_presets(workspace))
+        if preset not in known:
+            raise _Fail(f"preset: no preset with this name (got {preset!r}; allowed "
+                        f"{' | '.join(sorted(known)) or 'none'})")
+        data, _ = schema.read_preset(known[preset], workspace)
+    overrides = parse_config(config)
+    overrides.pop("schema_version", None)
+    data.update(overrides)
+    try:
+        return schema.validate(data, "start_run")
+    except schema.ConfigError as e:
+        raise _Fail(str(e)) from None
+
+
+def _submit(runner, cfg, owner: str | None, name: str, token: str) -> str:
+    import inspect
+
+    kwargs: dict[str, Any] = {"owner": owner, "name": name or None}
+    if token:
+        if "secret_env" not in inspect.signature(runner.submit).parameters:
+            raise _Fail("hub_token: this server cannot hand a token to one run; set HF_TOKEN "
+                        "or MODELSCOPE_API_TOKEN in the environment of the server instead")
+        env_name = TOKEN_ENV.get(getattr(cfg, "download_source", ""), "HF_TOKEN")
+        kwargs["secret_env"] = {env_name: token}
+    return runner.submit(cfg, **kwargs)
+
+
+def _stage_download(src: Path, workspace: Path) -> Path:
+    """A private copy (hard link when possible) of a checked file under
+    ``{workspace}/downloads/<random>/``, which gradio may hand out; old ones are removed."""
+    root = workspace / security.DOWNLOADS_DIR / "api"
+    root.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    for old in root.iterdir():
+        try:
+            if old.is_dir() and not old.is_symlink() and now - old.stat().st_mtime > \
+                    DOWNLOAD_TTL_S:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    folder = root / security.new_download_name()
+    folder.mkdir()
+    target = folder / src.name
+    try:
+        os.link(src, target)
+    except OSError:
+        shutil.copyfile(src, target)
+    return target
+
+
+def add_api_endpoints(runner, workspace: str | os.PathLike,
+                      user_getter: Callable[[Any], str | None] | None = None,
+                      models_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Define the named API endpoints inside the current ``gr.Blocks``; returns them by name.
+
+    ``user_getter(request)`` names the signed-in user (default ``security.user_of``: None
+    when sign-in is off). Admins come from ``security.admins()`` (``launch.py --admin``).
+    """
+    workspace = Path(workspace).expanduser().resolve()
+    get_user = user_getter or security.user_of
+
+    def who(request: gr.Request) -> str | None:
+        try:
+            return get_user(request)
+        except security.AccessDenied as e:
+            raise _Fail(str(e)) from None
+
+    def checked_run(run_id: str, request: gr.Request) -> dict:
+        try:
+            return security.get_run_checked(runner, run_id, who(request))
+        except security.AccessDenied as e:
+            raise _Fail(str(e)) from None
+
+    def start_run(config: str | dict | None = None, preset: str = "", name: str = "",
+                  hub_token: str = "", request: gr.Request = None) -> dict:
+        """Start a run from run options (YAML text or a mapping) on top of a preset."""
+        user = who(request)
+        cfg = build_config(config, preset, workspace)
+        token = (hub_token or "").strip()
+        if token:
+            security.remember_secret(token)
+        try:
+            run_id = _submit(runner, cfg, user, (name or "").strip(), token)
+        except gr.Error:
+            raise
+        except Exception as e:  # noqa: BLE001 - RunnerError and disk refusals, for people
+            raise _Fail(security.redact(str(e))) from None
+        run = runner.get_run(run_id)
+        return {"run_id": run_id, "status": run["status"], "name": run.get("name"),
+                "owner": run.get("owner")}
+
+    def run_status(run_id: str, request: gr.Request = None) -> dict:
+        """The run's status, stages and failure reason (with a diagnosis when it failed)."""
+        run = checked_run(run_id, request)
+        out = _summary(run)
+        if run["status"] == "failed":
+            summary = runner.failure_summary(run["id"]) or {}
+            out["failure"] = {k: (security.redact(v) if isinstance(v, str) else v)
+                              for k, v in summary.items()
+                              if k in ("stage", "exit_code", "exit_text", "headline",
+                                       "end_reason", "error_line", "diagnoses")}
+        return out
+
+    def run_progress(run_id: str, request: gr.Request = None) -> dict:
+        """Step, total, loss, ETA, the loss curve and checkpoints/samples (run-relative)."""
+        run = checked_run(run_id, request)
+        prog = dict(runner.progress(run["id"]))
+        run_dir = Path(run["run_dir"]).resolve()
+        for key in ("checkpoints", "samples"):
+            prog[key] = [{**item, "path": _relative(item.get("path"), run_dir)}
+                         for item in prog.get(key, [])]
+        return json.loads(json.dumps(prog, default=str))
+
+    def stop_run(run_id: str, request: gr.Request = None) -> dict:
+        """Stop a run (the stage saves its state first); returns its status."""
+        run = checked_run(run_id, request)
+        try:
+            runner.stop(run["id"])
+        except Exception as e:  # noqa: BLE001
+            raise _Fail(str(e)) from None
+        return _summary(runner.get_run(run["id"]))
+
+    def list_runs(request: gr.Request = None) -> list:
+        """Your runs (admins: everyone's), newest first."""
+        user = who(request)
+        owner = security.list_owner(user)
+        return [_summary(r) for r in runner.list_runs(owner=owner)
+                if security.can_access(user, r)]
+
+    def list_outputs(run_id: str, request: gr.Request = None) -> list:
+        """The run's files as run-relative paths with sizes (for fetch_output)."""
+        try:
+            return security.list_files(runner, run_id, who(request))
+        except security.AccessDenied as e:
+            raise _Fail(str(e)) from None
+
+    def run_log(run_id: str, stage: str = "train", offset: int = 0,
+                request: gr.Request = None) -> dict:
+        """New log text of a stage from byte ``offset`` (tokens redacted)."""
+        run = checked_run(run_id, request)
+        try:
+            text, new_offset = runner.tail_log(run["id"], str(stage), int(offset or 0))
+        except Exception as e:  # noqa: BLE001
+            raise _Fail(str(e)) from None
+        return {"text": security.redact(text), "offset": new_offset}
+
+    def list_presets() -> list:
+        """Preset names usable as start_run's ``preset``."""
+        from backend.config import list_presets as presets
+
+        return [name for name, _ in presets(workspace)]
+
+    def fetch_output(run_id: str, path: str, request: gr.Request = None):
+        """Download one file of a run (``path`` relative to the run folder)."""
+        try:
+            real = security.registry_file(runner, run_id, path, who(request))
+        except security.AccessDenied as e:
+            raise _Fail(str(e)) from None
+        return str(_stage_download(real, workspace))
+
+    fns = {}
+    for fn in (start_run, run_status, run_progress, stop_run, list_runs, list_outputs,
+               run_log, list_presets):
+        fns[fn.__name__] = gr.api(fn, api_name=fn.__name__)
+    # A file output needs components: gradio then serves the file and the client downloads it.
+    with gr.Group(visible=False):
+        run_box = gr.Textbox(visible=False, label="run_id")
+        path_box = gr.Textbox(visible=False, label="path")
+        file_out = gr.File(visible=False, label="file")
+        trigger = gr.Button(visible=False)
+    fns["fetch_output"] = trigger.click(fetch_output, [run_box, path_box], file_out,
+                                        api_name="fetch_output", show_progress="hidden")
+    return fns

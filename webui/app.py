@@ -1,0 +1,163 @@
+"""The ZeroLoRA web UI: ``create_app(runner, workspace, models_dir)`` builds the Blocks.
+
+Each tab is a module in ``webui/tabs`` with ``create_ui(ctx)`` then ``bind_events(ctx)``;
+callbacks are thin and call the backend. Nothing heavy is imported here (no torch): the
+page serves as soon as gradio is up; planning previews, exports and renders load what they
+need on first use, renders in their own process.
+
+Launch with the UI's launch settings (translations, styles)::
+
+    demo = create_app(Runner(ws), ws, models_dir)
+    demo.launch(**launch_kwargs(), server_name="127.0.0.1")
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+import gradio as gr  # noqa: E402
+
+from webui.context import Ctx, persistent_secret  # noqa: E402
+from webui.form import Form  # noqa: E402
+from webui.i18n import I18N, T  # noqa: E402
+from webui.tabs import dataset, model, results, run, runs, training  # noqa: E402
+
+TABS = (("tab-model", "tab.model", model), ("tab-dataset", "tab.dataset", dataset),
+        ("tab-training", "tab.training", training), ("tab-run", "tab.run", run),
+        ("tab-results", "tab.results", results), ("tab-runs", "tab.runs", runs))
+
+CSS = """
+.zl-header {align-items: center;}
+.zl-header h1 {margin: 0; font-size: 1.6em;}
+.zl-lang button {min-width: 0 !important;}
+.zl-bottom {align-items: flex-end;}
+.zl-error {color: var(--error-text-color, #b91c1c); font-size: 0.9em; margin-top: -6px;}
+.zl-error p {margin: 0;}
+.zl-group-title {font-weight: 600; padding: 4px 8px;}
+.zl-progress {margin: 6px 0;}
+.zl-bar {height: 14px; border-radius: 7px; background: var(--block-background-fill);
+         border: 1px solid var(--border-color-primary); overflow: hidden;}
+.zl-fill {height: 100%; background: var(--color-accent, #7c3aed); transition: width .4s;}
+.zl-done .zl-fill {background: #16a34a;}
+.zl-failed .zl-fill {background: #dc2626;}
+.zl-stopped .zl-fill {background: #9ca3af;}
+.zl-stats {font-size: 0.95em; margin-top: 4px;}
+.zl-warn {color: #b45309;}
+table.zl-stages {width: 100%; border-collapse: collapse; font-size: 0.92em;}
+table.zl-stages td, table.zl-stages th {padding: 3px 8px; border-bottom: 1px solid
+  var(--border-color-primary); text-align: left;}
+.zl-status-failed {color: #dc2626; font-weight: 600;}
+.zl-status-succeeded {color: #16a34a; font-weight: 600;}
+.zl-status-running {color: #2563eb; font-weight: 600;}
+.zl-log textarea {font-family: ui-monospace, monospace; font-size: 12px;}
+.zl-failure {border-left: 4px solid #dc2626; padding-left: 10px;}
+"""
+
+# The language switch: gradio picks the browser's language; these buttons change it and the
+# choice is remembered in the browser. gradio's own settings panel is the fallback.
+LANG_JS = """
+async () => {
+  window.zlSetLang = async (lang, remember) => {
+    if (remember) localStorage.setItem('zerolora-lang', lang);
+    try {
+      const url = performance.getEntriesByType('resource').map(e => e.name)
+        .find(n => /\\/assets\\/core-[\\w-]+\\.js$/.test(n));
+      const m = url ? await import(url) : null;
+      if (m && typeof m.changeLocale === 'function') { m.changeLocale(lang); return; }
+    } catch (e) { /* fall through */ }
+    window.location.search = '?view=settings';
+  };
+  const saved = localStorage.getItem('zerolora-lang');
+  if (saved) await window.zlSetLang(saved, false);
+}
+"""
+
+
+def launch_kwargs() -> dict[str, Any]:
+    """What ``Blocks.launch`` needs for this UI (gradio 6 takes these at launch)."""
+    return {"i18n": I18N, "css": CSS, "footer_links": ["api", "settings"]}
+
+
+def create_app(runner, workspace: Path, models_dir: Path | None = None,
+               user_getter: Callable[[Any], str | None] | None = None) -> gr.Blocks:
+    """Build the UI over ``runner`` (a ``backend.runner.Runner``) for ``workspace``.
+
+    ``user_getter(request) -> str | None``: the signed-in user; runs are listed, shown and
+    downloaded only for their owner (None: one local user).
+    """
+    workspace = Path(workspace).expanduser().resolve()
+    ctx = Ctx(runner=runner, workspace=workspace,
+              models_dir=Path(models_dir).expanduser().resolve() if models_dir else None,
+              user_getter=user_getter)
+    _, initial = model.initial_config(ctx)
+    ctx.form = Form(defaults=initial)
+    c = ctx.c
+    with gr.Blocks(title="ZeroLoRA", analytics_enabled=False) as demo:
+        c["run_id"] = gr.BrowserState(None, storage_key="zerolora-run",
+                                      secret=persistent_secret(workspace))
+        c["loaded"] = gr.State(initial)
+        c["loaded_name"] = gr.State(model.initial_config(ctx)[0])
+        with gr.Row(elem_classes=["zl-header"], equal_height=True):
+            with gr.Column(scale=5):
+                gr.Markdown("# ZeroLoRA", elem_id="title")
+                gr.Markdown(T("app.tagline"))
+            with gr.Column(scale=1, min_width=180, elem_classes=["zl-lang"]):
+                with gr.Row():
+                    lang_en = gr.Button("English", size="sm", elem_id="lang-en")
+                    lang_zh = gr.Button("中文", size="sm", elem_id="lang-zh")
+        with gr.Tabs(elem_id="tabs") as c["tabs"]:
+            for tab_id, key, module in TABS:
+                with gr.Tab(T(key), id=tab_id, elem_id=tab_id) as tab:
+                    c[tab_id.replace("-", "_")] = tab
+                    module.create_ui(ctx)
+        for _, _, module in TABS:
+            module.bind_events(ctx)
+        _bind_app_events(ctx, demo, lang_en, lang_zh)
+        _add_api(ctx, runner, workspace)
+    demo.zerolora_ctx = ctx  # for tests and the hosting layer
+    return demo
+
+
+def _bind_app_events(ctx: Ctx, demo: gr.Blocks, lang_en, lang_zh) -> None:
+    c = ctx.c
+    lang_en.click(None, js="() => window.zlSetLang && window.zlSetLang('en', true)")
+    lang_zh.click(None, js="() => window.zlSetLang && window.zlSetLang('zh', true)")
+    demo.load(None, js=LANG_JS)
+
+    # The form's problems, generated files and diff, once at page load.
+    refresh, r_inputs, r_outputs = c["refresh_fn"]
+    demo.load(refresh, inputs=r_inputs, outputs=r_outputs, show_progress="hidden",
+              api_visibility="private")
+
+    # Reattach to the run this browser was following.
+    def on_load(data: dict, request: gr.Request):
+        run_id = data[c["run_id"]]
+        if ctx.run(run_id, request) is None:
+            return {c["timer"]: gr.Timer(active=False)}
+        return {c["timer"]: gr.Timer(active=True), c["log_state"]: run.new_log_state(run_id)}
+
+    on_tick, t_inputs, t_outputs = c["on_tick"]
+    demo.load(on_load, inputs={c["run_id"]}, outputs=[c["timer"], c["log_state"]],
+              api_visibility="private").then(on_tick, inputs=t_inputs, outputs=t_outputs,
+                                             show_progress="hidden", api_visibility="private")
+
+
+def _add_api(ctx: Ctx, runner, workspace: Path) -> None:
+    """The scripted API (``webui/api.py``, the hosting layer's) when it is there."""
+    try:
+        from webui import api
+    except ImportError:
+        return
+    add = getattr(api, "add_api_endpoints", None)
+    if add is None:
+        return
+    import inspect
+    params = inspect.signature(add).parameters
+    kwargs = {k: v for k, v in {"workspace": workspace, "ctx": ctx, "form": ctx.form,
+                                "user_getter": ctx.user_getter,
+                                "models_dir": ctx.models_dir}.items() if k in params}
+    add(runner, **kwargs)

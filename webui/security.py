@@ -1,0 +1,473 @@
+"""Who may see what: users and run ownership, files handed out, uploads unpacked, secrets.
+
+Standard library only (``launch.py`` imports this before gradio, to refuse an unsafe launch
+within a second). The rules, in one place:
+
+- ``user_of(request)``: the signed-in user, or None when sign-in is off (one local user,
+  who sees every run). With sign-in on, a request without a user is refused.
+- ``can_access(user, run, admins)``: a user sees, stops and downloads only their own runs;
+  admins (``launch.py --admin``) see all. A run without an owner (made before sign-in was
+  turned on) is visible to admins only.
+- ``registry_file(runner, run_id, relpath, user, admins)``: the only way a run's file leaves
+  the server: a regular file inside the run's folder as the job registry knows it, after
+  resolving links; never the SQLite history, never another user's run.
+- ``safe_extract_zip``: uploads are unpacked without ``..``, absolute paths or links, with
+  count and size limits measured on the bytes actually written, images and captions only.
+- Hub tokens typed into the UI live in this process's memory only: ``remember_secret`` adds
+  one to what ``redact`` hides in log text shown in the UI.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import stat
+import threading
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterable
+
+DB_NAMES = ("zerolora.sqlite", "zerolora.sqlite-wal", "zerolora.sqlite-shm",
+            "zerolora.sqlite-journal")
+IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
+UPLOAD_EXTS = IMAGE_EXTS + (".txt", ".csv", ".json", ".jsonl")
+MAX_ZIP_FILES = 20_000
+MAX_ZIP_BYTES = 4 << 30
+DOWNLOADS_DIR = "downloads"
+
+
+class AccessDenied(PermissionError):
+    """A request for a run or a file this user may not have; the message is for people."""
+
+
+class UnsafeArchiveError(ValueError):
+    """An upload that is refused as a whole; nothing of it was left on disk."""
+
+
+# ------------------------------------------------------------------------------ policy
+@dataclass(frozen=True)
+class Policy:
+    auth_enabled: bool = False
+    admins: frozenset[str] = frozenset()
+
+
+_policy = Policy()
+
+
+def configure(auth_enabled: bool, admins: Iterable[str] = ()) -> Policy:
+    """Set the process-wide policy (``launch.py`` calls this before building the UI)."""
+    global _policy
+    _policy = Policy(bool(auth_enabled), frozenset(a for a in admins if a))
+    return _policy
+
+
+def policy() -> Policy:
+    return _policy
+
+
+def admins() -> frozenset[str]:
+    return _policy.admins
+
+
+def user_of(request: Any) -> str | None:
+    """The signed-in user of a gradio request; None when sign-in is off.
+
+    With sign-in on, a request that carries no user (it should never reach a handler) is
+    refused rather than treated as the all-seeing local user.
+    """
+    name = getattr(request, "username", None) if request is not None else None
+    if name:
+        return str(name)
+    if _policy.auth_enabled:
+        raise AccessDenied("sign in first")
+    return None
+
+
+def _owner(run: Any) -> str | None:
+    if isinstance(run, dict):
+        return run.get("owner")
+    return getattr(run, "owner", None)
+
+
+def can_access(user: str | None, run: Any, admins: Iterable[str] | None = None) -> bool:
+    """Whether ``user`` may see, stop and download ``run`` (a runner record)."""
+    if run is None:
+        return False
+    if user is None:
+        # Sign-in off: one local user. With sign-in on user_of never returns None.
+        return not _policy.auth_enabled
+    admin_set = _policy.admins if admins is None else frozenset(admins)
+    if user in admin_set:
+        return True
+    owner = _owner(run)
+    return owner is not None and owner == user
+
+
+def list_owner(user: str | None, admins: Iterable[str] | None = None) -> str | None:
+    """What to pass to ``runner.list_runs(owner=...)``: None lists every run."""
+    admin_set = _policy.admins if admins is None else frozenset(admins)
+    if user is None or user in admin_set:
+        return None
+    return user
+
+
+def get_run_checked(runner: Any, run_id: str, user: str | None,
+                    admins: Iterable[str] | None = None) -> dict:
+    """The run's record when ``user`` may have it; the same refusal whether it does not exist
+    or belongs to someone else (no probing for other users' run ids)."""
+    run_id = str(run_id or "").strip()
+    refusal = AccessDenied(f"run_id: no such run of yours (got {run_id!r})")
+    if not run_id:
+        raise refusal
+    try:
+        run = runner.get_run(run_id)
+    except Exception:  # noqa: BLE001 - RunnerError for unknown ids; never say more
+        raise refusal from None
+    if not can_access(user, run, admins):
+        raise refusal
+    return run
+
+
+# ------------------------------------------------------------------------------- files
+def _clean_relpath(relpath: str | os.PathLike) -> PurePosixPath:
+    text = os.fspath(relpath)
+    if not isinstance(text, str) or not text.strip():
+        raise AccessDenied("path: empty (allowed a file inside the run's folder, e.g. "
+                           "output/step-10.safetensors)")
+    text = text.replace("\\", "/")
+    if "\x00" in text:
+        raise AccessDenied("path: not allowed (got a NUL character)")
+    p = PurePosixPath(text)
+    if p.is_absolute() or re.match(r"^[A-Za-z]:", text) or text.startswith("~"):
+        raise AccessDenied(f"path: must be relative to the run's folder (got {text!r})")
+    if any(part == ".." for part in p.parts):
+        raise AccessDenied(f"path: '..' is not allowed (got {text!r})")
+    return p
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def registry_file(runner: Any, run_id: str, relpath: str | os.PathLike, user: str | None,
+                  admins: Iterable[str] | None = None) -> Path:
+    """The resolved path of a regular file of run ``run_id`` that ``user`` may download.
+
+    ``relpath`` is relative to the run's folder. Refused (``AccessDenied``): unknown runs and
+    other users' runs (one message for both), absolute paths, ``..``, anything that resolves
+    outside the run's folder (links included), the run folder itself escaping the workspace
+    by a link, the SQLite history, folders and special files.
+    """
+    run = get_run_checked(runner, run_id, user, admins)
+    rel = _clean_relpath(relpath)
+    workspace = Path(getattr(runner, "workspace")).resolve()
+    run_dir_raw = Path(run["run_dir"])
+    run_dir = run_dir_raw.resolve()
+    # A run folder that is a link out of the workspace's runs/ folder is not trusted.
+    if run_dir_raw.is_symlink() or (run_dir_raw.parent == workspace / "runs"
+                                    and not _inside(run_dir, workspace / "runs")):
+        raise AccessDenied(f"run {run['id']}: its folder is a link; refused")
+    candidate = run_dir.joinpath(*rel.parts)
+    try:
+        real = candidate.resolve(strict=True)
+    except (FileNotFoundError, NotADirectoryError, RuntimeError, OSError):
+        raise AccessDenied(f"path: no such file in run {run['id']} (got {str(relpath)!r})"
+                           ) from None
+    if not _inside(real, run_dir):
+        raise AccessDenied(f"path: outside run {run['id']}'s folder (got {str(relpath)!r})")
+    db = workspace / DB_NAMES[0]
+    if real.name in DB_NAMES or (db.exists() and real.exists() and os.path.samefile(real, db)):
+        raise AccessDenied("path: the run history is never served")
+    st = real.stat()
+    if not stat.S_ISREG(st.st_mode):
+        raise AccessDenied(f"path: not a regular file (got {str(relpath)!r})")
+    return real
+
+
+def list_files(runner: Any, run_id: str, user: str | None,
+               admins: Iterable[str] | None = None, limit: int = 5000) -> list[dict]:
+    """The run's files (relative path, bytes), as ``registry_file`` would serve them.
+
+    Links are not followed; the stage-1 cache and the resume state (big, internal) are left
+    out of the listing but stay fetchable by name.
+    """
+    run = get_run_checked(runner, run_id, user, admins)
+    run_dir = Path(run["run_dir"]).resolve()
+    out: list[dict] = []
+    skip = {("cache",), ("output", "state")}
+    for root, dirs, files in os.walk(run_dir, followlinks=False):
+        rel_root = Path(root).relative_to(run_dir)
+        dirs[:] = sorted(d for d in dirs
+                         if tuple((rel_root / d).parts) not in skip
+                         and not os.path.islink(os.path.join(root, d)))
+        for name in sorted(files):
+            full = Path(root) / name
+            try:
+                st = full.lstat()
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or name in DB_NAMES:
+                continue
+            out.append({"path": (rel_root / name).as_posix(), "bytes": st.st_size})
+            if len(out) >= limit:
+                return out
+    return out
+
+
+# ------------------------------------------------------------------------------ uploads
+class ExtractedFiles(list):
+    """The files written (Paths); ``skipped`` holds the entry names left out (other types)."""
+
+    def __init__(self, files: Iterable[Path] = (), skipped: Iterable[str] = ()):
+        super().__init__(files)
+        self.skipped = list(skipped)
+
+
+def _entry_parts(info: zipfile.ZipInfo) -> list[str]:
+    name = info.filename
+    problem = None
+    norm = name.replace("\\", "/")
+    if "\x00" in norm:
+        problem = "a NUL character in the name"
+    elif norm.startswith("/") or re.match(r"^[A-Za-z]:", norm):
+        problem = "an absolute path"
+    parts = [p for p in norm.split("/") if p not in ("", ".")]
+    if problem is None and any(p == ".." for p in parts):
+        problem = "'..' in the path"
+    if problem is None and not parts:
+        problem = "an empty name"
+    if problem:
+        raise UnsafeArchiveError(f"zip: unsafe entry {name!r} ({problem}); nothing was "
+                                 f"unpacked")
+    return parts
+
+
+def _is_link(info: zipfile.ZipInfo) -> bool:
+    mode = (info.external_attr >> 16) & 0o170000
+    return mode == stat.S_IFLNK or (mode != 0 and mode not in (stat.S_IFREG, stat.S_IFDIR))
+
+
+def safe_extract_zip(zip_path: str | os.PathLike, dest: str | os.PathLike,
+                     max_files: int = MAX_ZIP_FILES, max_total_bytes: int = MAX_ZIP_BYTES,
+                     allowed_suffixes: Iterable[str] = UPLOAD_EXTS) -> ExtractedFiles:
+    """Unpack images and caption/metadata files of a zip into ``dest``; returns the paths.
+
+    The whole archive is refused (``UnsafeArchiveError``, nothing left behind) for an
+    absolute or ``..`` entry, a link or special file, more than ``max_files`` files, or more
+    than ``max_total_bytes`` -- counted on the bytes actually decompressed, so a zip that
+    lies about its sizes cannot get past the limit. Other file types, ``__MACOSX`` and
+    dot-files are skipped (their names in ``.skipped``). Files are created without following
+    links, and never outside ``dest``.
+    """
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    root = dest.resolve()
+    allowed = tuple(s.lower() for s in allowed_suffixes)
+    written: list[Path] = []
+    skipped: list[str] = []
+    try:
+        with zipfile.ZipFile(zip_path) as zf:
+            plan: list[tuple[zipfile.ZipInfo, list[str]]] = []
+            declared = 0
+            for info in zf.infolist():
+                parts = _entry_parts(info)
+                if _is_link(info):
+                    raise UnsafeArchiveError(f"zip: {info.filename!r} is a link or special "
+                                             f"file; links are not allowed; nothing was "
+                                             f"unpacked")
+                if info.is_dir():
+                    continue
+                if parts[0] == "__MACOSX" or any(p.startswith(".") for p in parts):
+                    skipped.append(info.filename)
+                    continue
+                if not parts[-1].lower().endswith(allowed):
+                    skipped.append(info.filename)
+                    continue
+                plan.append((info, parts))
+                declared += info.file_size
+            if len(plan) > max_files:
+                raise UnsafeArchiveError(f"zip: too many files (got {len(plan)}; allowed up to "
+                                         f"{max_files})")
+            if declared > max_total_bytes:
+                raise UnsafeArchiveError(f"zip: too large unpacked (got {declared} bytes; "
+                                         f"allowed up to {max_total_bytes})")
+            total = 0
+            for info, parts in plan:
+                target = root.joinpath(*parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if not _inside(target.parent.resolve(), root):
+                    raise UnsafeArchiveError(f"zip: {info.filename!r} would be written outside "
+                                             f"the target folder")
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                             | getattr(os, "O_NOFOLLOW", 0), 0o644)
+                written.append(target)
+                with os.fdopen(fd, "wb") as out, zf.open(info) as src:
+                    while True:
+                        chunk = src.read(1 << 20)
+                        if not chunk:
+                            break
+                        total += len(chunk)
+                        if total > max_total_bytes:
+                            raise UnsafeArchiveError(
+                                f"zip: too large unpacked (more than {max_total_bytes} bytes; "
+                                f"allowed up to {max_total_bytes})")
+                        out.write(chunk)
+    except FileExistsError as e:
+        _remove(written)
+        raise UnsafeArchiveError(f"zip: {e.filename} appears twice or already exists; nothing "
+                                 f"was unpacked") from None
+    except (UnsafeArchiveError, zipfile.BadZipFile, zipfile.LargeZipFile, OSError,
+            EOFError, RuntimeError) as e:
+        _remove(written)
+        if isinstance(e, UnsafeArchiveError):
+            raise
+        raise UnsafeArchiveError(f"zip: not a readable zip file ({e})") from None
+    return ExtractedFiles(written, skipped)
+
+
+def _remove(paths: list[Path]) -> None:
+    for p in reversed(paths):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
+# ------------------------------------------------------------------------------ secrets
+_secrets: set[str] = set()
+_secrets_lock = threading.Lock()
+SECRET_PATTERNS = [
+    re.compile(r"\bhf_[A-Za-z0-9]{16,}\b"),
+    re.compile(r"(?i)(authorization\s*[:=]\s*(?:bearer|token)\s+)[^\s'\"]+"),
+    re.compile(r"(?i)\b([A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|API_?KEY)[A-Z0-9_]*\s*[=:]\s*)"
+               r"(?!\*\*\*)[^\s'\",;]+"),
+    re.compile(r"(?i)([?&](?:token|access_token|api_key)=)[^&\s'\"]+"),
+]
+REDACTED = "***"
+
+
+def remember_secret(value: str | None) -> None:
+    """Add a secret (a token typed into the UI) to what ``redact`` hides; memory only."""
+    if value and len(value) >= 6:
+        with _secrets_lock:
+            _secrets.add(value)
+
+
+def forget_secret(value: str | None) -> None:
+    with _secrets_lock:
+        _secrets.discard(value or "")
+
+
+def redact(text: str | None) -> str:
+    """``text`` with tokens hidden: every secret remembered by this process, plus anything
+    shaped like a hub token, an Authorization header or ``SOMETHING_TOKEN=value``."""
+    if not text:
+        return text or ""
+    with _secrets_lock:
+        known = sorted(_secrets, key=len, reverse=True)
+    for s in known:
+        text = text.replace(s, REDACTED)
+    text = SECRET_PATTERNS[0].sub(REDACTED, text)
+    for pat in SECRET_PATTERNS[1:]:
+        text = pat.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
+
+
+# ------------------------------------------------------------------------------ passwords
+HASH_SCHEME = "pbkdf2_sha256"
+HASH_ITERATIONS = 600_000
+
+
+def hash_password(password: str, iterations: int = HASH_ITERATIONS,
+                  salt: bytes | None = None) -> str:
+    """``pbkdf2_sha256$<iterations>$<salt>$<hash>`` (salted; for ``--auth-file`` lines)."""
+    salt = salt or secrets.token_bytes(16)
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode("utf-8"), salt, iterations)
+    b64 = lambda b: base64.b64encode(b).decode("ascii").rstrip("=")  # noqa: E731
+    return f"{HASH_SCHEME}${iterations}${b64(salt)}${b64(digest)}"
+
+
+def _b64decode(text: str) -> bytes:
+    return base64.b64decode(text + "=" * (-len(text) % 4))
+
+
+def is_password_hash(text: str) -> bool:
+    parts = text.split("$")
+    return len(parts) == 4 and parts[0] == HASH_SCHEME and parts[1].isdigit()
+
+
+@dataclass
+class Credentials:
+    """Users and their salted password hashes, in memory; ``check`` is gradio's ``auth``."""
+
+    hashes: dict[str, str] = field(default_factory=dict)
+
+    def add(self, user: str, password_or_hash: str, iterations: int = 100_000) -> None:
+        if is_password_hash(password_or_hash):
+            self.hashes[user] = password_or_hash
+        else:
+            # Plain passwords are hashed at once and never kept.
+            self.hashes[user] = hash_password(password_or_hash, iterations=iterations)
+
+    def check(self, user: str, password: str) -> bool:
+        stored = self.hashes.get(user)
+        if stored is None:
+            # Same work for unknown users, so timing does not tell which users exist.
+            hash_password(password or "", iterations=100_000, salt=b"\0" * 16)
+            return False
+        _, iters, salt, digest = stored.split("$")
+        got = hashlib.pbkdf2_hmac("sha256", (password or "").encode("utf-8"),
+                                  _b64decode(salt), int(iters))
+        return hmac.compare_digest(got, _b64decode(digest))
+
+    def __call__(self, user: str, password: str) -> bool:
+        return self.check(user, password)
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    def __repr__(self) -> str:  # never print hashes
+        return f"Credentials(users={sorted(self.hashes)})"
+
+
+USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+
+
+def parse_auth_line(text: str, where: str) -> tuple[str, str]:
+    """``user:password`` or ``user:pbkdf2_sha256$...`` -> (user, secret); errors never echo
+    the password."""
+    if ":" not in text:
+        raise ValueError(f"{where}: expected user:password (got a line without ':')")
+    user, secret = text.split(":", 1)
+    user = user.strip()
+    if not USER_NAME.match(user):
+        raise ValueError(f"{where}: user name must be letters, digits, _ . @ - (got {user!r})")
+    if not secret:
+        raise ValueError(f"{where}: empty password for user {user!r}")
+    return user, secret
+
+
+def load_auth_file(path: str | os.PathLike) -> list[tuple[str, str]]:
+    """Lines ``user:password`` or ``user:<hash from --hash-password>``; # comments, blanks."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise ValueError(f"--auth-file: cannot read {str(p)!r} ({e.strerror})") from None
+    out = []
+    for i, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        out.append(parse_auth_line(line, f"--auth-file {p.name} line {i}"))
+    if not out:
+        raise ValueError(f"--auth-file: no user:password lines in {str(p)!r}")
+    return out
+
+
+def new_download_name() -> str:
+    return secrets.token_hex(16)

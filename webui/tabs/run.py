@@ -1,0 +1,349 @@
+"""Run: start, stop, resume; each stage's status; the live log (read by byte offset on a
+timer); progress with step, ETA and loss; the loss plot; samples made during training; the
+failure summary; GPU memory where there is a GPU.
+
+The current run id lives in the browser (gr.BrowserState), so a reloaded page -- or a
+restarted server -- shows the same run again. The timer re-reads files on each tick; it
+holds no worker between ticks and stops once the run has ended and its last state is shown.
+"""
+from __future__ import annotations
+
+import html
+import time
+
+import gradio as gr
+import pandas as pd
+
+from backend.diagnose import clean_lines
+from backend.runner import RunnerError
+from webui import jobs
+from webui.context import TERMINAL, Ctx, gpu_memory_text, human_seconds
+from webui.i18n import T
+
+TICK_S = 1.0
+LOG_KEEP_BYTES = 256 * 1024
+LOG_SHOW_LINES = 400
+STATUS_ICON = {"queued": "○", "running": "▶", "succeeded": "✓", "failed": "✗",
+               "stopped": "■", "skipped": "–"}
+
+
+def new_log_state(run_id: str | None = None) -> dict:
+    return {"run": run_id, "stage": None, "offset": 0, "raw": "", "samples": None,
+            "losses": None, "final": False, "failure": None, "gpu": None}
+
+
+def create_ui(ctx: Ctx) -> None:
+    c = ctx.c
+    c["log_state"] = gr.State(new_log_state())
+    c["timer"] = gr.Timer(TICK_S, active=False)
+    with gr.Row(equal_height=False, elem_classes=["zl-bottom"]):
+        c["run_start"] = gr.Button(T("run.start"), variant="primary", elem_id="run-start",
+                                   scale=2)
+        c["run_stop"] = gr.Button(T("run.stop"), variant="stop", elem_id="run-stop", scale=1)
+        c["run_resume"] = gr.Button(T("run.resume"), elem_id="run-resume", scale=1)
+    c["run_problems"] = gr.Markdown("", elem_id="run-problems")
+    c["run_msg"] = gr.Markdown("", elem_id="run-message")
+    c["run_head"] = gr.Markdown("No run yet: press **Start training**.", elem_id="run-current")
+    c["run_progress"] = gr.HTML(progress_html(None), elem_id="run-progress")
+    c["run_stages"] = gr.HTML("", elem_id="run-stages")
+    c["gpu"] = gr.Markdown("", elem_id="run-gpu", visible=False)
+    c["failure"] = gr.Markdown("", elem_id="run-failure", visible=False,
+                               elem_classes=["zl-failure"])
+    with gr.Row(equal_height=False):
+        c["loss_plot"] = gr.LinePlot(pd.DataFrame({"step": [], "loss": []}), x="step",
+                                     y="loss", label=T("run.loss"), elem_id="loss-plot",
+                                     height=260, scale=3)
+        c["run_samples"] = gr.Gallery(label=T("run.samples"), columns=4, height=260,
+                                      elem_id="run-samples", scale=2, buttons=["download"])
+    c["log_stage"] = gr.Radio(["auto"], value="auto", label=T("run.log_stage"),
+                              elem_id="log-stage")
+    c["log"] = gr.Textbox("", label=T("run.log"), lines=18, max_lines=18, autoscroll=True,
+                          interactive=False, elem_id="run-log", elem_classes=["zl-log"])
+
+
+# ---------------------------------------------------------------------- rendering
+def progress_html(p: dict | None) -> str:
+    if not p:
+        return '<div class="zl-progress"><div class="zl-bar"><div class="zl-fill" ' \
+               'style="width:0%"></div></div><div class="zl-stats">–</div></div>'
+    frac = p.get("fraction")
+    status = p.get("status")
+    if status == "succeeded":
+        frac = 1.0
+    pct = 0.0 if frac is None else max(0.0, min(1.0, float(frac))) * 100
+    bits = []
+    if p.get("stage"):
+        bits.append(f"stage <b>{html.escape(str(p['stage']))}</b>")
+    if p.get("total"):
+        bits.append(f"step <b>{p.get('step') or 0}</b> / {p['total']} ({pct:.0f} %)")
+    if p.get("epoch") is not None:
+        bits.append(f"epoch {p['epoch']}")
+    if p.get("loss") is not None:
+        bits.append(f"loss <b>{float(p['loss']):.4f}</b>")
+    if p.get("eta_s") is not None and status == "running":
+        bits.append(f"ETA <b>{human_seconds(p['eta_s'])}</b>")
+    if p.get("samples_per_s"):
+        bits.append(f"{float(p['samples_per_s']):.2f} samples/s")
+    quiet = p.get("seconds_since_output")
+    if status == "running" and quiet is not None and quiet > 120:
+        bits.append(f"<span class='zl-warn'>no output for {human_seconds(quiet)}</span>")
+    cls = {"failed": " zl-failed", "stopped": " zl-stopped", "succeeded": " zl-done"}.get(
+        status or "", "")
+    return (f'<div class="zl-progress{cls}" data-status="{html.escape(str(status))}">'
+            f'<div class="zl-bar"><div class="zl-fill" style="width:{pct:.1f}%"></div></div>'
+            f'<div class="zl-stats">{" · ".join(bits) or html.escape(str(status or "–"))}'
+            f'</div></div>')
+
+
+def stages_html(run: dict, progress: dict | None) -> str:
+    per = (progress or {}).get("stages", {})
+    rows = []
+    for s in run.get("stages", []):
+        st = s["status"]
+        p = per.get(s["name"], {})
+        took = ""
+        if s.get("started_at"):
+            took = human_seconds((s.get("ended_at") or time.time()) - s["started_at"])
+        step = f"{p.get('step') or 0}/{p['total']}" if p.get("total") else ""
+        code = "" if s.get("exit_code") is None else str(s["exit_code"])
+        note = html.escape(str(p.get("reason") or s.get("note") or ""))[:200]
+        rows.append(f"<tr data-stage='{html.escape(s['name'])}' data-status='{st}'>"
+                    f"<td>{STATUS_ICON.get(st, '')} <b>{html.escape(s['name'])}</b></td>"
+                    f"<td class='zl-status-{st}'>{st}</td><td>{step}</td><td>{took}</td>"
+                    f"<td>{code}</td><td>{note}</td></tr>")
+    return ("<table class='zl-stages'><thead><tr><th>stage</th><th>status</th><th>steps</th>"
+            "<th>time</th><th>exit code</th><th>note</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")
+
+
+def head_markdown(run: dict) -> str:
+    st = run["status"]
+    name = f" — {run['name']}" if run.get("name") else ""
+    extra = ""
+    if run.get("attempt") and run["attempt"] > 1:
+        extra += f" · attempt {run['attempt']}"
+    if st == "stopped":
+        extra += f" · {run.get('note') or run.get('stop_reason') or 'stopped'}"
+    if run.get("stop_requested") and st == "running":
+        extra += " · stopping (saving state)…"
+    if run.get("resumable"):
+        extra += " · can be resumed"
+    return f"{STATUS_ICON.get(st, '')} Run `{run['id']}`{name} — **{st}**{extra}"
+
+
+def failure_markdown(f: dict | None) -> str:
+    if not f:
+        return ""
+    lines = [f"### ✗ {f.get('headline') or 'The run failed'}"]
+    if f.get("exit_text"):
+        lines.append(f"Exit: {f['exit_text']}" + (f" (code {f['exit_code']})"
+                                                 if f.get("exit_code") is not None else ""))
+    for d in f.get("diagnoses") or []:
+        lines += ["", f"**{d.get('title')}**", "", d.get("explanation") or ""]
+        if d.get("fixes"):
+            lines += ["", "What to change:"] + [f"1. {x}" for x in d["fixes"]]
+        if d.get("settings"):
+            lines.append("Settings: " + ", ".join(f"`{s}`" for s in d["settings"]))
+    if f.get("end_reason") and not f.get("diagnoses"):
+        lines += ["", f"Reason: {f['end_reason']}"]
+    elif f.get("error_line") and not f.get("diagnoses"):
+        lines += ["", f"Error: `{f['error_line']}`"]
+    last = f.get("last_lines") or []
+    if last:
+        lines += ["", "Last log lines:", "```", *last[-15:], "```"]
+    if f.get("log_path"):
+        lines.append(f"Full log: `{f['log_path']}`")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- tick
+def pick_log_stage(run: dict, choice: str | None) -> str | None:
+    names = [s["name"] for s in run.get("stages", [])]
+    if choice and choice != "auto" and choice in names:
+        return choice
+    if run.get("current_stage"):
+        return run["current_stage"]
+    started = [s["name"] for s in run.get("stages", []) if s["status"] not in ("queued",
+                                                                                "skipped")]
+    if run["status"] == "failed":
+        failed = [s["name"] for s in run["stages"] if s["status"] == "failed"]
+        if failed:
+            return failed[-1]
+    return started[-1] if started else (names[0] if names else None)
+
+
+def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
+         request: gr.Request | None) -> dict:
+    """Everything the Run tab shows for ``run_id``, skipping what has not changed."""
+    c = ctx.c
+    skip = gr.skip()
+    out = {k: skip for k in ("run_head", "run_progress", "run_stages", "gpu", "failure",
+                             "loss_plot", "run_samples", "log", "log_stage", "timer")}
+    state = dict(state or new_log_state())
+    run = ctx.run(run_id, request)
+    if run is None:
+        out["timer"] = gr.Timer(active=False)
+        if run_id:
+            out["run_head"] = f"Run `{run_id}` is not in the history (deleted?)."
+        return _keyed(c, out, state)
+    if state.get("run") != run["id"]:
+        state = new_log_state(run["id"])
+    ctx.reattach_now_and_then()
+    try:
+        prog = ctx.runner.progress(run["id"])
+    except RunnerError:
+        prog = None
+    out["run_head"] = head_markdown(run)
+    out["run_progress"] = progress_html(prog)
+    out["run_stages"] = stages_html(run, prog)
+    names = ["auto"] + [s["name"] for s in run.get("stages", [])]
+    out["log_stage"] = gr.Radio(choices=names, value=choice if choice in names else "auto")
+
+    # log, by offset
+    stage = pick_log_stage(run, choice)
+    if stage != state.get("stage"):
+        state.update(stage=stage, offset=0, raw="")
+    if stage:
+        try:
+            new, offset = ctx.runner.tail_log(run["id"], stage, state["offset"])
+        except RunnerError:
+            new, offset = "", state["offset"]
+        if new or offset != state["offset"] or not state["raw"]:
+            raw = (state["raw"] + new)[-LOG_KEEP_BYTES:]
+            state.update(raw=raw, offset=offset)
+            out["log"] = f"[{stage}]\n" + "\n".join(clean_lines(raw)[-LOG_SHOW_LINES:])
+
+    if prog is not None:
+        losses = prog.get("losses") or []
+        if len(losses) != state.get("losses"):
+            state["losses"] = len(losses)
+            out["loss_plot"] = pd.DataFrame(losses or [], columns=["step", "loss"])
+        images = jobs.sample_images(prog)
+        if len(images) != state.get("samples"):
+            state["samples"] = len(images)
+            served = []
+            for p in images[-24:]:
+                try:
+                    served.append((ctx.serve(run["id"], p, request), _sample_caption(p)))
+                except gr.Error:
+                    continue
+            out["run_samples"] = served
+
+    if run["status"] == "failed":
+        if state.get("failure") is None:
+            summary = ctx.runner.failure_summary(run["id"])
+            state["failure"] = failure_markdown(summary)
+        out["failure"] = gr.Markdown(value=state["failure"], visible=True)
+    elif state.get("failure") is not None or not state.get("final"):
+        state["failure"] = None
+        out["failure"] = gr.Markdown(value="", visible=False)
+
+    gpu = gpu_memory_text() if run["status"] == "running" else None
+    if gpu != state.get("gpu"):
+        state["gpu"] = gpu
+        out["gpu"] = gr.Markdown(value=f"**GPU memory**  \n{gpu}" if gpu else "",
+                                 visible=bool(gpu))
+
+    if run["status"] in TERMINAL:
+        if state.get("final"):
+            out["timer"] = gr.Timer(active=False)
+        state["final"] = True  # one more tick after the end, to pick up the last lines
+    else:
+        state["final"] = False
+    return _keyed(c, out, state)
+
+
+def _sample_caption(path: str) -> str:
+    from pathlib import Path
+    p = Path(path)
+    return f"{p.parent.name}/{p.name}"
+
+
+def _keyed(c: dict, out: dict, state: dict) -> dict:
+    keyed = {c[k]: v for k, v in out.items()}
+    keyed[c["log_state"]] = state
+    return keyed
+
+
+def tick_outputs(c: dict) -> list:
+    return [c[k] for k in ("run_head", "run_progress", "run_stages", "gpu", "failure",
+                           "loss_plot", "run_samples", "log", "log_stage", "timer",
+                           "log_state")]
+
+
+# ---------------------------------------------------------------------- events
+def bind_events(ctx: Ctx) -> None:
+    c, form = ctx.c, ctx.form
+    outs = tick_outputs(c)
+
+    def on_tick(data: dict, request: gr.Request):
+        return tick(ctx, data[c["run_id"]], data[c["log_state"]], data[c["log_stage"]],
+                    request)
+
+    tick_inputs = {c["run_id"], c["log_state"], c["log_stage"]}
+    c["timer"].tick(on_tick, inputs=tick_inputs, outputs=outs, show_progress="hidden",
+                    api_visibility="private", trigger_mode="always_last")
+    c["log_stage"].input(on_tick, inputs=tick_inputs, outputs=outs, show_progress="hidden",
+                         api_visibility="private")
+
+    def follow(run_id: str, msg: str):
+        """Outputs that make the page show ``run_id`` from now on."""
+        return {c["run_id"]: run_id, c["log_state"]: new_log_state(run_id),
+                c["timer"]: gr.Timer(active=True), c["run_msg"]: msg,
+                c["run_problems"]: "", c["log_stage"]: gr.Radio(value="auto")}
+
+    follow_outputs = [c["run_id"], c["log_state"], c["timer"], c["run_msg"], c["run_problems"],
+                      c["log_stage"]]
+
+    def start(data: dict, request: gr.Request):
+        cfg, _, problems = form.check(data)
+        if cfg is None:
+            return {c["run_msg"]: f"✗ Not started: {len(problems)} problem(s) in the form. "
+                    f"Each is shown next to its field (tabs Model, Dataset, Training).",
+                    c["run_problems"]: "\n".join(f"- `{p}`" for p in problems)}
+        try:
+            run_id = ctx.runner.submit(cfg, owner=ctx.owner(request),
+                                       name=cfg.run_name or None)
+        except (RunnerError, ValueError, OSError) as e:
+            return {c["run_msg"]: f"✗ Not started: {e}"}
+        return follow(run_id, f"Started run `{run_id}`.")
+
+    c["run_start"].click(start, inputs=form.inputs, outputs=follow_outputs,
+                         api_visibility="private").then(
+        on_tick, inputs=tick_inputs, outputs=outs, show_progress="hidden",
+        api_visibility="private")
+
+    def stop(data: dict, request: gr.Request):
+        run = ctx.run(data[c["run_id"]], request)
+        if run is None:
+            return {c["run_msg"]: "No run to stop."}
+        if run["status"] not in ("running", "queued"):
+            return {c["run_msg"]: f"Run `{run['id']}` is {run['status']}; nothing to stop."}
+        try:
+            ctx.runner.stop(run["id"])
+        except RunnerError as e:
+            return {c["run_msg"]: f"✗ {e}"}
+        return {c["run_msg"]: f"Stopping run `{run['id']}`… the train stage saves its state "
+                f"first, so it can be resumed.", c["timer"]: gr.Timer(active=True)}
+
+    c["run_stop"].click(stop, inputs={c["run_id"]}, outputs=[c["run_msg"], c["timer"]],
+                        api_visibility="private")
+
+    def resume(data: dict, request: gr.Request):
+        run = ctx.run(data[c["run_id"]], request)
+        if run is None:
+            return {c["run_msg"]: "No run to resume."}
+        try:
+            run_id = ctx.runner.resume(run["id"])
+        except RunnerError as e:
+            return {c["run_msg"]: f"✗ {e}"}
+        return follow(run_id, f"Resumed run `{run_id}` from its saved state.")
+
+    c["run_resume"].click(resume, inputs={c["run_id"]}, outputs=follow_outputs,
+                          api_visibility="private").then(
+        on_tick, inputs=tick_inputs, outputs=outs, show_progress="hidden",
+        api_visibility="private")
+
+    c["follow"] = follow
+    c["follow_outputs"] = follow_outputs
+    c["on_tick"] = (on_tick, tick_inputs, outs)

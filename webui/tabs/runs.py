@@ -1,0 +1,171 @@
+"""Runs & downloads: the run history; the LoRA (reference, diffusers or ComfyUI keys), the
+configs, the logs or the whole run as a zip; delete a run. Every file handed out is a file
+of a run in the history (``Ctx.run_file``); zips and exports are built in
+{workspace}/downloads/<run_id>/."""
+from __future__ import annotations
+
+import shutil
+
+import gradio as gr
+
+from backend.runner import RunnerError
+from webui import jobs
+from webui.context import Ctx, human_bytes
+from webui.i18n import T
+
+HEADERS = ["run id", "name", "status", "stages", "created", "time", "note"]
+FORMATS = ("reference", "diffusers", "comfyui")
+
+
+def create_ui(ctx: Ctx) -> None:
+    c = ctx.c
+    with gr.Row(equal_height=False, elem_classes=["zl-bottom"]):
+        c["runs_refresh"] = gr.Button(T("runs.refresh"), elem_id="runs-refresh", scale=1)
+        c["runs_pick"] = gr.Dropdown(choices=[], value=None, label=T("runs.select"),
+                                     elem_id="runs-pick", scale=4)
+        c["runs_open"] = gr.Button(T("runs.open"), elem_id="runs-open", scale=1)
+    c["runs_table"] = gr.Dataframe(headers=HEADERS, interactive=False, wrap=True,
+                                   label=T("runs.history"), elem_id="runs-table", type="array")
+    c["runs_info"] = gr.Markdown("", elem_id="runs-info")
+    with gr.Row(equal_height=False):
+        with gr.Column():
+            c["dl_format"] = gr.Radio(list(FORMATS), value="diffusers", label=T("runs.format"),
+                                      info=T("runs.format_info"), elem_id="dl-format")
+            c["dl_checkpoint"] = gr.Dropdown(choices=[], value=None,
+                                             label=T("runs.checkpoint"),
+                                             elem_id="dl-checkpoint")
+            with gr.Row():
+                c["dl_lora"] = gr.Button(T("runs.dl_lora"), variant="primary",
+                                         elem_id="dl-lora")
+                c["dl_zip"] = gr.Button(T("runs.dl_zip"), elem_id="dl-zip")
+            with gr.Row():
+                c["dl_configs"] = gr.Button(T("runs.dl_configs"), elem_id="dl-configs")
+                c["dl_logs"] = gr.Button(T("runs.dl_logs"), elem_id="dl-logs")
+        with gr.Column():
+            c["dl_file"] = gr.File(label=T("runs.file"), interactive=False, elem_id="dl-file")
+            c["dl_msg"] = gr.Markdown("", elem_id="dl-msg")
+            with gr.Row(equal_height=False, elem_classes=["zl-bottom"]):
+                c["del_confirm"] = gr.Checkbox(label=T("runs.delete_confirm"), value=False,
+                                               elem_id="del-confirm")
+                c["del_btn"] = gr.Button(T("runs.delete"), variant="stop", elem_id="del-btn")
+
+
+def _info(ctx: Ctx, run: dict | None) -> str:
+    if run is None:
+        return ""
+    try:
+        disk = human_bytes(ctx.runner.disk_usage(run["id"]))
+    except RunnerError:
+        disk = "?"
+    ckpts = [p.name for p in jobs.checkpoints(run)]
+    lines = [f"Run `{run['id']}` — **{run['status']}** · folder `{run['run_dir']}` · "
+             f"disk {disk}", f"Checkpoints: {', '.join(ckpts) if ckpts else 'none yet'}"]
+    if run.get("failure_reason"):
+        lines.append(f"Failure: {run['failure_reason']}")
+    return "  \n".join(lines)
+
+
+def bind_events(ctx: Ctx) -> None:
+    c = ctx.c
+
+    def refresh(data: dict, request: gr.Request):
+        runs = ctx.runs(request)
+        ids = [r["id"] for r in runs]
+        pick = data.get(c["runs_pick"])
+        if pick not in ids:
+            pick = data.get(c["run_id"]) if data.get(c["run_id"]) in ids else (
+                ids[0] if ids else None)
+        return {c["runs_table"]: jobs.history_rows(runs),
+                c["runs_pick"]: gr.Dropdown(choices=[(f"{r.get('name') or 'run'} · {r['id']}"
+                                                      f" · {r['status']}", r["id"])
+                                                     for r in runs], value=pick),
+                **picked(ctx, pick, request)}
+
+    def picked(ctx: Ctx, run_id: str | None, request) -> dict:
+        run = ctx.run(run_id, request)
+        names = [p.name for p in jobs.checkpoints(run)] if run else []
+        return {c["runs_info"]: _info(ctx, run),
+                c["dl_checkpoint"]: gr.Dropdown(choices=names,
+                                                value=names[-1] if names else None)}
+
+    inputs = {c["runs_pick"], c["run_id"]}
+    outputs = [c["runs_table"], c["runs_pick"], c["runs_info"], c["dl_checkpoint"]]
+    c["runs_refresh"].click(refresh, inputs=inputs, outputs=outputs, api_visibility="private")
+    c["tab_runs"].select(refresh, inputs=inputs, outputs=outputs, api_visibility="private")
+    def pick(data: dict, request: gr.Request):
+        return picked(ctx, data[c["runs_pick"]], request)
+
+    c["runs_pick"].input(pick, inputs={c["runs_pick"]},
+                         outputs=[c["runs_info"], c["dl_checkpoint"]], api_visibility="private")
+
+    def table_select(evt: gr.SelectData, request: gr.Request):
+        row = evt.row_value or []
+        run_id = row[0] if row else None
+        return {c["runs_pick"]: gr.Dropdown(value=run_id), **picked(ctx, run_id, request)}
+
+    c["runs_table"].select(table_select, inputs=None,
+                           outputs=[c["runs_pick"], c["runs_info"], c["dl_checkpoint"]],
+                           api_visibility="private")
+
+    def open_run(data: dict, request: gr.Request):
+        run = ctx.run(data[c["runs_pick"]], request)
+        if run is None:
+            return {c["dl_msg"]: "Choose a run first."}
+        return {**c["follow"](run["id"], f"Showing run `{run['id']}`."),
+                c["tabs"]: gr.Tabs(selected="tab-run")}
+
+    c["runs_open"].click(open_run, inputs={c["runs_pick"]},
+                         outputs=c["follow_outputs"] + [c["tabs"], c["dl_msg"]],
+                         api_visibility="private").then(
+        c["on_tick"][0], inputs=c["on_tick"][1], outputs=c["on_tick"][2],
+        show_progress="hidden", api_visibility="private")
+
+    def download(kind: str):
+        def fn(data: dict, request: gr.Request):
+            run = ctx.run(data[c["runs_pick"]], request)
+            if run is None:
+                return {c["dl_msg"]: "✗ Choose a run first.", c["dl_file"]: None}
+            out_dir = ctx.downloads_dir(run["id"])
+            try:
+                if kind == "lora":
+                    path = jobs.lora_download(run, data[c["dl_checkpoint"]],
+                                              data[c["dl_format"]], out_dir)
+                elif kind == "configs":
+                    path = jobs.configs_zip(run, out_dir)
+                elif kind == "logs":
+                    path = jobs.logs_zip(run, out_dir)
+                else:
+                    path = jobs.run_zip(run, out_dir)
+            except (ValueError, OSError) as e:
+                return {c["dl_msg"]: f"✗ {e}", c["dl_file"]: None}
+            served = ctx.serve(run["id"], path, request)
+            return {c["dl_file"]: served,
+                    c["dl_msg"]: f"✓ `{path.name}` ({human_bytes(path.stat().st_size)}) — "
+                    f"use the download link above."}
+        return fn
+
+    dl_inputs = {c["runs_pick"], c["dl_checkpoint"], c["dl_format"]}
+    for kind, btn in (("lora", "dl_lora"), ("configs", "dl_configs"), ("logs", "dl_logs"),
+                      ("zip", "dl_zip")):
+        c[btn].click(download(kind), inputs=dl_inputs, outputs=[c["dl_file"], c["dl_msg"]],
+                     api_visibility="private")
+
+    def delete(data: dict, request: gr.Request):
+        run = ctx.run(data[c["runs_pick"]], request)
+        if run is None:
+            return {c["dl_msg"]: "✗ Choose a run first."}
+        if not data[c["del_confirm"]]:
+            return {c["dl_msg"]: "Tick the box to confirm the deletion first."}
+        try:
+            ctx.runner.delete(run["id"])
+        except RunnerError as e:
+            return {c["dl_msg"]: f"✗ {e}"}
+        shutil.rmtree(ctx.downloads_dir(run["id"]), ignore_errors=True)
+        out = refresh({c["runs_pick"]: None, c["run_id"]: None}, request)
+        out.update({c["dl_msg"]: f"Deleted run `{run['id']}` and its files.",
+                    c["del_confirm"]: False, c["dl_file"]: None})
+        return out
+
+    c["del_btn"].click(delete, inputs={c["runs_pick"], c["del_confirm"]},
+                       outputs=outputs + [c["dl_msg"], c["del_confirm"], c["dl_file"]],
+                       api_visibility="private")
