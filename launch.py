@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             say(f"--admin: not a user of --auth/--auth-file (got {', '.join(unknown)})")
             return EXIT_UNSAFE
-    if creds is None and not is_loopback(args.host) or (args.share and creds is None):
+    if creds is None and (args.share or not is_loopback(args.host)):
         say("WARNING: --insecure: anyone who can reach this app can start, read and delete "
             "runs")
 
@@ -297,21 +297,31 @@ def main(argv: list[str] | None = None) -> int:
 def launch_settings(args: argparse.Namespace, workspace: Path, models_dir: Path | None,
                     creds: security.Credentials | None) -> dict:
     """Keyword arguments of ``Blocks.launch`` for these flags (files: see webui/security)."""
-    downloads = workspace / security.DOWNLOADS_DIR
-    downloads.mkdir(parents=True, exist_ok=True)
+    served = security.served_dir(workspace)
+    served.mkdir(parents=True, exist_ok=True)
     blocked = [str(workspace / n) for n in security.DB_NAMES]
     if models_dir is not None:
         blocked.append(str(models_dir))
     local_only = is_loopback(args.host) and not args.share
+    from starlette.middleware import Middleware
+
+    # No route list for anyone (gradio's API docs stay behind sign-in); signed-out visitors
+    # get the login page without the API description in it.
+    app_kwargs: dict = {"openapi_url": None}
+    if creds is not None:
+        app_kwargs["middleware"] = [Middleware(security.LoginWall)]
     return dict(
         server_name=args.host, server_port=args.port, share=args.share,
-        auth=creds if creds is not None else None,
+        auth=creds.check_async if creds is not None else None,
         auth_message="ZeroLoRA: sign in" if creds is not None else None,
-        # Only built artefacts: never the repo, the workspace root or the models folder.
-        allowed_paths=[str(downloads)], blocked_paths=blocked,
+        # Only copies of checked files under random names: never the repo, the workspace
+        # root, the models folder or other users' exports.
+        allowed_paths=[str(served)], blocked_paths=blocked,
         root_path=args.root_path or None,
         show_error=local_only, ssr_mode=False, enable_monitoring=False, mcp_server=False,
-        pwa=False, quiet=False, prevent_thread_lock=True)
+        # run_history would keep every call's inputs (a typed hub token too) in the browser.
+        pwa=False, run_history=False, app_kwargs=app_kwargs, quiet=False,
+        prevent_thread_lock=True)
 
 
 def serve(args: argparse.Namespace, workspace: Path, models_dir: Path | None,

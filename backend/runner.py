@@ -38,8 +38,8 @@ from backend.plan import StagePlan
 from backend.progress import read_events
 from backend.supervisor import (
     DEFAULT_MIN_FREE_DISK, DEFAULT_STOP_GRACE_S, TERMINAL, ProcessTree, connect, disk_refusal,
-    init_db, last_end_event, normalize_gpu_ids, process_alive, read_tail, runner_env,
-    set_setting, start_ready, transaction)
+    init_db, last_end_event, normalize_gpu_ids, process_alive, process_start_time, read_tail,
+    runner_env, set_setting, spawn_supervisor, start_ready, transaction)
 
 if TYPE_CHECKING:
     from backend.config import RunConfig
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["Runner", "RunnerError", "StagePlan"]
 
 STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 # HF_TOKEN, MODELSCOPE_API_TOKEN, AWS_SECRET_ACCESS_KEY ... (not TOKENIZERS_PARALLELISM)
 SECRET_KEY = re.compile(
     r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|CREDENTIALS?)(_|$)", re.I)
@@ -184,12 +185,40 @@ class Runner:
     def _start_ready(self) -> list[str]:
         return start_ready(self.workspace, reap_in_thread=True)
 
+    @staticmethod
+    def _secret_problems(secret_env: dict[str, str] | None) -> list[str]:
+        problems = []
+        for k, v in (secret_env or {}).items():
+            if not ENV_NAME.match(str(k)):
+                problems.append(f"secret_env: not an environment variable name (got {k!r})")
+            elif not isinstance(v, str) or not v or "\0" in v:
+                problems.append(f"secret_env.{k}: a non-empty string (got a {type(v).__name__})")
+        return problems
+
+    def _spawn_waiter(self, conn, run_id: str, run_dir: Path,
+                      secret_env: dict[str, str]) -> None:
+        """Inside the caller's transaction: start the run's own supervisor, holding its
+        secrets in memory, and record it (its first claim waits for our commit)."""
+        proc = spawn_supervisor(self.workspace, run_id, run_dir, secret_env)
+        threading.Thread(target=proc.wait, daemon=True, name=f"reap-waiter-{run_id}").start()
+        conn.execute("UPDATE runs SET secret_keys = ?, waiter_pid = ?, waiter_start = ?, "
+                     "launch_requested_at = ? WHERE id = ?",
+                     (json.dumps(sorted(secret_env)), proc.pid, process_start_time(proc.pid),
+                      time.time(), run_id))
+
     # ------------------------------------------------------------------ submit
     def submit_stages(self, stages: list[StagePlan], run_dir: Path, config_yaml: str,
                       owner: str | None = None, name: str | None = None,
-                      gpu_ids: str = "all", run_id: str | None = None) -> str:
-        """Queue a run of ``stages`` in ``run_dir``; returns its id. Starts it when it can."""
-        problems = []
+                      gpu_ids: str = "all", run_id: str | None = None,
+                      secret_env: dict[str, str] | None = None) -> str:
+        """Queue a run of ``stages`` in ``run_dir``; returns its id. Starts it when it can.
+
+        ``secret_env`` (e.g. ``{"HF_TOKEN": token}`` typed into the UI) reaches this run's
+        stages only and is never written anywhere: the run's supervisor starts now and holds
+        it in memory while the run waits in the queue. Such a run cannot survive a machine
+        restart before it starts (it is then marked failed, asking to submit it again).
+        """
+        problems = self._secret_problems(secret_env)
         if not stages:
             problems.append("stages: a run needs at least one stage (got none)")
         seen: set[str] = set()
@@ -220,8 +249,8 @@ class Runner:
         if refusal:
             raise RunnerError(refusal)
         run_id = run_id or new_run_id()
+        added = runner_env(gpus, run_id)
         (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        added = runner_env(gpus)
         now = time.time()
         conn = self._db()
         try:
@@ -244,14 +273,21 @@ class Runner:
                         (run_id, i, st.name, json.dumps(list(st.argv)),
                          json.dumps({**(st.env or {}), **added}), "queued",
                          str(run_dir / "logs" / f"{st.name}.log")))
+                if secret_env:
+                    self._spawn_waiter(conn, run_id, run_dir, secret_env)
         finally:
             conn.close()
-        self._start_ready()
+        if not secret_env:
+            self._start_ready()
         return run_id
 
-    def submit(self, cfg: "RunConfig", owner: str | None = None,
-               name: str | None = None) -> str:
-        """Plan ``cfg`` into a new run folder under ``{workspace}/runs/<id>`` and queue it."""
+    def submit(self, cfg: "RunConfig", owner: str | None = None, name: str | None = None,
+               secret_env: dict[str, str] | None = None) -> str:
+        """Plan ``cfg`` into a new run folder under ``{workspace}/runs/<id>`` and queue it
+        (``secret_env``: see ``submit_stages``)."""
+        problems = self._secret_problems(secret_env)
+        if problems:
+            raise RunnerError("; ".join(problems))
         refusal = disk_refusal(self.workspace, self.min_free_disk_bytes)
         if refusal:
             raise RunnerError(refusal)
@@ -272,7 +308,7 @@ class Runner:
             return self.submit_stages(
                 stages, run_dir, config_yaml, owner=owner,
                 name=name or getattr(cfg, "run_name", None) or None,
-                gpu_ids=getattr(cfg, "gpu_ids", "all"), run_id=run_id)
+                gpu_ids=getattr(cfg, "gpu_ids", "all"), run_id=run_id, secret_env=secret_env)
         except BaseException:
             conn = self._db()
             try:
@@ -346,7 +382,30 @@ class Runner:
         for run in running:
             if not process_alive(run["supervisor_pid"], run["supervisor_start"]):
                 self._recover(run["id"], wait=False)
+        self._fail_lost_waiters()
         self._start_ready()
+
+    def _fail_lost_waiters(self) -> None:
+        """Queued runs with secrets whose waiting supervisor is gone cannot start any more."""
+        conn = self._db()
+        try:
+            with transaction(conn):
+                for run in conn.execute("SELECT * FROM runs WHERE status = 'queued' AND "
+                                        "secret_keys IS NOT NULL").fetchall():
+                    if process_alive(run["waiter_pid"], run["waiter_start"]):
+                        continue
+                    keys = ", ".join(json.loads(run["secret_keys"]))
+                    conn.execute(
+                        "UPDATE runs SET status = 'failed', ended_at = ?, failure_reason = ? "
+                        "WHERE id = ?",
+                        (time.time(), f"the secrets given for this run ({keys}) were lost "
+                         f"before it started (its waiting supervisor process, pid "
+                         f"{run['waiter_pid']}, is gone; the machine restarted?); submit it "
+                         f"again", run["id"]))
+                    conn.execute("UPDATE stages SET status = 'skipped' WHERE run_id = ?",
+                                 (run["id"],))
+        finally:
+            conn.close()
 
     def _recover(self, run_id: str, wait: bool) -> None:
         """A running run whose supervisor is gone: stop its stage if it still runs, record."""
@@ -373,14 +432,15 @@ class Runner:
                                                            run["supervisor_start"]):
                 return
             sup = f"the run's supervisor process (pid {run['supervisor_pid']})"
-            killed_note = ""
-            if stage is not None and process_alive(stage["pid"], stage["proc_start"]):
-                # Only a verified leader: its group id cannot have been reused while it lives.
-                killed = ProcessTree(stage["pgid"] or stage["pid"], stage["pid"]).terminate(
-                    float(run["stop_grace_s"]))
-                killed_note = (f"; its stage '{stage['name']}' was still running and was "
-                               + ("killed" if killed else "stopped"))
-                reason = f"{sup} ended unexpectedly{killed_note}"
+            # The stage's processes: its leader's group (only for a verified leader: a group
+            # id cannot be reused while its leader lives) and every process marked with the run.
+            leader = stage is not None and process_alive(stage["pid"], stage["proc_start"])
+            tree = ProcessTree(stage["pgid"] if leader else None,
+                               stage["pid"] if leader else None, run_id=run_id)
+            if stage is not None and tree.alive_groups(tree.groups()):
+                killed = tree.terminate(float(run["stop_grace_s"]))
+                reason = (f"{sup} ended unexpectedly; its stage '{stage['name']}' was still "
+                          f"running and was " + ("killed" if killed else "stopped"))
             elif stage is not None:
                 reason = (f"{sup} is gone (the machine restarted or the process was killed) "
                           f"while stage '{stage['name']}' was running; see "
@@ -417,9 +477,13 @@ class Runner:
                 self._recovering.discard(run_id)
 
     # ------------------------------------------------------------------ resume / delete
-    def resume(self, run_id: str) -> str:
+    def resume(self, run_id: str, secret_env: dict[str, str] | None = None) -> str:
         """Re-queue a stopped or failed run (same id) from its first unfinished stage; the
-        train stage continues from ``<run_dir>/output/state`` (``--resume_from``)."""
+        train stage continues from ``<run_dir>/output/state`` (``--resume_from``).
+        ``secret_env``: as for ``submit_stages`` (secrets of the first attempt are gone)."""
+        problems = self._secret_problems(secret_env)
+        if problems:
+            raise RunnerError("; ".join(problems))
         conn = self._db()
         try:
             with transaction(conn):
@@ -453,14 +517,18 @@ class Runner:
                     "started_at = NULL, ended_at = NULL, supervisor_pid = NULL, "
                     "supervisor_start = NULL, launch_requested_at = NULL, stop_requested = 0, "
                     "stop_requested_at = NULL, stop_reason = NULL, failure_reason = NULL, "
-                    "note = NULL WHERE id = ?", (seq, run_id))
+                    "note = NULL, secret_keys = NULL, waiter_pid = NULL, waiter_start = NULL "
+                    "WHERE id = ?", (seq, run_id))
                 conn.execute(
                     "UPDATE stages SET status = 'queued', exit_code = NULL, pid = NULL, "
                     "pgid = NULL, proc_start = NULL, started_at = NULL, ended_at = NULL, "
                     "note = NULL WHERE run_id = ? AND idx >= ?", (run_id, first["idx"]))
+                if secret_env:
+                    self._spawn_waiter(conn, run_id, Path(run["run_dir"]), secret_env)
         finally:
             conn.close()
-        self._start_ready()
+        if not secret_env:
+            self._start_ready()
         return run_id
 
     def delete(self, run_id: str, remove_files: bool = True) -> None:
@@ -514,6 +582,7 @@ class Runner:
     def _run_dict(run, stages: list[dict[str, Any]]) -> dict[str, Any]:
         d = {k: run[k] for k in run.keys()}
         d["stop_requested"] = bool(d["stop_requested"])
+        d["secret_keys"] = json.loads(d["secret_keys"]) if d.get("secret_keys") else []
         d["stages"] = stages
         current = [s["name"] for s in stages if s["status"] == "running"]
         d["current_stage"] = current[0] if current else None

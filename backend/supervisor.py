@@ -3,7 +3,11 @@
 The job runner (``backend.runner.Runner``) starts it in its own process session, so a run goes
 on while the UI is closed or restarting:
 
-    python -m backend.supervisor <workspace> <run_id>
+    python -m backend.supervisor <workspace> <run_id> [--wait]
+
+``--wait``: the run has secrets of its own (a hub token typed into the UI); this supervisor
+was started at submit time with them in its environment and waits until the queue lets it
+claim the run (no other process can start that run: the secrets live only here).
 
 What it does, top to bottom:
 
@@ -55,6 +59,11 @@ DB_NAME = "zerolora.sqlite"
 SCHEMA_VERSION = 1
 TERMINAL = ("succeeded", "failed", "stopped", "skipped")
 LOG_PREFIX = "[zerolora]"
+# Every stage process (and what it starts) carries the run id in its environment.
+RUN_MARKER = "ZEROLORA_RUN_ID"
+# A run's own secrets (a hub token typed into the UI) reach its waiting supervisor as
+# ZEROLORA_SECRET__<NAME> in its environment, and only its stages as <NAME>; never on disk.
+SECRET_PREFIX = "ZEROLORA_SECRET__"
 # A stage header line; diagnosis reads the log from the last one (a resumed run appends).
 STAGE_HEADER = LOG_PREFIX + " ==== stage"
 DEFAULT_STOP_GRACE_S = 30.0
@@ -80,6 +89,9 @@ CREATE TABLE IF NOT EXISTS runs (
     supervisor_pid INTEGER,
     supervisor_start REAL,
     launch_requested_at REAL,
+    secret_keys TEXT,
+    waiter_pid INTEGER,
+    waiter_start REAL,
     stop_grace_s REAL NOT NULL,
     stop_requested INTEGER NOT NULL DEFAULT 0,
     stop_requested_at REAL,
@@ -140,13 +152,25 @@ def connect(workspace: str | os.PathLike) -> sqlite3.Connection:
     return conn
 
 
+# Columns added after a table was first created: (table, column, declaration).
+ADDED_COLUMNS = [("runs", "secret_keys", "TEXT"), ("runs", "waiter_pid", "INTEGER"),
+                 ("runs", "waiter_start", "REAL")]
+
+
 def init_db(workspace: str | os.PathLike) -> None:
     Path(workspace).mkdir(parents=True, exist_ok=True)
     conn = connect(workspace)
     try:
         conn.execute("PRAGMA journal_mode = WAL")
-        conn.executescript(SCHEMA)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        with transaction(conn):
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            for table, column, decl in ADDED_COLUMNS:
+                have = {r["name"] for r in conn.execute(f"PRAGMA table_info({table})")}
+                if column not in have:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     finally:
         conn.close()
 
@@ -259,33 +283,66 @@ def become_subreaper() -> bool:
         return False
 
 
+def marked_pids(run_id: str) -> list[int]:
+    """Live processes whose environment carries ``ZEROLORA_RUN_ID=<run_id>``: every process a
+    stage of that run started, whatever became of its parent or session."""
+    needle = f"\0{RUN_MARKER}={run_id}\0".encode()
+    found = []
+    if Path("/proc/self/environ").exists():
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            try:
+                data = Path(f"/proc/{name}/environ").read_bytes()
+            except OSError:
+                continue
+            if needle in b"\0" + data + b"\0":
+                found.append(int(name))
+        return found
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(RUN_MARKER) == run_id:
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
 class ProcessTree:
     """The processes of one stage: its leader's process group plus every group a descendant
     lives in (a launcher may start workers in sessions of their own).
 
     ``root`` is the process whose descendants count: the supervisor itself (a subreaper, so
     orphans stay its descendants) or, for a stage whose supervisor is gone, the stage leader.
+    With ``run_id``, processes marked with that run (``ZEROLORA_RUN_ID``) count too, so a
+    stage whose leader and supervisor are both gone can still be found.
     A group id that was once seen empty is never signalled again (the id could be reused).
     """
 
-    def __init__(self, pgid: int, root: int, reap: Callable[[], None] | None = None):
+    def __init__(self, pgid: int | None, root: int | None,
+                 reap: Callable[[], None] | None = None, run_id: str | None = None):
         self.pgid = pgid
         self.root = root
+        self.run_id = run_id
         self.reap = reap or (lambda: None)
         self.gone: set[int] = set()
         self.own_groups = {os.getpgid(0), 0, 1}
 
     def groups(self) -> set[int]:
         found: set[int] = set()
-        if self.pgid not in self.gone:
+        if self.pgid and self.pgid not in self.gone:
             found.add(self.pgid)
-        try:
-            children = psutil.Process(self.root).children(recursive=True)
-        except psutil.Error:
-            children = []
-        for child in children:
+        pids: list[int] = []
+        if self.root:
             try:
-                found.add(os.getpgid(child.pid))
+                pids += [c.pid for c in psutil.Process(self.root).children(recursive=True)]
+            except psutil.Error:
+                pass
+        if self.run_id:
+            pids += marked_pids(self.run_id)
+        for pid in pids:
+            try:
+                found.add(os.getpgid(pid))
             except OSError:
                 continue
         return found - self.own_groups
@@ -338,10 +395,12 @@ class ProcessTree:
             groups |= self.groups()
             alive = self.alive_groups(groups)
             if not alive:
-                break
+                return True
             self.signal(alive, signal.SIGKILL)
             self.reap()
             time.sleep(poll_s)
+        note(f"process group(s) {sorted(alive)} still present 30 s after SIGKILL (a process "
+             f"stuck in the kernel, e.g. in a GPU driver call); giving up on them")
         return True
 
 
@@ -411,9 +470,9 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def runner_env(gpu_ids: str) -> dict[str, str]:
+def runner_env(gpu_ids: str, run_id: str) -> dict[str, str]:
     """What the runner adds to every stage's environment (recorded in the history)."""
-    env = {"PYTHONUNBUFFERED": "1"}
+    env = {"PYTHONUNBUFFERED": "1", RUN_MARKER: run_id}
     if gpu_ids == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     elif gpu_ids != "all":
@@ -421,14 +480,19 @@ def runner_env(gpu_ids: str) -> dict[str, str]:
     return env
 
 
-def spawn_supervisor(workspace: Path, run_id: str, run_dir: Path) -> subprocess.Popen:
+def spawn_supervisor(workspace: Path, run_id: str, run_dir: Path,
+                     secret_env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start a run's supervisor. With ``secret_env`` it waits for its turn holding them."""
     logs = Path(run_dir) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    env = child_env({SECRET_PREFIX + k: v for k, v in (secret_env or {}).items()})
+    argv = [sys.executable, "-m", "backend.supervisor", str(workspace), run_id]
+    if secret_env:
+        argv.append("--wait")
     with open(logs / "supervisor.log", "ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "backend.supervisor", str(workspace), run_id],
-            cwd=str(REPO_ROOT), env=child_env(), stdin=subprocess.DEVNULL, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+        return subprocess.Popen(argv, cwd=str(REPO_ROOT), env=env, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                close_fds=True)
 
 
 def start_ready(workspace: str | os.PathLike, reap_in_thread: bool = False) -> list[str]:
@@ -443,9 +507,11 @@ def start_ready(workspace: str | os.PathLike, reap_in_thread: bool = False) -> l
         with transaction(conn):
             max_running = int(get_setting(conn, "max_running_per_gpu_set", 1))
             now = time.time()
+            # A run with secrets is claimed only by its own waiting supervisor.
             todo = [r for r in ready_runs(conn, max_running)
-                    if not r["launch_requested_at"]
-                    or now - r["launch_requested_at"] > LAUNCH_PENDING_S]
+                    if not r["secret_keys"] and (not r["launch_requested_at"]
+                                                 or now - r["launch_requested_at"]
+                                                 > LAUNCH_PENDING_S)]
             for r in todo:
                 conn.execute("UPDATE runs SET launch_requested_at = ? WHERE id = ?",
                              (now, r["id"]))
@@ -530,9 +596,16 @@ class Supervisor:
     DB_POLL_S = 0.5
     REAP_EVERY_S = 2.0
 
-    def __init__(self, workspace: str | os.PathLike, run_id: str):
+    WAIT_POLL_S = 0.5
+
+    def __init__(self, workspace: str | os.PathLike, run_id: str, wait: bool = False):
         self.workspace = Path(workspace).resolve()
         self.run_id = run_id
+        self.wait = wait
+        # This run's secrets: out of our own environment (so no other process we start
+        # inherits them), into its stages' environment only.
+        self.secrets = {k[len(SECRET_PREFIX):]: os.environ.pop(k) for k in list(os.environ)
+                        if k.startswith(SECRET_PREFIX)}
         self.conn = connect(self.workspace)
         self.signal_name: str | None = None
         self.wake = False
@@ -551,7 +624,8 @@ class Supervisor:
         signal.signal(signal.SIGTERM, external)
         signal.signal(signal.SIGINT, external)
         signal.signal(signal.SIGUSR1, wake)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        # A handler, not SIG_IGN: an ignored signal would stay ignored in the stages.
+        signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
     def stop_requested(self) -> bool:
         if self._stop_cached:
@@ -590,9 +664,21 @@ class Supervisor:
                 "WHERE id = ?", (time.time(), pid, process_start_time(pid), self.run_id))
             return self.conn.execute("SELECT * FROM runs WHERE id = ?", (self.run_id,)).fetchone()
 
+    def wait_for_turn(self) -> sqlite3.Row | None:
+        """Claim the run as soon as the queue allows; None when it stopped being queued."""
+        while True:
+            run = self.claim()
+            if run is not None:
+                return run
+            row = self.conn.execute("SELECT status FROM runs WHERE id = ?",
+                                    (self.run_id,)).fetchone()
+            if row is None or row["status"] != "queued" or self.signal_name:
+                return None
+            time.sleep(self.WAIT_POLL_S)
+
     def run(self) -> int:
         self.install_signal_handlers()
-        run = self.claim()
+        run = self.wait_for_turn() if self.wait else self.claim()
         if run is None:
             return 0
         become_subreaper()
@@ -603,7 +689,8 @@ class Supervisor:
         except BaseException as e:  # noqa: BLE001 - record any crash, never leave 'running'
             traceback.print_exc()
             if self.proc is not None:
-                ProcessTree(self.proc.pid, os.getpid(), self.reap).terminate(
+                ProcessTree(self.proc.pid, os.getpid(), self.reap,
+                            run_id=self.run_id).terminate(
                     float(run["stop_grace_s"]))
             self.finish("failed", f"the run's supervisor failed: {type(e).__name__}: {e}")
         finally:
@@ -685,7 +772,7 @@ class Supervisor:
         log_path = Path(stage["log_path"])
         log_path.parent.mkdir(parents=True, exist_ok=True)
         argv = json.loads(stage["argv"])
-        env = child_env(json.loads(stage["env"]))
+        env = child_env({**json.loads(stage["env"]), **self.secrets})
         grace = float(run["stop_grace_s"])
 
         def note(message: str) -> None:
@@ -712,7 +799,7 @@ class Supervisor:
             return "failed", reason
 
         proc = self.proc
-        tree = ProcessTree(proc.pid, os.getpid(), self.reap)
+        tree = ProcessTree(proc.pid, os.getpid(), self.reap, run_id=self.run_id)
         with transaction(self.conn):
             self.conn.execute(
                 "UPDATE stages SET status = 'running', pid = ?, pgid = ?, proc_start = ?, "
@@ -771,11 +858,14 @@ class Supervisor:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    args = sys.argv[1:] if argv is None else list(argv)
+    wait = "--wait" in args
+    args = [a for a in args if a != "--wait"]
     if len(args) != 2:
-        print("usage: python -m backend.supervisor <workspace> <run_id>", file=sys.stderr)
+        print("usage: python -m backend.supervisor <workspace> <run_id> [--wait]",
+              file=sys.stderr)
         return 2
-    return Supervisor(args[0], args[1]).run()
+    return Supervisor(args[0], args[1], wait=wait).run()
 
 
 if __name__ == "__main__":

@@ -18,9 +18,11 @@ Endpoints (all take ``run_id`` as text where they concern one run):
   ``preset`` (a preset name; empty: schema defaults). ``hub_token`` (optional) reaches the
   run's stages through their environment only.
 - ``/run_status(run_id) -> dict``; ``/run_progress(run_id) -> dict``;
-  ``/stop_run(run_id) -> dict``; ``/list_runs() -> list``;
-  ``/list_outputs(run_id) -> list[{path, bytes}]``;
-  ``/fetch_output(run_id, path) -> file`` (``path`` as listed; the client downloads it);
+  ``/stop_run(run_id) -> dict``; ``/resume_run(run_id, hub_token) -> dict`` (a stopped or
+  failed run continues from its saved state); ``/list_runs() -> list``;
+  ``/list_outputs(run_id) -> list[{file, bytes}]``;
+  ``/fetch_output(run_id, path) -> file`` (``path``: a listed ``file``; the client downloads
+  it and returns its local path);
   ``/run_log(run_id, stage, offset) -> {text, offset}`` (tokens redacted);
   ``/list_presets() -> list``.
 
@@ -29,26 +31,23 @@ whose message says what was wrong; the client raises it as ``AppError``.
 """
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 import gradio as gr
+import yaml
 
 from webui import security
 
 __all__ = ["add_api_endpoints", "ENDPOINTS"]
 
-ENDPOINTS = ("start_run", "run_status", "run_progress", "stop_run", "list_runs",
+ENDPOINTS = ("start_run", "run_status", "run_progress", "stop_run", "resume_run", "list_runs",
              "list_outputs", "fetch_output", "run_log", "list_presets")
 # Which environment variable carries a token for each download source.
 TOKEN_ENV = {"huggingface": "HF_TOKEN", "modelscope": "MODELSCOPE_API_TOKEN"}
 RUN_FIELDS = ("id", "name", "owner", "status", "created_at", "started_at", "ended_at",
               "failure_reason", "stop_reason", "note", "attempt", "current_stage", "gpu_ids")
-DOWNLOAD_TTL_S = 3600.0
 
 
 class _Fail(gr.Error):
@@ -66,6 +65,21 @@ def _summary(run: dict) -> dict:
     return out
 
 
+def _plain(value: Any, run_dir: Path) -> Any:
+    """JSON-safe copy where every ``path`` becomes ``file``, run-relative (what fetch_output
+    takes; None outside the run). gradio_client would try to download any dict with a
+    string ``path``, and absolute server paths are not the client's business."""
+    if isinstance(value, dict):
+        return {("file" if k == "path" else str(k)): (_relative(v, run_dir) if k == "path"
+                                                      else _plain(v, run_dir))
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, run_dir) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
 def _relative(path: Any, run_dir: Path) -> Any:
     """A path inside the run as run-relative text (what fetch_output takes); else None."""
     if not isinstance(path, str) or not path:
@@ -78,8 +92,6 @@ def _relative(path: Any, run_dir: Path) -> Any:
 
 def parse_config(config: Any) -> dict:
     """``config`` as a mapping: a dict, or YAML/JSON text (empty: no changes)."""
-    import yaml
-
     if config is None or config == "":
         return {}
     if isinstance(config, dict):
@@ -121,40 +133,13 @@ def build_config(config: Any, preset: str, workspace: Path):
         raise _Fail(str(e)) from None
 
 
-def _submit(runner, cfg, owner: str | None, name: str, token: str) -> str:
-    import inspect
-
-    kwargs: dict[str, Any] = {"owner": owner, "name": name or None}
-    if token:
-        if "secret_env" not in inspect.signature(runner.submit).parameters:
-            raise _Fail("hub_token: this server cannot hand a token to one run; set HF_TOKEN "
-                        "or MODELSCOPE_API_TOKEN in the environment of the server instead")
-        env_name = TOKEN_ENV.get(getattr(cfg, "download_source", ""), "HF_TOKEN")
-        kwargs["secret_env"] = {env_name: token}
-    return runner.submit(cfg, **kwargs)
-
-
-def _stage_download(src: Path, workspace: Path) -> Path:
-    """A private copy (hard link when possible) of a checked file under
-    ``{workspace}/downloads/<random>/``, which gradio may hand out; old ones are removed."""
-    root = workspace / security.DOWNLOADS_DIR / "api"
-    root.mkdir(parents=True, exist_ok=True)
-    now = time.time()
-    for old in root.iterdir():
-        try:
-            if old.is_dir() and not old.is_symlink() and now - old.stat().st_mtime > \
-                    DOWNLOAD_TTL_S:
-                shutil.rmtree(old, ignore_errors=True)
-        except OSError:
-            pass
-    folder = root / security.new_download_name()
-    folder.mkdir()
-    target = folder / src.name
-    try:
-        os.link(src, target)
-    except OSError:
-        shutil.copyfile(src, target)
-    return target
+def _secret_env(token: str, download_source: str | None) -> dict[str, str] | None:
+    """The run's in-memory environment for a typed token (None without one)."""
+    token = (token or "").strip()
+    if not token:
+        return None
+    security.remember_secret(token)
+    return {TOKEN_ENV.get(download_source or "", "HF_TOKEN"): token}
 
 
 def add_api_endpoints(runner, workspace: str | os.PathLike,
@@ -185,13 +170,10 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
         """Start a run from run options (YAML text or a mapping) on top of a preset."""
         user = who(request)
         cfg = build_config(config, preset, workspace)
-        token = (hub_token or "").strip()
-        if token:
-            security.remember_secret(token)
+        secret_env = _secret_env(hub_token, cfg.download_source)
         try:
-            run_id = _submit(runner, cfg, user, (name or "").strip(), token)
-        except gr.Error:
-            raise
+            run_id = runner.submit(cfg, owner=user, name=(name or "").strip() or None,
+                                   **({"secret_env": secret_env} if secret_env else {}))
         except Exception as e:  # noqa: BLE001 - RunnerError and disk refusals, for people
             raise _Fail(security.redact(str(e))) from None
         run = runner.get_run(run_id)
@@ -213,12 +195,7 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
     def run_progress(run_id: str, request: gr.Request = None) -> dict:
         """Step, total, loss, ETA, the loss curve and checkpoints/samples (run-relative)."""
         run = checked_run(run_id, request)
-        prog = dict(runner.progress(run["id"]))
-        run_dir = Path(run["run_dir"]).resolve()
-        for key in ("checkpoints", "samples"):
-            prog[key] = [{**item, "path": _relative(item.get("path"), run_dir)}
-                         for item in prog.get(key, [])]
-        return json.loads(json.dumps(prog, default=str))
+        return _plain(runner.progress(run["id"]), Path(run["run_dir"]).resolve())
 
     def stop_run(run_id: str, request: gr.Request = None) -> dict:
         """Stop a run (the stage saves its state first); returns its status."""
@@ -227,6 +204,17 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
             runner.stop(run["id"])
         except Exception as e:  # noqa: BLE001
             raise _Fail(str(e)) from None
+        return _summary(runner.get_run(run["id"]))
+
+    def resume_run(run_id: str, hub_token: str = "", request: gr.Request = None) -> dict:
+        """Continue a stopped or failed run (training from its saved state)."""
+        run = checked_run(run_id, request)
+        source = (yaml.safe_load(run.get("config_yaml") or "") or {}).get("download_source")
+        secret_env = _secret_env(hub_token, source if isinstance(source, str) else None)
+        try:
+            runner.resume(run["id"], **({"secret_env": secret_env} if secret_env else {}))
+        except Exception as e:  # noqa: BLE001
+            raise _Fail(security.redact(str(e))) from None
         return _summary(runner.get_run(run["id"]))
 
     def list_runs(request: gr.Request = None) -> list:
@@ -265,11 +253,11 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
             real = security.registry_file(runner, run_id, path, who(request))
         except security.AccessDenied as e:
             raise _Fail(str(e)) from None
-        return str(_stage_download(real, workspace))
+        return str(security.stage_download(real, workspace))
 
     fns = {}
-    for fn in (start_run, run_status, run_progress, stop_run, list_runs, list_outputs,
-               run_log, list_presets):
+    for fn in (start_run, run_status, run_progress, stop_run, resume_run, list_runs,
+               list_outputs, run_log, list_presets):
         fns[fn.__name__] = gr.api(fn, api_name=fn.__name__)
     # A file output needs components: gradio then serves the file and the client downloads it.
     with gr.Group(visible=False):

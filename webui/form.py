@@ -146,7 +146,7 @@ class Form:
             comp = gr.CheckboxGroup(choices=meta["choices"], value=value, **common)
         elif kind in ("int", "float") and _optional(name):
             # Empty means "unset": a Number box cannot be empty, so a one-line text box.
-            comp = gr.Textbox(value="" if value is None else _fmt_number(value), lines=1,
+            comp = gr.Textbox(value=value, lines=1,
                               max_lines=1, placeholder=f"empty = unset; {_bounds_text(meta)}"
                               if _bounds_text(meta) else "empty = unset", **common)
         elif kind in ("int", "float"):

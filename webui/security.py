@@ -24,8 +24,10 @@ import hmac
 import os
 import re
 import secrets
+import shutil
 import stat
 import threading
+import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -38,6 +40,8 @@ UPLOAD_EXTS = IMAGE_EXTS + (".txt", ".csv", ".json", ".jsonl")
 MAX_ZIP_FILES = 20_000
 MAX_ZIP_BYTES = 4 << 30
 DOWNLOADS_DIR = "downloads"
+SERVED_DIR = "served"          # {workspace}/downloads/served: the only launch allowed_path
+SERVED_TTL_S = 3600.0
 
 
 class AccessDenied(PermissionError):
@@ -190,7 +194,8 @@ def registry_file(runner: Any, run_id: str, relpath: str | os.PathLike, user: st
 
 def list_files(runner: Any, run_id: str, user: str | None,
                admins: Iterable[str] | None = None, limit: int = 5000) -> list[dict]:
-    """The run's files (relative path, bytes), as ``registry_file`` would serve them.
+    """The run's files as ``{"file": run-relative path, "bytes": size}``, as
+    ``registry_file`` would serve them.
 
     Links are not followed; the stage-1 cache and the resume state (big, internal) are left
     out of the listing but stay fetchable by name.
@@ -212,7 +217,7 @@ def list_files(runner: Any, run_id: str, user: str | None,
                 continue
             if not stat.S_ISREG(st.st_mode) or name in DB_NAMES:
                 continue
-            out.append({"path": (rel_root / name).as_posix(), "bytes": st.st_size})
+            out.append({"file": (rel_root / name).as_posix(), "bytes": st.st_size})
             if len(out) >= limit:
                 return out
     return out
@@ -343,8 +348,10 @@ _secrets_lock = threading.Lock()
 SECRET_PATTERNS = [
     re.compile(r"\bhf_[A-Za-z0-9]{16,}\b"),
     re.compile(r"(?i)(authorization\s*[:=]\s*(?:bearer|token)\s+)[^\s'\"]+"),
-    re.compile(r"(?i)\b([A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|API_?KEY)[A-Z0-9_]*\s*[=:]\s*)"
-               r"(?!\*\*\*)[^\s'\",;]+"),
+    # KEY=value / "key": "value" where a _-separated part of KEY names a secret
+    # (HF_TOKEN, MODELSCOPE_API_TOKEN, hub_token; not TOKENIZERS_PARALLELISM).
+    re.compile(r"(?i)\b((?:[A-Z0-9]+_)*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|"
+               r"CREDENTIALS?)(?:_[A-Z0-9]+)*[\"']?\s*[=:]\s*[\"']?)(?!\*\*\*)[^\s'\",;&]+"),
     re.compile(r"(?i)([?&](?:token|access_token|api_key)=)[^&\s'\"]+"),
 ]
 REDACTED = "***"
@@ -424,6 +431,12 @@ class Credentials:
                                   _b64decode(salt), int(iters))
         return hmac.compare_digest(got, _b64decode(digest))
 
+    async def check_async(self, user: str, password: str) -> bool:
+        """``check`` off the event loop (a slow hash never stalls the server)."""
+        import asyncio
+
+        return await asyncio.to_thread(self.check, user, password)
+
     def __call__(self, user: str, password: str) -> bool:
         return self.check(user, password)
 
@@ -469,5 +482,86 @@ def load_auth_file(path: str | os.PathLike) -> list[tuple[str, str]]:
     return out
 
 
-def new_download_name() -> str:
-    return secrets.token_hex(16)
+# ------------------------------------------------------------------------------ login wall
+_API_INFO = re.compile(rb"(window\.gradio_api_info\s*=\s*).*?(;\s*</script>)", re.S)
+_SIGNED_OUT = re.compile(rb'"auth_required"\s*:\s*true')
+
+
+def blank_api_info(html: bytes) -> bytes:
+    """The page for a signed-out visitor without the API description gradio puts in it."""
+    if not _SIGNED_OUT.search(html):
+        return html
+    return _API_INFO.sub(rb"\1{}\2", html, count=1)
+
+
+class LoginWall:
+    """ASGI middleware for a server with sign-in: the page gradio serves to signed-out
+    visitors embeds the API description (endpoint names, parameters, docstrings) next to
+    the login form; this removes it, so they get the login page and nothing else."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope.get("type") != "http" or scope.get("method") not in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        state: dict[str, Any] = {"start": None, "html": False, "chunks": []}
+
+        async def capture(message):
+            if message["type"] == "http.response.start":
+                ctype = dict(message.get("headers") or []).get(b"content-type", b"")
+                if ctype.startswith(b"text/html"):
+                    state.update(start=message, html=True)
+                    return
+                await send(message)
+                return
+            if not state["html"] or message["type"] != "http.response.body":
+                await send(message)
+                return
+            state["chunks"].append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            body = blank_api_info(b"".join(state["chunks"]))
+            start = state["start"]
+            headers = [(k, v) for k, v in start.get("headers") or []
+                       if k.lower() != b"content-length"]
+            headers.append((b"content-length", str(len(body)).encode()))
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, capture)
+
+
+# ------------------------------------------------------------------------------ serving
+def served_dir(workspace: str | os.PathLike) -> Path:
+    """``{workspace}/downloads/served``: gradio's only ``allowed_paths`` entry. It holds
+    nothing but copies of checked files, each under a random 128-bit folder name, for an
+    hour; the rest of the workspace (history, runs, datasets, other users' exports) is never
+    served by path."""
+    return Path(workspace) / DOWNLOADS_DIR / SERVED_DIR
+
+
+def stage_download(src: str | os.PathLike, workspace: str | os.PathLike) -> Path:
+    """Hand out ``src`` (already checked by ``registry_file``): a hard link (or copy) under
+    a fresh random folder of ``served_dir``; older entries are removed."""
+    src = Path(src)
+    root = served_dir(workspace)
+    root.mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o700)
+    now = time.time()
+    for old in root.iterdir():
+        try:
+            if not old.is_symlink() and old.is_dir() and \
+                    now - old.stat().st_mtime > SERVED_TTL_S:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    folder = root / secrets.token_hex(16)
+    folder.mkdir(mode=0o700)
+    target = folder / src.name
+    try:
+        os.link(src, target)
+    except OSError:
+        shutil.copyfile(src, target)
+    return target

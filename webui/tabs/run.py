@@ -50,7 +50,7 @@ def create_ui(ctx: Ctx) -> None:
     c["failure"] = gr.Markdown("", elem_id="run-failure", visible=False,
                                elem_classes=["zl-failure"])
     with gr.Row(equal_height=False):
-        c["loss_plot"] = gr.LinePlot(pd.DataFrame({"step": [], "loss": []}), x="step",
+        c["loss_plot"] = gr.LinePlot(loss_frame([]), x="step",
                                      y="loss", label=T("run.loss"), elem_id="loss-plot",
                                      height=260, scale=3)
         c["run_samples"] = gr.Gallery(label=T("run.samples"), columns=4, height=260,
@@ -62,6 +62,13 @@ def create_ui(ctx: Ctx) -> None:
 
 
 # ---------------------------------------------------------------------- rendering
+def loss_frame(losses: list) -> pd.DataFrame:
+    """[[step, loss], ...] as numbers (an empty frame must be numeric too, or the plot's
+    axes become categories)."""
+    return pd.DataFrame({"step": pd.Series([float(s) for s, _ in losses], dtype="float64"),
+                         "loss": pd.Series([float(v) for _, v in losses], dtype="float64")})
+
+
 def progress_html(p: dict | None) -> str:
     if not p:
         return '<div class="zl-progress"><div class="zl-bar"><div class="zl-fill" ' \
@@ -157,6 +164,23 @@ def failure_markdown(f: dict | None) -> str:
 
 
 # ---------------------------------------------------------------------- tick
+def with_sample_counts(prog: dict) -> dict:
+    """A stage that only renders (sample) reports one ``sample`` event per image and no
+    ``step``: count those as its steps so its bar moves too."""
+    images = (".png", ".jpg", ".jpeg", ".webp")
+    for name, st in prog.get("stages", {}).items():
+        if name != "sample" or not st.get("total"):
+            continue
+        done = sum(1 for s in prog.get("samples", []) if s.get("stage") == name and
+                   str(s.get("path", "")).lower().endswith(images) and
+                   (s.get("time") or 0) >= (st.get("started") or 0))
+        st["step"] = min(done, st["total"])
+        if prog.get("stage") == name:
+            prog["step"] = st["step"]
+            prog["fraction"] = st["step"] / st["total"]
+    return prog
+
+
 def pick_log_stage(run: dict, choice: str | None) -> str | None:
     names = [s["name"] for s in run.get("stages", [])]
     if choice and choice != "auto" and choice in names:
@@ -190,7 +214,7 @@ def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
         state = new_log_state(run["id"])
     ctx.reattach_now_and_then()
     try:
-        prog = ctx.runner.progress(run["id"])
+        prog = with_sample_counts(ctx.runner.progress(run["id"]))
     except RunnerError:
         prog = None
     out["run_head"] = head_markdown(run)
@@ -217,7 +241,7 @@ def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
         losses = prog.get("losses") or []
         if len(losses) != state.get("losses"):
             state["losses"] = len(losses)
-            out["loss_plot"] = pd.DataFrame(losses or [], columns=["step", "loss"])
+            out["loss_plot"] = loss_frame(losses)
         images = jobs.sample_images(prog)
         if len(images) != state.get("samples"):
             state["samples"] = len(images)

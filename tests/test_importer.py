@@ -1,0 +1,199 @@
+"""Importing the reference's command lines; exporting a run as a shell script."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from backend.config import QWEN_IMAGE_SOURCES, QWEN_IMAGE_TARGETS, load_config, validate
+from backend.importer import export_shell_script, import_commands, split_commands
+from backend.plan import deepspeed_config, plan_run
+from tests.test_plan import (SEED_DEEPSPEED_JSON, SEED_DIR, comparable, load_accelerate,
+                             write_seed_files)
+
+# The reference's two low-VRAM commands, verbatim.
+SEED_COMMANDS = r"""
+accelerate launch examples/qwen_image/model_training/train.py \
+  --dataset_base_path data/example_image_dataset \
+  --dataset_metadata_path data/example_image_dataset/metadata.csv \
+  --max_pixels 1048576 \
+  --dataset_repeat 1 \
+  --model_id_with_origin_paths "Qwen/Qwen-Image:text_encoder/model*.safetensors,Qwen/Qwen-Image:vae/diffusion_pytorch_model.safetensors" \
+  --learning_rate 1e-4 \
+  --num_epochs 5 \
+  --remove_prefix_in_ckpt "pipe.dit." \
+  --output_path "./models/train/Qwen-Image_lora-splited-cache" \
+  --lora_base_model "dit" \
+  --lora_target_modules "to_q,to_k,to_v,add_q_proj,add_k_proj,add_v_proj,to_out.0,to_add_out,img_mlp.net.2,img_mod.1,txt_mlp.net.2,txt_mod.1" \
+  --lora_rank 32 \
+  --task "sft:data_process" \
+  --use_gradient_checkpointing \
+  --dataset_num_workers 8 \
+  --find_unused_parameters
+
+accelerate launch --config_file examples/qwen_image/model_training/special/low_vram_training/deepspeed_zero3_cpuoffload.yaml examples/qwen_image/model_training/train.py \
+  --dataset_base_path "./models/train/Qwen-Image_lora-splited-cache" \
+  --max_pixels 1048576 \
+  --dataset_repeat 50 \
+  --model_id_with_origin_paths "Qwen/Qwen-Image:transformer/diffusion_pytorch_model*.safetensors" \
+  --learning_rate 1e-4 \
+  --num_epochs 5 \
+  --remove_prefix_in_ckpt "pipe.dit." \
+  --output_path "./models/train/Qwen-Image_lora" \
+  --lora_base_model "dit" \
+  --lora_target_modules "to_q,to_k,to_v,add_q_proj,add_k_proj,add_v_proj,to_out.0,to_add_out,img_mlp.net.2,img_mod.1,txt_mlp.net.2,txt_mod.1" \
+  --lora_rank 32 \
+  --task "sft:train" \
+  --use_gradient_checkpointing \
+  --dataset_num_workers 8 \
+  --find_unused_parameters \
+  --initialize_model_on_cpu
+"""
+
+
+def test_split_commands_handles_continuations_quotes_comments_and_separators():
+    text = ('# set-up\ncd repo && A=1 python train.py --x "a b" \\\n  --y \'c;d\' ; echo hi\n'
+            'python t.py --prompt "two\nlines"\n')
+    assert split_commands(text) == [
+        ["cd", "repo"], ["A=1", "python", "train.py", "--x", "a b", "--y", "c;d"],
+        ["echo", "hi"], ["python", "t.py", "--prompt", "two\nlines"]]
+
+
+def test_the_seed_commands_import_into_the_low_vram_recipe(tmp_path):
+    write_seed_files(tmp_path)
+    result = import_commands(SEED_COMMANDS, base_dir=tmp_path)
+    cfg = result.config
+    assert cfg.split_training and cfg.stages == ["data_process", "train", "sample"]
+    # Data from stage 1 (stage 2's dataset is the reference's cache).
+    assert cfg.dataset_base_path == str(tmp_path / "data" / "example_image_dataset")
+    assert cfg.dataset_metadata_path == str(tmp_path / "data/example_image_dataset/metadata.csv")
+    # Training from stage 2, models from both.
+    assert (cfg.dataset_repeat, cfg.num_epochs, cfg.learning_rate, cfg.lora_rank) == (
+        50, 5, 1e-4, 32)
+    assert cfg.model_id_with_origin_paths == QWEN_IMAGE_SOURCES
+    assert cfg.lora_target_modules == QWEN_IMAGE_TARGETS and cfg.remove_prefix_in_ckpt == \
+        "pipe.dit."
+    assert cfg.use_gradient_checkpointing and cfg.find_unused_parameters
+    assert cfg.initialize_model_on_cpu and cfg.dataset_num_workers == 8
+    # DeepSpeed from stage 2's files.
+    assert (cfg.zero_stage, cfg.offload_optimizer_device, cfg.offload_param_device) == (
+        3, "cpu", "cpu")
+    assert cfg.pin_memory and cfg.zero3_init_flag and cfg.ds_activation_checkpointing
+    assert (cfg.reduce_bucket_size, cfg.stage3_prefetch_bucket_size, cfg.sub_group_size) == (
+        50_000_000, 50_000_000, 1_000_000_000)
+    assert result.not_understood == []
+    notes = "\n".join(result.notes)
+    assert "Qwen-Image_lora-splited-cache" in notes and "mixed precision" in notes
+
+    # ... and the files planned from it carry the seed's settings.
+    run = tmp_path / "run"
+    plan_run(cfg, run, cuda=True)
+    assert json.loads((run / "deepspeed_train.json").read_text()) == json.loads(
+        SEED_DEEPSPEED_JSON)
+    seed_yaml = tmp_path / SEED_DIR / "deepspeed_zero3_cpuoffload.yaml"
+    assert comparable(load_accelerate(run / "accelerate_train.yaml")) == comparable(
+        load_accelerate(seed_yaml))
+    assert load_accelerate(run / "accelerate_data_process.yaml")["distributed_type"] == "NO"
+
+
+def test_deepspeed_settings_follow_the_files(tmp_path):
+    acc, ds_file = write_seed_files(tmp_path)
+    ds = json.loads(SEED_DEEPSPEED_JSON)
+    ds["zero_optimization"].update(stage=2, reduce_bucket_size=2e8, overlap_comm=True)
+    del ds["zero_optimization"]["offload_param"]
+    ds["zero_optimization"]["offload_optimizer"]["pin_memory"] = False
+    del ds["activation_checkpointing"]
+    ds["bf16"]["enabled"] = True
+    ds["gradient_clipping"] = 0.7
+    ds["optimizer"] = {"type": "Lion"}
+    ds_file.write_text(json.dumps(ds))
+    text = acc.read_text().replace("zero3_init_flag: true", "zero3_init_flag: false") \
+        .replace("num_processes: 1", "num_processes: 2")
+    acc.write_text(text)
+    cfg_text = SEED_COMMANDS.split("\n\n")[1]
+    result = import_commands(cfg_text, base_dir=tmp_path)
+    cfg = result.config
+    assert (cfg.zero_stage, cfg.offload_optimizer_device, cfg.offload_param_device) == (
+        2, "cpu", "none")
+    assert cfg.pin_memory is False and cfg.zero3_init_flag is False
+    assert cfg.ds_activation_checkpointing is False and cfg.overlap_comm is True
+    assert cfg.reduce_bucket_size == 200_000_000 and cfg.gradient_clipping == 0.7
+    assert cfg.mixed_precision == "bf16" and cfg.num_processes == 2
+    # Stage 2 alone: it trains from the cache it names.
+    assert cfg.stages == ["train", "sample"] and cfg.split_training
+    assert cfg.dataset_base_path == str(tmp_path / "models/train/Qwen-Image_lora-splited-cache")
+    assert [x for x in result.not_understood if "optimizer" in x and "Lion" in x]
+
+
+def test_missing_files_are_named_in_the_notes(tmp_path):
+    result = import_commands(SEED_COMMANDS, base_dir=tmp_path / "elsewhere")
+    assert [n for n in result.notes if "deepspeed_zero3_cpuoffload.yaml" in n and
+            "not found" in n]
+    assert result.config.zero_stage == 0  # nothing read, nothing guessed
+    write_seed_files(tmp_path)[1].unlink()  # the YAML is there, its JSON is not
+    result = import_commands(SEED_COMMANDS, base_dir=tmp_path)
+    assert [n for n in result.notes if "ds_z3_cpuoffload.json" in n and "not found" in n]
+
+
+def test_the_deepspeed_file_is_also_found_next_to_the_yaml(tmp_path):
+    acc, ds = write_seed_files(tmp_path / "ref")
+    shutil.move(str(acc), tmp_path / "accelerate.yaml")
+    shutil.move(str(ds), tmp_path / "ds_z3_cpuoffload.json")
+    result = import_commands("accelerate launch --config_file accelerate.yaml train.py "
+                             "--task sft --dataset_base_path d", base_dir=tmp_path)
+    assert result.config.zero_stage == 3 and not result.config.split_training
+
+
+def test_flags_without_a_counterpart_are_listed(tmp_path):
+    text = ('CUDA_VISIBLE_DEVICES=0,1 accelerate launch --num_processes 2 --multi_gpu '
+            '--mixed_precision fp16 train.py --dataset_base_path "my data" --fp8_models "a:b" '
+            '--lora_rank 16 --trainable_models dit --height 512 --width 512 && echo done')
+    result = import_commands(text)
+    cfg = result.config
+    assert (cfg.num_processes, cfg.gpu_ids, cfg.mixed_precision) == (2, "0,1", "fp16")
+    assert (cfg.lora_rank, cfg.height, cfg.width) == (16, 512, 512)
+    assert cfg.dataset_base_path == "my data" and not cfg.split_training
+    assert result.not_understood == ["command 1: --fp8_models a:b",
+                                     "command 1: --trainable_models dit"]
+    assert [n for n in result.notes if "echo done" in n]
+
+
+def test_bad_values_are_reported_and_left_at_the_default():
+    result = import_commands("python train.py --dataset_base_path d --lora_rank 0 "
+                             "--height 100 --width 100")
+    assert result.config.lora_rank == 32 and result.config.height is None
+    assert [x for x in result.not_understood if x.startswith("lora_rank:")]
+
+
+# ------------------------------------------------------------------------------ export
+def test_export_shell_script_writes_the_files_and_runs_the_commands(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = validate({"dataset_base_path": str(tmp_path / "data"), "zero_stage": 3,
+                    "offload_param_device": "cpu", "offload_optimizer_device": "cpu",
+                    "use_gradient_checkpointing": True,
+                    "sample_prompts": ["it's a 'quoted' $HOME prompt"]})
+    script = export_shell_script(cfg, cuda=True)
+    path = tmp_path / "run.sh"
+    path.write_text(script)
+    bash = shutil.which("bash")
+    subprocess.run([bash, "-n", str(path)], check=True)
+    # The stage commands run "$PYTHON ..."; `true` stands in for Python so that only the
+    # file-writing part has effects.
+    env = {**os.environ, "PYTHON": "true"}
+    subprocess.run([bash, str(path), "exported"], check=True, cwd=tmp_path, env=env)
+    out = tmp_path / "exported"
+    assert sorted(p.name for p in out.iterdir()) == [
+        "accelerate_data_process.yaml", "accelerate_train.yaml", "deepspeed_train.json",
+        "run.yaml"]
+    assert json.loads((out / "deepspeed_train.json").read_text()) == deepspeed_config(cfg)
+    train = load_accelerate(out / "accelerate_train.yaml")
+    assert train["deepspeed_config"]["deepspeed_config_file"] == "deepspeed_train.json"
+    again = load_config(out / "run.yaml")
+    assert again.sample_prompts == cfg.sample_prompts and again.output_path == "output"
+    assert again.dataset_base_path == cfg.dataset_base_path
+    assert '"$PYTHON" -m accelerate.commands.launch' in script
+    assert "--task sft:train" in script and "--output_dir samples" in script

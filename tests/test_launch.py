@@ -1,0 +1,200 @@
+"""launch.py: safe defaults, refusals before binding, sign-in, share offline, bootstrap.
+
+Every test starts the real launcher as a subprocess (its own temp workspace, a free port)
+and looks at what a person sees: the exit status and message, whether the port answers,
+the login wall. ``AppServer`` is shared with the security and API tests.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+import launch
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.timeout(300)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_answers(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def launcher_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    for k in ("ZEROLORA_WORKSPACE", "ZEROLORA_MODELS_DIR", "ZEROLORA_PORT", "GRADIO_TEMP_DIR",
+              "ZEROLORA_BOOTSTRAPPED", "ZEROLORA_VENV"):
+        env.pop(k, None)
+    env.update({"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+                "PYTHONUNBUFFERED": "1"})
+    env.update(extra)
+    return env
+
+
+class AppServer:
+    """``launch.py`` in a subprocess; ``url``, ``workspace``, ``log()``; ``stop()`` ends it."""
+
+    def __init__(self, tmp: Path, *args: str, env: dict | None = None,
+                 python: list[str] | None = None, wait: bool = True, port: int | None = None):
+        self.port = port or free_port()
+        self.workspace = tmp / "workspace"
+        self.log_path = tmp / f"launch-{self.port}.log"
+        self.url = f"http://127.0.0.1:{self.port}"
+        argv = [*(python or [sys.executable]), str(ROOT / "launch.py"), "--port",
+                str(self.port), "--workspace", str(self.workspace), *args]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(argv, cwd=str(tmp), env=env or launcher_env(),
+                                         stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        if wait:
+            self.wait_serving()
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def wait_serving(self, limit_s: float = 180.0) -> None:
+        deadline = time.monotonic() + limit_s  # a safety limit, not a timing assertion
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"launch.py exited ({self.proc.returncode}):\n"
+                                     f"{self.log()[-4000:]}")
+            if "serving at" in self.log():
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"launch.py did not start serving:\n{self.log()[-4000:]}")
+
+    def login(self, user: str, password: str) -> httpx.Client:
+        client = httpx.Client(base_url=self.url, timeout=30, trust_env=False)
+        r = client.post("/login", data={"username": user, "password": password})
+        assert r.status_code == 200, r.text
+        return client
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+def run_refused(tmp_path: Path, *args: str) -> tuple[int, str, bool]:
+    """Run launch.py expecting a refusal; returns (exit code, output, port was ever bound)."""
+    port = free_port()
+    bound = []
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "launch.py"), "--port", str(port), "--workspace",
+         str(tmp_path / "ws"), *args], cwd=str(tmp_path), env=launcher_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def watch():
+        while proc.poll() is None:
+            for host in ("127.0.0.1", socket.gethostbyname(socket.gethostname())):
+                if port_answers(port, host):
+                    bound.append(host)
+            time.sleep(0.02)
+    t = threading.Thread(target=watch)
+    t.start()
+    out, _ = proc.communicate(timeout=120)
+    t.join()
+    return proc.returncode, out, bool(bound) or port_answers(port)
+
+
+# ------------------------------------------------------------------------- refusals
+@pytest.mark.parametrize("args, needle", [
+    (["--host", "0.0.0.0"], "--host 0.0.0.0 would let other machines reach the app"),
+    (["--host", "::"], "--host :: would let other machines"),
+    (["--host", "192.168.1.20"], "--host 192.168.1.20 would let"),
+    (["--share"], "--share makes a public link"),
+])
+def test_exposed_without_sign_in_exits_before_binding(tmp_path, args, needle):
+    code, out, bound = run_refused(tmp_path, *args)
+    assert code == launch.EXIT_UNSAFE, out
+    assert "refusing to start" in out and needle in out
+    # It says what to pass.
+    assert "--auth USER:PASS" in out and "--auth-file" in out and "--insecure" in out
+    assert not bound
+    assert not (tmp_path / "ws").exists()  # nothing created either
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--admin", "alice"], "--admin: needs sign-in"),
+    (["--auth", "alice:pw", "--admin", "mallory"], "--admin: not a user"),
+    (["--auth", "alice-no-colon-hunter2"], "expected user:password"),
+    (["--auth", "alice:"], "empty password"),
+    (["--auth-file", "/nonexistent/users.txt"], "--auth-file: cannot read"),
+    (["--root-path", "zerolora"], "--root-path: a URL path starting with /"),
+])
+def test_bad_sign_in_settings_are_refused_without_echoing_passwords(tmp_path, args, needle):
+    code, out, bound = run_refused(tmp_path, *args)
+    assert code != 0 and needle in out, out
+    assert "hunter2" not in out and not bound
+
+
+def test_loopback_rules():
+    assert launch.is_loopback("127.0.0.1") and launch.is_loopback("localhost")
+    assert launch.is_loopback("::1") and launch.is_loopback("127.0.0.2")
+    for host in ("0.0.0.0", "::", "10.0.0.1", "example.org", ""):
+        assert not launch.is_loopback(host)
+    assert launch.exposure_problem("0.0.0.0", False, True, False) is None
+    assert launch.exposure_problem("0.0.0.0", False, False, True) is None
+    assert launch.exposure_problem("127.0.0.1", False, False, False) is None
+
+
+# ------------------------------------------------------------------------- bootstrap
+def test_bootstrap_installs_cpu_torch_first_as_argv_lists(tmp_path):
+    py = tmp_path / ".venv" / "bin" / "python"
+    cpu = launch.install_commands(py, cpu_only=True)
+    assert all(isinstance(c, list) and all(isinstance(a, str) for a in c) for c in cpu)
+    assert [c[3:] for c in cpu] == [["install", "--upgrade", "pip"], ["install", "torch==2.13.0"],
+                                    ["install", "-r", str(ROOT / "requirements.txt")]]
+    assert all(c[:3] == [str(py), "-m", "pip"] for c in cpu)
+    gpu = launch.install_commands(py, cpu_only=False)
+    assert not any("torch==2.13.0" in c for c in gpu)
+    # The pinned CPU build satisfies requirements.txt's torch range (nothing more is pulled).
+    req = next(l for l in (ROOT / "requirements.txt").read_text().splitlines()
+               if l.startswith("torch"))
+    from packaging.specifiers import SpecifierSet
+    assert "2.13.0" in SpecifierSet(req[len("torch"):].strip())
+
+
+def test_without_the_packages_and_no_bootstrap_it_says_what_to_install(tmp_path):
+    # -S: no site-packages, as on a fresh machine.
+    proc = subprocess.run([sys.executable, "-S", str(ROOT / "launch.py"), "--no-bootstrap",
+                           "--workspace", str(tmp_path / "ws")], env=launcher_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "missing Python packages" in proc.stderr and "gradio" in proc.stderr
+    assert "pip install torch==2.13.0" in proc.stderr and "-r requirements.txt" in proc.stderr
+
+
+def test_hash_password_prints_a_line_for_the_auth_file(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "launch.py"), "--hash-password", "dana"],
+                          input="s3cret pass\n", env=launcher_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.strip()
+    assert line.startswith("dana:pbkdf2_sha256$") and "s3cret" not in line
+    creds = launch.security.Credentials()
+    creds.add(*launch.security.parse_auth_line(line, "test"))
+    assert creds.check("dana", "s3cret pass") and not creds.check("dana", "s3cret")
