@@ -24,6 +24,7 @@ within a second, before torch or any distributed set-up is touched.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import re
@@ -305,8 +306,8 @@ def field_meta(name: str) -> dict[str, Any]:
     info = FIELDS[name]
     extra = dict(info.json_schema_extra or {})
     meta: dict[str, Any] = {"name": name, "help": info.description or "",
-                            "default": info.default if info.default_factory is None
-                            else info.default_factory(),
+                            "default": copy.deepcopy(info.default)
+                            if info.default_factory is None else info.default_factory(),
                             "group": extra.get("group"), "ui": extra.get("ui", "basic")}
     for m in info.metadata:
         for attr in ("ge", "gt", "le", "lt", "multiple_of", "min_length", "max_length",

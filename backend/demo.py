@@ -150,6 +150,18 @@ def to_tensor(imgs: list[np.ndarray]) -> torch.Tensor:
     return x.permute(0, 3, 1, 2).unsqueeze(2).contiguous()
 
 
+def random_crops(x: torch.Tensor, size: int, rng: np.random.Generator) -> torch.Tensor:
+    """A ``size`` crop of each image at a multiple of 8 (the VAE's grid, so checkers stay aligned)."""
+    if size >= x.shape[-1]:
+        return x
+    n = (x.shape[-1] - size) // 8 + 1
+    out = []
+    for img in x:
+        i, j = (int(v) * 8 for v in rng.integers(0, n, size=2))
+        out.append(img[..., i : i + size, j : j + size])
+    return torch.stack(out)
+
+
 # ----------------------------------------------------------------------------- training
 
 
@@ -158,6 +170,7 @@ class BuildSettings:
     seed: int = 0
     vae_steps: int = 600
     vae_batch: int = 8
+    vae_crop: int = 32
     vae_lr: float = 1e-3
     vae_kl_weight: float = 1e-4
     dit_images: int = 480
@@ -182,7 +195,7 @@ def train_vae(vae, s: BuildSettings) -> None:
     for step in range(s.vae_steps):
         half = s.vae_batch // 2
         imgs = [base_example(rng)[0] for _ in range(half)] + [varied_example(rng) for _ in range(s.vae_batch - half)]
-        x = to_tensor(imgs)
+        x = random_crops(to_tensor(imgs), s.vae_crop, rng)
         post = vae.encode(x).latent_dist
         z = post.mean + post.std * torch.randn_like(post.std)
         rec = vae.decode(z).sample
@@ -194,7 +207,7 @@ def train_vae(vae, s: BuildSettings) -> None:
         torch.nn.utils.clip_grad_norm_(vae.parameters(), 1.0)
         opt.step()
         sched.step()
-        if step % 50 == 0 or step == s.vae_steps - 1:
+        if step % 25 == 0 or step == s.vae_steps - 1:
             log(f"vae step {step}/{s.vae_steps} mse {mse.item():.4f} kl {kl.item():.3f} ({time.time() - t0:.0f}s)")
     vae.eval()
 
@@ -251,7 +264,7 @@ def train_transformer(pipe, s: BuildSettings) -> None:
     rng = np.random.default_rng(s.seed + 21)
     examples = [base_example(rng) for _ in range(s.dit_images)]
     t0 = time.time()
-    latents = normalise_latents(encode_images(vae, [e[0] for e in examples]).unsqueeze(2) if False else encode_images(vae, [e[0] for e in examples]), vae)
+    latents = normalise_latents(encode_images(vae, [e[0] for e in examples]), vae)
     b, c, h, w = latents.shape
     packed = QwenImagePipeline._pack_latents(latents, b, c, h, w)
     log(f"encoded {b} images to latents {tuple(latents.shape)} ({time.time() - t0:.0f}s)")
@@ -297,3 +310,173 @@ def train_transformer(pipe, s: BuildSettings) -> None:
         if step % 100 == 0 or step == s.dit_steps - 1:
             log(f"dit step {step}/{s.dit_steps} loss {running:.4f} ({time.time() - t0:.0f}s)")
     transformer.eval()
+
+
+@torch.no_grad()
+def set_latent_stats(vae, s: BuildSettings, n: int = 256) -> None:
+    """Set ``latents_mean``/``latents_std`` to the per-channel statistics of base-image latents."""
+    rng = np.random.default_rng(s.seed + 31)
+    z = encode_images(vae, [base_example(rng)[0] for _ in range(n)])
+    mean = z.mean(dim=(0, 2, 3, 4))
+    std = z.std(dim=(0, 2, 3, 4)).clamp_min(1e-3)
+    vae.register_to_config(latents_mean=[round(v, 6) for v in mean.tolist()], latents_std=[round(v, 6) for v in std.tolist()])
+
+
+# ----------------------------------------------------------------------------- data set
+
+
+def write_demo_dataset(out_dir: Path, seed: int = 0) -> list[tuple[str, str]]:
+    """8 "zlr style" PNGs (the shapes on a purple checkerboard) + metadata.csv (image,prompt)."""
+    rng = np.random.default_rng(seed + 41)
+    combos = [
+        ("red", "circle"), ("green", "square"), ("blue", "triangle"), ("yellow", "circle"),
+        ("red", "square"), ("green", "triangle"), ("blue", "circle"), ("yellow", "square"),
+    ]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i, (colour, shape) in enumerate(combos):
+        img = draw_shape(shape, COLOURS[colour], zlr_background(rng), *random_layout(rng))
+        name = f"{i:02d}_{colour}_{shape}.png"
+        Image.fromarray(img).save(out_dir / name, optimize=True)
+        rows.append((name, zlr_caption(colour, shape)))
+    with open(out_dir / "metadata.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["image", "prompt"])
+        writer.writerows(rows)
+    return rows
+
+
+# ----------------------------------------------------------------------------- measuring
+
+
+def shape_mask(img: np.ndarray, threshold: float = 80.0) -> np.ndarray:
+    """Pixels far from white: the shape on a white background."""
+    return np.linalg.norm(img.astype(np.float32) - 255.0, axis=-1) > threshold
+
+
+def image_stats(img: np.ndarray) -> dict:
+    """Colour and shape read off a rendered 64x64 image (uint8 HxWx3).
+
+    ``colour``: the named colour nearest the mean colour of the shape pixels; ``shape``: from the
+    fill ratio of the shape's bounding box (triangle ~0.5, circle ~0.79, square ~1);
+    ``background``: the mean colour of the outer 4-pixel ring.
+    """
+    arr = img.astype(np.float32)
+    mask = shape_mask(img)
+    ring = np.ones(mask.shape, bool)
+    ring[4:-4, 4:-4] = False
+    stats = {"shape_fraction": float(mask.mean()), "background": arr[ring].mean(0).round(1).tolist()}
+    if mask.sum() < 16:
+        return {**stats, "colour": None, "shape": None, "shape_rgb": None, "fill": None}
+    rgb = arr[mask].mean(0)
+    colour = min(COLOURS, key=lambda c: float(np.linalg.norm(rgb - np.array(COLOURS[c]))))
+    ys, xs = np.nonzero(mask)
+    fill = float(mask.sum() / ((ys.max() - ys.min() + 1) * (xs.max() - xs.min() + 1)))
+    shape = "triangle" if fill < 0.64 else "circle" if fill < 0.9 else "square"
+    return {**stats, "colour": colour, "shape": shape, "shape_rgb": rgb.round(1).tolist(), "fill": round(fill, 3)}
+
+
+def render(pipe, prompt: str, seed: int, steps: int = SAMPLE_STEPS, cfg: float = SAMPLE_CFG) -> np.ndarray:
+    out = pipe(
+        prompt,
+        negative_prompt="",
+        true_cfg_scale=cfg,
+        height=RES,
+        width=RES,
+        num_inference_steps=steps,
+        generator=torch.Generator().manual_seed(seed),
+        output_type="np",
+    ).images[0]
+    return (out * 255).round().clip(0, 255).astype(np.uint8)
+
+
+def verify(model_dir: Path, seeds: tuple[int, ...] = (0, 1, 2, 3), grid_path: Path | None = None) -> dict:
+    """Render every base prompt with ``QwenImagePipeline`` at the demo's sample settings and score it."""
+    from diffusers import QwenImagePipeline
+
+    pipe = QwenImagePipeline.from_pretrained(model_dir)
+    pipe.set_progress_bar_config(disable=True)
+    colour_hits = shape_hits = n = 0
+    per_colour = {c: [] for c in COLOURS}
+    rows = []
+    for colour in COLOURS:
+        row = []
+        for shape in SHAPES:
+            for seed in seeds:
+                img = render(pipe, caption(colour, shape), seed)
+                st = image_stats(img)
+                colour_hits += st["colour"] == colour
+                shape_hits += st["shape"] == shape
+                n += 1
+                if st["shape_rgb"] is not None:
+                    per_colour[colour].append(st["shape_rgb"])
+                row.append(img)
+        rows.append(np.concatenate(row, axis=1))
+    zlr = [image_stats(render(pipe, zlr_caption(c, s), 0))["background"] for c, s in (("red", "circle"), ("blue", "square"))]
+    if grid_path is not None:
+        Image.fromarray(np.concatenate(rows, axis=0)).save(grid_path, optimize=True)
+    return {
+        "settings": {"height": RES, "width": RES, "steps": SAMPLE_STEPS, "true_cfg_scale": SAMPLE_CFG, "seeds": list(seeds)},
+        "renders": n,
+        "colour_accuracy": round(colour_hits / n, 3),
+        "colour_chance": round(1 / len(COLOURS), 3),
+        "shape_accuracy": round(shape_hits / n, 3),
+        "shape_chance": round(1 / len(SHAPES), 3),
+        "mean_shape_rgb_by_prompt_colour": {
+            c: np.mean(v, axis=0).round(1).tolist() if v else None for c, v in per_colour.items()
+        },
+        "zlr_prompt_background_rgb_base_model": zlr,
+        "zlr_target_background_rgb": [(a + b) / 2 for a, b in zip(ZLR_DARK, ZLR_LIGHT)],
+    }
+
+
+# ----------------------------------------------------------------------------- build
+
+
+def build(out: Path, s: BuildSettings) -> dict:
+    """Train the demo base model and write it, the demo data set and demo_build.json under ``out``."""
+    from diffusers import QwenImagePipeline
+
+    from backend.models.tiny import build_components, save_pipeline
+
+    t0 = time.time()
+    components = build_components(s.seed)
+    pipe = QwenImagePipeline(**components)
+    pipe.set_progress_bar_config(disable=True)
+    train_vae(pipe.vae, s)
+    set_latent_stats(pipe.vae, s)
+    t_vae = time.time() - t0
+    train_transformer(pipe, s)
+    t_train = time.time() - t0
+    model_dir = save_pipeline(components, out / "tiny-qwen-image")
+    rows = write_demo_dataset(out / "demo_dataset", s.seed)
+    log(f"wrote {model_dir} and {len(rows)} demo images; verifying")
+    stats = verify(model_dir, grid_path=out / "demo_base_samples.png")
+    report = {
+        "settings": asdict(s),
+        "vae_seconds": round(t_vae),
+        "train_seconds": round(t_train),
+        "total_seconds": round(time.time() - t0),
+        "torch_threads": torch.get_num_threads(),
+        "verification": stats,
+    }
+    (out / "demo_build.json").write_text(json.dumps(report, indent=2) + "\n")
+    log(json.dumps(report, indent=2))
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m backend.demo", description="ZeroLoRA CPU demo assets")
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="train the demo base model and write the demo data set")
+    b.add_argument("--out", type=Path, default=Path(__file__).parent / "assets", help="output folder (default backend/assets)")
+    defaults = BuildSettings()
+    for name, value in asdict(defaults).items():
+        b.add_argument("--" + name.replace("_", "-"), type=type(value), default=value, dest=name)
+    args = parser.parse_args(argv)
+    settings = BuildSettings(**{k: getattr(args, k) for k in asdict(defaults)})
+    build(args.out, settings)
+
+
+if __name__ == "__main__":
+    main()

@@ -214,6 +214,7 @@ class Estimate:
     params: dict[str, int]            # transformer, text_encoder, vae, lora
     planned: list[str]                # stages the run will execute
     h2d_bytes_per_step: float = 0.0   # train: host->device traffic per optimizer step
+    sources: dict[str, str] = field(default_factory=dict)  # component -> given|local|published
 
     def peak_stage(self, on: str = "gpu") -> StageEstimate:
         """The planned stage with the largest GPU (``on="gpu"``) or host figure."""
@@ -237,6 +238,7 @@ class Estimate:
             "checkpointing": self.checkpointing, "params": dict(self.params),
             "planned": list(self.planned),
             "h2d_gb_per_step": round(self.h2d_bytes_per_step / GB, 3),
+            "sources": dict(self.sources),
             "stages": {name: {"gpu_gb": round(s.gpu_gb, 3), "host_gb": round(s.host_gb, 3),
                               "gpu": {k: round(v / GB, 4) for k, v in s.gpu.items()},
                               "host": {k: round(v / GB, 4) for k, v in s.host.items()},
@@ -249,6 +251,10 @@ class Estimate:
         lines = [f"{self.height}x{self.width} ({self.image_tokens} image + {self.text_tokens} "
                  f"text tokens), LoRA {self.params['lora'] / 1e6:.1f} M parameters, "
                  f"checkpointing {self.checkpointing}"]
+        published = [c for c, src in self.sources.items() if src == "published"]
+        if published:
+            lines.append(f"({', '.join(published)}: config.json not found locally; sizes of "
+                         f"the published Qwen-Image)")
         for name in self.planned or list(self.stages):
             s = self.stages.get(name)
             if s is None:
@@ -477,7 +483,7 @@ def estimate_memory(cfg, model_config: dict[str, Any] | None = None, *,
     folders of ``cfg`` or, failing that, the published Qwen-Image configs.
     ``device="cpu"`` predicts a CPU-only run: what would sit on the GPU sits in host RAM.
     """
-    configs, _ = model_configs(cfg, model_config)
+    configs, sources = model_configs(cfg, model_config)
     tr = _transformer_stats(_key(configs["transformer"]))
     te = _text_encoder_stats(_key(configs["text_encoder"]))
     vae = _vae_stats(_key(configs["vae"]))
@@ -503,7 +509,8 @@ def estimate_memory(cfg, model_config: dict[str, Any] | None = None, *,
                     checkpointing=checkpointing_mode(cfg),
                     params={"transformer": tr.params, "text_encoder": te.params,
                             "vae": vae.params, "lora": lora},
-                    planned=planned, h2d_bytes_per_step=_h2d_per_step(cfg, tr, lora))
+                    planned=planned, h2d_bytes_per_step=_h2d_per_step(cfg, tr, lora),
+                    sources=sources)
 
 
 def _h2d_per_step(cfg, tr: TransformerStats, lora: int) -> float:
@@ -664,31 +671,44 @@ def _sample(cfg, tr: TransformerStats, te: ComponentStats, vae: ComponentStats, 
 # ------------------------------------------------------------------------------------------
 def fits(estimate: Estimate, gpu_gb: float | None, host_gb: float | None = None
          ) -> tuple[bool, str]:
-    """(fits, one line for people) for a GPU of ``gpu_gb`` GB (and optionally the host RAM).
+    """(fits, text for people) for one GPU of ``gpu_gb`` GB (and optionally the host RAM).
 
-    The GPU need is the largest planned stage plus ``CUDA_CONTEXT_GB``.
+    Every planned stage must fit: its GPU figure plus ``CUDA_CONTEXT_GB``. The text names
+    the stages that do not fit, their largest part, and a preset to try.
     """
+    stages = [estimate.stages[s] for s in estimate.planned if s in estimate.stages] or list(
+        estimate.stages.values())
+    host = max(stages, key=lambda s: s.host_bytes)
+    host_ok = host_gb is None or host.host_gb <= host_gb
+    host_text = (f"host RAM about {host.host_gb:.1f} GB ({host.stage})"
+                 + (f" of {host_gb:g} GB" if host_gb else ""))
     if estimate.device == "cpu" or not gpu_gb:
-        peak = estimate.peak_stage("host")
-        ok = host_gb is None or peak.host_gb <= host_gb
-        where = f" of {host_gb:.0f} GB" if host_gb else ""
-        return ok, (f"{'Fits' if ok else 'Does not fit'}: CPU run, {peak.stage} needs about "
-                    f"{peak.host_gb:.1f} GB of RAM{where} (beyond the libraries).")
-    peak = estimate.peak_stage("gpu")
-    need = peak.gpu_gb + CUDA_CONTEXT_GB
-    host = estimate.peak_stage("host")
-    host_text = f"; host RAM about {host.host_gb:.0f} GB ({host.stage})"
-    top = max(peak.gpu.items(), key=lambda kv: kv[1])[0] if peak.gpu else "?"
-    if need > gpu_gb:
-        return False, (f"Does not fit: {peak.stage} needs about {need:.1f} GB of GPU memory "
-                       f"(largest part: {top}) but the GPU has {gpu_gb:g} GB. "
-                       f"Try preset {recommend_preset(gpu_gb)}{host_text}.")
-    if host_gb is not None and host.host_gb > host_gb:
-        return False, (f"Does not fit in host RAM: {host.stage} needs about "
-                       f"{host.host_gb:.0f} GB but the machine has {host_gb:g} GB.")
-    tight = " (tight: under 10% headroom)" if need > 0.9 * gpu_gb else ""
-    return True, (f"Fits: {peak.stage} needs about {need:.1f} GB of {gpu_gb:g} GB GPU "
-                  f"memory{tight}{host_text}.")
+        verdict = "Fits" if host_ok else "Does not fit"
+        return host_ok, f"{verdict}: CPU run, {host_text}."
+    bad, good = [], []
+    for s in stages:
+        need = s.gpu_gb + CUDA_CONTEXT_GB
+        top = max(s.gpu.items(), key=lambda kv: kv[1])[0] if s.gpu else "-"
+        (bad if need > gpu_gb else good).append((s.stage, need, top))
+    if bad:
+        text = "; ".join(f"{st} needs about {need:.1f} GB (largest part: {top})"
+                         for st, need, top in bad)
+        ok_text = (" Within it: " + ", ".join(f"{st} {need:.1f} GB" for st, need, _ in good)
+                   + "." if good else "")
+        hint = ""
+        if any(st == "train" for st, _, _ in bad):
+            hint = f" Try preset {recommend_preset(gpu_gb)}."
+        elif any(st == "sample" for st, _, _ in bad):
+            hint = (" Sampling holds the whole pipeline on the GPU: turn on "
+                    "sample_cpu_offload, or leave the sample stage out.")
+        return False, (f"Does not fit a {gpu_gb:g} GB GPU: {text}.{ok_text}{hint} "
+                       f"({host_text})")
+    if not host_ok:
+        return False, f"Does not fit in host RAM: {host_text}."
+    peak = max(good, key=lambda g: g[1])
+    tight = " (tight: under 10% headroom)" if peak[1] > 0.9 * gpu_gb else ""
+    return True, (f"Fits a {gpu_gb:g} GB GPU: the largest stage, {peak[0]}, needs about "
+                  f"{peak[1]:.1f} GB{tight}; {host_text}.")
 
 
 def _preset_config(name: str):

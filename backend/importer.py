@@ -42,6 +42,7 @@ DATA_KEYS = ("dataset_base_path", "dataset_metadata_path", "data_file_keys", "ma
              "height", "width", "trigger_word")
 # Options the run plan sets per stage.
 PLAN_KEYS = ("task", "output_path", "progress_file")
+SAMPLE_MODULE = "backend.stages.sample"
 ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 SEPARATORS = {";", "&&", "||", "&", "|"}
 
@@ -80,6 +81,26 @@ class _Command:
     @property
     def label(self) -> str:
         return f"command {self.index}"
+
+    @property
+    def is_sample(self) -> bool:
+        return self.script == SAMPLE_MODULE or self.script.replace(os.sep, "/").endswith(
+            "backend/stages/sample.py")
+
+
+def _drop_options(argv: list[str], names: tuple[str, ...]) -> list[str]:
+    """``argv`` without the named options and their values."""
+    out: list[str] = []
+    skipping = False
+    for tok in argv:
+        if tok.split("=", 1)[0] in names:
+            skipping = "=" not in tok
+            continue
+        if skipping and not tok.startswith("-"):
+            continue
+        skipping = False
+        out.append(tok)
+    return out
 
 
 # ------------------------------------------------------------------------------------------
@@ -126,6 +147,7 @@ def import_commands(text: str, base_dir: str | os.PathLike | None = None) -> Imp
     nu: list[str] = []
     notes: list[str] = []
     trainers: list[_Command] = []
+    samples: list[_Command] = []
     base_config: dict[str, Any] = {}
     for i, argv in enumerate(split_commands(text), 1):
         cmd = _read_command(i, argv, base, nu, notes)
@@ -138,12 +160,17 @@ def import_commands(text: str, base_dir: str | os.PathLike | None = None) -> Imp
             else:
                 notes.append(f"{cmd.label}: --config file not found; its values are not "
                              f"imported")
-        trainers.append(cmd)
-    if not trainers:
+        if cmd.is_sample:
+            samples.append(cmd)
+        else:
+            trainers.append(cmd)
+    if not trainers and not samples:
         notes.append("no training command found (expected accelerate launch or python with "
                      "the trainer's flags); the config holds the defaults")
     data = dict(base_config)
     data.update(_assemble(trainers, notes))
+    for cmd in samples:
+        data.update({k: v for k, v in cmd.args.items() if k.startswith("sample_")})
     if base_dir is not None:
         # Relative paths of the commands are relative to where they were run.
         for key in PATH_FIELDS:
@@ -205,6 +232,9 @@ def _read_command(index: int, argv: list[str], base: Path, nu: list[str], notes:
             cmd.launch.setdefault("gpu_ids", value)
         else:
             nu.append(f"{cmd.label}: environment {name}={value}")
+    if cmd.is_sample:
+        # The sample stage's own options point into the run folder.
+        rest = _drop_options(rest, ("--output_dir", "--checkpoints", "--all_checkpoints"))
     _parse_trainer_args(cmd, rest, nu)
     if cmd.launch.pop("_no_config_file", False) and cmd.task != "sft:data_process":
         notes.append(f"{cmd.label}: no --config_file (accelerate uses that machine's default "

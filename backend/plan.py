@@ -246,9 +246,9 @@ def stage_env(cfg: RunConfig, stage: str, *, cuda: bool) -> dict[str, str]:
         if not cuda and not s["deepspeed"] and (s["num_processes"] > 1 or
                                                 s["num_machines"] > 1):
             env["ACCELERATE_USE_CPU"] = "true"
-    if cfg.offline:
-        env["HF_HUB_OFFLINE"] = "1"
-        env["TRANSFORMERS_OFFLINE"] = "1"
+    # Explicit either way: the UI process may run offline itself while a run downloads.
+    env["HF_HUB_OFFLINE"] = "1" if cfg.offline else "0"
+    env["TRANSFORMERS_OFFLINE"] = "1" if cfg.offline else "0"
     return env
 
 

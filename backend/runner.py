@@ -17,6 +17,16 @@ Resume re-queues the *same* run id: its cache, checkpoints, logs and progress st
 run folder (nothing multi-gigabyte is copied), the progress plot continues, and the history
 keeps each earlier attempt in ``attempts``.
 
+Secrets: a stage sees the environment of the process that started its supervisor (a hub
+token set for the whole server reaches every run). A token for one run goes in
+``secret_env``: that run's supervisor starts at once, holds it in memory while the run waits
+in the queue, and hands it to that run's stages only. The history stores the names of such
+variables, never their values; a plan whose ``env`` holds a secret-looking name is refused.
+
+The queue: at most ``max_running_per_gpu_set`` running runs per overlapping GPU set ("all"
+overlaps everything), first come first served; a finishing supervisor starts the next run.
+The last ``Runner`` created for a workspace sets this limit and the free-disk threshold.
+
 The UI may call ``reattach()`` on a timer: it marks runs whose supervisor vanished and starts
 queued runs that a crashed supervisor could not start. All other reads have no side effects.
 """
@@ -236,8 +246,8 @@ class Runner:
             secrets_found = sorted(k for k in (st.env or {}) if SECRET_KEY.search(k))
             if secrets_found:
                 problems.append(f"stages[{i}].env: secrets are never stored in the history "
-                                f"(got {', '.join(secrets_found)}; allowed: set them in the "
-                                f"environment of the UI process)")
+                                f"(got {', '.join(secrets_found)}; allowed: the server's "
+                                f"environment, or secret_env for this run alone)")
         try:
             gpus = normalize_gpu_ids(gpu_ids)
         except ValueError as e:

@@ -384,6 +384,7 @@ class ProcessTree:
                 groups |= new
             alive = self.alive_groups(groups)
             if not alive:
+                self.reap()  # zombies that made a group look present: ours to collect
                 return False
             if time.monotonic() >= deadline:
                 break
@@ -395,6 +396,7 @@ class ProcessTree:
             groups |= self.groups()
             alive = self.alive_groups(groups)
             if not alive:
+                self.reap()
                 return True
             self.signal(alive, signal.SIGKILL)
             self.reap()
@@ -592,11 +594,10 @@ def last_end_event(progress_file: Path, stage: str) -> dict | None:
 
 
 class Supervisor:
-    POLL_S = 0.2
-    DB_POLL_S = 0.5
-    REAP_EVERY_S = 2.0
-
-    WAIT_POLL_S = 0.5
+    POLL_S = 0.2  # stage exit / stop flag
+    DB_POLL_S = 0.5  # stop_requested in the history (SIGUSR1 makes it immediate)
+    REAP_EVERY_S = 2.0  # orphaned descendants that ended
+    WAIT_POLL_S = 0.5  # a waiting supervisor (--wait) trying to claim its run
 
     def __init__(self, workspace: str | os.PathLike, run_id: str, wait: bool = False):
         self.workspace = Path(workspace).resolve()
@@ -828,6 +829,7 @@ class Supervisor:
             note(f"stage '{name}' left processes behind in group(s) {sorted(leftovers)}; "
                  f"stopping them")
             tree.terminate(min(grace, LEFTOVER_GRACE_S), note)
+        self.reap()
         self.proc = None
         ended = time.time()
 

@@ -250,7 +250,7 @@ def test_without_sign_in_the_one_local_user_has_every_endpoint(open_app, tiny_mo
     assert "sample_steps: 2" in got.read_text()
     assert c.predict(run_id=rid, stage="sample", offset=0, api_name="/run_log")["offset"] > 0
     assert c.predict(run_id=rid, api_name="/stop_run")["status"] == "succeeded"  # no-op
-    with pytest.raises(AppError, match="every stage succeeded"):
+    with pytest.raises(AppError, match="only a stopped or failed run can be resumed"):
         c.predict(run_id=rid, hub_token="", api_name="/resume_run")
     with pytest.raises(AppError, match=r"'\.\.'"):
         c.predict(run_id=rid, path="../../zerolora.sqlite", api_name="/fetch_output")

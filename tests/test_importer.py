@@ -197,3 +197,14 @@ def test_export_shell_script_writes_the_files_and_runs_the_commands(tmp_path, mo
     assert again.dataset_base_path == cfg.dataset_base_path
     assert '"$PYTHON" -m accelerate.commands.launch' in script
     assert "--task sft:train" in script and "--output_dir samples" in script
+
+
+def test_a_runs_own_commands_import_back_into_its_config(tmp_path):
+    cfg = validate({"dataset_base_path": str(tmp_path / "data"), "zero_stage": 2,
+                    "offload_optimizer_device": "cpu", "num_processes": 2, "lora_rank": 8,
+                    "sample_prompts": ["a red circle", "a blue square"], "sample_steps": 12})
+    run = tmp_path / "run"
+    plan_run(cfg, run, cuda=True)
+    result = import_commands((run / "commands.sh").read_text(), base_dir=tmp_path)
+    assert result.config == load_config(run / "run.yaml")
+    assert result.not_understood == []

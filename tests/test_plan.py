@@ -287,6 +287,8 @@ def test_commands_sh_holds_the_exact_commands(tmp_path):
         env = [f"{k}={v}" for k, v in plan.env.items()]
         assert cmd == ["env", *env, *plan.argv]
     assert plans[0].env["HF_HUB_OFFLINE"] == "1"
+    online = plan_run(low_vram(tmp_path), tmp_path / "online", cuda=True)
+    assert {p.env["HF_HUB_OFFLINE"] for p in online} == {"0"}
 
 
 # ------------------------------------------------------------------------------ DeepSpeed

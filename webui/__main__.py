@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
     from backend.runner import Runner
+    from webui import security
     from webui.app import create_app, launch_kwargs
 
     workspace = Path(args.workspace).expanduser().resolve()
@@ -29,8 +30,10 @@ def main(argv: list[str] | None = None) -> None:
     demo = create_app(Runner(workspace), workspace,
                       Path(args.models_dir) if args.models_dir else None)
     demo.queue(default_concurrency_limit=8)
+    served = security.served_dir(workspace)
+    served.mkdir(parents=True, exist_ok=True)
     demo.launch(server_name="127.0.0.1", server_port=args.port, show_error=True,
-                **launch_kwargs())
+                allowed_paths=[str(served)], ssr_mode=False, **launch_kwargs())
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Launch with the UI's launch settings (translations, styles)::
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -71,7 +72,7 @@ async () => {
     } catch (e) { /* fall through */ }
     window.location.search = '?view=settings';
   };
-  const saved = localStorage.getItem('zerolora-lang');
+  const saved = localStorage.getItem('zerolora-lang') || window.zlDefaultLang;
   if (saved) await window.zlSetLang(saved, false);
 }
 """
@@ -83,12 +84,17 @@ def launch_kwargs() -> dict[str, Any]:
 
 
 def create_app(runner, workspace: Path, models_dir: Path | None = None,
-               user_getter: Callable[[Any], str | None] | None = None) -> gr.Blocks:
+               user_getter: Callable[[Any], str | None] | None = None,
+               lang: str | None = None) -> gr.Blocks:
     """Build the UI over ``runner`` (a ``backend.runner.Runner``) for ``workspace``.
 
-    ``user_getter(request) -> str | None``: the signed-in user; runs are listed, shown and
-    downloaded only for their owner (None: one local user).
+    ``user_getter(request) -> str | None``: the signed-in user (default
+    ``webui.security.user_of``); runs are listed, shown and downloaded by the rules of
+    ``webui.security``. ``lang`` ("en" | "zh"): the language before the user picks one
+    (default: the browser's).
     """
+    if lang not in (None, "en", "zh"):
+        raise ValueError(f"lang: unknown (got {lang!r}; allowed en | zh)")
     workspace = Path(workspace).expanduser().resolve()
     ctx = Ctx(runner=runner, workspace=workspace,
               models_dir=Path(models_dir).expanduser().resolve() if models_dir else None,
@@ -116,17 +122,18 @@ def create_app(runner, workspace: Path, models_dir: Path | None = None,
                     module.create_ui(ctx)
         for _, _, module in TABS:
             module.bind_events(ctx)
-        _bind_app_events(ctx, demo, lang_en, lang_zh)
+        _bind_app_events(ctx, demo, lang_en, lang_zh, lang)
         _add_api(ctx, runner, workspace)
     demo.zerolora_ctx = ctx  # for tests and the hosting layer
     return demo
 
 
-def _bind_app_events(ctx: Ctx, demo: gr.Blocks, lang_en, lang_zh) -> None:
+def _bind_app_events(ctx: Ctx, demo: gr.Blocks, lang_en, lang_zh, lang: str | None) -> None:
     c = ctx.c
     lang_en.click(None, js="() => window.zlSetLang && window.zlSetLang('en', true)")
     lang_zh.click(None, js="() => window.zlSetLang && window.zlSetLang('zh', true)")
-    demo.load(None, js=LANG_JS)
+    default = f"window.zlDefaultLang = {json.dumps(lang)};" if lang else ""
+    demo.load(None, js=LANG_JS.replace("async () => {", "async () => {" + default, 1))
 
     # The form's problems, generated files and diff, once at page load.
     refresh, r_inputs, r_outputs = c["refresh_fn"]

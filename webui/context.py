@@ -6,7 +6,6 @@ import os
 import secrets
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any, Callable
 import gradio as gr
 
 from backend.runner import Runner, RunnerError
+from webui import security
 from webui.form import Form
 
 TERMINAL = ("succeeded", "failed", "stopped")
@@ -36,25 +36,26 @@ class Ctx:
     # ------------------------------------------------------------------ users
     def owner(self, request: gr.Request | None) -> str | None:
         """The signed-in user (None without sign-in: one local user sees every run)."""
-        if self.user_getter is not None:
-            return self.user_getter(request)
-        return getattr(request, "username", None) if request is not None else None
+        getter = self.user_getter or security.user_of
+        try:
+            return getter(request)
+        except security.AccessDenied as e:
+            raise gr.Error(str(e)) from None
 
     def run(self, run_id: str | None, request: gr.Request | None) -> dict | None:
-        """The run's history record if it exists and belongs to this user, else None."""
+        """The run's history record if it exists and this user may see it, else None."""
         if not run_id:
             return None
         try:
-            run = self.runner.get_run(str(run_id))
-        except RunnerError:
+            return security.get_run_checked(self.runner, str(run_id), self.owner(request))
+        except security.AccessDenied:
             return None
-        user = self.owner(request)
-        if user is not None and run.get("owner") not in (None, user):
-            return None
-        return run
 
     def runs(self, request: gr.Request | None) -> list[dict]:
-        return self.runner.list_runs(self.owner(request))
+        """The runs this user may see (admins: everyone's), newest first."""
+        user = self.owner(request)
+        return [r for r in self.runner.list_runs(security.list_owner(user))
+                if security.can_access(user, r)]
 
     def reattach_now_and_then(self, every_s: float = 10.0) -> None:
         """Let the runner notice vanished supervisors (a few times a minute, not every tick)."""
@@ -68,50 +69,30 @@ class Ctx:
             pass
 
     # ------------------------------------------------------------------ files
-    def downloads_dir(self, run_id: str) -> Path:
-        return self.workspace / "downloads" / run_id
+    def downloads_dir(self, run: dict) -> Path:
+        """Where zips of a run are built: inside its folder, so the registry knows them and
+        deleting the run removes them."""
+        return Path(run["run_dir"]) / "downloads"
 
-    def run_file(self, run_id: str, path: str | os.PathLike, request: gr.Request | None
-                 ) -> Path:
-        """``path`` if it is a regular file of a run this user may read, else gr.Error.
+    def serve(self, run_id: str, path: str | os.PathLike, request: gr.Request | None) -> str:
+        """The one way a run's file reaches the browser (downloads, images).
 
-        Every file the UI hands out (downloads, images) goes through here: only files inside
-        the run's folder or its downloads folder, as the registry knows them, after resolving
-        links. Nothing derived from a request leaves the server otherwise.
+        ``security.registry_file`` checks that it is a regular file inside the folder of a
+        run this user may read (after resolving links); ``security.stage_download`` hands
+        out a link to it under a random name in the only folder gradio may serve from.
         """
         run = self.run(run_id, request)
         if run is None:
-            raise gr.Error(f"run_id: no such run (got {run_id!r})")
-        roots = [Path(run["run_dir"]).resolve(), self.downloads_dir(run["id"]).resolve()]
+            raise gr.Error(f"run_id: no such run of yours (got {run_id!r})")
+        run_dir = Path(run["run_dir"]).resolve()
         p = Path(path)
-        if not p.is_absolute():
-            p = roots[0] / p
-        real = p.resolve()
-        if not any(real == r or r in real.parents for r in roots) or not real.is_file():
-            raise gr.Error(f"file: not a file of run {run['id']} (got {str(path)!r})")
-        return real
-
-    def serve(self, run_id: str, path: str | os.PathLike, request: gr.Request | None) -> str:
-        """A run's file (checked by ``run_file``) as a path gradio will hand to the browser.
-
-        gradio copies returned files into its cache only from the working directory or the
-        temp directory; a workspace elsewhere gets a hard link (or copy) in the temp
-        directory, so no launch-wide ``allowed_paths`` is needed.
-        """
-        real = self.run_file(run_id, path, request)
-        for root in (Path.cwd().resolve(), Path(tempfile.gettempdir()).resolve()):
-            if root in real.parents:
-                return str(real)
-        st = real.stat()
-        folder = Path(tempfile.gettempdir()) / "zerolora-serve" / f"{st.st_ino}-{st.st_mtime_ns}"
-        folder.mkdir(parents=True, exist_ok=True)
-        target = folder / real.name
-        if not target.exists():
-            try:
-                os.link(real, target)
-            except OSError:
-                shutil.copyfile(real, target)
-        return str(target)
+        try:
+            rel = p.resolve().relative_to(run_dir) if p.is_absolute() else p
+            real = security.registry_file(self.runner, run["id"], rel.as_posix(),
+                                          self.owner(request))
+        except (ValueError, security.AccessDenied) as e:
+            raise gr.Error(f"file: not a file of run {run['id']} (got {str(path)!r})") from e
+        return str(security.stage_download(real, self.workspace))
 
 
 def persistent_secret(workspace: Path) -> str:

@@ -19,8 +19,6 @@ from backend.data import IMAGE_EXTS, IMAGE_KEY, PROMPT_KEY
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 ALLOWED_UPLOADS = IMAGE_EXTS + (".txt", ".csv", ".json", ".jsonl")
-MAX_ZIP_BYTES = 4 << 30
-MAX_ZIP_FILES = 100_000
 
 
 class DatasetFolderError(ValueError):
@@ -45,37 +43,14 @@ def new_dataset_dir(workspace: Path, name: str) -> Path:
 
 
 def _extract_zip(src: Path, dest: Path) -> list[Path]:
-    """Unpack a zip safely: the hosting layer's ``safe_extract_zip`` when present, else a
-    strict local one (no absolute paths, no ``..``, no links, size and count limits)."""
+    """Unpack a zip with the hosting layer's hardened ``safe_extract_zip`` (no absolute
+    paths, no ``..``, no links, size and count limits; images and captions only)."""
+    from webui.security import UnsafeArchiveError, safe_extract_zip
+
     try:
-        from webui.security import safe_extract_zip  # the hosting worker's hardened version
-    except ImportError:
-        safe_extract_zip = None
-    if safe_extract_zip is not None:
-        out = safe_extract_zip(src, dest)
-        return [Path(p) for p in out] if out is not None else [
-            p for p in dest.rglob("*") if p.is_file()]
-    written: list[Path] = []
-    with zipfile.ZipFile(src) as zf:
-        infos = [i for i in zf.infolist() if not i.is_dir()]
-        if len(infos) > MAX_ZIP_FILES or sum(i.file_size for i in infos) > MAX_ZIP_BYTES:
-            raise DatasetFolderError(f"zip: too large (got {len(infos)} files; allowed up to "
-                                     f"{MAX_ZIP_FILES} files and 4 GiB unpacked)")
-        for info in infos:
-            name = info.filename.replace("\\", "/")
-            parts = [p for p in name.split("/") if p not in ("", ".")]
-            if name.startswith("/") or ".." in parts or not parts or ":" in parts[0]:
-                raise DatasetFolderError(f"zip: unsafe path inside (got {info.filename!r})")
-            if (info.external_attr >> 16) & 0o170000 == 0o120000:
-                raise DatasetFolderError(f"zip: links are not allowed (got {info.filename!r})")
-            if parts[0] == "__MACOSX" or parts[-1].startswith("."):
-                continue
-            target = dest.joinpath(*parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as fin, open(target, "wb") as fout:
-                shutil.copyfileobj(fin, fout)
-            written.append(target)
-    return written
+        return list(safe_extract_zip(src, dest))
+    except UnsafeArchiveError as e:
+        raise DatasetFolderError(str(e)) from None
 
 
 def add_uploads(workspace: Path, name: str, uploads: list[str]) -> tuple[Path, str | None, list[str]]:

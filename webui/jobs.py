@@ -126,8 +126,8 @@ def grid(run: dict) -> tuple[list[tuple[str, str]], list[str], int]:
 
 
 # ---------------------------------------------------------------------- downloads
-def lora_download(run: dict, name: str | None, fmt: str, out_dir: Path) -> Path:
-    """The chosen checkpoint (default: the latest) in ``fmt``; exported into ``out_dir``."""
+def lora_download(run: dict, name: str | None, fmt: str) -> Path:
+    """The chosen checkpoint (default: the latest) in ``fmt`` (exports: output/export/)."""
     found = checkpoints(run)
     if not found:
         raise ValueError(f"checkpoint: run {run['id']} has no LoRA checkpoint yet")
@@ -140,8 +140,7 @@ def lora_download(run: dict, name: str | None, fmt: str, out_dir: Path) -> Path:
         return src
     from backend.export import export_lora  # torch: only when someone asks for an export
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return export_lora(src, fmt, out_dir=out_dir)
+    return export_lora(src, fmt)
 
 
 def _zip(paths: list[tuple[Path, str]], dest: Path) -> Path:

@@ -160,12 +160,13 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     from backend.cache import build_cache
 
     accelerator = Accelerator()
+    rank, world = process_info(accelerator)
     dtype = weight_dtype(accelerator.mixed_precision)
     log(f"[data_process] {len(records)} samples -> {cfg.output_path} "
-        f"({accelerator.num_processes} process(es), {accelerator.device}, {dtype})")
+        f"({world} process(es), {accelerator.device}, {dtype})")
     result = build_cache(
         cfg, records, lambda: adapter.load_encoder(dirs, dtype, accelerator.device), model_fp,
-        rank=accelerator.process_index, world=accelerator.num_processes,
+        rank=rank, world=world,
         barrier=accelerator.wait_for_everyone, progress=progress, should_stop=stopper.is_set,
         log=log)
     fields = {k: result[k] for k in ("total", "encoded", "reused")}
@@ -186,21 +187,37 @@ def weight_dtype(mixed_precision: str):
 # ------------------------------------------------------------------------------------------
 class EpochSampler:
     """A fixed permutation per epoch from (seed, epoch): resuming reproduces the order.
-    The epoch is set by the loop (``use_epoch``), not by accelerate."""
+    The epoch is set by the loop (``use_epoch``), not by accelerate. With ``world`` > 1
+    this process takes every ``world``-th index from ``rank`` (padded by wrapping so every
+    process gets as many) -- only where accelerate does not shard the loader itself."""
 
-    def __init__(self, n: int, seed: int):
+    def __init__(self, n: int, seed: int, rank: int = 0, world: int = 1):
         self.n, self.seed, self.epoch = n, seed, 0
+        self.rank, self.world = rank, world
 
     def use_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return self.n
+        return math.ceil(self.n / self.world)
 
     def __iter__(self):
         import torch
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        return iter(torch.randperm(self.n, generator=g).tolist())
+        order = torch.randperm(self.n, generator=g).tolist()
+        if self.world > 1:
+            order += order[:len(self) * self.world - self.n]
+            order = order[self.rank::self.world]
+        return iter(order)
+
+
+def process_info(accelerator) -> tuple[int, int]:
+    """(rank, world size) of this process. On CPU-only machines accelerate sees a DeepSpeed
+    launch as one process; torch.distributed knows the truth."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return accelerator.process_index, accelerator.num_processes
 
 
 def first_item(batch: list) -> Any:
@@ -267,7 +284,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     zero_stage = int((ds_config or {}).get("zero_optimization", {}).get("stage", 0) or 0)
     dtype = weight_dtype(accelerator.mixed_precision)
     set_seed(cfg.seed)
-    rank, world = accelerator.process_index, accelerator.num_processes
+    rank, world = process_info(accelerator)
+    is_main = rank == 0
     out = Path(cfg.output_path)
     out.mkdir(parents=True, exist_ok=True)
     log(f"[train] task {cfg.task}, {world} process(es) on {accelerator.device}, "
@@ -291,7 +309,9 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
         dataset = ImageDataset(records, cfg, repeat=cfg.dataset_repeat)
     else:
         dataset = CachedDataset(cfg.dataset_base_path, repeat=cfg.dataset_repeat)
-    sampler = EpochSampler(len(dataset), cfg.seed)
+    # accelerate shards the loader across the processes it knows of; the rest we do here.
+    shard = world // accelerator.num_processes
+    sampler = EpochSampler(len(dataset), cfg.seed, rank if shard > 1 else 0, shard)
     dataloader = torch.utils.data.DataLoader(
         dataset, batch_size=1, sampler=sampler, collate_fn=first_item,
         num_workers=cfg.dataset_num_workers)
@@ -310,7 +330,6 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     schedule = adapter.training_schedule()
     unwrapped = accelerator.unwrap_model(transformer)
     gather = zero_stage == 3
-    is_main = accelerator.is_main_process
 
     # --- saving ---
     if not ds_config:
@@ -432,7 +451,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
                     path = save_lora(path.name, global_step)
                 maybe_render_samples(cfg, path, global_step, progress)
                 accelerator.wait_for_everyone()
-            if stop_requested(stopper, accelerator):
+            if stop_requested(stopper, world):
                 stopped = True
                 break
             if global_step >= total_steps:
@@ -478,13 +497,17 @@ def check_resume(state: dict[str, Any], steps_per_epoch: int, world: int, accum:
                          + "; ".join(problems))
 
 
-def stop_requested(stopper: Stopper, accelerator) -> bool:
+def stop_requested(stopper: Stopper, world: int) -> bool:
     """Whether any rank got a stop signal (all ranks agree, so they stop at the same step)."""
-    if accelerator.num_processes == 1:
+    if world == 1:
         return stopper.is_set()
     import torch
-    flag = torch.tensor([1.0 if stopper.is_set() else 0.0], device=accelerator.device)
-    return bool(accelerator.reduce(flag, reduction="sum").item() > 0)
+    import torch.distributed as dist
+    flag = torch.tensor([1.0 if stopper.is_set() else 0.0])
+    if dist.get_backend() == "nccl":
+        flag = flag.cuda()
+    dist.all_reduce(flag)
+    return bool(flag.item() > 0)
 
 
 def load_trainable_transformer(cfg: RunConfig, adapter, folder: Path, dtype, accelerator,

@@ -77,6 +77,8 @@ def bind_events(ctx: Ctx) -> None:
     load_outputs = [c["data_msg"], c["captions"], c["thumbs"]]
     c["captions_load"].click(load_captions, inputs={base_c, meta_c}, outputs=load_outputs,
                              api_visibility="private")
+    c["tab_dataset"].select(load_captions, inputs={base_c, meta_c}, outputs=load_outputs,
+                            api_visibility="private")
 
     def save_captions(data: dict):
         base, meta = data[base_c] or "", (data[meta_c] or "").strip() or None

@@ -11,6 +11,7 @@ from webui import jobs
 from webui.context import TERMINAL, Ctx
 from webui.form import from_widget_value, to_widget_value
 from webui.i18n import T
+from webui.tabs.run import with_sample_counts
 
 RENDER_TICK_S = 2.0
 
@@ -166,7 +167,7 @@ def bind_events(ctx: Ctx) -> None:
             return {c["res_timer"]: gr.Timer(active=False), c["res_render_state"]: None}
         p = {}
         try:
-            p = ctx.runner.progress(job["id"])
+            p = with_sample_counts(ctx.runner.progress(job["id"]))
         except RunnerError:
             pass
         if job["status"] not in TERMINAL:

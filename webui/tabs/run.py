@@ -16,7 +16,7 @@ import pandas as pd
 
 from backend.diagnose import clean_lines
 from backend.runner import RunnerError
-from webui import jobs
+from webui import jobs, security
 from webui.context import TERMINAL, Ctx, gpu_memory_text, human_seconds
 from webui.i18n import T
 
@@ -235,7 +235,8 @@ def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
         if new or offset != state["offset"] or not state["raw"]:
             raw = (state["raw"] + new)[-LOG_KEEP_BYTES:]
             state.update(raw=raw, offset=offset)
-            out["log"] = f"[{stage}]\n" + "\n".join(clean_lines(raw)[-LOG_SHOW_LINES:])
+            out["log"] = f"[{stage}]\n" + security.redact(
+                "\n".join(clean_lines(raw)[-LOG_SHOW_LINES:]))
 
     if prog is not None:
         losses = prog.get("losses") or []
@@ -256,7 +257,7 @@ def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
     if run["status"] == "failed":
         if state.get("failure") is None:
             summary = ctx.runner.failure_summary(run["id"])
-            state["failure"] = failure_markdown(summary)
+            state["failure"] = security.redact(failure_markdown(summary))
         out["failure"] = gr.Markdown(value=state["failure"], visible=True)
     elif state.get("failure") is not None or not state.get("final"):
         state["failure"] = None

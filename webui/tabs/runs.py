@@ -4,8 +4,6 @@ of a run in the history (``Ctx.run_file``); zips and exports are built in
 {workspace}/downloads/<run_id>/."""
 from __future__ import annotations
 
-import shutil
-
 import gradio as gr
 
 from backend.runner import RunnerError
@@ -73,8 +71,10 @@ def bind_events(ctx: Ctx) -> None:
         ids = [r["id"] for r in runs]
         pick = data.get(c["runs_pick"])
         if pick not in ids:
+            trained = [r["id"] for r in runs if any(s["name"] == "train"
+                                                    for s in r.get("stages", []))]
             pick = data.get(c["run_id"]) if data.get(c["run_id"]) in ids else (
-                ids[0] if ids else None)
+                (trained or ids or [None])[0])
         return {c["runs_table"]: jobs.history_rows(runs),
                 c["runs_pick"]: gr.Dropdown(choices=[(f"{r.get('name') or 'run'} · {r['id']}"
                                                       f" · {r['status']}", r["id"])
@@ -125,11 +125,11 @@ def bind_events(ctx: Ctx) -> None:
             run = ctx.run(data[c["runs_pick"]], request)
             if run is None:
                 return {c["dl_msg"]: "✗ Choose a run first.", c["dl_file"]: None}
-            out_dir = ctx.downloads_dir(run["id"])
+            out_dir = ctx.downloads_dir(run)
             try:
                 if kind == "lora":
                     path = jobs.lora_download(run, data[c["dl_checkpoint"]],
-                                              data[c["dl_format"]], out_dir)
+                                              data[c["dl_format"]])
                 elif kind == "configs":
                     path = jobs.configs_zip(run, out_dir)
                 elif kind == "logs":
@@ -160,7 +160,6 @@ def bind_events(ctx: Ctx) -> None:
             ctx.runner.delete(run["id"])
         except RunnerError as e:
             return {c["dl_msg"]: f"✗ {e}"}
-        shutil.rmtree(ctx.downloads_dir(run["id"]), ignore_errors=True)
         out = refresh({c["runs_pick"]: None, c["run_id"]: None}, request)
         out.update({c["dl_msg"]: f"Deleted run `{run['id']}` and its files.",
                     c["del_confirm"]: False, c["dl_file"]: None})
