@@ -198,11 +198,17 @@ def bootstrap(argv: list[str], no_bootstrap: bool) -> None:
     if not python.exists():
         say(f"first start: creating {venv} (then installing the dependencies; this takes a "
             f"few minutes)")
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        if subprocess.run([sys.executable, "-m", "venv", str(venv)]).returncode != 0:
+            say(f"could not create {venv} (on Debian/Ubuntu: apt-get install python3-venv), "
+                f"or install the packages yourself: {how}")
+            sys.exit(1)
     if not venv_ready(python):
         for cmd in install_commands(python, cpu_only=not has_nvidia_gpu()):
             say("running: " + " ".join(cmd[1:]))
-            subprocess.run(cmd, check=True, cwd=str(ROOT))
+            if subprocess.run(cmd, cwd=str(ROOT)).returncode != 0:
+                say(f"installing failed (see pip's message above); fix it and run "
+                    f"python3 launch.py again")
+                sys.exit(1)
     env = dict(os.environ, ZEROLORA_BOOTSTRAPPED="1")
     say(f"starting inside {venv}")
     sys.stdout.flush()
@@ -281,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     if creds is None and (args.share or not is_loopback(args.host)):
         say("WARNING: --insecure: anyone who can reach this app can start, read and delete "
             "runs")
+    elif creds is not None and not is_loopback(args.host):
+        say("note: passwords cross the network in clear text unless a TLS reverse proxy "
+            "fronts this app (see --root-path)")
 
     bootstrap(argv, args.no_bootstrap)
 
@@ -288,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     workspace.mkdir(parents=True, exist_ok=True)
     models_dir = Path(args.models_dir).expanduser().resolve() if args.models_dir else None
     ui_process_env(workspace)
+    if models_dir is not None:
+        os.environ["ZEROLORA_MODELS_DIR"] = str(models_dir)  # the stages' default too
     if args.lang:
         os.environ["ZEROLORA_LANG"] = args.lang
     security.configure(auth_enabled=creds is not None, admins=args.admin)

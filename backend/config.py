@@ -420,13 +420,14 @@ def _field_problems(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 
 def _unknown_key_problem(key: str, value: Any) -> str:
-    if "token" in key.lower() or "password" in key.lower() or "secret" in key.lower():
+    if _SECRET_KEY.search(key):
         return (f"{key}: secrets are never stored in run configs (got a value; allowed: set "
                 f"HF_TOKEN or MODELSCOPE_API_TOKEN in the environment)")
     return (f"{key}: unknown option (got {_short(value)}; allowed: the fields of the run "
             f"schema{_suggest(key)})")
 
 
+_SECRET_KEY = re.compile(r"(^|_)(token|secret|password|passwd|api_?key)s?($|_)", re.I)
 _one_field_models: dict[str, Any] = {}
 
 
@@ -581,7 +582,10 @@ def validate(data: dict[str, Any], source: str | None = None, *,
     ok, problems = _field_problems(data)
     merged = RunConfig.model_construct().model_dump()
     merged.update(ok)
-    problems += cross_field_problems(merged, require_inputs)
+    # Rules about a field that is already wrong on its own would only repeat the problem.
+    failed = [k for k in data if k in FIELDS and k not in ok]
+    problems += [p for p in cross_field_problems(merged, require_inputs)
+                 if not any(re.search(rf"\b{k}\b", p) for k in failed)]
     if problems:
         raise ConfigError(problems, source)
     return RunConfig.model_validate(ok)

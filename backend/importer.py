@@ -43,6 +43,9 @@ DATA_KEYS = ("dataset_base_path", "dataset_metadata_path", "data_file_keys", "ma
 # Options the run plan sets per stage.
 PLAN_KEYS = ("task", "output_path", "progress_file")
 SAMPLE_MODULE = "backend.stages.sample"
+# Environment that only concerns how a process runs, not what it trains.
+PLUMBING_ENV = ("PYTHONUNBUFFERED", "PYTHONPATH", "ACCELERATE_USE_CPU", "OMP_NUM_THREADS",
+                "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM", "HF_HUB_DISABLE_TELEMETRY")
 ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 SEPARATORS = {";", "&&", "||", "&", "|"}
 
@@ -230,7 +233,9 @@ def _read_command(index: int, argv: list[str], base: Path, nu: list[str], notes:
     for name, value in cmd.env.items():
         if name == "CUDA_VISIBLE_DEVICES" and re.fullmatch(r"\d+(,\d+)*", value):
             cmd.launch.setdefault("gpu_ids", value)
-        else:
+        elif name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+            cmd.launch["offline"] = value.strip().lower() in ("1", "true", "yes", "on")
+        elif name not in PLUMBING_ENV:
             nu.append(f"{cmd.label}: environment {name}={value}")
     if cmd.is_sample:
         # The sample stage's own options point into the run folder.
@@ -559,6 +564,12 @@ def _distributed(cmd: _Command | None, notes: list[str]) -> dict[str, Any]:
     ds_precision = launch.pop("_ds_precision", None)
     deepspeed = launch.pop("_deepspeed", False) or cmd.deepspeed is not None
     out = {k: v for k, v in launch.items() if v is not None}
+    if out.get("zero_stage") != 3:
+        out.pop("zero3_init_flag", None)  # meaningful for ZeRO-3 only
+    if not cmd.args.get("use_gradient_checkpointing") and out.pop(
+            "ds_activation_checkpointing", False) and out.get("zero_stage"):
+        notes.append(f"{cmd.label}: the DeepSpeed activation_checkpointing block has no effect "
+                     f"without --use_gradient_checkpointing")
     if deepspeed and not out.get("zero_stage"):
         notes.append(f"{cmd.label}: DeepSpeed without a readable ZeRO stage; ZeroLoRA's "
                      f"zero_stage stays at the default (0) -- set it by hand")

@@ -306,3 +306,10 @@ def test_stage_command_refuses_an_unknown_key_by_name(tmp_path, stage):
     assert "lora_rnak: unknown option" in proc.stderr
     assert "did you mean lora_rank" in proc.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "samples").exists()
+
+
+def test_a_wrong_field_is_not_reported_again_by_the_rules_that_use_it():
+    assert problems_of({**OK, "zero_stage": 9, "offload_param_device": "cpu"}) == [
+        "zero_stage: input should be less than or equal to 3 (got 9; allowed ≥ 0 and ≤ 3)"]
+    (p,) = problems_of({**OK, "tokenizer_pth": "x"})
+    assert p.startswith("tokenizer_pth: unknown option") and "did you mean tokenizer_path" in p

@@ -166,3 +166,34 @@ def test_train_stage_host_ram_within_25_percent(tmp_path):
     measured, predicted = r["measured_increase_bytes"], r["predicted_bytes"]
     assert r["measured_weight_pages_bytes"] > 0.5 * r["predicted_parts"]["base weights"]
     assert predicted == pytest.approx(measured, rel=0.25), r
+
+
+@pytest.mark.timeout(900)
+def test_gpu_script_runs_through_on_cpu_with_a_tiny_config(tmp_path):
+    """bench/gpu_qwen_image.py end to end on the CPU: random bf16 weights written, both
+    modes launched through the run plan (plain, and ZeRO-3 offload under DeepSpeed), the
+    JSON written with step times and the estimator's prediction."""
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "gpu_qwen_image.py"), "--config",
+         str(REPO / "bench" / "tiny_transformer_config.json"), "--device", "cpu",
+         "--height", "64", "--width", "64", "--rank", "4", "--steps", "2",
+         "--text_tokens", "16", "--work", str(tmp_path / "work"), "--out", str(out)],
+        cwd=str(REPO), capture_output=True, text=True, timeout=880,
+        env={**__import__("os").environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["device"] == "cpu" and data["transformer_params"] > 0
+    index = json.loads((tmp_path / "work" / "transformer" /
+                        "diffusion_pytorch_model.safetensors.index.json").read_text())
+    assert index["metadata"]["total_size"] == 2 * data["transformer_params"]  # bf16
+    plain, low = data["modes"]["no_offload"], data["modes"]["low_vram"]
+    for m in (plain, low):
+        assert m["exit_code"] == 0 and len(m["step_seconds"]) == 2 and m["s_per_step"] > 0
+        assert m["host_rss_peak_gb"] > 0 and "predicted_host_gb" in m
+    assert plain["deepspeed_json"] is None
+    zero = low["deepspeed_json"]["zero_optimization"]
+    assert zero["stage"] == 3 and zero["offload_param"]["device"] == "cpu"
+    log = (tmp_path / "work" / "runs" / "low_vram" / "train.log").read_text()
+    assert "ZeRO-3" in log and "DeepSpeed activation checkpointing configured" in log
+    assert list((tmp_path / "work" / "runs" / "low_vram" / "output").glob("*.safetensors"))

@@ -119,7 +119,8 @@ def test_deepspeed_settings_follow_the_files(tmp_path):
     cfg = result.config
     assert (cfg.zero_stage, cfg.offload_optimizer_device, cfg.offload_param_device) == (
         2, "cpu", "none")
-    assert cfg.pin_memory is False and cfg.zero3_init_flag is False
+    assert cfg.pin_memory is False
+    assert cfg.zero3_init_flag is True  # the YAML's false concerns ZeRO-3 only: not imported
     assert cfg.ds_activation_checkpointing is False and cfg.overlap_comm is True
     assert cfg.reduce_bucket_size == 200_000_000 and cfg.gradient_clipping == 0.7
     assert cfg.mixed_precision == "bf16" and cfg.num_processes == 2
@@ -208,3 +209,13 @@ def test_a_runs_own_commands_import_back_into_its_config(tmp_path):
     result = import_commands((run / "commands.sh").read_text(), base_dir=tmp_path)
     assert result.config == load_config(run / "run.yaml")
     assert result.not_understood == []
+
+
+def test_zero3_init_flag_is_read_from_the_accelerate_file(tmp_path):
+    acc, _ = write_seed_files(tmp_path)
+    acc.write_text(acc.read_text().replace("zero3_init_flag: true", "zero3_init_flag: false"))
+    cfg = import_commands(SEED_COMMANDS, base_dir=tmp_path).config
+    assert cfg.zero_stage == 3 and cfg.zero3_init_flag is False
+    plan_run(cfg, tmp_path / "run", cuda=True)
+    conf = load_accelerate(tmp_path / "run" / "accelerate_train.yaml")
+    assert conf["deepspeed_config"]["zero3_init_flag"] is False

@@ -7,7 +7,6 @@ the login wall. ``AppServer`` is shared with the security and API tests.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -198,3 +197,115 @@ def test_hash_password_prints_a_line_for_the_auth_file(tmp_path):
     creds = launch.security.Credentials()
     creds.add(*launch.security.parse_auth_line(line, "test"))
     assert creds.check("dana", "s3cret pass") and not creds.check("dana", "s3cret")
+
+
+# ------------------------------------------------------------------------- serving
+class Trap:
+    """A stand-in proxy that records every outbound connection attempt and refuses it."""
+
+    def __init__(self):
+        import socketserver
+        trap = self
+        self.seen: list[str] = []
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                trap.seen.append(self.rfile.readline(4096).decode("latin-1").strip())
+                self.wfile.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def env(self) -> dict[str, str]:
+        proxies = {k: self.url for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
+                                         "https_proxy", "all_proxy")}
+        return launcher_env(**proxies, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,"
+                            "localhost", HF_HUB_OFFLINE="", TRANSFORMERS_OFFLINE="")
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def listening_addresses(pid: int, port: int) -> set[str]:
+    import psutil
+    return {c.laddr.ip for c in psutil.Process(pid).net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
+
+
+def test_default_is_local_offline_and_light(tmp_path):
+    trap = Trap()
+    app = AppServer(tmp_path, env=trap.env())
+    try:
+        anon = httpx.Client(base_url=app.url, timeout=30, trust_env=False)
+        assert anon.get("/config").status_code == 200  # no sign-in on this machine only
+        assert anon.get("/").status_code == 200
+        # Bound to loopback only.
+        assert listening_addresses(app.proc.pid, app.port) == {"127.0.0.1"}
+        # No analytics, no version check, no hub: nothing tried to leave the machine.
+        time.sleep(2)
+        assert trap.seen == []
+        # Nothing heavy at start-up: torch is not loaded into the UI process.
+        maps = Path(f"/proc/{app.proc.pid}/maps").read_text()
+        assert "libtorch" not in maps and "torch/_C" not in maps
+        # gradio's file cache is private to this user, inside the workspace.
+        cache = app.workspace / ".gradio"
+        assert cache.is_dir() and (cache.stat().st_mode & 0o777) == 0o700
+        assert "serving at http://127.0.0.1:" in app.log()
+    finally:
+        app.stop()
+        trap.close()
+
+
+def test_share_without_internet_keeps_serving_locally_with_sign_in(tmp_path):
+    trap = Trap()  # stands in for "no internet": every outbound attempt is refused
+    line = subprocess.run([sys.executable, str(ROOT / "launch.py"), "--hash-password", "erin"],
+                          input="erin's password\n", capture_output=True, text=True,
+                          env=launcher_env(), timeout=60).stdout.strip()
+    users = tmp_path / "users.txt"
+    users.write_text(line + "\n")
+    app = AppServer(tmp_path, "--share", "--auth-file", str(users), env=trap.env())
+    try:
+        log = app.log()
+        assert "could not create a public share link" in log
+        assert f"keeps serving locally at http://127.0.0.1:{app.port}/" in log
+        assert trap.seen, "the share attempt should have tried to reach the internet"
+        anon = httpx.Client(base_url=app.url, timeout=30, trust_env=False)
+        assert anon.get("/config").status_code == 401
+        assert anon.post("/login", data={"username": "erin", "password": "nope"}
+                         ).status_code != 200
+        erin = app.login("erin", "erin's password")
+        assert erin.get("/config").status_code == 200
+        assert "erin's password" not in log and line.split(":", 1)[1] not in log
+    finally:
+        app.stop()
+        trap.close()
+
+
+def test_insecure_open_listen_behind_a_proxy_path(tmp_path):
+    app = AppServer(tmp_path, "--host", "0.0.0.0", "--insecure", "--root-path", "/zerolora",
+                    "--lang", "zh")
+    try:
+        assert "WARNING: --insecure" in app.log()
+        assert listening_addresses(app.proc.pid, app.port) == {"0.0.0.0"}
+        config = httpx.get(f"{app.url}/config", timeout=30, trust_env=False).json()
+        assert config["root"].endswith("/zerolora")
+    finally:
+        app.stop()
+
+
+def test_fresh_interpreter_reexecs_inside_the_venv(tmp_path):
+    # -S: this interpreter sees no packages; the launcher finds the venv that has them
+    # (ZEROLORA_VENV; nothing to install) and restarts itself there.
+    venv = Path(sys.prefix)
+    assert (venv / "bin" / "python").exists()
+    app = AppServer(tmp_path, python=[sys.executable, "-S"],
+                    env=launcher_env(ZEROLORA_VENV=str(venv)))
+    try:
+        log = app.log()
+        assert f"starting inside {venv}" in log and "running: " not in log
+        assert httpx.get(f"{app.url}/config", timeout=30, trust_env=False).status_code == 200
+    finally:
+        app.stop()

@@ -6,15 +6,12 @@ probed over HTTP (httpx) like an outsider would.
 """
 from __future__ import annotations
 
-import io
 import os
-import stat
 import re
+import stat
 import struct
 import sys
-import time
 import zipfile
-import zlib
 from pathlib import Path
 
 import httpx
@@ -144,7 +141,7 @@ WRITE_OUTPUTS = (
     "out = pathlib.Path(sys.argv[1]) / 'output'\n"
     "out.mkdir(parents=True, exist_ok=True)\n"
     "(out / 'step-1.safetensors').write_bytes(b'lora weights')\n"
-    "(out / 'notes.txt').write_text('hello')\n"
+    "(out / 'notes.txt').write_text('run notes 7c1f')\n"
     "print('token seen:', 'yes' if os.environ.get('HF_TOKEN') else 'no')\n")
 
 
@@ -195,7 +192,8 @@ def test_registry_file_serves_only_the_runs_own_files(registry, tmp_path):
     good = registry_file(runner, bob, "output/step-1.safetensors", "bob")
     assert good == (run_dir / "output" / "step-1.safetensors").resolve()
     assert good.read_bytes() == b"lora weights"
-    assert registry_file(runner, bob, "output/notes.txt", "alice").read_text() == "hello"
+    assert registry_file(runner, bob, "output/notes.txt", "alice").read_text() == \
+        "run notes 7c1f"
 
     secret = tmp_path / "secret.txt"
     secret.write_text("not yours")
@@ -219,13 +217,24 @@ def test_registry_file_serves_only_the_runs_own_files(registry, tmp_path):
         with pytest.raises(AccessDenied, match=why):
             registry_file(runner, bob, rel, "bob")
     # A link that stays inside the run is fine.
-    assert registry_file(runner, bob, "output/inside.txt", "bob").read_text() == "hello"
+    assert registry_file(runner, bob, "output/inside.txt", "bob").read_text() == \
+        "run notes 7c1f"
     # Another user's run and an unknown id get the same answer (no probing for ids).
     for rid in (ids["carol"], "20990101-000000-abcdef"):
         with pytest.raises(AccessDenied, match="no such run of yours"):
             registry_file(runner, rid, "output/notes.txt", "bob")
     assert registry_file(runner, ids["carol"], "output/notes.txt", "alice") == \
         carol_file.resolve()
+
+    # A run whose folder holds the workspace itself serves nothing from it.
+    wide = runner.submit_stages([StagePlan("x", [sys.executable, "-c", "pass"], {})], ws, "",
+                                owner="bob", name="wide")
+    runner.wait(wide, timeout=120)
+    (ws / "note.txt").write_text("workspace file")
+    with pytest.raises(AccessDenied, match="holds the workspace"):
+        registry_file(runner, wide, "note.txt", "bob")
+    with pytest.raises(AccessDenied, match="holds the workspace"):
+        security.list_files(runner, wide, "bob")
 
     # A run folder swapped for a link to somewhere else is not trusted.
     moved = tmp_path / "moved"
@@ -239,7 +248,7 @@ def test_listing_names_files_not_links(registry):
     runner, ws, ids = registry
     run_dir = Path(runner.get_run(ids["bob"])["run_dir"])
     (run_dir / "output" / "etc").symlink_to("/etc", target_is_directory=True)
-    listed = {f["path"]: f["bytes"] for f in security.list_files(runner, ids["bob"], "bob")}
+    listed = {f["file"]: f["bytes"] for f in security.list_files(runner, ids["bob"], "bob")}
     assert listed["output/step-1.safetensors"] == len(b"lora weights")
     assert "logs/train.log" in listed
     assert not any(p.startswith("output/etc") for p in listed)
@@ -318,7 +327,7 @@ def test_without_signing_in_there_is_nothing_but_the_login_page(app):
     served = security.stage_download(
         registry_file(app.runner, app.ids["bob"], "output/notes.txt", "bob"), app.workspace)
     secrets_of_the_app = [*app.ids.values(), "list_runs", "start_run", "fetch_output",
-                          str(app.workspace), "lora weights", "hello"]
+                          str(app.workspace), "lora weights", "run notes 7c1f"]
 
     for method, route in [("GET", "/config"), ("GET", "/gradio_api/info"),
                           ("GET", "/gradio_api/openapi.json"),

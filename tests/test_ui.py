@@ -169,7 +169,7 @@ def test_language_follows_the_browser_and_the_switch(browser, server):
     page = new_page(browser, server[0], locale="zh-CN")
     try:
         expect(page.locator("#tab-run-button")).to_contain_text("运行")
-        expect(page.locator("#field-lora_rank")).to_contain_text("LoRA 秩")  # help line
+        expect(page.locator("#field-offline")).to_contain_text("从不联网")  # a help line
         page.click("#lang-en")
         expect(page.locator("#tab-run-button")).to_contain_text("Run")
         expect(page.locator("#tab-run-button")).not_to_contain_text("运行")

@@ -269,7 +269,11 @@ def _field_keys() -> tuple[dict[str, str], dict[str, str]]:
 
 
 _en_help, _zh_help = _field_keys()
-I18N = gr.I18n(en={**EN, **_en_help}, zh={**ZH, **_zh_help})
+# gradio replaces its "en" and "zh-CN" dictionaries with its own after ours are added, and a
+# switched-to language finds our text only under an exact region tag: register both.
+_EN_ALL = {**EN, **_en_help}
+_ZH_ALL = {**ZH, **_zh_help}
+I18N = gr.I18n(en=_EN_ALL, zh=_ZH_ALL, **{"en-US": _EN_ALL, "zh-CN": _ZH_ALL})
 
 
 def T(key: str):

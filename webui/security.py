@@ -157,6 +157,21 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def _run_folder(runner: Any, run: dict) -> tuple[Path, Path]:
+    """(workspace, run folder), both resolved; refused when the folder is not trustworthy."""
+    workspace = Path(getattr(runner, "workspace")).resolve()
+    run_dir_raw = Path(run["run_dir"])
+    run_dir = run_dir_raw.resolve()
+    # A run folder that is a link (e.g. swapped for one to /) is not trusted.
+    if run_dir_raw.is_symlink() or (run_dir_raw.parent == workspace / "runs"
+                                    and not _inside(run_dir, workspace / "runs")):
+        raise AccessDenied(f"run {run['id']}: its folder is a link; refused")
+    if _inside(workspace, run_dir):
+        # A "run folder" that holds the whole workspace (history, other runs) is not one.
+        raise AccessDenied(f"run {run['id']}: its folder holds the workspace; refused")
+    return workspace, run_dir
+
+
 def registry_file(runner: Any, run_id: str, relpath: str | os.PathLike, user: str | None,
                   admins: Iterable[str] | None = None) -> Path:
     """The resolved path of a regular file of run ``run_id`` that ``user`` may download.
@@ -168,13 +183,7 @@ def registry_file(runner: Any, run_id: str, relpath: str | os.PathLike, user: st
     """
     run = get_run_checked(runner, run_id, user, admins)
     rel = _clean_relpath(relpath)
-    workspace = Path(getattr(runner, "workspace")).resolve()
-    run_dir_raw = Path(run["run_dir"])
-    run_dir = run_dir_raw.resolve()
-    # A run folder that is a link out of the workspace's runs/ folder is not trusted.
-    if run_dir_raw.is_symlink() or (run_dir_raw.parent == workspace / "runs"
-                                    and not _inside(run_dir, workspace / "runs")):
-        raise AccessDenied(f"run {run['id']}: its folder is a link; refused")
+    workspace, run_dir = _run_folder(runner, run)
     candidate = run_dir.joinpath(*rel.parts)
     try:
         real = candidate.resolve(strict=True)
@@ -201,7 +210,7 @@ def list_files(runner: Any, run_id: str, user: str | None,
     out of the listing but stay fetchable by name.
     """
     run = get_run_checked(runner, run_id, user, admins)
-    run_dir = Path(run["run_dir"]).resolve()
+    _, run_dir = _run_folder(runner, run)
     out: list[dict] = []
     skip = {("cache",), ("output", "state")}
     for root, dirs, files in os.walk(run_dir, followlinks=False):

@@ -271,6 +271,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     # torch.distributed repeats this FutureWarning for every ZeRO collective.
     warnings.filterwarnings("ignore", category=FutureWarning,
                             message=r".*torch\.distributed\.\w+` is deprecated")
+    # DeepSpeed steps the optimizer itself; torch cannot see it and warns once, wrongly.
+    warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
 
     from backend import lora
     from backend.models import configure_deepspeed_checkpointing

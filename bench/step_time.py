@@ -1,0 +1,200 @@
+"""Stage-2 step time: our train stage vs a minimal PyTorch + peft loop, same model and data.
+
+Both train the same LoRA (same targets, rank, AdamW settings, flow-matching loss from the
+model adapter) on the same small Qwen-Image transformer (the tiny pipeline's, widened with
+``--heads`` x 128 so a step does real work) from the same one-sample stage-1 cache, one CPU
+thread each. Rounds alternate: our stage (launched exactly as the run plan launches it:
+``accelerate launch --config_file accelerate_train.yaml -m backend.stages.train ...``),
+then the plain loop; the first ``--warmup`` steps of every run are left out. Our per-step
+times are read from the stage's own progress events (time between consecutive ``step``
+events), the plain loop's from ``time.perf_counter`` around each step (data read, forward,
+backward, optimizer). The ratio is the median of the per-round ratios of medians
+(target: <= 1.05 without DeepSpeed). One more run measures the stage under DeepSpeed
+ZeRO-3 with parameter and optimizer offload (the low-VRAM path on DeepSpeed's CPU
+accelerator), reported against the same plain loop.
+
+Run (about 5 minutes on 2 CPU cores):
+    python bench/step_time.py                  # writes bench/results/step_time.json
+    python bench/step_time.py --rounds 1 --steps 10 --no_deepspeed --out /tmp/st.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+LR = 1e-4
+SEED = 42
+
+
+def plain_loop(transformer: str, cache: str, steps: int, rank: int, targets: list[str],
+               checkpointing: bool) -> list[float]:
+    """The baseline: diffusers model + peft LoRA + torch AdamW, nothing else."""
+    import torch
+    from diffusers import QwenImageTransformer2DModel
+    from peft import LoraConfig
+    from safetensors.torch import load_file
+
+    from backend.models import qwen_image
+
+    torch.manual_seed(SEED)
+    model = QwenImageTransformer2DModel.from_pretrained(transformer, torch_dtype=torch.float32)
+    model.requires_grad_(False)
+    model.add_adapter(LoraConfig(r=rank, lora_alpha=rank, target_modules=targets))
+    if checkpointing:
+        model.enable_gradient_checkpointing()
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.01)
+    schedule = qwen_image.training_schedule()
+    files = sorted(Path(cache).glob("*.safetensors"))
+    times = []
+    for step in range(steps):
+        t0 = time.perf_counter()
+        sample = load_file(str(files[step % len(files)]))
+        g = torch.Generator().manual_seed(SEED * 1000 + step)
+        loss = qwen_image.training_loss(model, sample, schedule, g, torch.float32)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def stage_config(work: Path, steps: int, rank: int, checkpointing: bool, zero3: bool,
+                 size: int):
+    from backend.config import RunConfig
+
+    extra = {}
+    if zero3:
+        extra = {"zero_stage": 3, "offload_param_device": "cpu",
+                 "offload_optimizer_device": "cpu", "initialize_model_on_cpu": True}
+    return RunConfig(run_name="bench-step-time", offline=True,
+                     model_id_with_origin_paths=str(work / "model" / "transformer"),
+                     dataset_base_path=str(work / "cache"), stages=["train"],
+                     height=size, width=size, lora_rank=rank, learning_rate=LR,
+                     max_steps=steps, dataset_repeat=steps, num_epochs=1,
+                     mixed_precision="no", use_gradient_checkpointing=checkpointing,
+                     seed=SEED, **extra)
+
+
+def run_stage(work: Path, name: str, cfg, warmup: int, env: dict) -> list[float]:
+    from backend.plan import plan_run
+    from backend.progress import read_events
+
+    run_dir = work / "runs" / name
+    plan = next(p for p in plan_run(cfg, run_dir, cuda=False) if p.name == "train")
+    proc = subprocess.run(plan.argv, env={**env, **plan.env}, cwd=str(ROOT),
+                          capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"train stage failed ({proc.returncode}):\n"
+                           f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    events, _ = read_events(run_dir / "progress.jsonl")
+    t = {e["step"]: e["time"] for e in events if e.get("event") == "step"}
+    return [t[s] - t[s - 1] for s in sorted(t) if s > warmup and s - 1 in t]
+
+
+def run_plain(work: Path, steps: int, warmup: int, rank: int, targets: list[str],
+              checkpointing: bool, env: dict) -> list[float]:
+    args = json.dumps([str(work / "model" / "transformer"), str(work / "cache"), steps, rank,
+                       targets, checkpointing])
+    proc = subprocess.run([sys.executable, __file__, "plain", args], env=env, cwd=str(ROOT),
+                          capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"plain loop failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])[warmup:]
+
+
+def main(argv: list[str] | None = None) -> dict | None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "plain":
+        import torch
+        torch.set_num_threads(1)
+        print(json.dumps(plain_loop(*json.loads(argv[1]))))
+        return None
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--heads", type=int, default=2, help="transformer width: heads x 128")
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--size", type=int, default=256, help="image side (pixels)")
+    parser.add_argument("--rank", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=25, help="steps per run")
+    parser.add_argument("--warmup", type=int, default=5, help="steps left out per run")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--gradient_checkpointing", action="store_true")
+    parser.add_argument("--no_deepspeed", action="store_true")
+    parser.add_argument("--out", default=str(ROOT / "bench/results/step_time.json"))
+    args = parser.parse_args(argv)
+
+    from backend.config import QWEN_IMAGE_TARGETS
+    from bench.host_ram_probe import _child
+
+    targets = QWEN_IMAGE_TARGETS.split(",")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    t_start = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        prep = _child(["prepare", str(work), str(args.heads), str(args.layers),
+                       str(args.size)])
+        rounds = []
+        for r in range(args.rounds):
+            ours = run_stage(work, f"plain-{r}", stage_config(
+                work, args.steps, args.rank, args.gradient_checkpointing, False, args.size),
+                args.warmup, env)
+            base = run_plain(work, args.steps, args.warmup, args.rank, targets,
+                             args.gradient_checkpointing, env)
+            ratio = statistics.median(ours) / statistics.median(base)
+            rounds.append({"stage_median_s": round(statistics.median(ours), 4),
+                           "plain_median_s": round(statistics.median(base), 4),
+                           "ratio": round(ratio, 3),
+                           "stage_steps_s": [round(x, 4) for x in ours],
+                           "plain_steps_s": [round(x, 4) for x in base]})
+            print(f"round {r + 1}: stage {rounds[-1]['stage_median_s']:.4f} s/step, plain "
+                  f"{rounds[-1]['plain_median_s']:.4f} s/step, ratio {ratio:.3f}", flush=True)
+        result = {
+            "date": time.strftime("%Y-%m-%d"),
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores (shared), CPU only, "
+                       f"1 thread per run",
+            "model": {"heads": args.heads, "head_dim": 128, "layers": args.layers,
+                      "transformer_params": prep["params"], "size": args.size,
+                      "lora_rank": args.rank, "gradient_checkpointing":
+                      args.gradient_checkpointing},
+            "steps_per_run": args.steps, "warmup_excluded": args.warmup,
+            "rounds": rounds,
+            "ratio": round(statistics.median(r["ratio"] for r in rounds), 3),
+            "target_ratio": 1.05,
+        }
+        if not args.no_deepspeed:
+            ds = run_stage(work, "zero3", stage_config(
+                work, args.steps, args.rank, True, True, args.size), args.warmup, env)
+            plain_median = statistics.median(r["plain_median_s"] for r in rounds)
+            result["zero3_offload"] = {
+                "stage_median_s": round(statistics.median(ds), 4),
+                "ratio_to_plain": round(statistics.median(ds) / plain_median, 3),
+                "stage_steps_s": [round(x, 4) for x in ds],
+                "settings": "ZeRO-3, offload_param cpu, offload_optimizer cpu, DeepSpeed "
+                            "activation checkpointing, fp32, DeepSpeed CPU accelerator"}
+            print(f"ZeRO-3 offload: {result['zero3_offload']['stage_median_s']:.4f} s/step "
+                  f"({result['zero3_offload']['ratio_to_plain']:.2f}x the plain loop)",
+                  flush=True)
+    result["seconds"] = round(time.time() - t_start, 1)
+    print(f"step-time ratio (our stage / plain loop, no DeepSpeed): {result['ratio']} "
+          f"(target <= {result['target_ratio']})")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
