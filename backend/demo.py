@@ -173,6 +173,7 @@ class BuildSettings:
     vae_crop: int = 32
     vae_lr: float = 1e-3
     vae_kl_weight: float = 1e-4
+    vae_latent_noise: float = 0.1
     dit_images: int = 480
     dit_steps: int = 1500
     dit_batch: int = 32
@@ -185,7 +186,7 @@ def log(msg: str) -> None:
 
 
 def train_vae(vae, s: BuildSettings) -> None:
-    """Reconstruction (MSE) + small KL; half base images, half varied ones."""
+    """Reconstruction (MSE) + small L2 on the latents; half base images, half varied ones."""
     rng = np.random.default_rng(s.seed + 11)
     torch.manual_seed(s.seed + 12)
     vae.train()
@@ -196,11 +197,12 @@ def train_vae(vae, s: BuildSettings) -> None:
         half = s.vae_batch // 2
         imgs = [base_example(rng)[0] for _ in range(half)] + [varied_example(rng) for _ in range(s.vae_batch - half)]
         x = random_crops(to_tensor(imgs), s.vae_crop, rng)
-        post = vae.encode(x).latent_dist
-        z = post.mean + post.std * torch.randn_like(post.std)
-        rec = vae.decode(z).sample
+        mean = vae.encode(x).latent_dist.mean
+        # Deterministic autoencoder on the posterior mean (what stage 1 caches), with a little
+        # latent noise so the decoder tolerates imperfect latents, and an L2 pull on the means.
+        rec = vae.decode(mean + s.vae_latent_noise * torch.randn_like(mean)).sample
         mse = F.mse_loss(rec, x)
-        kl = 0.5 * (post.mean.pow(2) + post.var - 1.0 - post.logvar).mean()
+        kl = mean.pow(2).mean()
         loss = mse + s.vae_kl_weight * kl
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -208,7 +210,7 @@ def train_vae(vae, s: BuildSettings) -> None:
         opt.step()
         sched.step()
         if step % 25 == 0 or step == s.vae_steps - 1:
-            log(f"vae step {step}/{s.vae_steps} mse {mse.item():.4f} kl {kl.item():.3f} ({time.time() - t0:.0f}s)")
+            log(f"vae step {step}/{s.vae_steps} mse {mse.item():.4f} latent l2 {kl.item():.3f} ({time.time() - t0:.0f}s)")
     vae.eval()
 
 

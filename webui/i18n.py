@@ -273,7 +273,7 @@ _en_help, _zh_help = _field_keys()
 # switched-to language finds our text only under an exact region tag: register both.
 _EN_ALL = {**EN, **_en_help}
 _ZH_ALL = {**ZH, **_zh_help}
-I18N = gr.I18n(en=_EN_ALL, zh=_ZH_ALL, **{"en-US": _EN_ALL, "zh-CN": _ZH_ALL})
+I18N = gr.I18n(en=_EN_ALL, zh=_ZH_ALL)
 
 
 def T(key: str):
