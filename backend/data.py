@@ -7,7 +7,7 @@ A dataset is either
 
 ``trigger_word`` is prepended to every caption. Sizes follow the reference trainer: with
 ``height`` and ``width`` set, scale to cover and centre-crop; otherwise cap the area at
-``max_pixels`` (scaling both sides by sqrt(max_pixels / area), truncated), floor both sides
+``max_pixels`` (dividing both sides by sqrt(area / max_pixels), truncated), floor both sides
 to multiples of 16, never upscale, then cover-resize and centre-crop. Pixels map to [-1, 1].
 
 ``check_dataset(cfg)`` raises ``DatasetError`` listing every bad file and row before any model
@@ -55,8 +55,8 @@ def target_size(width: int, height: int, cfg: RunConfig) -> tuple[int, int]:
         return cfg.width, cfg.height
     w, h = width, height
     if w * h > cfg.max_pixels:
-        scale = math.sqrt(cfg.max_pixels / (w * h))
-        w, h = int(w * scale), int(h * scale)
+        scale = math.sqrt(w * h / cfg.max_pixels)  # as the reference: divide, then truncate
+        w, h = int(w / scale), int(h / scale)
     return w // DIVISOR * DIVISOR, h // DIVISOR * DIVISOR
 
 

@@ -197,10 +197,12 @@ def train_vae(vae, s: BuildSettings) -> None:
         half = s.vae_batch // 2
         imgs = [base_example(rng)[0] for _ in range(half)] + [varied_example(rng) for _ in range(s.vae_batch - half)]
         x = random_crops(to_tensor(imgs), s.vae_crop, rng)
-        mean = vae.encode(x).latent_dist.mean
-        # Deterministic autoencoder on the posterior mean (what stage 1 caches), with a little
+        # A deterministic autoencoder on the posterior mean (what stage 1 caches), with a little
         # latent noise so the decoder tolerates imperfect latents, and an L2 pull on the means.
-        rec = vae.decode(mean + s.vae_latent_noise * torch.randn_like(mean)).sample
+        # For one frame, encoder/decoder without the frame cache equal vae.encode/vae.decode, and
+        # skipping decode's final clamp keeps gradients for pixels pushed past [-1, 1].
+        mean = vae.quant_conv(vae.encoder(x))[:, : vae.config.z_dim]
+        rec = vae.decoder(vae.post_quant_conv(mean + s.vae_latent_noise * torch.randn_like(mean)))
         mse = F.mse_loss(rec, x)
         kl = mean.pow(2).mean()
         loss = mse + s.vae_kl_weight * kl

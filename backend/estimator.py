@@ -34,12 +34,14 @@ Train stage, GPU::
     base weights    P*b                      ZeRO 0-2 (every GPU holds the frozen model)
                     P*b/W + live + persist   ZeRO-3; with parameter offload: live + persist
         live    = (stage3_max_live_parameters + stage3_prefetch_bucket_size) * b
-        persist = parameters smaller than stage3_param_persistence_threshold, * b
+        persist = base and LoRA tensors smaller than
+                  stage3_param_persistence_threshold (kept whole on every GPU), * b
     LoRA + AdamW    no DeepSpeed: 16 L       (fp32 weights, fp32 grads, 2 fp32 moments)
                     DeepSpeed:    L*b weights (/W at ZeRO-3) + L*b grads (/W at ZeRO>=2)
                                   + 12 L / W (fp32 master + 2 fp32 moments, ZeRO>=1)
                                   + 4 L / W (fp32 gradient partition); the last two go to
-                                  the host with optimizer offload
+                                  the host with optimizer offload (so do the 16-bit
+                                  grads at ZeRO>=2, bucket by bucket)
                     + reduce bucket (DeepSpeed: reduce_bucket_size * b), DDP: 4 L
     activations     U = 20.4 units saved per block for backward (all in the compute dtype),
                     + 4.0 units when 16-bit (fp32 upcasts in RoPE and RMSNorm),
@@ -47,6 +49,7 @@ Train stage, GPU::
                       target's input); measured on a real block with
                       ``bench/activation_units.py`` (autograd saved-tensor hooks)
                     + T = 8 units of gradients alive inside one block's backward
+                      (derived: the MLP's 4D-wide input and output gradients)
         none        n*U + T
         torch       n*1 (each block's checkpointed input) + U (the block recomputed) + T
         offload     U + 1 + T on GPU; n units on the host (``save_on_cpu``)
@@ -73,12 +76,24 @@ data_process (stage 1; never under DeepSpeed)::
           + text encoder activations (N_txt * (intermediate + 4 hidden) * b)
     host  the same weights while loading, per process
 
-sample::
+sample (renders in bf16 on CUDA, float32 on a CPU, whatever mixed_precision says)::
 
     GPU   (P + P_text_encoder + P_vae + L) * b, or with ``sample_cpu_offload`` only the
-          largest component at a time; + transformer inference activations (6 units at the
-          sample size) + VAE decoder activations (21.5 * base_dim * H * W * b)
+          largest component at a time; + the larger of the transformer's inference
+          activations (6 units at the sample size) and the VAE decoder's
+          (21.5 * base_dim * H * W * b, measured on the real VAE with no_grad)
     host  every component while loading; with CPU offload they stay there
+
+Offload traffic (``Estimate.h2d_bytes_per_step``): ZeRO-3 parameter offload fetches every
+weight for the forward and again for the backward, 2 P b per micro-step, plus L b of
+updated LoRA weights with optimizer offload; divided by the host-to-device bandwidth it
+bounds the step time from below (bench/gpu_qwen_image.py measures the bandwidth).
+
+A CPU-only run (``device="cpu"``) puts every GPU part in host RAM and counts the loaded
+weights once (on a CPU the stage computes with the tensors it loaded; diffusers maps the
+float32 file, so the frozen weights are page-cache pages of that file). The test
+``tests/test_estimator.py`` measures the train stage's host RAM on a small model in a
+subprocess and checks this within 25% (bench/host_ram_probe.py says what is measured).
 
 What is not modelled: the CUDA context (~0.3-0.6 GB per GPU, outside PyTorch's allocator;
 ``fits`` adds ``CUDA_CONTEXT_GB`` for it), allocator fragmentation, the Python / library

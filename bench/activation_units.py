@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict:
         row["estimator_units"] = round(model[name], 2)
         print(f"{name:26s} measured {row['units']:6.2f} units  estimator {model[name]:6.2f}  "
               f"({row['saved_bytes'] / 1e6:.1f} MB at D={row['dim']}, N={row['tokens']})")
-    result = {"date": time.strftime("%Y-%m-%d"), "host": platform.node() or "cpu",
+    result = {"date": time.strftime("%Y-%m-%d"),
               "machine": f"{platform.machine()}, CPU only", "torch": torch.__version__,
               "seconds": round(time.time() - t0, 1), "regimes": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -3,9 +3,11 @@
 Both train the same LoRA (same targets, rank, AdamW settings, flow-matching loss from the
 model adapter) on the same small Qwen-Image transformer (the tiny pipeline's, widened with
 ``--heads`` x 128 so a step does real work) from the same one-sample stage-1 cache, one CPU
-thread each. Rounds alternate: our stage (launched exactly as the run plan launches it:
-``accelerate launch --config_file accelerate_train.yaml -m backend.stages.train ...``),
-then the plain loop; the first ``--warmup`` steps of every run are left out. Our per-step
+thread each. In every round the two run side by side, at the same time: our stage
+(launched exactly as the run plan launches it: ``accelerate launch --config_file
+accelerate_train.yaml -m backend.stages.train ...``) and the plain loop, which loads its
+model and then starts stepping when the stage emits its ``start`` event, so both see the
+same load on a shared machine; the first ``--warmup`` steps of every run are left out. Our per-step
 times are read from the stage's own progress events (time between consecutive ``step``
 events), the plain loop's from ``time.perf_counter`` around each step (data read, forward,
 backward, optimizer). The ratio is the median of the per-round ratios of medians
@@ -38,7 +40,7 @@ SEED = 42
 
 
 def plain_loop(transformer: str, cache: str, steps: int, rank: int, targets: list[str],
-               checkpointing: bool) -> list[float]:
+               checkpointing: bool, go_file: str | None = None) -> list[float]:
     """The baseline: diffusers model + peft LoRA + torch AdamW, nothing else."""
     import torch
     from diffusers import QwenImageTransformer2DModel
@@ -58,6 +60,8 @@ def plain_loop(transformer: str, cache: str, steps: int, rank: int, targets: lis
     opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.01)
     schedule = qwen_image.training_schedule()
     files = sorted(Path(cache).glob("*.safetensors"))
+    while go_file and not Path(go_file).exists():  # start with the stage's first step
+        time.sleep(0.01)
     times = []
     for step in range(steps):
         t0 = time.perf_counter()
@@ -88,31 +92,47 @@ def stage_config(work: Path, steps: int, rank: int, checkpointing: bool, zero3: 
                      seed=SEED, **extra)
 
 
-def run_stage(work: Path, name: str, cfg, warmup: int, env: dict) -> list[float]:
+def run_side_by_side(work: Path, name: str, cfg, steps: int, warmup: int, rank: int,
+                     targets: list[str], checkpointing: bool, env: dict,
+                     with_plain: bool = True) -> tuple[list[float], list[float]]:
+    """Our stage (as planned) and the plain loop at the same time, one thread each; the
+    plain loop starts its steps when the stage emits ``start``, so both see the same
+    machine load. Returns (stage step times, plain step times), warm-up left out."""
     from backend.plan import plan_run
     from backend.progress import read_events
 
     run_dir = work / "runs" / name
     plan = next(p for p in plan_run(cfg, run_dir, cuda=False) if p.name == "train")
-    proc = subprocess.run(plan.argv, env={**env, **plan.env}, cwd=str(ROOT),
-                          capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0:
-        raise RuntimeError(f"train stage failed ({proc.returncode}):\n"
-                           f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    go = run_dir / "go"
+    stage = subprocess.Popen(plan.argv, env={**env, **plan.env}, cwd=str(ROOT),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    plain = None
+    if with_plain:
+        args = json.dumps([str(work / "model" / "transformer"), str(work / "cache"), steps,
+                           rank, targets, checkpointing, str(go)])
+        plain = subprocess.Popen([sys.executable, __file__, "plain", args], env=env,
+                                 cwd=str(ROOT), stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 1800
+    while not go.exists() and stage.poll() is None and time.time() < deadline:
+        events, _ = read_events(run_dir / "progress.jsonl")
+        if any(e.get("event") == "start" for e in events):
+            go.touch()
+        time.sleep(0.02)
+    go.touch()
+    out, _ = stage.communicate(timeout=1800)
+    if stage.returncode != 0:
+        raise RuntimeError(f"train stage failed ({stage.returncode}):\n{out[-3000:]}")
     events, _ = read_events(run_dir / "progress.jsonl")
     t = {e["step"]: e["time"] for e in events if e.get("event") == "step"}
-    return [t[s] - t[s - 1] for s in sorted(t) if s > warmup and s - 1 in t]
-
-
-def run_plain(work: Path, steps: int, warmup: int, rank: int, targets: list[str],
-              checkpointing: bool, env: dict) -> list[float]:
-    args = json.dumps([str(work / "model" / "transformer"), str(work / "cache"), steps, rank,
-                       targets, checkpointing])
-    proc = subprocess.run([sys.executable, __file__, "plain", args], env=env, cwd=str(ROOT),
-                          capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0:
-        raise RuntimeError(f"plain loop failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])[warmup:]
+    ours = [t[s] - t[s - 1] for s in sorted(t) if s > warmup and s - 1 in t]
+    base: list[float] = []
+    if plain is not None:
+        pout, perr = plain.communicate(timeout=1800)
+        if plain.returncode != 0:
+            raise RuntimeError(f"plain loop failed:\n{perr[-3000:]}")
+        base = json.loads(pout.strip().splitlines()[-1])[warmup:]
+    return ours, base
 
 
 def main(argv: list[str] | None = None) -> dict | None:
@@ -148,11 +168,10 @@ def main(argv: list[str] | None = None) -> dict | None:
                        str(args.size)])
         rounds = []
         for r in range(args.rounds):
-            ours = run_stage(work, f"plain-{r}", stage_config(
-                work, args.steps, args.rank, args.gradient_checkpointing, False, args.size),
-                args.warmup, env)
-            base = run_plain(work, args.steps, args.warmup, args.rank, targets,
-                             args.gradient_checkpointing, env)
+            ours, base = run_side_by_side(
+                work, f"plain-{r}", stage_config(work, args.steps, args.rank,
+                                                 args.gradient_checkpointing, False, args.size),
+                args.steps, args.warmup, args.rank, targets, args.gradient_checkpointing, env)
             ratio = statistics.median(ours) / statistics.median(base)
             rounds.append({"stage_median_s": round(statistics.median(ours), 4),
                            "plain_median_s": round(statistics.median(base), 4),
@@ -175,8 +194,9 @@ def main(argv: list[str] | None = None) -> dict | None:
             "target_ratio": 1.05,
         }
         if not args.no_deepspeed:
-            ds = run_stage(work, "zero3", stage_config(
-                work, args.steps, args.rank, True, True, args.size), args.warmup, env)
+            ds, _ = run_side_by_side(
+                work, "zero3", stage_config(work, args.steps, args.rank, True, True, args.size),
+                args.steps, args.warmup, args.rank, targets, True, env, with_plain=False)
             plain_median = statistics.median(r["plain_median_s"] for r in rounds)
             result["zero3_offload"] = {
                 "stage_median_s": round(statistics.median(ds), 4),

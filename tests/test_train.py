@@ -299,12 +299,20 @@ def test_train_no_deepspeed(tmp_path, models_root, tiny_model_dir, stage1_cache,
 
 @pytest.mark.timeout(900)
 def test_train_zero2(tmp_path, models_root, tiny_model_dir, stage1_cache, base_loss):
+    """ZeRO-2 with gradient accumulation and torch checkpointing offloaded to CPU (no
+    activation_checkpointing block in this DeepSpeed config)."""
     acc = write_accelerate_config(tmp_path, "z2", ds_config=ZERO2)
     out = tmp_path / "out"
     proc = run_stage(train_args(models_root, stage1_cache, out, "--num_epochs", "100",
-                                "--max_steps", "40", "--save_steps", "20"), config_file=acc)
+                                "--max_steps", "40", "--save_steps", "20",
+                                "--gradient_accumulation_steps", "2",
+                                "--use_gradient_checkpointing",
+                                "--use_gradient_checkpointing_offload"), config_file=acc)
     assert_ok(proc)
-    check_progress(out, total=40)
+    assert "using torch checkpointing" in proc.stdout
+    events = check_progress(out, total=40)
+    assert events[0]["steps_per_epoch"] == 2  # 4 samples / 2 micro-batches per step
+    assert [e for e in events if e["event"] == "step"][-1]["epoch"] == 19
     assert sorted(p.name for p in out.glob("*.safetensors")) == ["step-20.safetensors",
                                                                  "step-40.safetensors"]
     check_lora(out / "step-40.safetensors", tiny_model_dir, base_loss, stage1_cache)
@@ -351,25 +359,38 @@ def test_train_zero3_two_processes(tmp_path, models_root, tiny_model_dir, stage1
 def test_one_shot_sft(tmp_path, models_root, tiny_model_dir, demo_dataset, stage1_cache,
                       base_loss, plain_accelerate_config):
     """--task sft encodes every step (text encoder + VAE + transformer in one process)."""
-    out = tmp_path / "out"
-    proc = run_stage(["--task", "sft", "--models_dir", models_root, "--offline",
-                      "--dataset_base_path", demo_dataset, "--output_path", out,
-                      "--lora_rank", RANK, "--learning_rate", "5e-3", "--num_epochs", "10"],
-                     config_file=plain_accelerate_config)
+    import shutil
+
+    import yaml
+
+    # A run config plus flag overrides; relative paths resolve against the working dir.
+    shutil.copytree(demo_dataset, tmp_path / "data")
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({
+        "task": "sft", "models_dir": str(models_root), "offline": True,
+        "dataset_base_path": "data", "output_path": "elsewhere", "lora_rank": RANK,
+        "learning_rate": 1e-9, "num_epochs": 10}))
+    proc = run_stage(["--config", "run.yaml", "--output_path", "out", "--learning_rate",
+                      "5e-3"], config_file=plain_accelerate_config, cwd=tmp_path)
     assert_ok(proc)
-    check_progress(out, total=40)
+    out = tmp_path / "out"
+    assert not (tmp_path / "elsewhere").exists()
+    events = check_progress(out, total=40)
+    assert events[1]["lr"] == pytest.approx(5e-3)
     check_lora(out / "epoch-9.safetensors", tiny_model_dir, base_loss, stage1_cache)
 
 
 # ------------------------------------------------------------------------------------------
 # Stop and resume
 # ------------------------------------------------------------------------------------------
-def launch_and_stop(args: list, config_file: Path, progress: Path, at_step: int,
+def launch_and_stop(args: list, config_file: Path | None, progress: Path, at_step: int,
                     timeout: float = 600) -> int:
-    """Start a stage in its own process group, SIGTERM the group once ``at_step`` is
-    reached, wait for every process of the group to exit; return the launcher's code."""
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-           str(config_file), "-m", "backend.stages.train", *[str(a) for a in args]]
+    """Start a stage in its own process group (under ``accelerate launch``, or plainly with
+    no ``config_file``), SIGTERM the group once ``at_step`` is reached, wait for every
+    process of the group to exit; return the leader's exit code."""
+    cmd = [sys.executable, "-m"]
+    if config_file is not None:
+        cmd += ["accelerate.commands.launch", "--config_file", str(config_file), "-m"]
+    cmd += ["backend.stages.train", *[str(a) for a in args]]
     proc = subprocess.Popen(cmd, cwd=REPO, env=stage_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + timeout
@@ -397,7 +418,7 @@ def launch_and_stop(args: list, config_file: Path, progress: Path, at_step: int,
 
 
 def check_resume(tmp_path, models_root, stage1_cache, config_file, total, stop_at,
-                 extra=()) -> tuple[Path, Path]:
+                 extra=(), plain_stop=False) -> tuple[Path, Path]:
     full, part = tmp_path / "full", tmp_path / "part"
     args = ["--num_epochs", "1000", "--max_steps", str(total), "--save_steps", str(total),
             *extra]
@@ -405,8 +426,11 @@ def check_resume(tmp_path, models_root, stage1_cache, config_file, total, stop_a
                         config_file=config_file))
     check_progress(full, total=total)
 
-    launch_and_stop(train_args(models_root, stage1_cache, part, *args), config_file,
-                    part / "progress.jsonl", at_step=stop_at)
+    rc = launch_and_stop(train_args(models_root, stage1_cache, part, *args),
+                         None if plain_stop else config_file, part / "progress.jsonl",
+                         at_step=stop_at)
+    if plain_stop:
+        assert rc == 143  # the stage's own exit code for a SIGTERM stop
     events = read_progress(part / "progress.jsonl")
     end = events[-1]
     assert end["event"] == "end" and end["status"] == "stopped", end
@@ -435,14 +459,22 @@ def check_resume(tmp_path, models_root, stage1_cache, config_file, total, stop_a
 def test_sigterm_and_resume(tmp_path, models_root, stage1_cache, plain_accelerate_config):
     """Stopped mid-run with SIGTERM, resumed from state/: ends at the same step as an
     uninterrupted run, with the same LoRA (data order, noise and optimizer state kept)."""
+    full, resumed = check_resume(tmp_path, models_root, stage1_cache, plain_accelerate_config,
+                                 total=150, stop_at=3, plain_stop=True,
+                                 extra=("--lr_warmup_steps", "10",
+                                        "--gradient_accumulation_steps", "2"))
+    assert_same_lora(full, resumed)
+    state = tmp_path / "part" / "state"
+    assert (state / "model.safetensors").stat().st_size < 200_000  # LoRA only
+
+
+def assert_same_lora(a_path: Path, b_path: Path) -> None:
     import torch
 
     from backend.lora import read_lora
 
-    full, resumed = check_resume(tmp_path, models_root, stage1_cache, plain_accelerate_config,
-                                 total=300, stop_at=3, extra=("--lr_warmup_steps", "10"))
-    a, _ = read_lora(full)
-    b, _ = read_lora(resumed)
+    a, _ = read_lora(a_path)
+    b, _ = read_lora(b_path)
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5, msg=k)
@@ -450,6 +482,13 @@ def test_sigterm_and_resume(tmp_path, models_root, stage1_cache, plain_accelerat
 
 @pytest.mark.timeout(1200)
 def test_sigterm_and_resume_zero3(tmp_path, models_root, stage1_cache):
+    """The same under the seed's ZeRO-3 CPU-offload config (DeepSpeed's own checkpoint of
+    the partitioned optimizer state, frozen base weights left out)."""
     acc = write_accelerate_config(tmp_path, "z3", ds_config=SEED_ZERO3, zero3_init_flag=True)
-    check_resume(tmp_path, models_root, stage1_cache, acc, total=30, stop_at=3,
-                 extra=("--use_gradient_checkpointing", "--initialize_model_on_cpu"))
+    full, resumed = check_resume(tmp_path, models_root, stage1_cache, acc, total=30,
+                                 stop_at=3, extra=("--use_gradient_checkpointing",
+                                                   "--initialize_model_on_cpu"))
+    assert_same_lora(full, resumed)
+    state = tmp_path / "part" / "state"
+    frozen = sum(p.stat().st_size for p in state.rglob("*model_states.pt"))
+    assert frozen < 200_000  # LoRA + bookkeeping only, not the transformer

@@ -224,9 +224,10 @@ def test_dataset_upload_caption_edit_and_check(page, server, tmp_path):
     folder = server[1] / "datasets" / "shapes"
     expect(page.locator("#field-dataset_base_path textarea, #field-dataset_base_path input")
            ).to_have_value(str(folder))
-    expect(page.locator("#captions tbody tr")).to_have_count(4)
+    expect(page.locator("#captions [role=row].virtual-row")).to_have_count(4)
+    expect(page.locator("#captions [data-testid=cell-0-0]")).to_contain_text("blue.png")
     # Edit the first caption in the table and save it.
-    cell = page.locator("#captions tbody tr").first.locator("td").nth(1)
+    cell = page.locator("#captions [data-testid=cell-0-1]")
     cell.dblclick()
     page.keyboard.press("ControlOrMeta+a")
     page.keyboard.type("a blue triangle, zlr style")

@@ -24,7 +24,7 @@ import gradio as gr  # noqa: E402
 
 from webui.context import Ctx, persistent_secret  # noqa: E402
 from webui.form import Form  # noqa: E402
-from webui.i18n import I18N, T  # noqa: E402
+from webui.i18n import EN, I18N, ZH, T  # noqa: E402
 from webui.tabs import dataset, model, results, run, runs, training  # noqa: E402
 
 TABS = (("tab-model", "tab.model", model), ("tab-dataset", "tab.dataset", dataset),
@@ -115,6 +115,7 @@ def create_app(runner, workspace: Path, models_dir: Path | None = None,
                 with gr.Row():
                     lang_en = gr.Button("English", size="sm", elem_id="lang-en")
                     lang_zh = gr.Button("中文", size="sm", elem_id="lang-zh")
+        c["lang_box"] = gr.Textbox(visible=False)
         with gr.Tabs(elem_id="tabs") as c["tabs"]:
             for tab_id, key, module in TABS:
                 with gr.Tab(T(key), id=tab_id, elem_id=tab_id) as tab:
@@ -130,10 +131,25 @@ def create_app(runner, workspace: Path, models_dir: Path | None = None,
 
 def _bind_app_events(ctx: Ctx, demo: gr.Blocks, lang_en, lang_zh, lang: str | None) -> None:
     c = ctx.c
-    lang_en.click(None, js="() => window.zlSetLang && window.zlSetLang('en', true)")
-    lang_zh.click(None, js="() => window.zlSetLang && window.zlSetLang('zh', true)")
+    tabs = [c[tab_id.replace("-", "_")] for tab_id, _, _ in TABS]
+
+    def tab_labels(chosen: str | None):
+        """gradio's tab bar does not follow a language change: relabel it in plain text."""
+        table = {"en": EN, "zh": ZH}.get((chosen or "").strip())
+        if table is None:
+            return [gr.skip()] * len(tabs)
+        return [gr.Tab(label=table[key]) for _, key, _ in TABS]
+
+    for button, code in ((lang_en, "en"), (lang_zh, "zh")):
+        button.click(tab_labels, inputs=[c["lang_box"]], outputs=tabs,
+                     js=f"(x) => {{ window.zlSetLang && window.zlSetLang('{code}', true); "
+                        f"return '{code}'; }}", show_progress="hidden",
+                     api_visibility="private")
     default = f"window.zlDefaultLang = {json.dumps(lang)};" if lang else ""
     demo.load(None, js=LANG_JS.replace("async () => {", "async () => {" + default, 1))
+    demo.load(tab_labels, inputs=[c["lang_box"]], outputs=tabs, show_progress="hidden",
+              js=f"(x) => localStorage.getItem('zerolora-lang') || {json.dumps(lang or '')}",
+              api_visibility="private")
 
     # The form's problems, generated files and diff, once at page load.
     refresh, r_inputs, r_outputs = c["refresh_fn"]

@@ -150,10 +150,9 @@ class Form:
                               max_lines=1, placeholder=f"empty = unset; {_bounds_text(meta)}"
                               if _bounds_text(meta) else "empty = unset", **common)
         elif kind in ("int", "float"):
-            lo = meta.get("ge", meta.get("gt"))
-            hi = meta.get("le")
+            # No minimum/maximum on the box: gradio would refuse the whole event with a
+            # pop-up; the schema's message appears under the field instead.
             comp = gr.Number(value=value, precision=0 if kind == "int" else None,
-                             minimum=lo, maximum=hi,
                              step=meta.get("multiple_of", 1) if kind == "int" else 1e-6,
                              placeholder=_bounds_text(meta) or None, **common)
         elif kind == "lines":

@@ -36,8 +36,9 @@ def create_ui(ctx: Ctx) -> None:
                                  column_count=2, interactive=True, wrap=True,
                                  label=T("data.captions"), elem_id="captions",
                                  static_columns=[0], type="array")
-    c["thumbs"] = gr.Gallery(label=T("data.preview"), columns=8, height=220,
-                             elem_id="thumbs", visible=False, type="pil", buttons=[])
+    c["thumbs"] = gr.Gallery(label=T("data.preview"), columns=10, height=200,
+                             elem_id="thumbs", visible=False, type="pil", buttons=[],
+                             object_fit="contain", fit_columns=False, allow_preview=True)
     c["data_report"] = gr.Dataframe(headers=REPORT_HEADERS, label=T("data.report"),
                                     interactive=False, wrap=True, elem_id="data-report",
                                     visible=False, type="array")

@@ -34,11 +34,11 @@ def create_ui(ctx: Ctx) -> None:
             c["res_scales"] = gr.Textbox(label=T("res.scales"), value="0, 1",
                                          elem_id="res-scales")
         with gr.Column(scale=1):
-            c["res_seed"] = gr.Number(label=T("res.seed"), precision=0, minimum=0,
+            c["res_seed"] = gr.Number(label=T("res.seed"), precision=0,
                                       elem_id="res-seed")
-            c["res_steps"] = gr.Number(label=T("res.steps"), precision=0, minimum=1,
+            c["res_steps"] = gr.Number(label=T("res.steps"), precision=0,
                                        elem_id="res-steps")
-            c["res_cfg"] = gr.Number(label=T("res.cfg"), minimum=1, elem_id="res-cfg")
+            c["res_cfg"] = gr.Number(label=T("res.cfg"), elem_id="res-cfg")
             with gr.Row():
                 c["res_height"] = gr.Number(label=T("res.height"), precision=0, step=16,
                                             elem_id="res-height", min_width=80)
