@@ -3,9 +3,10 @@
 A sample's file is named by a hash of everything that determines it: the image bytes, the
 caption (with trigger word), the resize settings and the size they give, the encoder model
 files (path + size + mtime) and the cache format. Re-running with nothing changed encodes
-nothing; a changed caption or image re-encodes only that sample; files no longer referenced
-are removed. Files are written atomically, so a stopped run leaves only complete files and
-the next run reuses them. Never pickles.
+nothing; a changed caption or image re-encodes only that sample; files the previous
+manifest listed that are no longer needed are removed (nothing else in the folder is
+touched). Files are written atomically, so a stopped run leaves only complete files and the
+next run reuses them. Never pickles.
 
 manifest.json::
 
@@ -153,6 +154,7 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
 
     out = Path(cfg.output_path)
     out.mkdir(parents=True, exist_ok=True)
+    previous = read_manifest(out) or {"samples": []}
     entries = plan(cfg, records, model_fp)
     todo, seen = [], set()
     for rec, e in zip(records, entries):
@@ -185,11 +187,10 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
         barrier()
     done = [e for e in entries if (out / e["file"]).is_file()]
     if rank == 0:
-        if not stopped:
+        if not stopped:  # only files this cache listed before, never anything else
             keep = {e["file"] for e in entries}
-            for p in out.glob("*.safetensors"):
-                if p.name not in keep:
-                    p.unlink()
+            for old in {e["file"] for e in previous["samples"]} - keep:
+                (out / old).unlink(missing_ok=True)
         write_manifest(out, done, model_fp, cfg.model_family)
     encoded = len(todo) if not stopped else sum(1 for _, e in todo
                                                 if (out / e["file"]).is_file())

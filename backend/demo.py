@@ -198,11 +198,14 @@ def train_vae(vae, s: BuildSettings) -> None:
         imgs = [base_example(rng)[0] for _ in range(half)] + [varied_example(rng) for _ in range(s.vae_batch - half)]
         x = random_crops(to_tensor(imgs), s.vae_crop, rng)
         # A deterministic autoencoder on the posterior mean (what stage 1 caches), with a little
-        # latent noise so the decoder tolerates imperfect latents, and an L2 pull on the means.
+        # latent noise (relative to the latents' spread) so the decoder tolerates imperfect
+        # latents, and an L2 pull on the means. This architecture (per-pixel RMS norms) trains
+        # from scratch only with a small learning rate: 1e-3 collapses to the mean colour.
         # For one frame, encoder/decoder without the frame cache equal vae.encode/vae.decode, and
         # skipping decode's final clamp keeps gradients for pixels pushed past [-1, 1].
         mean = vae.quant_conv(vae.encoder(x))[:, : vae.config.z_dim]
-        rec = vae.decoder(vae.post_quant_conv(mean + s.vae_latent_noise * torch.randn_like(mean)))
+        noise = s.vae_latent_noise * mean.detach().std() * torch.randn_like(mean)
+        rec = vae.decoder(vae.post_quant_conv(mean + noise))
         mse = F.mse_loss(rec, x)
         kl = mean.pow(2).mean()
         loss = mse + s.vae_kl_weight * kl

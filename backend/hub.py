@@ -28,12 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from backend.config import RunConfig
+from backend.config import MODELS_DIR_ENV, RunConfig
 
 COMPONENTS = ("transformer", "text_encoder", "vae", "tokenizer", "scheduler")
 DEFAULT_TOKENIZER = "Qwen/Qwen-Image:tokenizer/"
 DEFAULT_SCHEDULER = "Qwen/Qwen-Image:scheduler/"
-MODELS_DIR_ENV = "ZEROLORA_MODELS_DIR"
 
 
 class HubError(RuntimeError):
@@ -233,24 +232,22 @@ def resolve_component_dirs(cfg: RunConfig, components: Iterable[str]) -> dict[st
     """Map each requested component ("transformer" | "text_encoder" | "vae" | "tokenizer" |
     "scheduler") to a local folder, downloading only what is missing (and never when
     offline). Sources that name a component not requested (by their first folder,
-    e.g. ``text_encoder/...`` in stage 2) are not fetched."""
+    e.g. ``text_encoder/...`` in stage 2) are not fetched. Without a source of its own the
+    tokenizer (scheduler) is the ``tokenizer/`` (``scheduler/``) folder beside the text
+    encoder (transformer) when that exists, else ``Qwen/Qwen-Image:tokenizer/``
+    (``:scheduler/``); ``tokenizer_path`` overrides."""
     wanted = list(dict.fromkeys(components))
     bad = [c for c in wanted if c not in COMPONENTS]
     if bad:
         raise ValueError(f"unknown components {bad}; allowed {COMPONENTS}")
     classes = _component_classes(cfg)
-    model_wanted = {c for c in wanted if c not in ("tokenizer", "scheduler")}
-    if "tokenizer" in wanted and not cfg.tokenizer_path:
-        model_wanted.add("text_encoder")  # the tokenizer defaults to its sibling folder
-    if "scheduler" in wanted:
-        model_wanted.add("transformer")
 
     found: dict[str, Path] = {}
     unrecognised: list[str] = []
     for src in parse_sources(cfg):
         guess = src.guess_component()
-        if guess is not None and guess not in model_wanted:
-            continue
+        if guess is not None and guess not in wanted:
+            continue  # e.g. text_encoder/... in stage 2: not needed, not fetched
         for folder in _folders_of(resolve_source(cfg, src)):
             comp = identify_folder(folder, classes)
             if comp is None:

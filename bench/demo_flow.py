@@ -30,6 +30,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="cpu_demo")
     parser.add_argument("--timeout_s", type=float, default=3600)
+    parser.add_argument("--assets", default=None,
+                        help="a demo assets folder other than backend/assets (as written by "
+                             "python -m backend.demo build --out DIR)")
     parser.add_argument("--out", default=None,
                         help="default: bench/results/demo_flow.json (cpu_demo), else "
                              "bench/results/demo_flow_<preset>.json")
@@ -42,6 +45,11 @@ def main(argv: list[str] | None = None) -> dict:
     from backend.runner import Runner
 
     cfg = load_preset(args.preset)
+    if args.assets:
+        assets = Path(args.assets).resolve()
+        cfg = cfg.model_copy(update={
+            "models_dir": str(assets), "dataset_base_path": str(assets / "demo_dataset"),
+            "dataset_metadata_path": str(assets / "demo_dataset" / "metadata.csv")})
     missing = [p for p in (cfg.dataset_base_path, cfg.models_dir) if not Path(p).exists()]
     if missing:
         sys.exit(f"{args.preset}: missing {', '.join(missing)}; build the demo assets first: "
@@ -63,6 +71,7 @@ def main(argv: list[str] | None = None) -> dict:
                   for s in run["stages"]}
         result = {
             "date": time.strftime("%Y-%m-%d"), "preset": args.preset,
+            "assets": str(args.assets) if args.assets else "backend/assets",
             "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores (shared), CPU only",
             "status": run["status"], "failure_reason": run.get("failure_reason"),
             "wall_s": round(wall, 1), "stages": stages,

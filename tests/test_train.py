@@ -492,3 +492,61 @@ def test_sigterm_and_resume_zero3(tmp_path, models_root, stage1_cache):
     state = tmp_path / "part" / "state"
     frozen = sum(p.stat().st_size for p in state.rglob("*model_states.pt"))
     assert frozen < 200_000  # LoRA + bookkeeping only, not the transformer
+
+
+# ------------------------------------------------------------------------------------------
+# LoRA files (in-process)
+# ------------------------------------------------------------------------------------------
+def test_lora_file_roundtrip(tmp_path, tiny_model_dir):
+    """save → lora_checkpoint init → same tensors; diffusers' loader takes to_diffusers()."""
+    import torch
+
+    from backend import lora
+    from backend.models import qwen_image as qi
+
+    model = qi.load_transformer(tiny_model_dir / "transformer", torch.float32)
+    lora.add_lora(model, RANK, TARGETS.split(","))
+    torch.manual_seed(0)
+    for _, p in lora.lora_named_parameters(model):
+        p.data.normal_()
+    state = lora.collect_lora_state(model, "pipe.dit.")
+    path = lora.save_lora(tmp_path / "step-1.safetensors", state, rank=RANK,
+                          target_modules=TARGETS.split(","), extra={"step": 1})
+    assert not list(tmp_path.glob(".*.tmp"))
+    info = lora.checkpoint_info(path)
+    assert info["tensors"] == 48 and info["step"] == "1" and info["rank"] == str(RANK)
+
+    again = qi.load_transformer(tiny_model_dir / "transformer", torch.float32)
+    lora.add_lora(again, RANK, TARGETS.split(","))
+    assert lora.init_from_checkpoint(again, path) == 48
+    for k, v in lora.collect_lora_state(again).items():
+        torch.testing.assert_close(v, state[k], msg=k)
+
+    from diffusers import QwenImagePipeline
+    pipe = QwenImagePipeline.from_pretrained(str(tiny_model_dir))
+    pipe.load_lora_weights(lora.to_diffusers(state), adapter_name="zl")
+    loaded = {k: v for k, v in pipe.transformer.state_dict().items() if ".zl." in k}
+    assert len(loaded) == 48
+    key = "transformer_blocks.0.attn.to_q.lora_A.zl.weight"
+    torch.testing.assert_close(loaded[key],
+                               state["transformer_blocks.0.attn.to_q.lora_A.default.weight"])
+
+
+@pytest.mark.timeout(600)
+def test_samples_during_training(tmp_path, models_root, stage1_cache,
+                                 plain_accelerate_config):
+    """sample_every_n_steps renders through the sample stage's render_samples hook."""
+    out = tmp_path / "run" / "output"
+    args = train_args(models_root, stage1_cache, out, "--max_steps", "4",
+                      "--sample_every_n_steps", "2", "--sample_height", "64",
+                      "--sample_width", "64", "--sample_steps", "2",
+                      "--sample_prompts", "a red circle", "--sample_lora_scales", "0", "1")
+    i = args.index("--model_id_with_origin_paths")
+    del args[i:i + 2]  # the default sources: the samples need the whole pipeline
+    assert_ok(run_stage(args, config_file=plain_accelerate_config))
+    samples = tmp_path / "run" / "samples"
+    assert (samples / "step-2" / "p00-x1-seed0.png").is_file()
+    assert (samples / "step-4" / "p00-x1-seed0.png").is_file()
+    events = read_progress(out / "progress.jsonl")
+    assert {e["step"] for e in events if e["event"] == "sample"} == {2, 4}
+    assert events[-1]["status"] == "succeeded"

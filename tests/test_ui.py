@@ -249,6 +249,25 @@ def test_dataset_upload_caption_edit_and_check(page, server, tmp_path):
     shot(page, "dataset")
 
 
+def test_import_a_reference_command_into_the_form(page):
+    tab(page, "training")
+    page.click("#import-acc .label-wrap")
+    page.fill("#import-text textarea",
+              "accelerate launch examples/qwen_image/model_training/train.py \\\n"
+              "  --dataset_base_path data/example --lora_rank 16 --learning_rate 5e-5 \\\n"
+              "  --num_epochs 3 --use_gradient_checkpointing --frobnicate 1")
+    page.click("#import-btn")
+    notes = md(page, "import-notes")
+    expect(notes).to_contain_text("Imported", timeout=STEP_S * 1000)
+    expect(notes).to_contain_text("frobnicate")  # named, not dropped silently
+    expect(page.locator("#field-lora_rank input")).to_have_value("16")
+    expect(page.locator("#field-num_epochs input")).to_have_value("3")
+    expect(page.locator("#field-use_gradient_checkpointing input")).to_be_checked()
+    # The generated files follow the imported form.
+    page.click("#gen-tab-run-yaml-button")
+    expect(page.locator("#gen-run-yaml")).to_contain_text("lora_rank: 16", timeout=STEP_S * 1000)
+
+
 # ---------------------------------------------------------------------- the demo run
 @pytest.fixture(scope="module")
 def demo_run(browser, server):
@@ -262,6 +281,7 @@ def demo_run(browser, server):
         expect(md(page, "preset-diff")).to_contain_text("Same as preset", timeout=STEP_S * 1000)
         shot(page, "model")
         tab(page, "training")
+        page.click("#gen-tab-commands-button")
         expect(page.locator("#gen-commands")).to_contain_text("backend.stages.train",
                                                               timeout=STEP_S * 1000)
         seen["commands"] = page.locator("#gen-commands").inner_text()
@@ -420,23 +440,38 @@ def test_downloads_lora_in_two_formats_and_the_whole_run(demo_run, page):
     shot(page, "runs")
 
 
-def test_stop_a_run_and_see_it_stopped(demo_run, page, server):
+def test_stop_a_run_see_it_stopped_and_resume_it(demo_run, page, server):
     tab(page, "run")
     page.click("#run-start")
     expect(md(page, "run-message")).to_contain_text("Started run", timeout=STEP_S * 1000)
     run_id = RUN_ID.search(md(page, "run-message").inner_text()).group(0)
     assert run_id != demo_run["run_id"]
-    expect(md(page, "run-current")).to_contain_text("running", timeout=DEMO_RUN_S * 1000)
     page.wait_for_function(
-        "() => (document.querySelector('#run-log textarea')?.value || '')"
-        ".split('\\n').filter(l => l.trim()).length >= 3", timeout=DEMO_RUN_S * 1000)
+        "() => /stage train · step [1-9]\\d* \\//.test("
+        "document.querySelector('#run-progress .zl-stats')?.innerText || '')",
+        timeout=DEMO_RUN_S * 1000)
     page.click("#run-stop")
     expect(md(page, "run-message")).to_contain_text("Stopping", timeout=STEP_S * 1000)
     expect(md(page, "run-current")).to_contain_text("stopped", timeout=10 * 60 * 1000)
     expect(page.locator("#run-progress .zl-progress")).to_have_attribute(
         "data-status", "stopped", timeout=STEP_S * 1000)
     expect(page.locator("#run-stages")).to_contain_text("stopped")
+    expect(md(page, "run-current")).to_contain_text("can be resumed", timeout=STEP_S * 1000)
     run = {r["id"]: r for r in history(server[1])}[run_id]
     assert run["status"] == "stopped"
     assert not any(s["status"] == "running" for s in run["stages"])
+    stopped_at = step_of(progress_text(page))
+    assert stopped_at >= 1
     shot(page, "run-stopped")
+
+    # Resume: the same run continues from its saved state, not from step 0.
+    page.click("#run-resume")
+    expect(md(page, "run-message")).to_contain_text("Resumed run", timeout=STEP_S * 1000)
+    expect(md(page, "run-current")).to_contain_text("succeeded", timeout=DEMO_RUN_S * 1000)
+    events = [json.loads(line) for line in
+              (Path(run["run_dir"]) / "progress.jsonl").read_text().splitlines()]
+    train = [e for e in events if e["stage"] == "train"]
+    starts = [i for i, e in enumerate(train) if e["event"] == "start"]
+    assert len(starts) == 2
+    resumed_steps = [e["step"] for e in train[starts[1]:] if e["event"] == "step"]
+    assert resumed_steps and resumed_steps[0] > stopped_at - 1

@@ -50,6 +50,9 @@ EN: dict[str, str] = {
     "model.save_name_ph": "my-preset",
     "model.save": "Save preset",
     "model.diff": "Changes from the loaded preset",
+    "model.token": "Hub token (optional)",
+    "model.token_info": "For gated or private models. Kept in memory for the runs you start "
+                        "now; never written to a file, the history or a log.",
     "model.intro": "Pick a preset first. **cpu_demo** trains on this machine in minutes, "
                    "offline, with a tiny model and a demo dataset.",
     # dataset tab
@@ -155,6 +158,8 @@ ZH: dict[str, str] = {
     "model.save_name_ph": "我的预设",
     "model.save": "保存预设",
     "model.diff": "与已加载预设的差异",
+    "model.token": "模型库令牌（可选）",
+    "model.token_info": "用于受限或私有模型。仅在内存中保存，供现在启动的运行使用；不会写入文件、历史记录或日志。",
     "model.intro": "先选一个预设。**cpu_demo** 使用小模型和演示数据集，离线在本机几分钟即可训练完成。",
     "data.intro": "指定一个包含图片和描述的文件夹（metadata.csv，或图片 + 同名 .txt），"
                   "或在下方上传图片 / zip 压缩包。",

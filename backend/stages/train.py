@@ -16,15 +16,19 @@ Runbook (GPU, the low-VRAM recipe: stage 1 plain, stage 2 under ZeRO-3 CPU offlo
 
 (the reference trainer's flags; ``--config run.yaml`` reads a run config first, flags win).
 
-Tiny CPU run (seconds; random-init tiny model, a folder of images with .txt captions)::
+Tiny CPU run from the repository root (the committed demo model and data set; seconds)::
 
-    python -m backend.models.tiny /tmp/zl/model
     accelerate launch --cpu -m backend.stages.train --task sft:data_process \\
-      --model_id_with_origin_paths /tmp/zl/model --dataset_base_path DATASET_DIR \\
-      --max_pixels 4096 --output_path /tmp/zl/cache
+      --model_id_with_origin_paths backend/assets/tiny-qwen-image \\
+      --dataset_base_path backend/assets/demo_dataset \\
+      --dataset_metadata_path backend/assets/demo_dataset/metadata.csv \\
+      --output_path /tmp/zl/cache
     accelerate launch --cpu -m backend.stages.train --task sft:train \\
-      --model_id_with_origin_paths /tmp/zl/model --dataset_base_path /tmp/zl/cache \\
-      --lora_rank 4 --learning_rate 1e-3 --max_steps 10 --save_steps 5 --output_path /tmp/zl/out
+      --model_id_with_origin_paths backend/assets/tiny-qwen-image \\
+      --dataset_base_path /tmp/zl/cache --lora_rank 4 --learning_rate 1e-3 \\
+      --num_epochs 5 --save_steps 10 --output_path /tmp/zl/out
+
+(any folder from ``python -m backend.models.tiny DIR`` works as the model too).
 
 Writes (stage 2 / sft) into ``output_path``: ``epoch-{i}.safetensors`` (no ``save_steps``)
 or ``step-{N}.safetensors`` (every ``save_steps`` plus a final one), ``training_args.json``,
@@ -324,7 +328,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
         log("[train] no activation_checkpointing block in the DeepSpeed config: "
             "using torch checkpointing")
 
-    accum = cfg.gradient_accumulation_steps
+    accum = accelerator.gradient_accumulation_steps  # a DeepSpeed config may set it
     steps_per_epoch = max(1, math.ceil(len(dataloader) / accum))
     total_steps = cfg.num_epochs * steps_per_epoch
     if cfg.max_steps:

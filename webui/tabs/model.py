@@ -37,6 +37,20 @@ def initial_config(ctx: Ctx) -> tuple[str | None, dict]:
         return None, base_config(ctx).to_dict()
 
 
+TOKEN_ENV = {"huggingface": "HF_TOKEN", "modelscope": "MODELSCOPE_API_TOKEN"}
+
+
+def secret_env(token: str | None, download_source: str | None) -> dict[str, str] | None:
+    """The run's in-memory environment for a typed hub token (None without one)."""
+    from webui import security
+
+    token = (token or "").strip()
+    if not token:
+        return None
+    security.remember_secret(token)  # hidden in any log text the UI shows
+    return {TOKEN_ENV.get(download_source or "", "HF_TOKEN"): token}
+
+
 def diff_markdown(loaded: dict | None, current: dict, name: str | None) -> str:
     if not loaded:
         return ""
@@ -67,6 +81,9 @@ def create_ui(ctx: Ctx) -> None:
         c["preset_load"] = gr.Button(T("model.load"), elem_id="preset-load", scale=1)
     c["preset_msg"] = gr.Markdown("", elem_id="preset-msg")
     ctx.form.render_group("model")
+    # Not a schema field: a token never reaches a file, the history or a log.
+    c["hub_token"] = gr.Textbox(label=T("model.token"), info=T("model.token_info"),
+                                type="password", elem_id="hub-token", max_lines=1)
     with gr.Row(equal_height=False, elem_classes=["zl-bottom"]):
         c["preset_save_name"] = gr.Textbox(label=T("model.save_name"),
                                            placeholder=T("model.save_name_ph"),

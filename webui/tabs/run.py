@@ -19,6 +19,7 @@ from backend.runner import RunnerError
 from webui import jobs, security
 from webui.context import TERMINAL, Ctx, gpu_memory_text, human_seconds
 from webui.i18n import T
+from webui.tabs.model import secret_env
 
 TICK_S = 1.0
 LOG_KEEP_BYTES = 256 * 1024
@@ -326,14 +327,16 @@ def bind_events(ctx: Ctx) -> None:
             return {c["run_msg"]: f"✗ Not started: {len(problems)} problem(s) in the form. "
                     f"Each is shown next to its field (tabs Model, Dataset, Training).",
                     c["run_problems"]: "\n".join(f"- `{p}`" for p in problems)}
+        env = secret_env(data[c["hub_token"]], cfg.download_source)
         try:
             run_id = ctx.runner.submit(cfg, owner=ctx.owner(request),
-                                       name=cfg.run_name or None)
+                                       name=cfg.run_name or None,
+                                       **({"secret_env": env} if env else {}))
         except (RunnerError, ValueError, OSError) as e:
-            return {c["run_msg"]: f"✗ Not started: {e}"}
+            return {c["run_msg"]: f"✗ Not started: {security.redact(str(e))}"}
         return follow(run_id, f"Started run `{run_id}`.")
 
-    c["run_start"].click(start, inputs=form.inputs, outputs=follow_outputs,
+    c["run_start"].click(start, inputs=form.inputs | {c["hub_token"]}, outputs=follow_outputs,
                          api_visibility="private").then(
         on_tick, inputs=tick_inputs, outputs=outs, show_progress="hidden",
         api_visibility="private")
@@ -358,13 +361,15 @@ def bind_events(ctx: Ctx) -> None:
         run = ctx.run(data[c["run_id"]], request)
         if run is None:
             return {c["run_msg"]: "No run to resume."}
+        source = jobs.run_config(run).get("download_source")
+        env = secret_env(data[c["hub_token"]], source if isinstance(source, str) else None)
         try:
-            run_id = ctx.runner.resume(run["id"])
+            run_id = ctx.runner.resume(run["id"], **({"secret_env": env} if env else {}))
         except RunnerError as e:
-            return {c["run_msg"]: f"✗ {e}"}
+            return {c["run_msg"]: f"✗ {security.redact(str(e))}"}
         return follow(run_id, f"Resumed run `{run_id}` from its saved state.")
 
-    c["run_resume"].click(resume, inputs={c["run_id"]}, outputs=follow_outputs,
+    c["run_resume"].click(resume, inputs={c["run_id"], c["hub_token"]}, outputs=follow_outputs,
                           api_visibility="private").then(
         on_tick, inputs=tick_inputs, outputs=outs, show_progress="hidden",
         api_visibility="private")

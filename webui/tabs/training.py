@@ -39,17 +39,22 @@ def create_ui(ctx: Ctx) -> None:
                                         elem_classes=["zl-estimate"])
             gr.Markdown(T("train.generated"), elem_classes=["zl-group-title"])
             with gr.Tabs(elem_id="generated"):
-                with gr.Tab("accelerate_train.yaml"):
+                with gr.Tab("accelerate", id="gen-tab-accelerate",
+                            elem_id="gen-tab-accelerate"):
                     c["gen_accelerate"] = gr.Code(language="yaml", elem_id="gen-accelerate",
+                                                  label="accelerate_train.yaml",
                                                   interactive=False, max_lines=30)
-                with gr.Tab("deepspeed_train.json"):
+                with gr.Tab("DeepSpeed", id="gen-tab-deepspeed", elem_id="gen-tab-deepspeed"):
                     c["gen_deepspeed"] = gr.Code(language="json", elem_id="gen-deepspeed",
+                                                 label="deepspeed_train.json",
                                                  interactive=False, max_lines=30)
-                with gr.Tab("commands.sh"):
+                with gr.Tab("commands", id="gen-tab-commands", elem_id="gen-tab-commands"):
                     c["gen_commands"] = gr.Code(language="shell", elem_id="gen-commands",
+                                                label="commands.sh",
                                                 interactive=False, max_lines=40)
-                with gr.Tab("run.yaml"):
+                with gr.Tab("run.yaml", id="gen-tab-run-yaml", elem_id="gen-tab-run-yaml"):
                     c["gen_run_yaml"] = gr.Code(language="yaml", elem_id="gen-run-yaml",
+                                                label="run.yaml",
                                                 interactive=False, max_lines=40)
             with gr.Accordion(T("train.import"), open=False, elem_id="import-acc"):
                 c["import_text"] = gr.Textbox(lines=6, placeholder=T("train.import_ph"),
