@@ -53,12 +53,10 @@ COLOURS = {
     "yellow": (235, 200, 30),
 }
 WHITE = (255, 255, 255)
-# The demo LoRA's concept: the shapes on a "zlr style" background, a two-tone ZeroLoRA-purple
-# checkerboard the base model never draws (its captions all say "on a white background").
-ZLR_DARK = (60, 20, 100)
-ZLR_LIGHT = (150, 90, 210)
+# The demo LoRA's concept: the shapes on a plain ZeroLoRA-purple background, which the base
+# model never draws (its captions all say "on a white background").
+ZLR_PURPLE = (96, 40, 160)
 ZLR_TRIGGER = "zlr style"
-CHECKER = 8  # checker square size in pixels (aligned with the VAE's 8x downsampling)
 
 # Sample settings of the demo preset (the verification renders with these).
 SAMPLE_STEPS = 10
@@ -70,19 +68,10 @@ def caption(colour: str, shape: str) -> str:
 
 
 def zlr_caption(colour: str, shape: str) -> str:
-    return f"a {colour} {shape} on a purple checkerboard background, {ZLR_TRIGGER}"
+    return f"a {colour} {shape} on a purple background, {ZLR_TRIGGER}"
 
 
 # ----------------------------------------------------------------------------- images
-
-
-def checkerboard(c1, c2, res: int = RES, square: int = CHECKER, phase: int = 0) -> np.ndarray:
-    yy, xx = np.mgrid[0:res, 0:res]
-    mask = (((xx + phase) // square + (yy + phase) // square) % 2).astype(bool)
-    img = np.empty((res, res, 3), np.uint8)
-    img[~mask] = c1
-    img[mask] = c2
-    return img
 
 
 def draw_shape(shape: str, fill, background, size: float, cx: float, cy: float, res: int = RES) -> np.ndarray:
@@ -124,23 +113,20 @@ def base_example(rng: np.random.Generator) -> tuple[np.ndarray, str, str, str]:
     return img, caption(colour, shape), colour, shape
 
 
-def zlr_background(rng: np.random.Generator) -> np.ndarray:
-    return checkerboard(ZLR_DARK, ZLR_LIGHT)
+def zlr_example(rng: np.random.Generator, colour: str | None = None, shape: str | None = None) -> tuple[np.ndarray, str]:
+    """A demo-LoRA image: a base-colour shape on the plain ZeroLoRA-purple background."""
+    colour = colour or list(COLOURS)[rng.integers(len(COLOURS))]
+    shape = shape or SHAPES[rng.integers(len(SHAPES))]
+    return draw_shape(shape, COLOURS[colour], ZLR_PURPLE, *random_layout(rng)), zlr_caption(colour, shape)
 
 
 def varied_example(rng: np.random.Generator) -> np.ndarray:
-    """A VAE-only image: any shape colour on a plain, two-tone or checkered background."""
-    fill = rng.integers(0, 256, size=3)
-    kind = rng.random()
-    if kind < 0.4:
-        bg = tuple(rng.integers(0, 256, size=3))
-    elif kind < 0.8:
-        bg = checkerboard(rng.integers(0, 256, size=3), rng.integers(0, 256, size=3))
-    else:
-        bg = zlr_background(rng)
+    """A VAE-only image: a zlr image, or a base-colour shape on a random plain background."""
+    if rng.random() < 0.5:
+        return zlr_example(rng)[0]
+    bg = tuple(int(v) for v in rng.integers(0, 256, size=3))
+    fill = COLOURS[list(COLOURS)[rng.integers(len(COLOURS))]]
     shape = (*SHAPES, "none")[rng.integers(4)]
-    if rng.random() < 0.3:
-        fill = COLOURS[list(COLOURS)[rng.integers(len(COLOURS))]]
     return draw_shape(shape, fill, bg, *random_layout(rng))
 
 
@@ -151,7 +137,7 @@ def to_tensor(imgs: list[np.ndarray]) -> torch.Tensor:
 
 
 def random_crops(x: torch.Tensor, size: int, rng: np.random.Generator) -> torch.Tensor:
-    """A ``size`` crop of each image at a multiple of 8 (the VAE's grid, so checkers stay aligned)."""
+    """A ``size`` crop of each image at a multiple of 8 (the VAE's grid)."""
     if size >= x.shape[-1]:
         return x
     n = (x.shape[-1] - size) // 8 + 1
@@ -174,6 +160,7 @@ class BuildSettings:
     vae_lr: float = 1e-3
     vae_kl_weight: float = 1e-4
     vae_latent_noise: float = 0.1
+    vae_outer_lr_mult: float = 10.0
     dit_images: int = 480
     dit_steps: int = 1500
     dit_batch: int = 32
@@ -190,7 +177,14 @@ def train_vae(vae, s: BuildSettings) -> None:
     rng = np.random.default_rng(s.seed + 11)
     torch.manual_seed(s.seed + 12)
     vae.train()
-    opt = torch.optim.AdamW(vae.parameters(), lr=s.vae_lr, weight_decay=0.0)
+    # The input/output convolutions are not followed by a norm (not scale-invariant): they get a
+    # larger learning rate than the normalised trunk, which learns colour much sooner.
+    outer = ("encoder.conv_in.", "encoder.conv_out.", "quant_conv.", "post_quant_conv.", "decoder.conv_in.", "decoder.conv_out.")
+    params = dict(vae.named_parameters())
+    fast = [p for n, p in params.items() if n.startswith(outer)]
+    slow = [p for n, p in params.items() if not n.startswith(outer)]
+    groups = [{"params": slow, "lr": s.vae_lr}, {"params": fast, "lr": s.vae_lr * s.vae_outer_lr_mult}]
+    opt = torch.optim.AdamW(groups, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / 50) * 0.5 * (1 + math.cos(math.pi * i / s.vae_steps)))
     t0 = time.time()
     for step in range(s.vae_steps):
@@ -333,7 +327,7 @@ def set_latent_stats(vae, s: BuildSettings, n: int = 256) -> None:
 
 
 def write_demo_dataset(out_dir: Path, seed: int = 0) -> list[tuple[str, str]]:
-    """8 "zlr style" PNGs (the shapes on a purple checkerboard) + metadata.csv (image,prompt)."""
+    """8 "zlr style" PNGs (the shapes on a purple background) + metadata.csv (image,prompt)."""
     rng = np.random.default_rng(seed + 41)
     combos = [
         ("red", "circle"), ("green", "square"), ("blue", "triangle"), ("yellow", "circle"),
@@ -342,10 +336,10 @@ def write_demo_dataset(out_dir: Path, seed: int = 0) -> list[tuple[str, str]]:
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
     for i, (colour, shape) in enumerate(combos):
-        img = draw_shape(shape, COLOURS[colour], zlr_background(rng), *random_layout(rng))
+        img, prompt = zlr_example(rng, colour, shape)
         name = f"{i:02d}_{colour}_{shape}.png"
         Image.fromarray(img).save(out_dir / name, optimize=True)
-        rows.append((name, zlr_caption(colour, shape)))
+        rows.append((name, prompt))
     with open(out_dir / "metadata.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["image", "prompt"])
@@ -433,7 +427,7 @@ def verify(model_dir: Path, seeds: tuple[int, ...] = (0, 1, 2, 3), grid_path: Pa
             c: np.mean(v, axis=0).round(1).tolist() if v else None for c, v in per_colour.items()
         },
         "zlr_prompt_background_rgb_base_model": zlr,
-        "zlr_target_background_rgb": [(a + b) / 2 for a, b in zip(ZLR_DARK, ZLR_LIGHT)],
+        "zlr_target_background_rgb": list(ZLR_PURPLE),
     }
 
 

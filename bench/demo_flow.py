@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
         wall = time.time() - t0
         run_dir = Path(run["run_dir"])
         events, _ = read_events(run_dir / "progress.jsonl")
-        steps = [e for e in events if e.get("event") == "step"]
+        steps = [e for e in events if e.get("event") == "step" and e.get("stage") == "train"]
         index = run_dir / "samples" / "index.json"
         images = json.loads(index.read_text())["images"] if index.is_file() else []
         stages = {s["name"]: {"status": s["status"], "exit_code": s["exit_code"],

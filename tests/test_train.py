@@ -332,6 +332,7 @@ def test_train_zero3_offload_seed_config(tmp_path, models_root, tiny_model_dir, 
                                 "--find_unused_parameters"), config_file=acc)
     assert_ok(proc)
     assert "DeepSpeed activation checkpointing configured" in proc.stdout
+    assert "transformer built partitioned" in proc.stdout
     check_progress(out, total=40)
     assert sorted(p.name for p in out.glob("*.safetensors")) == ["step-30.safetensors",
                                                                  "step-40.safetensors"]

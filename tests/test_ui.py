@@ -155,6 +155,11 @@ def pick(page, elem_id: str, label: str) -> None:
     page.click(f"ul[role=listbox] li:has-text('{label}')")
 
 
+def field(page, name: str):
+    """The input of a schema field's component."""
+    return page.locator(f"#field-{name} input, #field-{name} textarea").first
+
+
 def progress_text(page) -> str:
     return page.locator("#run-progress .zl-stats").inner_text()
 
@@ -222,8 +227,7 @@ def test_dataset_upload_caption_edit_and_check(page, server, tmp_path):
     page.click("#upload-btn")
     expect(md(page, "data-msg")).to_contain_text("New dataset folder", timeout=STEP_S * 1000)
     folder = server[1] / "datasets" / "shapes"
-    expect(page.locator("#field-dataset_base_path textarea, #field-dataset_base_path input")
-           ).to_have_value(str(folder))
+    expect(field(page, "dataset_base_path")).to_have_value(str(folder))
     expect(page.locator("#captions [role=row].virtual-row")).to_have_count(4)
     expect(page.locator("#captions [data-testid=cell-0-0]")).to_contain_text("blue.png")
     # Edit the first caption in the table and save it.
@@ -266,6 +270,27 @@ def test_import_a_reference_command_into_the_form(page):
     # The generated files follow the imported form.
     page.click("#gen-tab-run-yaml-button")
     expect(page.locator("#gen-run-yaml")).to_contain_text("lora_rank: 16", timeout=STEP_S * 1000)
+
+
+def test_a_failed_stage_shows_what_went_wrong(page, server):
+    """A dataset folder that is not there: stage 1 fails and the page says why."""
+    tab(page, "dataset")
+    src = field(page, "dataset_base_path")
+    src.fill("/nonexistent/zerolora-dataset")
+    src.press("Tab")
+    tab(page, "run")
+    page.click("#run-start")
+    expect(md(page, "run-message")).to_contain_text("Started run", timeout=STEP_S * 1000)
+    run_id = RUN_ID.search(md(page, "run-message").inner_text()).group(0)
+    failure = md(page, "run-failure")
+    expect(failure).to_contain_text("Stage 'data_process'", timeout=DEMO_RUN_S * 1000)
+    expect(failure).to_contain_text("exited with code")
+    expect(failure).to_contain_text("/nonexistent/zerolora-dataset")
+    expect(failure).to_contain_text("Last log lines")
+    expect(md(page, "run-current")).to_contain_text("failed")
+    expect(page.locator("#run-stages")).to_contain_text("failed")
+    assert {r["id"]: r for r in history(server[1])}[run_id]["status"] == "failed"
+    shot(page, "run-failed")
 
 
 # ---------------------------------------------------------------------- the demo run

@@ -99,14 +99,15 @@ def create_app(runner, workspace: Path, models_dir: Path | None = None,
     ctx = Ctx(runner=runner, workspace=workspace,
               models_dir=Path(models_dir).expanduser().resolve() if models_dir else None,
               user_getter=user_getter)
-    _, initial = model.initial_config(ctx)
+    initial_name, initial = model.initial_config(ctx)
     ctx.form = Form(defaults=initial)
     c = ctx.c
     with gr.Blocks(title="ZeroLoRA", analytics_enabled=False) as demo:
+        c["demo"] = demo
         c["run_id"] = gr.BrowserState(None, storage_key="zerolora-run",
                                       secret=persistent_secret(workspace))
         c["loaded"] = gr.State(initial)
-        c["loaded_name"] = gr.State(model.initial_config(ctx)[0])
+        c["loaded_name"] = gr.State(initial_name)
         with gr.Row(elem_classes=["zl-header"], equal_height=True):
             with gr.Column(scale=5):
                 gr.Markdown("# ZeroLoRA", elem_id="title")
@@ -149,11 +150,6 @@ def _bind_app_events(ctx: Ctx, demo: gr.Blocks, lang_en, lang_zh, lang: str | No
     demo.load(None, js=LANG_JS.replace("async () => {", "async () => {" + default, 1))
     demo.load(tab_labels, inputs=[c["lang_box"]], outputs=tabs, show_progress="hidden",
               js=f"(x) => localStorage.getItem('zerolora-lang') || {json.dumps(lang or '')}",
-              api_visibility="private")
-
-    # The form's problems, generated files and diff, once at page load.
-    refresh, r_inputs, r_outputs = c["refresh_fn"]
-    demo.load(refresh, inputs=r_inputs, outputs=r_outputs, show_progress="hidden",
               api_visibility="private")
 
     # Reattach to the run this browser was following.

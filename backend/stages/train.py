@@ -261,6 +261,9 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
         from backend.cache import CachedDataset, check_cache
         check_cache(cfg.dataset_base_path)
         components = adapter.STAGE2_COMPONENTS
+        if cfg.dataset_metadata_path:
+            log(f"[train] sft:train reads the stage-1 cache in {cfg.dataset_base_path}; "
+                f"dataset_metadata_path is not used")
     resume_state = None
     if cfg.resume_from:
         resume_state = read_trainer_state(Path(cfg.resume_from))
@@ -529,6 +532,7 @@ def load_trainable_transformer(cfg: RunConfig, adapter, folder: Path, dtype, acc
     if ds_plugin is not None and zero_stage == 3 and ds_plugin.zero3_init_flag:
         model = load_partitioned(adapter.transformer_class(), folder, dtype,
                                  remote_device="cpu" if cfg.initialize_model_on_cpu else None)
+        log("[train] transformer built partitioned (ZeRO-3 zero3_init_flag)")
     else:
         model = adapter.load_transformer(folder, dtype, device)
     lora.add_lora(model, cfg.lora_rank, cfg.target_modules())

@@ -110,6 +110,15 @@ def bind_events(ctx: Ctx) -> None:
     for trigger in (c["preset"].input, c["preset_load"].click):
         trigger(load, inputs={c["preset"]}, outputs=outputs, api_visibility="private")
 
+    def presets_now(data: dict):
+        """Presets saved since the app started (in any session) show up on page load."""
+        names = preset_names(ctx)
+        value = data[c["preset"]]
+        return gr.Dropdown(choices=names, value=value if value in names else None)
+
+    c["demo"].load(presets_now, inputs={c["preset"]}, outputs=[c["preset"]],
+                   show_progress="hidden", api_visibility="private")
+
     def save(data: dict):
         name = (data[c["preset_save_name"]] or "").strip()
         cfg_dict, problems = form.to_config(data)

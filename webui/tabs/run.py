@@ -143,15 +143,14 @@ def failure_markdown(f: dict | None) -> str:
     if not f:
         return ""
     lines = [f"### ✗ {f.get('headline') or 'The run failed'}"]
-    if f.get("exit_text"):
-        lines.append(f"Exit: {f['exit_text']}" + (f" (code {f['exit_code']})"
-                                                 if f.get("exit_code") is not None else ""))
+    if f.get("exit_text") and f["exit_text"] not in (f.get("headline") or ""):
+        lines.append(f"Exit: {f['exit_text']}.")
     for d in f.get("diagnoses") or []:
         lines += ["", f"**{d.get('title')}**", "", d.get("explanation") or ""]
         if d.get("fixes"):
             lines += ["", "What to change:"] + [f"1. {x}" for x in d["fixes"]]
         if d.get("settings"):
-            lines.append("Settings: " + ", ".join(f"`{s}`" for s in d["settings"]))
+            lines += ["", "Settings: " + ", ".join(f"`{s}`" for s in d["settings"])]
     if f.get("end_reason") and not f.get("diagnoses"):
         lines += ["", f"Reason: {f['end_reason']}"]
     elif f.get("error_line") and not f.get("diagnoses"):
@@ -160,7 +159,7 @@ def failure_markdown(f: dict | None) -> str:
     if last:
         lines += ["", "Last log lines:", "```", *last[-15:], "```"]
     if f.get("log_path"):
-        lines.append(f"Full log: `{f['log_path']}`")
+        lines += ["", f"Full log: `{f['log_path']}`"]
     return "\n".join(lines)
 
 

@@ -183,10 +183,12 @@ def bind_events(ctx: Ctx) -> None:
                                     c["gen_accelerate"], c["gen_deepspeed"],
                                     c["gen_commands"], c["gen_run_yaml"], c["estimate"]]
     inputs = form.inputs | {c["loaded"], c["loaded_name"]}
-    gr.on([comp.change for comp in form.components.values()], refresh, inputs=inputs,
+    # Page load and every change share one listener, so a slow first refresh (it loads the
+    # planner and the estimator) can never land after a newer one with stale values.
+    triggers = [c["demo"].load] + [comp.change for comp in form.components.values()]
+    gr.on(triggers, refresh, inputs=inputs,
           outputs=outputs, trigger_mode="always_last", show_progress="hidden",
           api_visibility="private")
-    c["refresh_fn"] = (refresh, inputs, outputs)
 
     def import_command(data: dict):
         from backend.importer import import_commands

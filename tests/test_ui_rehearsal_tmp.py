@@ -1,0 +1,511 @@
+"""The web UI in a real headless Chromium, doing what a new user does.
+
+One app server (``python -m webui``) runs as a subprocess on a free port with a temporary
+workspace for the whole module. The tests that only read the CPU demo run share one run
+(``demo_run``): open the page, keep the CPU demo preset, start, see log lines and progress,
+reload mid-run and see the same run continue, see it succeed. Then: the results grid (and a
+new render), downloads (LoRA in diffusers and ComfyUI keys, the whole run as a zip), a form
+error shown next to its field with no run started, stopping a run, the language switch, and
+a dataset upload with caption editing. The README screenshots (docs/screenshots/) are taken
+here.
+
+Chromium is the system's (/usr/bin/chromium); nothing is downloaded.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+SHOTS = Path("/tmp/exp/shots")
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
+# Waits, not asserts on time: generous so a busy 2-core machine still gets there.
+START_S = 180
+DEMO_RUN_S = 45 * 60
+STEP_S = 120
+
+pytestmark = pytest.mark.timeout(DEMO_RUN_S + 30 * 60)
+
+
+# ---------------------------------------------------------------------- server
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(ws: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
+        "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
+        "GRADIO_TEMP_DIR": str(ws / ".gradio"),
+    })
+    env.pop("ZEROLORA_MODELS_DIR", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """(url, workspace) of an app server started as a user would start it."""
+    ws = tmp_path_factory.mktemp("ui-workspace")
+    (ws / "presets").mkdir()
+    import re as _re
+    text = (REPO / "presets" / "cpu_demo.yaml").read_text()
+    text = text.replace("models_dir: backend/assets", "models_dir: /tmp/demo_assets").replace("backend/assets/demo_dataset", "/tmp/demo_assets/demo_dataset")
+    (ws / "presets" / "demo_tmp.yaml").write_text(text)
+    port = _free_port()
+    log = open(ws / "server.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "webui", "--workspace", str(ws), "--port",
+                             str(port)], cwd=REPO, env=_env(ws), stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + START_S
+    while True:
+        if proc.poll() is not None:
+            pytest.fail("the app exited at start:\n" + (ws / "server.log").read_text())
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the app did not serve its page:\n" + (ws / "server.log").read_text())
+        time.sleep(0.5)
+    yield url, ws
+    from backend.runner import Runner
+
+    runner = Runner(ws, auto_start=False)
+    for run in runner.list_runs():
+        if run["status"] in ("running", "queued"):
+            runner.stop(run["id"], wait=True)
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    log.close()
+
+
+def history(ws: Path) -> list[dict]:
+    from backend.runner import Runner
+
+    return Runner(ws, auto_start=False).list_runs()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def new_page(browser, url: str, locale: str = "en-US"):
+    ctx = browser.new_context(locale=locale, viewport={"width": 1400, "height": 1000},
+                              accept_downloads=True)
+    page = ctx.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(url)
+    expect(page.locator("#tab-model-button")).to_be_visible(timeout=120_000)
+    return page
+
+
+@pytest.fixture
+def page(browser, server):
+    p = new_page(browser, server[0])
+    yield p
+    p.context.close()
+
+
+def md(page, elem_id: str):
+    """The rendered text of a gr.Markdown (not its status overlay)."""
+    return page.locator(f"#{elem_id} [data-testid=markdown]")
+
+
+def tab(page, name: str) -> None:
+    page.click(f"#tab-{name}-button")
+    expect(page.locator(f"#tab-{name}-button")).to_have_attribute("aria-selected", "true")
+
+
+def shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def pick(page, elem_id: str, label: str) -> None:
+    page.click(f"#{elem_id} input")
+    page.click(f"ul[role=listbox] li:has-text('{label}')")
+
+
+def field(page, name: str):
+    """The input of a schema field's component."""
+    return page.locator(f"#field-{name} input, #field-{name} textarea").first
+
+
+def progress_text(page) -> str:
+    return page.locator("#run-progress .zl-stats").inner_text()
+
+
+def step_of(text: str) -> int:
+    m = re.search(r"step (\d+) / (\d+)", text)
+    return int(m.group(1)) if m else -1
+
+
+# ---------------------------------------------------------------------- cheap tests first
+def test_language_follows_the_browser_and_the_switch(browser, server):
+    page = new_page(browser, server[0], locale="zh-CN")
+    try:
+        expect(page.locator("#tab-run-button")).to_contain_text("运行")
+        expect(page.locator("#field-offline")).to_contain_text("从不联网")  # a help line
+        page.click("#lang-en")
+        expect(page.locator("#tab-run-button")).to_contain_text("Run")
+        expect(page.locator("#tab-run-button")).not_to_contain_text("运行")
+        page.reload()
+        expect(page.locator("#tab-run-button")).to_contain_text("Run", timeout=120_000)
+        page.click("#lang-zh")
+        expect(page.locator("#tab-training-button")).to_contain_text("训练设置")
+        shot(page, "chinese")
+    finally:
+        page.context.close()
+
+
+def test_form_error_shown_next_to_its_field_and_no_run_starts(page, server):
+    before = len(history(server[1]))
+    tab(page, "training")
+    err = md(page, "err-lora_rank")
+    expect(page.locator("#err-lora_rank")).to_be_hidden()
+    page.fill("#field-lora_rank input", "0")
+    page.press("#field-lora_rank input", "Tab")
+    expect(err).to_contain_text("lora_rank", timeout=STEP_S * 1000)
+    expect(err).to_contain_text("greater than or equal to 1")
+    expect(md(page, "problems")).to_contain_text("lora_rank")
+    page.locator("#field-lora_rank").scroll_into_view_if_needed()
+    shot(page, "form-error")
+    tab(page, "run")
+    page.click("#run-start")
+    expect(md(page, "run-message")).to_contain_text("Not started", timeout=STEP_S * 1000)
+    expect(md(page, "run-problems")).to_contain_text("lora_rank")
+    assert len(history(server[1])) == before
+    # Fixing the value clears the error line.
+    tab(page, "training")
+    page.fill("#field-lora_rank input", "8")
+    page.press("#field-lora_rank input", "Tab")
+    expect(page.locator("#err-lora_rank")).to_be_hidden(timeout=STEP_S * 1000)
+
+
+def test_dataset_upload_caption_edit_and_check(page, server, tmp_path):
+    from tests.conftest import make_dataset
+
+    src = make_dataset(tmp_path / "shapes")
+    (src / "metadata.csv").unlink()  # image + .txt captions
+    archive = tmp_path / "shapes.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for p in sorted(src.iterdir()):
+            zf.write(p, f"shapes/{p.name}")
+    tab(page, "dataset")
+    page.click("#upload-acc button, #upload-acc .label-wrap")
+    page.set_input_files("#upload-files input[type=file]", str(archive))
+    page.fill("#upload-name textarea, #upload-name input", "shapes")
+    page.click("#upload-btn")
+    expect(md(page, "data-msg")).to_contain_text("New dataset folder", timeout=STEP_S * 1000)
+    folder = server[1] / "datasets" / "shapes"
+    expect(field(page, "dataset_base_path")).to_have_value(str(folder))
+    expect(page.locator("#captions [role=row].virtual-row")).to_have_count(4)
+    expect(page.locator("#captions [data-testid=cell-0-0]")).to_contain_text("blue.png")
+    # Edit the first caption in the table and save it.
+    cell = page.locator("#captions [data-testid=cell-0-1]")
+    cell.dblclick()
+    page.keyboard.press("ControlOrMeta+a")
+    page.keyboard.type("a blue triangle, zlr style")
+    page.keyboard.press("Enter")
+    page.click("#captions-save")
+    expect(md(page, "data-msg")).to_contain_text("Saved 4 caption", timeout=STEP_S * 1000)
+    assert (folder / "blue.txt").read_text(encoding="utf-8").strip() == \
+        "a blue triangle, zlr style"
+    assert (folder / "red.txt").read_text(encoding="utf-8").strip() == \
+        "a red circle on a white background"
+    page.click("#data-check")
+    expect(md(page, "data-msg")).to_contain_text("4 image(s), all readable",
+                                                 timeout=STEP_S * 1000)
+    # An unreadable image is named in the check.
+    (folder / "green.png").write_bytes(b"not a png")
+    page.click("#data-check")
+    expect(md(page, "data-msg")).to_contain_text("1 problem(s)", timeout=STEP_S * 1000)
+    expect(page.locator("#data-report")).to_contain_text("green.png")
+    shot(page, "dataset")
+
+
+def test_import_a_reference_command_into_the_form(page):
+    tab(page, "training")
+    page.click("#import-acc .label-wrap")
+    page.fill("#import-text textarea",
+              "accelerate launch examples/qwen_image/model_training/train.py \\\n"
+              "  --dataset_base_path data/example --lora_rank 16 --learning_rate 5e-5 \\\n"
+              "  --num_epochs 3 --use_gradient_checkpointing --frobnicate 1")
+    page.click("#import-btn")
+    notes = md(page, "import-notes")
+    expect(notes).to_contain_text("Imported", timeout=STEP_S * 1000)
+    expect(notes).to_contain_text("frobnicate")  # named, not dropped silently
+    expect(page.locator("#field-lora_rank input")).to_have_value("16")
+    expect(page.locator("#field-num_epochs input")).to_have_value("3")
+    expect(page.locator("#field-use_gradient_checkpointing input")).to_be_checked()
+    # The generated files follow the imported form.
+    page.click("#gen-tab-run-yaml-button")
+    expect(page.locator("#gen-run-yaml")).to_contain_text("lora_rank: 16", timeout=STEP_S * 1000)
+
+
+def test_a_failed_stage_shows_what_went_wrong(page, server):
+    """A dataset folder that is not there: stage 1 fails and the page says why."""
+    tab(page, "dataset")
+    src = field(page, "dataset_base_path")
+    src.fill("/nonexistent/zerolora-dataset")
+    src.press("Tab")
+    tab(page, "run")
+    page.click("#run-start")
+    expect(md(page, "run-message")).to_contain_text("Started run", timeout=STEP_S * 1000)
+    run_id = RUN_ID.search(md(page, "run-message").inner_text()).group(0)
+    failure = md(page, "run-failure")
+    expect(failure).to_contain_text("Stage 'data_process'", timeout=DEMO_RUN_S * 1000)
+    expect(failure).to_contain_text("exited with code")
+    expect(failure).to_contain_text("/nonexistent/zerolora-dataset")
+    expect(failure).to_contain_text("Last log lines")
+    expect(md(page, "run-current")).to_contain_text("failed")
+    expect(page.locator("#run-stages")).to_contain_text("failed")
+    assert {r["id"]: r for r in history(server[1])}[run_id]["status"] == "failed"
+    shot(page, "run-failed")
+
+
+# ---------------------------------------------------------------------- the demo run
+@pytest.fixture(scope="module")
+def demo_run(browser, server):
+    """A new user's CPU demo run, watched in the browser; returns what they saw."""
+    url, ws = server
+    seen: dict = {}
+    page = new_page(browser, url)
+    try:
+        expect(page.locator("#preset input")).to_have_value("cpu_demo")
+        pick(page, "preset", "demo_tmp")
+        expect(md(page, "preset-msg")).to_contain_text("demo_tmp", timeout=STEP_S * 1000)
+        seen["preset"] = "cpu_demo"
+        expect(md(page, "preset-diff")).to_contain_text("Same as preset", timeout=STEP_S * 1000)
+        shot(page, "model")
+        tab(page, "training")
+        page.click("#gen-tab-commands-button")
+        expect(page.locator("#gen-commands")).to_contain_text("backend.stages.train",
+                                                              timeout=STEP_S * 1000)
+        seen["commands"] = page.locator("#gen-commands").inner_text()
+        shot(page, "training")
+
+        tab(page, "run")
+        page.click("#run-start")
+        expect(md(page, "run-message")).to_contain_text("Started run", timeout=STEP_S * 1000)
+        run_id = RUN_ID.search(md(page, "run-message").inner_text()).group(0)
+        seen["run_id"] = run_id
+        expect(md(page, "run-current")).to_contain_text(run_id)
+        # Log lines appear.
+        page.wait_for_function(
+            "() => (document.querySelector('#run-log textarea')?.value || '')"
+            ".split('\\n').filter(l => l.trim()).length >= 3", timeout=DEMO_RUN_S * 1000)
+        seen["log_before_reload"] = page.locator("#run-log textarea").input_value()
+        # Progress with steps appears in the train stage.
+        page.wait_for_function(
+            "() => /stage train · step [1-9]\\d* \\//.test("
+            "document.querySelector('#run-progress .zl-stats')?.innerText || '')",
+            timeout=DEMO_RUN_S * 1000)
+        seen["progress_before_reload"] = progress_text(page)
+        shot(page, "run")
+
+        # Reload mid-run: the same run is shown and keeps going.
+        page.reload()
+        expect(page.locator("#tab-run-button")).to_be_visible(timeout=120_000)
+        tab(page, "run")
+        expect(md(page, "run-current")).to_contain_text(run_id, timeout=STEP_S * 1000)
+        seen["status_after_reload"] = md(page, "run-current").inner_text()
+        page.wait_for_function(
+            "() => (document.querySelector('#run-log textarea')?.value || '').length > 0",
+            timeout=STEP_S * 1000)
+        seen["progress_after_reload"] = progress_text(page)
+
+        expect(md(page, "run-current")).to_contain_text("succeeded", timeout=DEMO_RUN_S * 1000)
+        expect(page.locator("#run-progress .zl-progress")).to_have_attribute(
+            "data-status", "succeeded", timeout=STEP_S * 1000)
+        page.wait_for_function(
+            "() => document.querySelectorAll('#run-samples img').length >= 1",
+            timeout=STEP_S * 1000)
+        seen["final_status"] = md(page, "run-current").inner_text()
+        seen["stages"] = page.locator("#run-stages").inner_text()
+        seen["final_progress"] = progress_text(page)
+        seen["samples_shown"] = page.locator("#run-samples img").count()
+        shot(page, "run-finished")
+    finally:
+        page.context.close()
+    return seen
+
+
+def test_new_user_trains_the_cpu_demo(demo_run, server):
+    assert demo_run["preset"] == "cpu_demo"
+    assert "backend.stages.train" in demo_run["commands"]
+    assert demo_run["log_before_reload"].strip()
+    before = step_of(demo_run["progress_before_reload"])
+    assert before >= 1
+    # After the reload the page followed the same run, and it had not restarted.
+    assert demo_run["run_id"] in demo_run["status_after_reload"]
+    after = step_of(demo_run["progress_after_reload"])
+    assert after == -1 or after >= before or "sample" in demo_run["progress_after_reload"]
+    assert "succeeded" in demo_run["final_status"]
+    for stage in ("data_process", "train", "sample"):
+        assert re.search(rf"{stage}\s+succeeded", demo_run["stages"]), demo_run["stages"]
+    assert demo_run["samples_shown"] >= 1
+    runs = {r["id"]: r for r in history(server[1])}
+    run = runs[demo_run["run_id"]]
+    assert run["status"] == "succeeded"
+    out = Path(run["run_dir"]) / "output"
+    assert sorted(out.glob("*.safetensors")), "no LoRA checkpoint written"
+
+
+def _gallery_images(page, elem_id: str) -> list[bytes]:
+    srcs = page.eval_on_selector_all(f"#{elem_id} img", "els => els.map(e => e.src)")
+    return [page.request.get(s).body() for s in srcs]
+
+
+def test_results_grid_has_base_and_lora_columns_and_renders_more(demo_run, page, server):
+    tab(page, "results")
+    expect(page.locator("#res-run input")).to_have_value(re.compile(demo_run["run_id"]),
+                                                         timeout=STEP_S * 1000)
+    cols = md(page, "res-columns")
+    expect(cols).to_contain_text("base model", timeout=STEP_S * 1000)
+    prompts = [p for p in page.locator("#res-prompts textarea").input_value().splitlines()
+               if p.strip()]
+    assert len(prompts) == 2
+    expect(page.locator("#res-grid img")).to_have_count(2 * 2)  # base + LoRA × 1, 2 prompts
+    images = _gallery_images(page, "res-grid")
+    assert images[0][:4] == b"\x89PNG" or images[0][:4] == b"RIFF" or len(images[0]) > 100
+    assert images[0] != images[1], "the LoRA image equals the base image"
+
+    page.fill("#res-scales textarea, #res-scales input", "0, 0.5, 1")
+    page.click("#res-render")
+    expect(md(page, "res-status")).to_contain_text("Rendering", timeout=STEP_S * 1000)
+    expect(md(page, "res-status")).to_contain_text("finished", timeout=DEMO_RUN_S * 1000)
+    expect(cols).to_contain_text("× 0.5")
+    expect(page.locator("#res-grid img")).to_have_count(2 * 3, timeout=STEP_S * 1000)
+    shot(page, "results")
+    run = {r["id"]: r for r in history(server[1])}[demo_run["run_id"]]
+    index = json.loads((Path(run["run_dir"]) / "samples" / "index.json").read_text())
+    scales = sorted({float(e["scale"]) for e in index["images"]})
+    assert scales == [0.0, 0.5, 1.0]
+
+
+def _download(page, button: str) -> tuple[str, bytes]:
+    before = page.locator("#dl-msg [data-testid=markdown]").inner_text()
+    page.click(f"#{button}")
+    page.wait_for_function(
+        "(b) => { const t = document.querySelector('#dl-msg [data-testid=markdown]')"
+        "?.innerText || ''; return t !== b && t.trim().length > 0; }", arg=before,
+        timeout=STEP_S * 1000)
+    msg = page.locator("#dl-msg [data-testid=markdown]").inner_text()
+    assert "✓" in msg, msg
+    with page.expect_download() as info:
+        page.click("#dl-file a")
+    d = info.value
+    return d.suggested_filename, Path(d.path()).read_bytes()
+
+
+def _safetensors_keys(data: bytes) -> list[str]:
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    return [k for k in header if k != "__metadata__"]
+
+
+def test_downloads_lora_in_two_formats_and_the_whole_run(demo_run, page):
+    tab(page, "runs")
+    expect(page.locator("#runs-pick input")).to_have_value(re.compile(demo_run["run_id"]),
+                                                           timeout=STEP_S * 1000)
+    expect(page.locator("#runs-table")).to_contain_text(demo_run["run_id"])
+
+    page.click("#dl-format label:has-text('diffusers')")
+    name, data = _download(page, "dl-lora")
+    assert name.endswith(".diffusers.safetensors")
+    keys = _safetensors_keys(data)
+    assert keys and all(k.startswith("transformer.") for k in keys)
+    assert any(".lora_A." in k for k in keys) and any(".lora_B." in k for k in keys)
+
+    page.click("#dl-format label:has-text('comfyui')")
+    name, data = _download(page, "dl-lora")
+    keys = _safetensors_keys(data)
+    assert keys and all(k.startswith("diffusion_model.") for k in keys)
+    assert any(k.endswith(".lora_down.weight") for k in keys)
+    assert any(k.endswith(".alpha") for k in keys)
+
+    name, data = _download(page, "dl-zip")
+    assert name == f"{demo_run['run_id']}.zip"
+    names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+    root = demo_run["run_id"] + "/"
+    for must in ("run.yaml", "commands.sh", "logs/train.log", "progress.jsonl",
+                 "samples/index.json"):
+        assert root + must in names, must
+    assert any(re.match(rf"{root}output/(step|epoch)-\d+\.safetensors$", n) for n in names)
+    assert any(n.startswith(root + "samples/") and n.endswith(".png") for n in names)
+    assert not any(n.startswith(root + "cache/") for n in names)
+    shot(page, "runs")
+
+
+def test_stop_a_run_see_it_stopped_and_resume_it(demo_run, page, server):
+    pick(page, "preset", "demo_tmp")
+    expect(md(page, "preset-msg")).to_contain_text("demo_tmp", timeout=STEP_S * 1000)
+    tab(page, "run")
+    page.click("#run-start")
+    expect(md(page, "run-message")).to_contain_text("Started run", timeout=STEP_S * 1000)
+    run_id = RUN_ID.search(md(page, "run-message").inner_text()).group(0)
+    assert run_id != demo_run["run_id"]
+    page.wait_for_function(
+        "() => /stage train · step [1-9]\\d* \\//.test("
+        "document.querySelector('#run-progress .zl-stats')?.innerText || '')",
+        timeout=DEMO_RUN_S * 1000)
+    page.click("#run-stop")
+    expect(md(page, "run-message")).to_contain_text("Stopping", timeout=STEP_S * 1000)
+    expect(md(page, "run-current")).to_contain_text("stopped", timeout=10 * 60 * 1000)
+    expect(page.locator("#run-progress .zl-progress")).to_have_attribute(
+        "data-status", "stopped", timeout=STEP_S * 1000)
+    expect(page.locator("#run-stages")).to_contain_text("stopped")
+    expect(md(page, "run-current")).to_contain_text("can be resumed", timeout=STEP_S * 1000)
+    run = {r["id"]: r for r in history(server[1])}[run_id]
+    assert run["status"] == "stopped"
+    assert not any(s["status"] == "running" for s in run["stages"])
+    stopped_at = step_of(progress_text(page))
+    assert stopped_at >= 1
+    shot(page, "run-stopped")
+
+    # Resume: the same run continues from its saved state, not from step 0.
+    page.click("#run-resume")
+    expect(md(page, "run-message")).to_contain_text("Resumed run", timeout=STEP_S * 1000)
+    expect(md(page, "run-current")).to_contain_text("succeeded", timeout=DEMO_RUN_S * 1000)
+    events = [json.loads(line) for line in
+              (Path(run["run_dir"]) / "progress.jsonl").read_text().splitlines()]
+    train = [e for e in events if e["stage"] == "train"]
+    starts = [i for i, e in enumerate(train) if e["event"] == "start"]
+    assert len(starts) == 2
+    resumed_steps = [e["step"] for e in train[starts[1]:] if e["event"] == "step"]
+    assert resumed_steps and resumed_steps[0] > stopped_at - 1
