@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="cpu_demo")
     parser.add_argument("--timeout_s", type=float, default=3600)
+    parser.add_argument("--workspace", default=None,
+                        help="keep the run in this workspace (default: a temp dir)")
     parser.add_argument("--assets", default=None,
                         help="a demo assets folder other than backend/assets (as written by "
                              "python -m backend.demo build --out DIR)")
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> dict:
         sys.exit(f"{args.preset}: missing {', '.join(missing)}; build the demo assets first: "
                  f"python -m backend.demo build --out backend/assets")
     with tempfile.TemporaryDirectory() as tmp:
-        runner = Runner(Path(tmp) / "workspace")
+        runner = Runner(Path(args.workspace or Path(tmp) / "workspace"))
         t0 = time.time()
         run_id = runner.submit(cfg)
         run = runner.wait(run_id, timeout=args.timeout_s, poll_s=0.5)

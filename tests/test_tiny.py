@@ -86,3 +86,70 @@ def test_same_seed_same_weights_other_seed_differs(built):
         assert a.keys() == b.keys() == c.keys()
         assert all(torch.equal(a[k], b[k]) for k in a), rel
         assert any(not torch.equal(a[k], c[k]) for k in a), rel
+
+
+# ----------------------------------------------------------------------------- CPU demo assets
+
+ASSETS = Path(__file__).resolve().parents[1] / "backend" / "assets"
+DEMO_MODEL = ASSETS / "tiny-qwen-image"
+DEMO_DATASET = ASSETS / "demo_dataset"
+
+
+@pytest.fixture(scope="module")
+def demo_pipe():
+    from diffusers import QwenImagePipeline
+
+    pipe = QwenImagePipeline.from_pretrained(DEMO_MODEL)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def test_demo_model_follows_colour_prompts(demo_pipe):
+    from backend.demo import caption, image_stats, render
+
+    for shape in ("circle", "square"):
+        for seed in (0, 1):
+            red = image_stats(render(demo_pipe, caption("red", shape), seed))
+            blue = image_stats(render(demo_pipe, caption("blue", shape), seed))
+            assert red["shape_rgb"] is not None and blue["shape_rgb"] is not None, (shape, seed)
+            # Red minus blue channel of the drawn shape: high for "red", low for "blue".
+            r_red = red["shape_rgb"][0] - red["shape_rgb"][2]
+            r_blue = blue["shape_rgb"][0] - blue["shape_rgb"][2]
+            assert r_red - r_blue > 60, (shape, seed, red["shape_rgb"], blue["shape_rgb"])
+            # Plain white background, as in its training data.
+            assert min(red["background"]) > 180 and min(blue["background"]) > 180
+
+
+def test_demo_dataset_is_a_style_the_base_model_does_not_draw(demo_pipe):
+    import csv
+
+    from PIL import Image
+
+    from backend.demo import ZLR_PURPLE, ZLR_TRIGGER, image_stats, render
+
+    rows = list(csv.DictReader(open(DEMO_DATASET / "metadata.csv", newline="")))
+    assert list(rows[0]) == ["image", "prompt"] and 6 <= len(rows) <= 8
+    purple = np.array(ZLR_PURPLE, dtype=np.float32)
+    for row in rows:
+        assert ZLR_TRIGGER in row["prompt"]
+        img = Image.open(DEMO_DATASET / row["image"])
+        assert img.size == (64, 64) and img.mode == "RGB"
+        assert np.linalg.norm(np.array(image_stats(np.asarray(img))["background"]) - purple) < 10
+    # The base model keeps a white background for the data set's own captions.
+    for seed, row in enumerate(rows[:2]):
+        bg = np.array(image_stats(render(demo_pipe, row["prompt"], seed))["background"])
+        assert np.linalg.norm(bg - purple) > 150, (row["prompt"], bg)
+
+
+def test_demo_build_smoke(tmp_path):
+    from backend.demo import main
+
+    main(["build", "--out", str(tmp_path), "--vae-steps", "2", "--dit-steps", "2", "--dit-images", "8",
+          "--dit-batch", "4", "--verify-seeds", "1"])
+    from diffusers import QwenImagePipeline
+
+    QwenImagePipeline.from_pretrained(tmp_path / "tiny-qwen-image")
+    report = json.loads((tmp_path / "demo_build.json").read_text())
+    assert report["verification"]["renders"] == 12
+    assert (tmp_path / "demo_dataset" / "metadata.csv").is_file()
+    assert len(list((tmp_path / "demo_dataset").glob("*.png"))) == 8

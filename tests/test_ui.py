@@ -150,6 +150,15 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
+def _has_cjk_font() -> bool:
+    try:
+        out = subprocess.run(["fc-list", ":lang=zh"], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return bool(out.strip())
+
+
 def pick(page, elem_id: str, label: str) -> None:
     page.click(f"#{elem_id} input")
     page.click(f"ul[role=listbox] li:has-text('{label}')")
@@ -182,7 +191,8 @@ def test_language_follows_the_browser_and_the_switch(browser, server):
         expect(page.locator("#tab-run-button")).to_contain_text("Run", timeout=120_000)
         page.click("#lang-zh")
         expect(page.locator("#tab-training-button")).to_contain_text("训练设置")
-        shot(page, "chinese")
+        if _has_cjk_font():  # else the picture would show boxes instead of characters
+            shot(page, "chinese")
     finally:
         page.context.close()
 
@@ -209,6 +219,26 @@ def test_form_error_shown_next_to_its_field_and_no_run_starts(page, server):
     page.fill("#field-lora_rank input", "8")
     page.press("#field-lora_rank input", "Tab")
     expect(page.locator("#err-lora_rank")).to_be_hidden(timeout=STEP_S * 1000)
+
+
+def test_preset_diff_and_save(page, server):
+    expect(md(page, "preset-diff")).to_contain_text("Same as preset", timeout=STEP_S * 1000)
+    tab(page, "training")
+    field(page, "lora_rank").fill("12")
+    field(page, "lora_rank").press("Tab")
+    tab(page, "model")
+    diff = md(page, "preset-diff")
+    expect(diff).to_contain_text("lora_rank", timeout=STEP_S * 1000)
+    expect(diff).to_contain_text("12")
+    page.fill("#preset-save-name input, #preset-save-name textarea", "rank12")
+    page.click("#preset-save")
+    expect(md(page, "preset-msg")).to_contain_text("Saved preset", timeout=STEP_S * 1000)
+    saved = server[1] / "presets" / "rank12.yaml"
+    from backend.config import load_preset
+    assert load_preset("rank12", server[1]).lora_rank == 12
+    assert "lora_rank: 12" in saved.read_text()
+    expect(page.locator("#preset input")).to_have_value("rank12")
+    expect(diff).to_contain_text("Same as preset", timeout=STEP_S * 1000)
 
 
 def test_dataset_upload_caption_edit_and_check(page, server, tmp_path):
@@ -500,3 +530,22 @@ def test_stop_a_run_see_it_stopped_and_resume_it(demo_run, page, server):
     assert len(starts) == 2
     resumed_steps = [e["step"] for e in train[starts[1]:] if e["event"] == "step"]
     assert resumed_steps and resumed_steps[0] > stopped_at - 1
+
+
+def test_delete_a_run(demo_run, page, server):
+    runs = history(server[1])
+    victim = next(r for r in runs if r["id"] != demo_run["run_id"] and r["status"] in
+                  ("succeeded", "failed", "stopped") and "render" not in (r.get("name") or ""))
+    tab(page, "runs")
+    pick(page, "runs-pick", victim["id"])
+    expect(md(page, "runs-info")).to_contain_text(victim["id"], timeout=STEP_S * 1000)
+    page.click("#del-btn")
+    expect(md(page, "dl-msg")).to_contain_text("Tick the box", timeout=STEP_S * 1000)
+    assert victim["id"] in {r["id"] for r in history(server[1])}
+    page.check("#del-confirm input")
+    page.click("#del-btn")
+    expect(md(page, "dl-msg")).to_contain_text("Deleted run", timeout=STEP_S * 1000)
+    assert victim["id"] not in {r["id"] for r in history(server[1])}
+    assert not Path(victim["run_dir"]).exists()
+    expect(page.locator("#runs-table")).not_to_contain_text(victim["id"])
+    expect(page.locator("#runs-table")).to_contain_text(demo_run["run_id"])
