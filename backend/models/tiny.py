@@ -204,8 +204,11 @@ def build_text_encoder(tokenizer, seed: int):
     return model.eval()
 
 
-def build_components(seed: int = 0) -> dict:
-    """The five pipeline components, random-init from ``seed`` (float32)."""
+def build_components(seed: int = 0, transformer_config: dict | None = None) -> dict:
+    """The five pipeline components, random-init from ``seed`` (float32).
+
+    ``transformer_config`` overrides entries of ``TRANSFORMER_CONFIG`` (the demo model is wider).
+    """
     from diffusers import AutoencoderKLQwenImage, FlowMatchEulerDiscreteScheduler, QwenImageTransformer2DModel
 
     tokenizer = build_tokenizer()
@@ -213,7 +216,7 @@ def build_components(seed: int = 0) -> dict:
     torch.manual_seed(seed * 1000 + 2)
     vae = AutoencoderKLQwenImage(**VAE_CONFIG).eval()
     torch.manual_seed(seed * 1000 + 3)
-    transformer = QwenImageTransformer2DModel(**TRANSFORMER_CONFIG).eval()
+    transformer = QwenImageTransformer2DModel(**{**TRANSFORMER_CONFIG, **(transformer_config or {})}).eval()
     scheduler = FlowMatchEulerDiscreteScheduler(**SCHEDULER_CONFIG)
     return dict(
         transformer=transformer, vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, scheduler=scheduler

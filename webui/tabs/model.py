@@ -131,8 +131,10 @@ def bind_events(ctx: Ctx) -> None:
             return {c["preset_msg"]: "✗ " + "  \n".join(e.problems)}
         return {c["preset_msg"]: f"✓ Saved preset **{name}** ({path.name}).",
                 c["preset"]: gr.Dropdown(choices=preset_names(ctx), value=name),
-                c["loaded"]: cfg.to_dict(), c["loaded_name"]: name}
+                c["loaded"]: cfg.to_dict(), c["loaded_name"]: name,
+                c["preset_diff"]: diff_markdown(cfg.to_dict(), cfg_dict, name)}
 
     c["preset_save"].click(save, inputs=form.inputs | {c["preset_save_name"]},
                            outputs=[c["preset_msg"], c["preset"], c["loaded"],
-                                    c["loaded_name"]], api_visibility="private")
+                                    c["loaded_name"], c["preset_diff"]],
+                           api_visibility="private")
