@@ -5,10 +5,11 @@ Random tiny weights render noise, so this module trains the tiny real-architectu
 ``backend.models.tiny`` on a synthetic data set (a red/green/blue/yellow circle, square or
 triangle on a white background, 64x64) until it follows such prompts:
 
-1. the VAE (``AutoencoderKLQwenImage``) learns to reconstruct shape images (plain, two-tone and
-   checkered backgrounds of any colour, so the LoRA's style can be decoded too); its
-   ``latents_mean``/``latents_std`` are set to the statistics of its latents;
-2. the transformer (``QwenImageTransformer2DModel``) is fully fine-tuned with flow matching on
+1. the VAE (``AutoencoderKLQwenImage``, the sizes of ``backend.models.tiny``) learns to
+   reconstruct shape images (also on purple and other plain backgrounds, so the demo LoRA's
+   style can be decoded); its ``latents_mean``/``latents_std`` are set to its latents' statistics;
+2. the transformer (``QwenImageTransformer2DModel``, twice as wide as the random tiny one:
+   2 heads x 32) is fully fine-tuned with flow matching on
    those latents (x_t = (1 - s) x0 + s noise, target = noise - x0, Qwen-Image's shifted sigmas),
    conditioned on the frozen text encoder's prompt embeddings computed exactly as
    ``QwenImagePipeline.encode_prompt`` does (template, first 34 tokens dropped); 10 % of the
@@ -34,7 +35,6 @@ import argparse
 import csv
 import json
 import math
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -75,16 +75,13 @@ def zlr_caption(colour: str, shape: str) -> str:
 
 
 def draw_shape(shape: str, fill, background, size: float, cx: float, cy: float, res: int = RES) -> np.ndarray:
-    """An RGB uint8 image: ``shape`` of ``fill`` colour on ``background`` (a colour or an image).
+    """An RGB uint8 image: ``shape`` of ``fill`` colour on a plain ``background`` colour.
 
     ``size`` is the shape's width in pixels, ``(cx, cy)`` its centre; drawn 4x supersampled.
     """
     ss = 4
     big = res * ss
-    if isinstance(background, np.ndarray):
-        bg = Image.fromarray(background).resize((big, big), Image.NEAREST)
-    else:
-        bg = Image.new("RGB", (big, big), tuple(int(c) for c in background))
+    bg = Image.new("RGB", (big, big), tuple(int(c) for c in background))
     draw = ImageDraw.Draw(bg)
     h = size * ss / 2
     x, y = cx * ss, cy * ss
@@ -162,10 +159,13 @@ class BuildSettings:
     vae_kl_weight: float = 1e-4
     vae_latent_noise: float = 0.1
     vae_outer_lr_mult: float = 20.0
+    dit_layers: int = 2
+    dit_heads: int = 2
+    dit_head_dim: int = 32
     dit_images: int = 480
-    dit_steps: int = 2000
+    dit_steps: int = 4000
     dit_batch: int = 32
-    dit_lr: float = 1e-3
+    dit_lr: float = 2e-3
     caption_dropout: float = 0.1
     verify_seeds: int = 4
 
@@ -456,7 +456,16 @@ def build(out: Path, s: BuildSettings) -> dict:
 
     torch.set_num_threads(s.threads)
     t0 = time.time()
-    components = build_components(s.seed)
+    if s.dit_head_dim % 16:
+        raise ValueError(f"dit_head_dim: must be a multiple of 16 (got {s.dit_head_dim}; allowed 16, 32, 48, ...)")
+    rope_t = s.dit_head_dim // 4
+    transformer_config = dict(
+        num_layers=s.dit_layers,
+        num_attention_heads=s.dit_heads,
+        attention_head_dim=s.dit_head_dim,
+        axes_dims_rope=(rope_t, (s.dit_head_dim - rope_t) // 2, (s.dit_head_dim - rope_t) // 2),
+    )
+    components = build_components(s.seed, transformer_config)
     pipe = QwenImagePipeline(**components)
     pipe.set_progress_bar_config(disable=True)
     train_vae(pipe.vae, s)

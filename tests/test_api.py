@@ -50,10 +50,11 @@ def wait_done(c: Client, run_id: str, limit_s: float = 400) -> dict:
 
 
 @pytest.fixture(scope="module")
-def signed_in_app(tmp_path_factory):
+def signed_in_app(tmp_path_factory, models_root):
     tmp = tmp_path_factory.mktemp("api_auth")
     args = [a for u, p in USERS.items() for a in ("--auth", f"{u}:{p}")]
-    server = AppServer(tmp, *args, "--admin", "alice",
+    # The server's models folder holds the tiny model, so non-admins may use it.
+    server = AppServer(tmp, *args, "--admin", "alice", "--models-dir", str(models_root),
                        env=launcher_env(HF_HUB_OFFLINE="", TRANSFORMERS_OFFLINE=""))
     yield server
     server.stop()
@@ -167,6 +168,58 @@ def test_configs_are_checked_before_anything_starts(signed_in_app):
     assert bob.predict(api_name="/list_runs") == before
 
 
+def start(c: Client, **changes):
+    return c.predict(config=sample_config(changes.pop("tiny"), **changes), preset="", name="",
+                     hub_token="", api_name="/start_run")
+
+
+def stop_at_once(c: Client, run_id: str) -> None:
+    c.predict(run_id=run_id, api_name="/stop_run")
+    assert wait_done(c, run_id)["status"] in TERMINAL
+
+
+def test_signed_in_users_point_runs_only_at_their_own_server_paths(signed_in_app,
+                                                                   tiny_model_dir):
+    ws = signed_in_app.workspace
+    bob, alice = client(signed_in_app, "bob"), client(signed_in_app, "alice")
+    own = ws / "datasets" / "bob" / "cats"
+    carols = ws / "datasets" / "carol" / "dogs"
+    for folder in (own, carols):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "a.txt").write_text("a caption")
+    planted = ws / "datasets" / "bob" / "planted"
+    if not planted.is_symlink():
+        planted.symlink_to("/etc", target_is_directory=True)
+    runs_before = sorted(p.name for p in (ws / "runs").glob("*"))
+    listed_before = bob.predict(api_name="/list_runs")
+
+    repo = Path(__file__).resolve().parents[1]
+    for path in ("/etc", str(repo), str(carols), str(planted)):
+        with pytest.raises(AppError) as e:
+            start(bob, tiny=tiny_model_dir, dataset_base_path=path)
+        assert f"dataset_base_path: outside your dataset folders (got {path!r}" in str(e.value)
+    # Every problem at once, each naming its field.
+    with pytest.raises(AppError) as e:
+        start(bob, tiny=tiny_model_dir, models_dir="/", hub_endpoint="http://127.0.0.1:9",
+              lora_checkpoint="/etc/passwd", output_path="/tmp/elsewhere",
+              model_id_with_origin_paths="/etc")
+    for field in ("models_dir", "hub_endpoint", "lora_checkpoint", "output_path",
+                  "model_id_with_origin_paths"):
+        assert f"\n  {field}: " in str(e.value), (field, str(e.value))
+    # Nothing was created for the refused starts.
+    assert sorted(p.name for p in (ws / "runs").glob("*")) == runs_before
+    assert bob.predict(api_name="/list_runs") == listed_before
+
+    # Their own folder is fine; an admin may use any path.
+    mine = start(bob, tiny=tiny_model_dir, dataset_base_path=str(own))
+    assert mine["owner"] == "bob"
+    stop_at_once(bob, mine["run_id"])
+    admins = start(alice, tiny=tiny_model_dir, dataset_base_path=str(carols),
+                   models_dir=str(ws))
+    assert admins["owner"] == "alice"
+    stop_at_once(alice, admins["run_id"])
+
+
 class FakeHub(BaseHTTPRequestHandler):
     """A stand-in for a model hub that records who asked and refuses everyone."""
     seen: list[tuple[str, str]] = []
@@ -192,16 +245,17 @@ def test_a_typed_hub_token_reaches_the_download_and_no_file(signed_in_app, tmp_p
     hub = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
     threading.Thread(target=hub.serve_forever, daemon=True).start()
     try:
-        bob = client(signed_in_app, "bob")
+        # A download mirror (hub_endpoint) is for admins: alice.
+        alice = client(signed_in_app, "alice")
         cfg = sample_config(tiny_model_dir, offline=False, download_source="huggingface",
                             hub_endpoint=f"http://127.0.0.1:{hub.server_port}",
                             models_dir=str(tmp_path / "models"),
                             model_id_with_origin_paths="zerolora-test/private-model:"
                             "transformer/*.safetensors")
-        rid = bob.predict(config=cfg, preset="", name="with token", hub_token=token,
-                          api_name="/start_run")["run_id"]
-        status = wait_done(bob, rid)
-        log = bob.predict(run_id=rid, stage="sample", offset=0, api_name="/run_log")["text"]
+        rid = alice.predict(config=cfg, preset="", name="with token", hub_token=token,
+                            api_name="/start_run")["run_id"]
+        status = wait_done(alice, rid)
+        log = alice.predict(run_id=rid, stage="sample", offset=0, api_name="/run_log")["text"]
     finally:
         hub.shutdown()
     # The stage used the token for its download (and the stand-in hub refused it).
@@ -233,6 +287,13 @@ def test_stop_and_resume(signed_in_app, tiny_model_dir):
     assert resumed["attempt"] == 2 and resumed["status"] in ("queued", "running")
     bob.predict(run_id=first, api_name="/stop_run")
     assert wait_done(bob, first)["status"] == "stopped"
+
+
+def test_without_sign_in_the_one_local_user_may_use_any_path(open_app, tiny_model_dir):
+    c = client(open_app)
+    run = start(c, tiny=tiny_model_dir, dataset_base_path="/etc", models_dir="/")
+    assert run["owner"] is None
+    stop_at_once(c, run["run_id"])
 
 
 def test_without_sign_in_the_one_local_user_has_every_endpoint(open_app, tiny_model_dir):

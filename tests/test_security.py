@@ -6,6 +6,7 @@ probed over HTTP (httpx) like an outsider would.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -254,6 +255,140 @@ def test_listing_names_files_not_links(registry):
     assert not any(p.startswith("output/etc") for p in listed)
     with pytest.raises(AccessDenied):
         security.list_files(runner, ids["carol"], "bob")
+
+
+# ---------------------------------------------------------------------------- run paths
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_config(**changes) -> dict:
+    """A sample-only run (no dataset needed) with every path option at its default."""
+    return {"stages": ["sample"], "offline": True, **changes}
+
+
+def test_non_admins_point_runs_only_at_their_own_data_models_and_runs(registry, tmp_path):
+    runner, ws, ids = registry
+    models = tmp_path / "models"
+    (models / "Qwen" / "Qwen-Image").mkdir(parents=True)
+    (models / "weights.safetensors").write_bytes(b"w")
+    own = ws / "datasets" / "bob" / "cats"
+    carols = ws / "datasets" / "carol" / "dogs"
+    for folder in (own, carols):
+        folder.mkdir(parents=True)
+        (folder / "a.png").write_bytes(b"png")
+        (folder / "a.txt").write_text("a caption")
+    (own / "metadata.csv").write_text("image,prompt\na.png,a cat\n")
+    bob_run = Path(runner.get_run(ids["bob"])["run_dir"])
+    carol_run = Path(runner.get_run(ids["carol"])["run_dir"])
+    legacy_run = Path(runner.get_run(ids["legacy"])["run_dir"])
+
+    def check(user="bob", **changes):
+        return security.check_run_paths(run_config(**changes), user, ws, models_dir=models,
+                                        runner=runner, cwd=tmp_path)
+
+    def refused(field, user="bob", **changes):
+        problems = check(user, **changes)
+        assert problems and all(p.startswith(f"{field}: ") for p in problems), problems
+        assert all("(got " in p and "; allowed " in p for p in problems), problems
+        return problems[0]
+
+    # Their own dataset folders, the bundled demo, one of their runs (a stage-1 cache).
+    assert check(dataset_base_path=str(own), dataset_metadata_path=str(own / "metadata.csv"),
+                 models_dir=str(models), model_id_with_origin_paths=str(models / "Qwen"),
+                 model_paths=json.dumps([str(models / "weights.safetensors")]),
+                 tokenizer_path="Qwen/Qwen-Image:tokenizer/") == []
+    assert check(dataset_base_path=str(REPO / "backend" / "assets" / "demo_dataset")) == []
+    assert check(dataset_base_path=str(bob_run / "output"),
+                 lora_checkpoint=str(bob_run / "output" / "step-1.safetensors")) == []
+    assert check(resume_from=str(bob_run / "output")) == []
+    assert check() == []  # defaults (hub model ids, the server's models folder)
+
+    # Anything else on the server is refused, links followed.
+    (ws / "datasets" / "bob" / "escape").symlink_to("/etc", target_is_directory=True)
+    (ws / "datasets" / "bob" / "to-carol").symlink_to(carols, target_is_directory=True)
+    for path in ("/etc", str(REPO), str(carols), str(ws / "datasets"), str(ws),
+                 str(ws / "datasets" / "bob" / "escape"),
+                 str(ws / "datasets" / "bob" / "to-carol"),
+                 str(own / ".." / ".." / "carol" / "dogs"), "../..", str(carol_run)):
+        msg = refused("dataset_base_path", dataset_base_path=path)
+        assert "outside your dataset folders" in msg and repr(path) in msg
+    assert "a link to a place outside" in refused(
+        "dataset_base_path", dataset_base_path=str(ws / "datasets" / "bob" / "escape"))
+    refused("dataset_metadata_path", dataset_base_path=str(own),
+            dataset_metadata_path=str(carols / "a.txt"))
+    # ... also from inside their folder: a link in it, or metadata naming other files.
+    linked = ws / "datasets" / "bob" / "linked"
+    linked.mkdir()
+    (linked / "b.png").symlink_to(carols / "a.png")
+    assert "'b.png' is a link" in refused("dataset_base_path", dataset_base_path=str(linked))
+    (own / "metadata.csv").write_text("image,prompt\na.png,ok\n/etc/hostname,x\n")
+    assert "metadata.csv row 2" in refused(
+        "dataset_metadata_path", dataset_base_path=str(own),
+        dataset_metadata_path=str(own / "metadata.csv"))
+    (own / "meta.jsonl").write_text('{"image": "../../carol/dogs/a.png", "prompt": "x"}\n')
+    refused("dataset_metadata_path", dataset_base_path=str(own),
+            dataset_metadata_path=str(own / "meta.jsonl"))
+
+    # Models: the server's folder (or backend/assets) only; hub ids cannot climb out of it.
+    refused("models_dir", models_dir=str(tmp_path))
+    refused("models_dir", models_dir="/")
+    assert check(models_dir=str(REPO / "backend" / "assets")) == []
+    for spec in ("/etc/passwd", str(tmp_path), "Qwen/Qwen-Image:../../../etc/*",
+                 "../../x:weights/*.safetensors", "Qwen/Qwen-Image:/etc/*", "/etc:passwd"):
+        refused("model_id_with_origin_paths", model_id_with_origin_paths=spec)
+    refused("model_paths", model_paths=json.dumps([str(models / "weights.safetensors"),
+                                                   ["/etc/passwd"]]))
+    refused("tokenizer_path", tokenizer_path="/etc")
+    refused("model_paths", model_paths='["/etc/passwd\\u0000.safetensors"]')
+    refused("dataset_base_path", dataset_base_path=f"{own}\x00")
+    refused("tokenizer_path", tokenizer_path="Qwen/Qwen-Image:../../../../etc/")
+
+    # Checkpoints: only from their own runs (the job registry's), never carol's or legacy.
+    for path in (carol_run / "output" / "step-1.safetensors", legacy_run / "output",
+                 Path("/etc/passwd"), ws / "zerolora.sqlite"):
+        refused("lora_checkpoint", lora_checkpoint=str(path))
+        refused("resume_from", resume_from=str(path))
+    assert "no run registry" in security.check_run_paths(
+        run_config(lora_checkpoint=str(bob_run / "output" / "step-1.safetensors")), "bob", ws,
+        models_dir=models)[0]
+
+    # Where a run writes and where it downloads from are not the user's to choose.
+    problems = check(output_path=str(tmp_path / "out"), progress_file="/tmp/p.jsonl",
+                     offload_nvme_path="/mnt/nvme", hub_endpoint="http://127.0.0.1:9")
+    assert [p.split(":", 1)[0] for p in problems] == [
+        "output_path", "progress_file", "offload_nvme_path", "hub_endpoint"]
+
+    # Admins, and the one local user with sign-in off, may use any path.
+    wild = dict(dataset_base_path="/etc", models_dir="/", hub_endpoint="http://127.0.0.1:9",
+                lora_checkpoint=str(carol_run / "output" / "step-1.safetensors"),
+                output_path=str(tmp_path / "out"))
+    assert len(check(**wild)) == 5
+    assert check("alice", **wild) == []
+    assert security.check_run_paths(run_config(**wild), None, ws)[0].startswith("user: ")
+    security.configure(auth_enabled=False)
+    assert security.check_run_paths(run_config(**wild), None, ws) == []
+
+
+def test_the_dataset_tab_check_and_where_uploads_go(registry, tmp_path):
+    runner, ws, ids = registry
+    assert security.user_dataset_root(ws, "bob") == ws / "datasets" / "bob"
+    assert security.user_dataset_root(ws, None) == ws / "datasets"
+    with pytest.raises(AccessDenied):
+        security.user_dataset_root(ws, "../carol")
+    own = security.user_dataset_root(ws, "bob") / "cats"
+    own.mkdir(parents=True)
+    demo = REPO / "backend" / "assets" / "demo_dataset"
+    assert security.check_dataset_paths(str(own), None, "bob", ws) == []
+    assert security.check_dataset_paths(str(demo), None, "bob", ws) == []
+    # Captions are written into their own folders only (never the bundled demo).
+    assert security.check_dataset_paths(str(own), None, "bob", ws, write=True) == []
+    for path in (str(demo), "/etc", str(ws / "datasets" / "carol")):
+        problems = security.check_dataset_paths(path, None, "bob", ws, write=True)
+        assert problems and problems[0].startswith("dataset_base_path: "), problems
+    assert security.check_dataset_paths("/etc", None, "alice", ws, write=True) == []
+    # A user's folder swapped for a link (made by someone with a shell) is no folder of theirs.
+    (ws / "datasets" / "carol").symlink_to("/etc", target_is_directory=True)
+    assert security.check_dataset_paths("/etc/ssl", None, "carol", ws)
 
 
 # ---------------------------------------------------------------------------- secrets

@@ -26,8 +26,10 @@ Endpoints (all take ``run_id`` as text where they concern one run):
   ``/run_log(run_id, stage, offset) -> {text, offset}`` (tokens redacted);
   ``/list_presets() -> list``.
 
-Refusals (unknown or someone else's run, paths outside the run, bad configs) raise an error
-whose message says what was wrong; the client raises it as ``AppError``.
+Refusals (unknown or someone else's run, paths outside the run, bad configs, and -- with
+sign-in on, for non-admins -- server paths outside the user's datasets, the models folder
+and their own runs: ``security.check_run_paths``) raise an error whose message says what
+was wrong, one ``field: problem`` per line; the client raises it as ``AppError``.
 """
 from __future__ import annotations
 
@@ -170,6 +172,14 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
         """Start a run from run options (YAML text or a mapping) on top of a preset."""
         user = who(request)
         cfg = build_config(config, preset, workspace)
+        # Which server paths this user's run may read (datasets, models, checkpoints):
+        # refused before any run folder exists.
+        problems = security.check_run_paths(cfg, user, workspace, models_dir=models_dir,
+                                            runner=runner)
+        if problems:
+            from backend.config import ConfigError
+
+            raise _Fail(str(ConfigError(problems)))
         secret_env = _secret_env(hub_token, cfg.download_source)
         try:
             run_id = runner.submit(cfg, owner=user, name=(name or "").strip() or None,

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from backend.runner import Runner, RunnerError
+from backend.runner import Runner
 from webui import security
 from webui.form import Form
 

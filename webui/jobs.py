@@ -3,7 +3,6 @@ downloads. Renders are runner jobs (a separate process); nothing here loads a mo
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -13,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from backend.config import RunConfig, validate
+from backend.config import validate
 from backend.plan import RunFiles, StagePlan
 from backend.runner import Runner, new_run_id
 
@@ -217,11 +216,3 @@ def sample_images(progress: dict) -> list[str]:
         if p.lower().endswith((".png", ".jpg", ".jpeg", ".webp")) and Path(p).is_file():
             out.append(p)
     return out
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=2, default=str)
-
-
-def as_config(data: dict) -> RunConfig:
-    return RunConfig.model_construct(**{**RunConfig().to_dict(), **data})

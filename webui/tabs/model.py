@@ -103,10 +103,11 @@ def bind_events(ctx: Ctx) -> None:
         except ConfigError as e:
             return {c["preset_msg"]: "✗ " + "  \n".join(e.problems)}
         return {**form.to_updates(form.full_config(cfg)), c["loaded"]: cfg,
-                c["loaded_name"]: name, c["preset_msg"]: f"Loaded preset **{name}**."}
+                c["loaded_name"]: name, c["preset_msg"]: f"Loaded preset **{name}**.",
+                c["preset_diff"]: diff_markdown(cfg, cfg, name)}
 
     outputs = list(form.components.values()) + [c["loaded"], c["loaded_name"],
-                                                 c["preset_msg"]]
+                                                 c["preset_msg"], c["preset_diff"]]
     for trigger in (c["preset"].input, c["preset_load"].click):
         trigger(load, inputs={c["preset"]}, outputs=outputs, api_visibility="private")
 
