@@ -22,8 +22,10 @@ Outputs (committed):
     backend/assets/tiny-qwen-image/    the base model (QwenImagePipeline.from_pretrained loads it)
     backend/assets/demo_dataset/       8 PNGs + metadata.csv (image,prompt): "zlr style"
     backend/assets/demo_build.json     build settings, time and measured statistics
+    backend/assets/demo_base_samples.png  the verification renders (rows red/green/blue/yellow;
+                                       columns circle, square, triangle x 4 seeds)
 
-Runbook (fixed seeds; about 10-15 min on 2 CPU cores):
+Runbook (fixed seeds, one CPU thread; about 6 min on an idle 2-core machine, 15 min on a busy one):
     python -m backend.demo build --out backend/assets
 Quick smoke run (minutes; a model that barely draws, for checking the code path):
     python -m backend.demo build --out /tmp/demo --vae-steps 20 --dit-steps 20
@@ -156,7 +158,7 @@ class BuildSettings:
     vae_batch: int = 8
     vae_crop: int = 32
     vae_lr: float = 2e-4
-    vae_kl_weight: float = 1e-4
+    vae_latent_l2: float = 1e-4
     vae_latent_noise: float = 0.1
     vae_outer_lr_mult: float = 20.0
     dit_layers: int = 2
@@ -203,15 +205,15 @@ def train_vae(vae, s: BuildSettings) -> None:
         noise = s.vae_latent_noise * mean.detach().std() * torch.randn_like(mean)
         rec = vae.decoder(vae.post_quant_conv(mean + noise))
         mse = F.mse_loss(rec, x)
-        kl = mean.pow(2).mean()
-        loss = mse + s.vae_kl_weight * kl
+        l2 = mean.pow(2).mean()
+        loss = mse + s.vae_latent_l2 * l2
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(vae.parameters(), 1.0)
         opt.step()
         sched.step()
         if step % 25 == 0 or step == s.vae_steps - 1:
-            log(f"vae step {step}/{s.vae_steps} mse {mse.item():.4f} latent l2 {kl.item():.3f} ({time.time() - t0:.0f}s)")
+            log(f"vae step {step}/{s.vae_steps} mse {mse.item():.4f} latent l2 {l2.item():.3f} ({time.time() - t0:.0f}s)")
     vae.eval()
 
 
@@ -260,7 +262,12 @@ def collate_embeddings(embs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Te
 
 
 def train_transformer(pipe, s: BuildSettings) -> None:
-    """Full fine-tune of the transformer with flow matching on base images."""
+    """Full fine-tune of the transformer with flow matching on base images.
+
+    Sigmas are drawn uniformly from Qwen-Image's shifted training table; the reference's
+    loss weighting is left out here, as it gives the noisiest steps (which set colour and
+    layout) almost no weight, and a base model must learn those.
+    """
     from diffusers import QwenImagePipeline
 
     vae, transformer = pipe.vae, pipe.transformer
@@ -369,6 +376,10 @@ def shape_mask(img: np.ndarray, threshold: float = 80.0) -> np.ndarray:
     return np.linalg.norm(img.astype(np.float32) - 255.0, axis=-1) > threshold
 
 
+def rgb_list(rgb: np.ndarray) -> list[float]:
+    return [round(float(v), 1) for v in rgb]
+
+
 def image_stats(img: np.ndarray) -> dict:
     """Colour and shape read off a rendered 64x64 image (uint8 HxWx3).
 
@@ -380,7 +391,7 @@ def image_stats(img: np.ndarray) -> dict:
     mask = shape_mask(img)
     ring = np.ones(mask.shape, bool)
     ring[4:-4, 4:-4] = False
-    stats = {"shape_fraction": float(mask.mean()), "background": arr[ring].mean(0).round(1).tolist()}
+    stats = {"shape_fraction": round(float(mask.mean()), 4), "background": rgb_list(arr[ring].mean(0))}
     if mask.sum() < 16:
         return {**stats, "colour": None, "shape": None, "shape_rgb": None, "fill": None}
     rgb = arr[mask].mean(0)
@@ -388,7 +399,7 @@ def image_stats(img: np.ndarray) -> dict:
     ys, xs = np.nonzero(mask)
     fill = float(mask.sum() / ((ys.max() - ys.min() + 1) * (xs.max() - xs.min() + 1)))
     shape = "triangle" if fill < 0.64 else "circle" if fill < 0.9 else "square"
-    return {**stats, "colour": colour, "shape": shape, "shape_rgb": rgb.round(1).tolist(), "fill": round(fill, 3)}
+    return {**stats, "colour": colour, "shape": shape, "shape_rgb": rgb_list(rgb), "fill": round(fill, 3)}
 
 
 def render(pipe, prompt: str, seed: int, steps: int = SAMPLE_STEPS, cfg: float = SAMPLE_CFG) -> np.ndarray:
@@ -438,7 +449,7 @@ def verify(model_dir: Path, seeds: tuple[int, ...] = (0, 1, 2, 3), grid_path: Pa
         "shape_accuracy": round(shape_hits / n, 3),
         "shape_chance": round(1 / len(SHAPES), 3),
         "mean_shape_rgb_by_prompt_colour": {
-            c: np.mean(v, axis=0).round(1).tolist() if v else None for c, v in per_colour.items()
+            c: rgb_list(np.mean(v, axis=0)) if v else None for c, v in per_colour.items()
         },
         "zlr_prompt_background_rgb_base_model": zlr,
         "zlr_target_background_rgb": list(ZLR_PURPLE),
