@@ -28,7 +28,7 @@ Outputs (committed):
 Runbook (fixed seeds, one CPU thread; about 6 min on an idle 2-core machine, 15 min on a busy one):
     python -m backend.demo build --out backend/assets
 Quick smoke run (minutes; a model that barely draws, for checking the code path):
-    python -m backend.demo build --out /tmp/demo --vae-steps 20 --dit-steps 20
+    python -m backend.demo build --out /tmp/demo --vae_steps 20 --dit_steps 20
 """
 
 from __future__ import annotations
@@ -170,6 +170,28 @@ class BuildSettings:
     dit_lr: float = 2e-3
     caption_dropout: float = 0.1
     verify_seeds: int = 4
+
+
+SETTING_HELP = {
+    "seed": "seed of the weights, data and noise",
+    "threads": "torch CPU threads (1 is fastest on a shared machine)",
+    "vae_steps": "VAE training steps",
+    "vae_batch": "VAE images per step",
+    "vae_crop": "VAE training crop size in pixels (multiple of 8)",
+    "vae_lr": "VAE learning rate of the normalised trunk",
+    "vae_latent_l2": "weight of the L2 pull on the VAE latents",
+    "vae_latent_noise": "latent noise during VAE training, relative to the latents' spread",
+    "vae_outer_lr_mult": "learning-rate multiplier of the VAE's input/output convolutions",
+    "dit_layers": "transformer blocks",
+    "dit_heads": "transformer attention heads",
+    "dit_head_dim": "transformer head size (multiple of 16)",
+    "dit_images": "base images the transformer trains on",
+    "dit_steps": "transformer training steps",
+    "dit_batch": "transformer samples per step",
+    "dit_lr": "transformer learning rate",
+    "caption_dropout": "share of captions replaced by the empty prompt (for CFG)",
+    "verify_seeds": "seeds per prompt in the verification renders",
+}
 
 
 def log(msg: str) -> None:
@@ -510,7 +532,7 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("--out", type=Path, default=Path(__file__).parent / "assets", help="output folder (default backend/assets)")
     defaults = BuildSettings()
     for name, value in asdict(defaults).items():
-        b.add_argument("--" + name.replace("_", "-"), type=type(value), default=value, dest=name)
+        b.add_argument("--" + name, type=type(value), default=value, help=f"{SETTING_HELP[name]} (default {value})")
     args = parser.parse_args(argv)
     settings = BuildSettings(**{k: getattr(args, k) for k in asdict(defaults)})
     build(args.out, settings)

@@ -144,8 +144,8 @@ def test_demo_dataset_is_a_style_the_base_model_does_not_draw(demo_pipe):
 def test_demo_build_smoke(tmp_path):
     from backend.demo import main
 
-    main(["build", "--out", str(tmp_path), "--vae-steps", "2", "--dit-steps", "2", "--dit-images", "8",
-          "--dit-batch", "4", "--verify-seeds", "1"])
+    main(["build", "--out", str(tmp_path), "--vae_steps", "2", "--dit_steps", "2", "--dit_images", "8",
+          "--dit_batch", "4", "--verify_seeds", "1"])
     from diffusers import QwenImagePipeline
 
     QwenImagePipeline.from_pretrained(tmp_path / "tiny-qwen-image")
