@@ -326,6 +326,11 @@ def bind_events(ctx: Ctx) -> None:
             return {c["run_msg"]: f"✗ Not started: {len(problems)} problem(s) in the form. "
                     f"Each is shown next to its field (tabs Model, Dataset, Training).",
                     c["run_problems"]: "\n".join(f"- `{p}`" for p in problems)}
+        paths = security.check_run_paths(cfg, ctx.owner(request), ctx.workspace,
+                                         models_dir=ctx.models_dir, runner=ctx.runner)
+        if paths:
+            return {c["run_msg"]: f"✗ Not started: {len(paths)} path(s) not allowed.",
+                    c["run_problems"]: "\n".join(f"- `{p}`" for p in paths)}
         env = secret_env(data[c["hub_token"]], cfg.download_source)
         try:
             run_id = ctx.runner.submit(cfg, owner=ctx.owner(request),
