@@ -36,7 +36,7 @@ def test_no_shell_strings_anywhere():
                     offenders.append(f"{p.relative_to(ROOT)}:{node.lineno} os.{name}")
                 for kw in node.keywords:
                     if kw.arg == "shell" and getattr(kw.value, "value", False) is True:
-                        offenders.append(f"{p.relative_to(ROOT)}:{node.lineno} shell=True")
+                        offenders.append(f"{p.relative_to(ROOT)}:{node.lineno} shell" "=True")
     assert offenders == []
 
 
