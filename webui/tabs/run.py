@@ -30,7 +30,8 @@ STATUS_ICON = {"queued": "○", "running": "▶", "succeeded": "✓", "failed": 
 
 def new_log_state(run_id: str | None = None) -> dict:
     return {"run": run_id, "stage": None, "offset": 0, "raw": "", "samples": None,
-            "losses": None, "final": False, "failure": None, "gpu": None}
+            "losses": None, "final": False, "failure": None, "gpu": None,
+            "stage_names": None}
 
 
 def create_ui(ctx: Ctx) -> None:
@@ -217,11 +218,16 @@ def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
         prog = with_sample_counts(ctx.runner.progress(run["id"]))
     except RunnerError:
         prog = None
-    out["run_head"] = head_markdown(run)
-    out["run_progress"] = progress_html(prog)
-    out["run_stages"] = stages_html(run, prog)
+    shown = state.setdefault("shown", {})
+    for key, value in (("run_head", head_markdown(run)), ("run_progress", progress_html(prog)),
+                       ("run_stages", stages_html(run, prog))):
+        if shown.get(key) != value:  # send only what changed since the last tick
+            shown[key] = value
+            out[key] = value
     names = ["auto"] + [s["name"] for s in run.get("stages", [])]
-    out["log_stage"] = gr.Radio(choices=names, value=choice if choice in names else "auto")
+    if names != state.get("stage_names"):  # a component update only when the list changes
+        state["stage_names"] = names
+        out["log_stage"] = gr.Radio(choices=names, value=choice if choice in names else "auto")
 
     # log, by offset
     stage = pick_log_stage(run, choice)
