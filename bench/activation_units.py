@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.results_io import write_result  # noqa: E402
 
 TARGETS = ("to_q,to_k,to_v,add_q_proj,add_k_proj,add_v_proj,to_out.0,to_add_out,"
            "img_mlp.net.2,img_mod.1,txt_mlp.net.2,txt_mod.1").split(",")
@@ -110,10 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"date": time.strftime("%Y-%m-%d"),
               "machine": f"{platform.machine()}, CPU only", "torch": torch.__version__,
               "seconds": round(time.time() - t0, 1), "regimes": rows}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
-    return result
+    return write_result(args.out, result)
 
 
 if __name__ == "__main__":

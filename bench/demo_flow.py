@@ -24,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.results_io import write_result  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -84,10 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{args.preset}: {result['status']} in {result['wall_s']} s "
           + ", ".join(f"{k} {v['seconds']} s" for k, v in stages.items())
           + f"; {result['train_steps']} steps, {result['sample_images']} images")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
-    return result
+    return write_result(out, result)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.results_io import write_result  # noqa: E402
 
 PRESETS = ("qwen_image_single_gpu", "qwen_image_low_vram", "qwen_image_multi_gpu_zero2")
 PUBLISHED = {  # peak VRAM of Qwen-Image LoRA at 1024x1024 reported by other tools
@@ -45,10 +46,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"date": time.strftime("%Y-%m-%d"), "size": args.size,
               "config": "bench/qwen_image_transformer_config.json",
               "published_for_comparison": PUBLISHED, "presets": rows}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
-    return result
+    return write_result(args.out, result)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.results_io import write_result  # noqa: E402
 
 MODES = {"no_offload": "qwen_image_single_gpu", "low_vram": "qwen_image_low_vram"}
 SHARD_BYTES = 2 * 10**9
@@ -434,10 +435,7 @@ def main(argv: list[str] | None = None) -> dict:
                   f"{r['transfer_bound_s']} s", flush=True)
             if r["exit_code"] != 0:
                 print(r["log_tail"], flush=True)
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-        print(f"[bench] wrote {args.out}", flush=True)
-        return result
+        return write_result(args.out, result, prefix="[bench] ")
     finally:
         if own_work and not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -35,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.results_io import write_result  # noqa: E402
 
 WRITER = ("import sys, time\n"
           "n, dt = int(sys.argv[1]), float(sys.argv[2])\n"
@@ -182,10 +183,7 @@ def main(argv: list[str] | None = None) -> dict:
                     ui.wait(timeout=20)
                 except (ProcessLookupError, subprocess.TimeoutExpired):
                     os.killpg(ui.pid, signal.SIGKILL)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
-    return result
+    return write_result(args.out, result)
 
 
 if __name__ == "__main__":

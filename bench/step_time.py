@@ -34,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.results_io import write_result  # noqa: E402
 
 LR = 1e-4
 SEED = 42
@@ -216,10 +217,7 @@ def main(argv: list[str] | None = None) -> dict | None:
           f"(median of rounds; pooled {result['pooled_ratio']}, rounds "
           f"{result['ratio_range'][0]}-{result['ratio_range'][1]}; target <= "
           f"{result['target_ratio']})")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
-    return result
+    return write_result(args.out, result)
 
 
 if __name__ == "__main__":
