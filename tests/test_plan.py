@@ -444,7 +444,9 @@ if acc.state.deepspeed_plugin is not None:
     info.update(train_batch_size=model.train_batch_size(),
                 micro=model.train_micro_batch_size_per_gpu(),
                 stage=model.zero_optimization_stage())
-print("PROBE " + json.dumps(info), flush=True)
+# One file per rank: ranks share stdout, so their lines can interleave.
+with open(f"probe_rank{info['rank']}.json", "w") as f:
+    json.dump(info, f)
 """
 
 
@@ -457,8 +459,8 @@ def launch_probe(tmp_path: Path, plan: StagePlan) -> list[dict]:
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(tmp_path),
                           timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    return sorted((json.loads(x[len("PROBE "):]) for x in proc.stdout.splitlines()
-                   if x.startswith("PROBE ")), key=lambda r: r["rank"])
+    return sorted((json.loads(f.read_text()) for f in tmp_path.glob("probe_rank*.json")),
+                  key=lambda r: r["rank"])
 
 
 def test_plain_two_process_cpu_launch_runs_two_ranks(tmp_path):
