@@ -6,8 +6,9 @@ workspace for the whole module. The tests that only read the CPU demo run share 
 reload mid-run and see the same run continue, see it succeed. Then: the results grid (and a
 new render), downloads (LoRA in diffusers and ComfyUI keys, the whole run as a zip), a form
 error shown next to its field with no run started, stopping a run, the language switch, and
-a dataset upload with caption editing. The README screenshots (docs/screenshots/) are taken
-here.
+a dataset upload with caption editing. The README screenshots are taken here: set
+``ZEROLORA_SCREENSHOTS=docs/screenshots`` to refresh them; otherwise they go to a temporary
+folder so a test run never changes tracked files.
 
 Chromium is the system's (/usr/bin/chromium); nothing is downloaded.
 """
@@ -32,7 +33,8 @@ pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-SHOTS = REPO / "docs" / "screenshots"
+SHOTS = Path(os.environ.get("ZEROLORA_SCREENSHOTS") or
+             Path(os.environ.get("TMPDIR", "/tmp")) / f"zerolora-screenshots-{os.getpid()}")
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
