@@ -86,7 +86,9 @@ def write_accelerate_config(folder: Path, name: str = "plain", *, zero_stage: in
         cfg["use_cpu"] = False  # DeepSpeed picks its CPU accelerator by itself
         del cfg["mixed_precision"]  # the DeepSpeed JSON decides ("auto": off here)
     else:
-        cfg["distributed_type"] = "MULTI_CPU" if num_processes > 1 else "NO"
+        # Several CPU processes: accelerate spawns them itself only for MULTI_GPU with
+        # use_cpu (MULTI_CPU expects an external MPI launcher), as plan.py writes it.
+        cfg["distributed_type"] = "MULTI_GPU" if num_processes > 1 else "NO"
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path

@@ -289,6 +289,31 @@ def test_stop_and_resume(signed_in_app, tiny_model_dir):
     assert wait_done(bob, first)["status"] == "stopped"
 
 
+def test_resume_checks_the_runs_paths_again(signed_in_app, tiny_model_dir):
+    ws = signed_in_app.workspace
+    bob = client(signed_in_app, "bob")
+    own = ws / "datasets" / "bob" / "resume-cats"
+    own.mkdir(parents=True)
+    (own / "a.txt").write_text("a caption")
+    slow = sample_config(tiny_model_dir, sample_steps=200, sample_prompts=["a", "b", "c"],
+                         dataset_base_path=str(own))
+    rid = bob.predict(config=slow, preset="", name="relinked", hub_token="",
+                      api_name="/start_run")["run_id"]
+    stop_at_once(bob, rid)
+    # Since it started, a link to someone else's file appeared in bob's dataset folder.
+    carols = ws / "datasets" / "carol" / "secret.txt"
+    carols.parent.mkdir(parents=True, exist_ok=True)
+    carols.write_text("carol's")
+    (own / "b.txt").symlink_to(carols)
+    with pytest.raises(AppError, match="dataset_base_path: 'b.txt' is a link"):
+        bob.predict(run_id=rid, hub_token="", api_name="/resume_run")
+    status = bob.predict(run_id=rid, api_name="/run_status")
+    assert status["status"] == "stopped" and status["attempt"] == 1
+    (own / "b.txt").unlink()
+    assert bob.predict(run_id=rid, hub_token="", api_name="/resume_run")["attempt"] == 2
+    stop_at_once(bob, rid)
+
+
 def test_without_sign_in_the_one_local_user_may_use_any_path(open_app, tiny_model_dir):
     c = client(open_app)
     run = start(c, tiny=tiny_model_dir, dataset_base_path="/etc", models_dir="/")

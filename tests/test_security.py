@@ -424,7 +424,8 @@ def test_passwords_are_kept_as_salted_hashes(tmp_path):
 
 
 # ---------------------------------------------------------------------------- served app
-USERS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "carol": "carol-pw-3"}
+USERS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "carol": "carol-pw-3",
+         "dave": "dave-pw-4"}  # dave: locked out by the sign-in limit test
 
 
 @pytest.fixture(scope="module")
@@ -561,3 +562,24 @@ def test_signed_in_users_get_no_file_outside_the_served_copies(app):
     planted.mkdir()
     (planted / "db").symlink_to(ws / "zerolora.sqlite")
     assert bob.get(file_url(planted / "db")).status_code == 403
+
+
+def test_repeated_failed_sign_ins_are_refused_with_the_time_to_wait(app):
+    anon = httpx.Client(base_url=app.url, timeout=30, trust_env=False)
+    assert "after 5 failed attempts a user name is paused for 5 minutes" in anon.get("/").text
+    for _ in range(5):
+        r = anon.post("/login", data={"username": "dave", "password": "not-daves"})
+        assert r.status_code == 400, r.text
+    # Now even the right password is refused (the browser's form posts multipart).
+    for send in ({"data": {"username": "dave", "password": USERS["dave"]}},
+                 {"files": {"username": (None, "dave"), "password": (None, USERS["dave"])}}):
+        r = anon.post("/login", **send)
+        assert r.status_code == 429, r.text
+        assert r.json()["detail"].startswith(
+            "sign-in: too many failed attempts for user name 'dave' (5 within 5 minutes); "
+            "wait ")
+        assert 0 < int(r.headers["retry-after"]) <= 300
+        assert "access-token" not in str(r.cookies)
+    assert USERS["dave"] not in app.log() and "not-daves" not in app.log()
+    # Other users from the same address still sign in.
+    assert "fetch_output" in app.login("bob", USERS["bob"]).get("/").text

@@ -356,6 +356,79 @@ def test_train_zero3_two_processes(tmp_path, models_root, tiny_model_dir, stage1
     check_lora(out / "epoch-14.safetensors", tiny_model_dir, base_loss, stage1_cache)
 
 
+@pytest.mark.timeout(900)
+def test_train_deepspeed_config_optimizer(tmp_path, models_root, tiny_model_dir, stage1_cache,
+                                          base_loss):
+    """A DeepSpeed JSON that defines its own optimizer: DeepSpeed builds it, with the run's
+    learning rate and weight decay filled in for its "auto" values."""
+    ds = {**ZERO2, "optimizer": {"type": "AdamW",
+                                 "params": {"lr": "auto", "weight_decay": "auto"}}}
+    acc = write_accelerate_config(tmp_path, "z2opt", ds_config=ds)
+    out = tmp_path / "out"
+    proc = run_stage(train_args(models_root, stage1_cache, out, "--num_epochs", "100",
+                                "--max_steps", "40", "--save_steps", "40",
+                                "--lr_warmup_steps", "4"), config_file=acc)
+    assert_ok(proc)
+    assert "optimizer AdamW from the DeepSpeed config" in proc.stdout
+    assert "lr_warmup_steps is not applied" in proc.stdout
+    check_progress(out, total=40)
+    check_lora(out / "step-40.safetensors", tiny_model_dir, base_loss, stage1_cache)
+
+
+@pytest.mark.timeout(1200)
+def test_train_two_processes_without_deepspeed(tmp_path, models_root, tiny_model_dir,
+                                               stage1_cache, base_loss):
+    """Plain data parallel (two CPU processes, gloo) with the reference's
+    --find_unused_parameters for the last block's unused text branch."""
+    acc = write_accelerate_config(tmp_path, "ddp", num_processes=2)
+    out = tmp_path / "out"
+    proc = run_stage(train_args(models_root, stage1_cache, out, "--num_epochs", "15",
+                                "--find_unused_parameters"), config_file=acc,
+                     env={"ACCELERATE_USE_CPU": "true"})
+    assert_ok(proc)
+    events = check_progress(out, total=30)  # 4 samples / 2 processes = 2 steps per epoch
+    assert events[0]["num_processes"] == 2
+    assert len(list(out.glob("epoch-*.safetensors"))) == 15
+    check_lora(out / "epoch-14.safetensors", tiny_model_dir, base_loss, stage1_cache)
+
+
+@pytest.mark.timeout(900)
+def test_stage1_two_processes_writes_the_same_cache(tmp_path, models_root, demo_dataset,
+                                                    stage1_cache):
+    """Stage 1 split over two processes writes every sample once, bit-identical to the
+    one-process cache, under one manifest."""
+    import torch
+    from safetensors.torch import load_file
+
+    from backend.cache import read_manifest
+
+    acc = write_accelerate_config(tmp_path, "x2", num_processes=2)
+    out = tmp_path / "cache2"
+    args = ["--task", "sft:data_process", "--models_dir", models_root, "--offline",
+            "--dataset_base_path", demo_dataset,
+            "--dataset_metadata_path", demo_dataset / "metadata.csv", "--output_path", out]
+    # Without a GPU, accelerate runs the two processes as one each unless told to use the
+    # CPU: the stage refuses that launch, naming the fix, before it encodes anything.
+    refused = run_stage(args, config_file=acc)
+    assert refused.returncode != 0
+    assert "ACCELERATE_USE_CPU=true" in refused.stdout + refused.stderr
+    assert not list(out.glob("*.safetensors"))
+    proc = run_stage(args, config_file=acc, env={"ACCELERATE_USE_CPU": "true"})
+    assert_ok(proc)
+    assert "2 process(es)" in proc.stdout
+    one, two = read_manifest(stage1_cache), read_manifest(out)
+    assert [e["file"] for e in two["samples"]] == [e["file"] for e in one["samples"]]
+    assert sorted(p.name for p in out.glob("*.safetensors")) == sorted(
+        e["file"] for e in one["samples"])
+    for e in one["samples"]:
+        a, b = load_file(stage1_cache / e["file"]), load_file(out / e["file"])
+        assert a.keys() == b.keys()
+        for k in a:
+            assert torch.equal(a[k], b[k]), (e["file"], k)
+    end = read_progress(out / "progress.jsonl")[-1]
+    assert end["status"] == "succeeded" and end["encoded"] == len(one["samples"])
+
+
 @pytest.mark.timeout(600)
 def test_one_shot_sft(tmp_path, models_root, tiny_model_dir, demo_dataset, stage1_cache,
                       base_loss, plain_accelerate_config):

@@ -15,6 +15,9 @@ Runbook (GPU, the low-VRAM recipe: stage 1 plain, stage 2 under ZeRO-3 CPU offlo
       --output_path ./models/train/Qwen-Image_lora
 
 (the reference trainer's flags; ``--config run.yaml`` reads a run config first, flags win).
+Stage 1 holds the text encoder and VAE on the GPU together (~19 GB); on a smaller GPU add
+``--data_process_offload model`` (one at a time, ~17 GB) or ``sequential`` (weights stream
+from host RAM module by module, ~3 GB). The cache is the same either way.
 
 Tiny CPU run from the repository root (the committed demo model and data set; seconds)::
 
@@ -40,7 +43,8 @@ Exit codes: 0 succeeded; 1 failed (final event ``end`` status failed with a one-
 reason; traceback in the log); 2 invalid options (nothing started); 143 stopped by SIGTERM
 (SIGINT too): training finishes the current optimizer step, saves ``state/`` and a LoRA
 ``step-{N}.safetensors``, writes ``end`` status stopped, and exits 143. Stage 1 stops
-between samples; finished samples stay cached.
+between samples (with ``data_process_offload model``, between two prompts or two images);
+finished samples stay cached.
 """
 from __future__ import annotations
 
@@ -165,12 +169,18 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
 
     accelerator = Accelerator()
     rank, world = process_info(accelerator)
+    check_processes(accelerator, world)
     dtype = weight_dtype(accelerator.mixed_precision)
+    offload = cfg.data_process_offload
     log(f"[data_process] {len(records)} samples -> {cfg.output_path} "
-        f"({world} process(es), {accelerator.device}, {dtype})")
+        f"({world} process(es), {accelerator.device}, {dtype}, offload {offload})")
+    if offload != "none" and accelerator.device.type != "cuda":
+        log(f"[data_process] data_process_offload {offload} saves no memory without a GPU "
+            f"(weights and compute are both in host RAM); it runs all the same")
     result = build_cache(
-        cfg, records, lambda: adapter.load_encoder(dirs, dtype, accelerator.device), model_fp,
-        rank=rank, world=world,
+        cfg, records,
+        lambda: adapter.load_encoder(dirs, dtype, accelerator.device, offload=offload),
+        model_fp, rank=rank, world=world,
         barrier=accelerator.wait_for_everyone, progress=progress, should_stop=stopper.is_set,
         log=log)
     fields = {k: result[k] for k in ("total", "encoded", "reused")}
@@ -222,6 +232,20 @@ def process_info(accelerator) -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return accelerator.process_index, accelerator.num_processes
+
+
+def check_processes(accelerator, world: int) -> None:
+    """Refuse a launch where torch.distributed has several processes but accelerate sees
+    one (a CPU launch without ``ACCELERATE_USE_CPU=true``): accelerate would neither sync
+    gradients nor wait between processes, and every process would write the same files."""
+    from accelerate.utils import DistributedType
+
+    if world > accelerator.num_processes and accelerator.distributed_type == DistributedType.NO:
+        raise StageError(
+            f"num_processes: {world} processes were launched but accelerate runs them as "
+            f"independent single processes (got distributed_type NO; allowed a distributed "
+            f"launch). Without a GPU set ACCELERATE_USE_CPU=true in the environment, as the "
+            f"run's commands.sh does.")
 
 
 def first_item(batch: list) -> Any:
@@ -294,6 +318,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     dtype = weight_dtype(accelerator.mixed_precision)
     set_seed(cfg.seed)
     rank, world = process_info(accelerator)
+    check_processes(accelerator, world)
     is_main = rank == 0
     out = Path(cfg.output_path)
     out.mkdir(parents=True, exist_ok=True)
@@ -565,6 +590,11 @@ def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None):
 
     if ds_config and "optimizer" in ds_config:
         from accelerate.utils import DummyOptim
+        kind = ds_config["optimizer"].get("type", "?")
+        log(f"[train] optimizer {kind} from the DeepSpeed config (lr and weight_decay 'auto' "
+            f"take learning_rate and weight_decay)" + (
+                "; lr_warmup_steps is not applied: DeepSpeed owns the optimizer, so give its "
+                "config a scheduler block for warm-up" if cfg.lr_warmup_steps else ""))
         return DummyOptim(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     offload = ((ds_config or {}).get("zero_optimization", {}).get("offload_optimizer") or {}
                ).get("device", "none")
