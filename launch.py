@@ -320,11 +320,11 @@ def launch_settings(args: argparse.Namespace, workspace: Path, models_dir: Path 
     # get the login page without the API description in it.
     app_kwargs: dict = {"openapi_url": None}
     if creds is not None:
-        app_kwargs["middleware"] = [Middleware(security.LoginWall)]
+        app_kwargs["middleware"] = [Middleware(security.LoginWall, limiter=creds.limiter)]
     return dict(
         server_name=args.host, server_port=args.port, share=args.share,
         auth=creds.check_async if creds is not None else None,
-        auth_message="ZeroLoRA: sign in" if creds is not None else None,
+        auth_message=security.login_message(creds) if creds is not None else None,
         # Only copies of checked files under random names: never the repo, the workspace
         # root, the models folder or other users' exports.
         allowed_paths=[str(served)], blocked_paths=blocked,

@@ -19,7 +19,8 @@ Endpoints (all take ``run_id`` as text where they concern one run):
   run's stages through their environment only.
 - ``/run_status(run_id) -> dict``; ``/run_progress(run_id) -> dict``;
   ``/stop_run(run_id) -> dict``; ``/resume_run(run_id, hub_token) -> dict`` (a stopped or
-  failed run continues from its saved state); ``/list_runs() -> list``;
+  failed run continues from its saved state, after its paths pass the start checks again:
+  ``security.check_resume_paths``); ``/list_runs() -> list``;
   ``/list_outputs(run_id) -> list[{file, bytes}]``;
   ``/fetch_output(run_id, path) -> file`` (``path``: a listed ``file``; the client downloads
   it and returns its local path);
@@ -219,6 +220,13 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
     def resume_run(run_id: str, hub_token: str = "", request: gr.Request = None) -> dict:
         """Continue a stopped or failed run (training from its saved state)."""
         run = checked_run(run_id, request)
+        # Checked again: the run's files or the folders it reads may have changed since.
+        problems = security.check_resume_paths(runner, run, who(request), workspace,
+                                               models_dir=models_dir)
+        if problems:
+            from backend.config import ConfigError
+
+            raise _Fail(str(ConfigError(problems)))
         source = (yaml.safe_load(run.get("config_yaml") or "") or {}).get("download_source")
         secret_env = _secret_env(hub_token, source if isinstance(source, str) else None)
         try:

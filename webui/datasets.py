@@ -3,6 +3,13 @@
 A dataset folder holds images plus either ``metadata.csv`` (columns image,prompt) or one
 same-named ``.txt`` caption per image -- the two layouts ``backend.data`` reads. Captions are
 read and written here; checking them is ``backend.data.validate_dataset``.
+
+Who may touch which folder (``webui.security``): every function here takes the signed-in
+``user`` (None with sign-in off) and the ``workspace``. With sign-in on, uploads go under
+``{workspace}/datasets/<user>/`` (``security.user_dataset_root``), where that user's runs
+may read them; a non-admin reads captions and thumbnails only where their runs may read
+(``security.check_dataset_paths``) and writes captions only under their own folder. A
+refusal is a ``DatasetFolderError`` whose text names the field and what is allowed.
 """
 from __future__ import annotations
 
@@ -25,16 +32,51 @@ class DatasetFolderError(ValueError):
     """A problem with an upload or a caption table, worded for people."""
 
 
-def datasets_root(workspace: Path) -> Path:
-    return Path(workspace) / "datasets"
+def datasets_root(workspace: Path, user: str | None = None) -> Path:
+    """Where ``user``'s uploads go: ``{workspace}/datasets/<user>/`` with sign-in on (admins
+    too: one folder per user, so no upload name can land in another user's folder),
+    ``{workspace}/datasets/`` with sign-in off."""
+    from webui import security
+
+    if user is None:
+        if security.policy().auth_enabled:
+            raise DatasetFolderError("user: sign in first (got no user; allowed a signed-in "
+                                     "user)")
+        return Path(workspace) / security.DATASETS_DIR
+    try:
+        return security.user_dataset_root(workspace, user)
+    except security.AccessDenied as e:
+        raise DatasetFolderError(str(e)) from None
 
 
-def new_dataset_dir(workspace: Path, name: str) -> Path:
+def access_problems(base: str | None, metadata: str | None, user: str | None,
+                    workspace: Path, *, write: bool = False, runner=None) -> list[str]:
+    """What ``user`` may not read (``write``: write captions into) of a dataset folder and
+    metadata file, as ``field: problem`` lines (``security.check_dataset_paths``)."""
+    from webui import security
+
+    return security.check_dataset_paths(base or "", metadata or None, user, workspace,
+                                        write=write, runner=runner)
+
+
+def _check_access(base, metadata, user, workspace, write=False, runner=None) -> None:
+    problems = access_problems(base, metadata, user, workspace, write=write, runner=runner)
+    if problems:
+        raise DatasetFolderError("\n".join(problems))
+
+
+def new_dataset_dir(workspace: Path, name: str, user: str | None = None) -> Path:
     name = (name or "").strip()
     if not NAME.match(name):
         raise DatasetFolderError(f"name: not a folder name (got {name!r}; allowed letters, "
                                  f"digits, _ . - up to 80 characters)")
-    folder = datasets_root(workspace) / name
+    root = datasets_root(workspace, user)
+    folder = root / name
+    if root.is_symlink() or folder.is_symlink():
+        raise DatasetFolderError(f"name: the dataset folder is a link (got {str(folder)!r}; "
+                                 f"allowed a folder under {root})")
+    # Uploads land where this user's own runs may read them (and nowhere else).
+    _check_access(str(folder), None, user, workspace, write=True)
     if folder.exists() and any(folder.iterdir()):
         raise DatasetFolderError(f"name: a dataset with this name already exists (got "
                                  f"{name!r}; allowed a new name)")
@@ -53,8 +95,10 @@ def _extract_zip(src: Path, dest: Path) -> list[Path]:
         raise DatasetFolderError(str(e)) from None
 
 
-def add_uploads(workspace: Path, name: str, uploads: list[str]) -> tuple[Path, str | None, list[str]]:
-    """Copy uploaded images/captions (and the contents of zips) into a new dataset folder.
+def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None = None
+                ) -> tuple[Path, str | None, list[str]]:
+    """Copy uploaded images/captions (and the contents of zips) into a new dataset folder
+    under ``datasets_root(workspace, user)``.
 
     Returns (folder, metadata file or None, notes). A zip holding a single top folder is
     flattened into the dataset folder.
@@ -62,7 +106,7 @@ def add_uploads(workspace: Path, name: str, uploads: list[str]) -> tuple[Path, s
     if not uploads:
         raise DatasetFolderError("files: nothing uploaded (allowed images, .txt captions, "
                                  "metadata.csv or a .zip of them)")
-    folder = new_dataset_dir(workspace, name)
+    folder = new_dataset_dir(workspace, name, user)
     notes: list[str] = []
     try:
         for raw in uploads:
@@ -119,8 +163,12 @@ def _clean_name(name: str) -> str:
 
 
 # ---------------------------------------------------------------------- captions
-def read_captions(base: str, metadata: str | None) -> list[list[str]]:
-    """[[image (relative to base), caption], ...] of a dataset folder, without the trigger."""
+def read_captions(base: str, metadata: str | None, *, user: str | None, workspace: Path,
+                  runner=None) -> list[list[str]]:
+    """[[image (relative to base), caption], ...] of a dataset folder, without the trigger.
+
+    Refused (``DatasetFolderError``) for a folder ``user`` may not read."""
+    _check_access(base, metadata, user, workspace, runner=runner)
     folder = Path(base or "").expanduser()
     if not base or not folder.is_dir():
         raise DatasetFolderError(f"dataset_base_path: folder not found (got {base!r})")
@@ -154,11 +202,14 @@ def _read_rows(meta: Path) -> list[dict]:
                              f"allowed .csv, .json, .jsonl)")
 
 
-def save_captions(base: str, metadata: str | None, rows: list[list]) -> int:
+def save_captions(base: str, metadata: str | None, rows: list[list], *, user: str | None,
+                  workspace: Path) -> int:
     """Write the table back (metadata file, or one .txt per image); returns rows written.
 
     Only images already in the folder are touched; other columns of a metadata file are kept.
+    Refused (``DatasetFolderError``, nothing written) outside ``user``'s own folders.
     """
+    _check_access(base, metadata, user, workspace, write=True)
     folder = Path(base or "").expanduser().resolve()
     if not base or not folder.is_dir():
         raise DatasetFolderError(f"dataset_base_path: folder not found (got {base!r})")
@@ -202,8 +253,12 @@ def save_captions(base: str, metadata: str | None, rows: list[list]) -> int:
     return len(table)
 
 
-def image_paths(base: str, rows: list[list], limit: int = 48) -> list[tuple[str, str]]:
-    """(path, caption) of the first images of the table, for a preview gallery."""
+def image_paths(base: str, rows: list[list], limit: int = 48, *, user: str | None,
+                workspace: Path, runner=None) -> list[tuple[str, str]]:
+    """(path, caption) of the first images of the table, for a preview gallery.
+
+    Refused (``DatasetFolderError``) for a folder ``user`` may not read."""
+    _check_access(base, None, user, workspace, runner=runner)
     folder = Path(base or "").expanduser().resolve()
     out = []
     for r in rows[:limit]:

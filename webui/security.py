@@ -16,7 +16,12 @@ within a second). The rules, in one place:
 - ``check_run_paths(cfg, user, workspace, ...)``: with sign-in on, a non-admin's run reads
   only their own datasets (``{workspace}/datasets/<user>/``, ``user_dataset_root``), the
   bundled demo, the server's models folder and their own runs; output locations and
-  download mirrors are not theirs to set. Called before every ``runner.submit``.
+  download mirrors are not theirs to set. Called before every ``runner.submit``;
+  ``check_resume_paths`` checks a run again, as its files are now, before it resumes.
+  ``check_dataset_paths``: the same rule for the Dataset tab's reads and caption writes.
+- Sign-in: ``Credentials`` keeps salted hashes; its ``LoginLimiter`` refuses a user name
+  after 5 failed attempts within 5 minutes, for 5 minutes (even the right password), and
+  ``LoginWall`` answers such sign-ins 429 with the time to wait (also per client address).
 - Hub tokens typed into the UI live in this process's memory only: ``remember_secret`` adds
   one to what ``redact`` hides in log text shown in the UI.
 """
@@ -25,6 +30,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import math
 import os
 import re
 import secrets
@@ -420,11 +426,100 @@ def is_password_hash(text: str) -> bool:
     return len(parts) == 4 and parts[0] == HASH_SCHEME and parts[1].isdigit()
 
 
+class LoginLimiter:
+    """Failed sign-ins, counted per user name and per client address, in memory.
+
+    After ``max_failures`` failures for one name within ``window_s`` seconds, that name is
+    refused for ``window_s`` seconds -- the right password too; one address gets
+    ``max_address_failures`` (more: people behind one proxy or NAT share an address).
+    ``clock`` (seconds, monotonic) is injectable so tests need not wait. Only names and
+    addresses are kept here, never passwords.
+    """
+
+    def __init__(self, max_failures: int = 5, window_s: float = 300.0,
+                 max_address_failures: int = 20, clock=time.monotonic,
+                 max_keys: int = 10_000):
+        self.max_failures = max_failures
+        self.max_address_failures = max_address_failures
+        self.window_s = float(window_s)
+        self.clock = clock
+        self.max_keys = max_keys
+        self._failures: dict[tuple[str, str], list[float]] = {}
+        self._locked: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _keys(user: str | None, address: str | None) -> list[tuple[str, str]]:
+        return ([("user", user)] if user else []) + ([("address", address)] if address else [])
+
+    def _limit(self, key: tuple[str, str]) -> int:
+        return self.max_failures if key[0] == "user" else self.max_address_failures
+
+    def _prune(self, now: float) -> None:
+        for key in [k for k, until in self._locked.items() if until <= now]:
+            del self._locked[key]
+        for key in list(self._failures):
+            recent = [t for t in self._failures[key] if now - t < self.window_s]
+            if recent:
+                self._failures[key] = recent
+            else:
+                del self._failures[key]
+        for table in (self._failures, self._locked):  # a flood of made-up names
+            while len(table) > self.max_keys:
+                table.pop(next(iter(table)))
+
+    def wait_s(self, user: str | None = None, address: str | None = None) -> float:
+        """Seconds before ``user`` (from ``address``) may try again; 0: now."""
+        with self._lock:
+            now = self.clock()
+            self._prune(now)
+            return max([self._locked.get(k, now) - now for k in self._keys(user, address)]
+                       + [0.0])
+
+    def failed(self, user: str | None = None, address: str | None = None) -> None:
+        """Count one failed sign-in; the name (address) is locked at its limit."""
+        with self._lock:
+            now = self.clock()
+            self._prune(now)
+            for key in self._keys(user, address):
+                times = self._failures.setdefault(key, [])
+                times.append(now)
+                if len(times) >= self._limit(key):
+                    self._locked[key] = now + self.window_s
+                    del self._failures[key]
+
+    def succeeded(self, user: str | None = None) -> None:
+        """A correct sign-in clears the name's earlier failures (not a lock)."""
+        with self._lock:
+            self._failures.pop(("user", user or ""), None)
+
+    def refusal(self, user: str | None = None, address: str | None = None) -> str | None:
+        """The message for a refused attempt (None: it may go ahead)."""
+        with self._lock:
+            now = self.clock()
+            self._prune(now)
+            waits = [(self._locked[k] - now, k) for k in self._keys(user, address)
+                     if k in self._locked]
+        if not waits:
+            return None
+        wait, key = max(waits)
+        minutes, seconds = divmod(math.ceil(wait), 60)
+        when = f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+        who = f"user name {key[1]!r}" if key[0] == "user" else "your address"
+        return (f"sign-in: too many failed attempts for {who} ({self._limit(key)} within "
+                f"{self.window_s / 60:g} minutes); wait {when} and try again")
+
+
 @dataclass
 class Credentials:
-    """Users and their salted password hashes, in memory; ``check`` is gradio's ``auth``."""
+    """Users and their salted password hashes, in memory; ``check`` is gradio's ``auth``.
+
+    ``limiter`` counts failures per user name: a name locked by it is refused even with
+    the right password (``LoginWall`` adds the client address and the message to wait).
+    """
 
     hashes: dict[str, str] = field(default_factory=dict)
+    limiter: LoginLimiter | None = field(default_factory=LoginLimiter, repr=False)
 
     def add(self, user: str, password_or_hash: str, iterations: int = 100_000) -> None:
         if is_password_hash(password_or_hash):
@@ -434,6 +529,17 @@ class Credentials:
             self.hashes[user] = hash_password(password_or_hash, iterations=iterations)
 
     def check(self, user: str, password: str) -> bool:
+        if self.limiter is not None and self.limiter.wait_s(user) > 0:
+            return False  # locked: not even the right password, and no new failure counted
+        ok = self._matches(user, password)
+        if self.limiter is not None:
+            if ok:
+                self.limiter.succeeded(user)
+            else:
+                self.limiter.failed(user)
+        return ok
+
+    def _matches(self, user: str, password: str) -> bool:
         stored = self.hashes.get(user)
         if stored is None:
             # Same work for unknown users, so timing does not tell which users exist.
@@ -458,6 +564,15 @@ class Credentials:
 
     def __repr__(self) -> str:  # never print hashes
         return f"Credentials(users={sorted(self.hashes)})"
+
+
+def login_message(creds: Credentials) -> str:
+    """The text above the login form (gradio's form shows no reason for a refusal)."""
+    lim = creds.limiter
+    if lim is None:
+        return "ZeroLoRA: sign in"
+    return (f"ZeroLoRA: sign in (after {lim.max_failures} failed attempts a user name is "
+            f"paused for {lim.window_s / 60:g} minutes)")
 
 
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
@@ -507,15 +622,30 @@ def blank_api_info(html: bytes) -> bytes:
     return _API_INFO.sub(rb"\1{}\2", html, count=1)
 
 
+MAX_LOGIN_BODY = 64 << 10
+
+
 class LoginWall:
     """ASGI middleware for a server with sign-in: the page gradio serves to signed-out
     visitors embeds the API description (endpoint names, parameters, docstrings) next to
-    the login form; this removes it, so they get the login page and nothing else."""
+    the login form; this removes it, so they get the login page and nothing else.
 
-    def __init__(self, app):
+    With a ``limiter`` (the ``LoginLimiter`` of the ``Credentials`` that check passwords),
+    sign-ins (``POST /login``) of a locked user name or client address are answered 429
+    with the time to wait, before any password is checked; each refused sign-in counts
+    against the client's address (``Credentials.check`` counts the name).
+    """
+
+    def __init__(self, app, limiter: LoginLimiter | None = None):
         self.app = app
+        self.limiter = limiter
 
     async def __call__(self, scope, receive, send):
+        if (self.limiter is not None and scope.get("type") == "http"
+                and scope.get("method") == "POST"
+                and str(scope.get("path", "")).rstrip("/").endswith("/login")):
+            await self._login(scope, receive, send)
+            return
         if scope.get("type") != "http" or scope.get("method") not in ("GET", "HEAD"):
             await self.app(scope, receive, send)
             return
@@ -544,6 +674,68 @@ class LoginWall:
             await send({"type": "http.response.body", "body": body})
 
         await self.app(scope, receive, capture)
+
+    async def _login(self, scope, receive, send):
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > MAX_LOGIN_BODY:
+                await _json_reply(send, 413, "sign-in: request too large")
+                return
+        user = await _form_user(scope, body)
+        client = scope.get("client")
+        address = str(client[0]) if client else None
+        refusal = self.limiter.refusal(user, address)
+        if refusal:
+            await _json_reply(send, 429, refusal,
+                              retry_after=math.ceil(self.limiter.wait_s(user, address)))
+            return
+        sent = [False]
+
+        async def replay():
+            if sent[0]:
+                return await receive()
+            sent[0] = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def watch(message):
+            if message["type"] == "http.response.start" and message.get("status") == 400:
+                self.limiter.failed(address=address)  # wrong name or password
+            await send(message)
+
+        await self.app(scope, replay, watch)
+
+
+async def _form_user(scope, body: bytes) -> str:
+    """The ``username`` field of a sign-in form (urlencoded or multipart), as gradio reads
+    it; empty when there is none."""
+    from starlette.requests import Request
+
+    async def once():
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    try:
+        form = await Request(dict(scope), once).form()
+        name = form.get("username")
+        return name.strip() if isinstance(name, str) else ""
+    except Exception:  # noqa: BLE001 - a malformed form: gradio refuses it on its own
+        return ""
+
+
+async def _json_reply(send, status: int, detail: str, retry_after: int | None = None):
+    import json
+
+    body = json.dumps({"detail": detail}).encode("utf-8")
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]
+    if retry_after is not None:
+        headers.append((b"retry-after", str(max(1, retry_after)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 # ------------------------------------------------------------------------------ serving
@@ -933,3 +1125,74 @@ def check_dataset_paths(base: str | None, metadata: str | None, user: str | None
     if "\x00" in f"{base or ''}{metadata or ''}":
         return ["dataset_base_path: not allowed (got a NUL character; allowed a path)"]
     return _data_problems(base or "", metadata or None, roots, write)
+
+
+def check_resume_paths(runner: Any, run: dict, user: str | None,
+                       workspace: str | os.PathLike, admins: Iterable[str] | None = None,
+                       models_dir: str | os.PathLike | None = None,
+                       repo_root: str | os.PathLike = REPO_ROOT) -> list[str]:
+    """``check_run_paths`` again, before run ``run`` (a registry record ``user`` may access)
+    continues: files may have changed since it started. Empty: it may resume.
+
+    What the resumed stages read is checked as it is on disk now: the run's folder (not a
+    link), its ``run.yaml`` (a regular file; the stored config when the run has none) by the
+    rules of ``check_run_paths`` -- its run-folder ``output_path`` / ``progress_file`` are
+    the plan's and stay allowed while they lead inside the folder -- and every link inside
+    the run's folder (the saved state, the stage-1 cache), which must stay inside it.
+    """
+    if user is None:
+        return ["user: sign in first (got no user; allowed a signed-in user)"] \
+            if _policy.auth_enabled else []
+    admin_set = _policy.admins if admins is None else frozenset(admins)
+    if user in admin_set:
+        return []
+    import yaml
+
+    from backend import config as schema
+
+    try:
+        _, run_dir = _run_folder(runner, run)
+    except AccessDenied as e:
+        return [f"run_dir: {e}"]
+    yaml_file = Path(run["run_dir"]) / "run.yaml"
+    if os.path.lexists(yaml_file) and (yaml_file.is_symlink() or not yaml_file.is_file()):
+        return [f"run.yaml: not a regular file of run {run['id']} (got a link or special "
+                f"file; allowed the file its plan wrote)"]
+    try:
+        text = yaml_file.read_text(encoding="utf-8") if yaml_file.is_file() else \
+            run.get("config_yaml") or ""
+        data = yaml.safe_load(text) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        return [f"run.yaml: cannot be read ({type(e).__name__}; allowed the file its plan "
+                f"wrote)"]
+    if not isinstance(data, dict):
+        return [f"run.yaml: not a mapping of run options (got {type(data).__name__})"]
+    data = dict(data)
+    # Where the plan put this run's outputs: allowed while it leads inside the run's folder.
+    for name in ("output_path", "progress_file"):
+        value = data.get(name)
+        if isinstance(value, str) and value and "\x00" not in value and \
+                _inside(Path(os.path.realpath(value)), run_dir):
+            data[name] = PLAN_ONLY_DEFAULTS[name]
+    try:
+        problems = check_run_paths(data, user, workspace, admin_set, models_dir, repo_root,
+                                   runner=runner)
+    except schema.ConfigError as e:
+        return list(e.problems)
+    return problems + _run_link_problems(run, run_dir)
+
+
+def _run_link_problems(run: dict, run_dir: Path) -> list[str]:
+    seen = 0
+    for root, dirs, files in os.walk(run_dir, followlinks=False):
+        for name in dirs + files:
+            seen += 1
+            if seen > MAX_DATASET_ENTRIES:
+                return [f"run_dir: too many files to check (got more than "
+                        f"{MAX_DATASET_ENTRIES}; allowed up to {MAX_DATASET_ENTRIES})"]
+            full = os.path.join(root, name)
+            if os.path.islink(full) and not _inside(Path(os.path.realpath(full)), run_dir):
+                rel = os.path.relpath(full, run_dir)
+                return [f"run_dir: {rel!r} in run {run['id']} is a link to a place outside "
+                        f"its folder (got a link; allowed files inside the run's folder)"]
+    return []

@@ -1,5 +1,9 @@
 """Dataset: a folder of images + captions, or uploads (files or a zip); captions edited in a
-table and saved; a trigger word; a check with one message per file."""
+table and saved; a trigger word; a check with one message per file.
+
+With sign-in on, uploads go to the user's own folder and a non-admin reads (captions,
+thumbnails, the check) and writes captions only where ``webui.datasets`` allows: the
+callbacks pass the signed-in user along and show a refusal as the message."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,11 +48,12 @@ def create_ui(ctx: Ctx) -> None:
                                     visible=False, type="array")
 
 
-def _thumbs(base: str, rows: list[list]):
+def _thumbs(base: str, rows: list[list], user: str | None, ctx: Ctx):
     from PIL import Image
 
     out = []
-    for path, caption in datasets.image_paths(base, rows):
+    for path, caption in datasets.image_paths(base, rows, user=user, workspace=ctx.workspace,
+                                              runner=ctx.runner):
         try:
             with Image.open(path) as im:
                 im.thumbnail((THUMB, THUMB))
@@ -63,17 +68,20 @@ def bind_events(ctx: Ctx) -> None:
     base_c = form.components["dataset_base_path"]
     meta_c = form.components["dataset_metadata_path"]
 
-    def load_captions(data: dict):
+    def load_captions(data: dict, request: gr.Request):
         base, meta = data[base_c] or "", (data[meta_c] or "").strip() or None
+        user = ctx.owner(request)
         try:
-            rows = datasets.read_captions(base, meta)
+            rows = datasets.read_captions(base, meta, user=user, workspace=ctx.workspace,
+                                          runner=ctx.runner)
+            thumbs = _thumbs(base, rows, user, ctx)
         except (datasets.DatasetFolderError, OSError, ValueError) as e:
             return {c["data_msg"]: f"✗ {e}", c["captions"]: [], c["thumbs"]:
                     gr.Gallery(value=None, visible=False)}
         where = Path(meta).name if meta else "one .txt per image"
         return {c["data_msg"]: f"{len(rows)} image(s); captions from {where}.",
                 c["captions"]: rows,
-                c["thumbs"]: gr.Gallery(value=_thumbs(base, rows), visible=bool(rows))}
+                c["thumbs"]: gr.Gallery(value=thumbs, visible=bool(rows))}
 
     load_outputs = [c["data_msg"], c["captions"], c["thumbs"]]
     c["captions_load"].click(load_captions, inputs={base_c, meta_c}, outputs=load_outputs,
@@ -81,12 +89,13 @@ def bind_events(ctx: Ctx) -> None:
     c["tab_dataset"].select(load_captions, inputs={base_c, meta_c}, outputs=load_outputs,
                             api_visibility="private")
 
-    def save_captions(data: dict):
+    def save_captions(data: dict, request: gr.Request):
         base, meta = data[base_c] or "", (data[meta_c] or "").strip() or None
         rows = data[c["captions"]]
         rows = rows.values.tolist() if hasattr(rows, "values") else (rows or [])
         try:
-            n = datasets.save_captions(base, meta, rows)
+            n = datasets.save_captions(base, meta, rows, user=ctx.owner(request),
+                                       workspace=ctx.workspace)
         except (datasets.DatasetFolderError, OSError, ValueError) as e:
             return {c["data_msg"]: f"✗ {e}"}
         return {c["data_msg"]: f"✓ Saved {n} caption(s) in "
@@ -95,25 +104,28 @@ def bind_events(ctx: Ctx) -> None:
     c["captions_save"].click(save_captions, inputs={base_c, meta_c, c["captions"]},
                              outputs=[c["data_msg"]], api_visibility="private")
 
-    def upload(data: dict):
+    def upload(data: dict, request: gr.Request):
         files = data[c["upload_files"]] or []
+        user = ctx.owner(request)
         try:
             folder, meta, notes = datasets.add_uploads(ctx.workspace, data[c["upload_name"]],
-                                                       [str(f) for f in files])
+                                                       [str(f) for f in files], user=user)
+            rows = datasets.read_captions(str(folder), meta, user=user,
+                                          workspace=ctx.workspace, runner=ctx.runner)
+            thumbs = _thumbs(str(folder), rows, user, ctx)
         except (datasets.DatasetFolderError, OSError) as e:
             return {c["data_msg"]: f"✗ {e}"}
-        rows = datasets.read_captions(str(folder), meta)
         msg = [f"✓ New dataset folder {folder} with {len(rows)} image(s)."] + \
             [f"- {n}" for n in notes]
         return {c["data_msg"]: "\n".join(msg), base_c: str(folder), meta_c: meta or "",
                 c["captions"]: rows, c["upload_files"]: None,
-                c["thumbs"]: gr.Gallery(value=_thumbs(str(folder), rows), visible=bool(rows))}
+                c["thumbs"]: gr.Gallery(value=thumbs, visible=bool(rows))}
 
     c["upload_btn"].click(upload, inputs={c["upload_files"], c["upload_name"]},
                           outputs=[c["data_msg"], base_c, meta_c, c["captions"],
                                    c["upload_files"], c["thumbs"]], api_visibility="private")
 
-    def check(data: dict):
+    def check(data: dict, request: gr.Request):
         from backend.data import validate_dataset
 
         cfg_dict, problems = form.to_config(data)
@@ -131,6 +143,12 @@ def bind_events(ctx: Ctx) -> None:
         if cfg is None:  # problems elsewhere in the form: check the data with what we have
             cfg = validate({k: v for k, v in cfg_dict.items() if k in _DATA_KEYS},
                            require_inputs=False)
+        refused = datasets.access_problems(cfg.dataset_base_path, cfg.dataset_metadata_path,
+                                           ctx.owner(request), ctx.workspace,
+                                           runner=ctx.runner)
+        if refused:  # the check reads every image and caption: not outside your folders
+            return {c["data_msg"]: "✗ " + "  \n".join(refused),
+                    c["data_report"]: gr.Dataframe(visible=False)}
         findings = validate_dataset(cfg)
         bad = [f for f in findings if f["level"] != "ok"]
         rows = [[("✗ " if f["level"] != "ok" else "✓ ") + f["level"], f.get("where") or "",

@@ -371,6 +371,11 @@ def bind_events(ctx: Ctx) -> None:
         run = ctx.run(data[c["run_id"]], request)
         if run is None:
             return {c["run_msg"]: "No run to resume."}
+        paths = security.check_resume_paths(ctx.runner, run, ctx.owner(request), ctx.workspace,
+                                            models_dir=ctx.models_dir)
+        if paths:
+            return {c["run_msg"]: f"✗ Not resumed: {len(paths)} path(s) not allowed.",
+                    c["run_problems"]: "\n".join(f"- `{p}`" for p in paths)}
         source = jobs.run_config(run).get("download_source")
         env = secret_env(data[c["hub_token"]], source if isinstance(source, str) else None)
         try:
