@@ -357,6 +357,29 @@ def test_train_zero3_two_processes(tmp_path, models_root, tiny_model_dir, stage1
 
 
 @pytest.mark.timeout(900)
+def test_train_zero3_offload_bf16(tmp_path, models_root, tiny_model_dir, stage1_cache,
+                                  base_loss):
+    """The low-VRAM recipe in the precision GPUs run it in: bf16 weights under ZeRO-3 with
+    parameter and optimizer offload. DeepSpeed keeps float32 master weights in the
+    optimizer and gathers the 16-bit module weights to save, so the LoRA file is bf16."""
+    from backend import lora
+
+    ds = {**SEED_ZERO3, "bf16": {"enabled": True}, "fp16": {"enabled": False}}
+    acc = write_accelerate_config(tmp_path, "z3bf16", ds_config=ds, zero3_init_flag=True)
+    out = tmp_path / "out"
+    proc = run_stage(train_args(models_root, stage1_cache, out, "--num_epochs", "100",
+                                "--max_steps", "24", "--save_steps", "24",
+                                "--use_gradient_checkpointing", "--initialize_model_on_cpu"),
+                     config_file=acc)
+    assert_ok(proc)
+    assert "weights torch.bfloat16" in proc.stdout
+    check_progress(out, total=24)
+    tensors, _ = lora.read_lora(out / "step-24.safetensors")
+    assert {str(v.dtype) for v in tensors.values()} == {"torch.bfloat16"}
+    check_lora(out / "step-24.safetensors", tiny_model_dir, base_loss, stage1_cache)
+
+
+@pytest.mark.timeout(900)
 def test_train_deepspeed_config_optimizer(tmp_path, models_root, tiny_model_dir, stage1_cache,
                                           base_loss):
     """A DeepSpeed JSON that defines its own optimizer: DeepSpeed builds it, with the run's
