@@ -145,7 +145,10 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
     """Encode what is not cached yet into ``cfg.output_path``.
 
     ``encoder_factory()`` loads the encoder (only called when something needs encoding);
-    each rank encodes its share; rank 0 writes the manifest and removes stale files.
+    its ``encode_samples(items, should_stop, log)`` yields one sample's tensors per
+    ``(load_pixels, prompt)`` item, in order, in whatever order of work its offload mode
+    needs (the files do not depend on it). Each rank encodes its share; rank 0 writes the
+    manifest and removes stale files.
     Returns {"total", "encoded", "reused", "stopped"}.
     """
     import time
@@ -169,12 +172,11 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
     stopped = False
     if mine:
         encoder = encoder_factory()
+        items = [(lambda rec=rec: load_pixels(rec.image, cfg), rec.prompt) for rec, _ in mine]
         t0 = time.time()
-        for i, (rec, e) in enumerate(mine, 1):
-            if should_stop():
-                stopped = True
-                break
-            tensors = encoder.encode_sample(load_pixels(rec.image, cfg), rec.prompt)
+        i = 0
+        for i, tensors in enumerate(encoder.encode_samples(items, should_stop, log), 1):
+            e = mine[i - 1][1]
             save_sample(out / e["file"], tensors, {"image": e["image"], "prompt": e["prompt"],
                                                   "format": str(FORMAT)})
             if progress:
@@ -183,6 +185,7 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
                               lr=None, samples_per_s=round(rate * world, 3),
                               eta_s=round((len(mine) - i) / rate, 1), encoded=i * world,
                               reused=reused)
+        stopped = i < len(mine)
     if barrier is not None:
         barrier()
     done = [e for e in entries if (out / e["file"]).is_file()]

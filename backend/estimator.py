@@ -3,8 +3,8 @@
 ``estimate_memory(cfg, model_config=None)`` returns an ``Estimate`` with, for each stage
 (data_process, train, sample), the bytes predicted on one GPU and on the host, split into
 named parts so the UI can say *what* takes the memory. ``fits(estimate, gpu_gb)`` turns it
-into a verdict line; ``recommend_preset(gpu_gb)`` names the fastest bundled preset whose
-train stage fits.
+into a verdict line (naming the setting to change for a stage that does not fit);
+``recommend_preset(gpu_gb)`` names the fastest bundled preset whose every stage fits.
 
 Importing this module is light (standard library only); torch, diffusers, transformers and
 accelerate are imported inside the functions that count parameters.
@@ -69,20 +69,40 @@ Train stage, host::
                     fp32 grads), n units per process (checkpoint offload)
     peak            max(loading, offloads)
 
-data_process (stage 1; never under DeepSpeed)::
+data_process (stage 1; never under DeepSpeed). Prompts and images are encoded one after
+the other, so the peak is the larger of two phases::
 
-    GPU   (P_text_encoder + P_vae) * b + VAE encoder activations
-          (11.8 * base_dim * H * W * b, measured on the real VAE with no_grad)
-          + text encoder activations (N_txt * (intermediate + 4 hidden) * b)
-    host  the same weights while loading, per process
+    prompt phase   text encoder weights + N_p * ((layers + 1) * hidden + intermediate
+                   + 4 hidden + vocab) * b  (every layer's hidden state is returned, plus
+                   one layer's temporaries and the LM head's logits; N_p = N_txt + 64
+                   template tokens)
+    image phase    VAE weights + VAE encoder activations (11.8 * base_dim * H * W * b,
+                   measured on the real VAE with no_grad)
+    GPU, by ``data_process_offload``:
+        none        both weights + the larger phase's activations
+        model       the larger phase (each encoder's weights only in its own phase)
+        sequential  the larger phase with only the largest module's own weights in place
+                    of the encoder's (accelerate's hooks hold one module's weights at a
+                    time; counted on the meta-device model: for Qwen-Image the text encoder's
+                    embedding or LM head, 545 M parameters, and a 4 M-parameter VAE conv)
+    host  the weights (none: while loading, per process; offload: for the whole stage)
 
-sample (renders in bf16 on CUDA, float32 on a CPU, whatever mixed_precision says)::
+sample (renders in bf16 on CUDA, float32 on a CPU, whatever mixed_precision says). Three
+phases -- the prompt (text encoder), denoising (transformer + LoRA, 6 units of inference
+activations at the sample size), decoding (VAE decoder: 21.5 * base_dim * H * W * b,
+measured on the real VAE with no_grad; with ``sample_vae_tiling`` one 256x256 tile at a
+time plus the decoded tiles and the image, 9 * H * W * b)::
 
-    GPU   (P + P_text_encoder + P_vae + L) * b, or with ``sample_cpu_offload`` only the
-          largest component at a time; + the larger of the transformer's inference
-          activations (6 units at the sample size) and the VAE decoder's
-          (21.5 * base_dim * H * W * b, measured on the real VAE with no_grad)
+    GPU, by ``sample_cpu_offload``:
+        none        every weight (transformer, text encoder, VAE, LoRA) + the largest
+                    phase's activations
+        model       the largest phase with its own component's weights (diffusers moves
+                    one component at a time; the transformer still goes whole)
+        sequential  the largest phase with that component's largest module's weights
     host  every component while loading; with CPU offload they stay there
+
+On a CPU-only run (``device="cpu"``) offload saves nothing, so both stages are counted as
+``none``.
 
 Offload traffic (``Estimate.h2d_bytes_per_step``): ZeRO-3 parameter offload fetches every
 weight for the forward and again for the backward, 2 P b per micro-step, plus L b of
@@ -126,6 +146,8 @@ ACT_UNITS_BACKWARD = 8.0       # gradients alive while one block runs backward
 ACT_UNITS_INFERENCE = 6.0      # no-grad forward: a block's largest live temporaries
 VAE_ENCODE_UNITS = 11.8        # VAE encoder peak / (base_dim * H * W * bytes), no_grad
 VAE_DECODE_UNITS = 21.5        # VAE decoder peak / (base_dim * H * W * bytes), no_grad
+VAE_TILE = 256                 # diffusers' tile size (pixels) of the Qwen-Image VAE's tiled decode
+PROMPT_TEMPLATE_TOKENS = 64    # the prompt template's tokens (34 dropped after encoding) + margin
 ADAM_BYTES_NO_DS = 16          # fp32 LoRA weight + fp32 grad + 2 fp32 moments
 ADAM_STATE_BYTES_DS = 12       # fp32 master + 2 fp32 moments (DeepSpeed)
 GRAD_PARTITION_BYTES_DS = 4    # fp32 gradient partition (DeepSpeed)
@@ -311,6 +333,15 @@ class ComponentStats:
     hidden: int = 0
     intermediate: int = 0
     base_dim: int = 0
+    largest_module: int = 0    # params of the module with the most parameters of its own
+    layers: int = 0
+    vocab: int = 0
+
+
+def _largest_own(model) -> int:
+    """Parameters of the module holding the most parameters directly (not through children):
+    what sequential offload (accelerate's ``cpu_offload`` hooks) puts on the GPU at once."""
+    return max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
 
 
 def _matches(name: str, targets: list[str]) -> bool:
@@ -362,7 +393,9 @@ def _text_encoder_stats(key: str) -> ComponentStats:
     text = getattr(conf, "text_config", conf)
     return ComponentStats(params=sum(p.numel() for p in model.parameters()),
                           hidden=int(text.hidden_size),
-                          intermediate=int(text.intermediate_size))
+                          intermediate=int(text.intermediate_size),
+                          largest_module=_largest_own(model),
+                          layers=int(text.num_hidden_layers), vocab=int(text.vocab_size))
 
 
 @lru_cache(maxsize=16)
@@ -375,7 +408,8 @@ def _vae_stats(key: str) -> ComponentStats:
     with init_empty_weights():
         model = cls.from_config(config)
     return ComponentStats(params=sum(p.numel() for p in model.parameters()),
-                          base_dim=int(getattr(model.config, "base_dim", 96)))
+                          base_dim=int(getattr(model.config, "base_dim", 96)),
+                          largest_module=_largest_own(model))
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -506,7 +540,7 @@ def estimate_memory(cfg, model_config: dict[str, Any] | None = None, *,
     lora = tr.lora_params(cfg.lora_rank, targets)
     h, w = resolution(cfg)
     stages = {
-        "data_process": _data_process(cfg, te, vae, h, w, text_tokens),
+        "data_process": _data_process(cfg, te, vae, h, w, text_tokens, device),
         "train": _train(cfg, tr, lora, h, w, text_tokens),
         "sample": _sample(cfg, tr, te, vae, lora, device),
     }
@@ -646,16 +680,62 @@ def _train(cfg, tr: TransformerStats, lora: int, h: int, w: int, text_tokens: in
     return s
 
 
+def _text_encode(te: ComponentStats, tokens: int, b: int) -> float:
+    """Prompt encoding activations: every layer's hidden state (the pipeline asks for all
+    of them), one layer's temporaries and the LM head's logits, per token."""
+    return tokens * ((te.layers + 1) * te.hidden + te.intermediate + 4 * te.hidden
+                     + te.vocab) * b
+
+
+def _vae_decode(vae: ComponentStats, h: int, w: int, b: int, tiled: bool) -> float:
+    """VAE decoder peak; tiled: one tile at a time, plus the decoded tiles and the image."""
+    if not tiled:
+        return VAE_DECODE_UNITS * vae.base_dim * h * w * b
+    th, tw = min(h, VAE_TILE), min(w, VAE_TILE)
+    return VAE_DECODE_UNITS * vae.base_dim * th * tw * b + 3 * 3 * h * w * b
+
+
+def _peak_phase(s: StageEstimate, phases: list[tuple[str, dict[str, float]]]) -> None:
+    """Put the phase with the largest sum on the GPU; name the others in a note."""
+    name, parts = max(phases, key=lambda ph: sum(ph[1].values()))
+    s.gpu.update(parts)
+    others = ", ".join(f"{n} {sum(p.values()) / GB:.1f} GB" for n, p in phases if n != name)
+    s.notes.append(f"peak while {name}" + (f" (then: {others})" if others else ""))
+
+
 def _data_process(cfg, te: ComponentStats, vae: ComponentStats, h: int, w: int,
-                  text_tokens: int) -> StageEstimate:
+                  text_tokens: int, device: str = "cuda") -> StageEstimate:
     s = StageEstimate("data_process")
     b = compute_bytes(cfg)
     procs = max(1, cfg.processes_per_machine)
-    s.gpu["text encoder weights"] = te.params * b
-    s.gpu["vae weights"] = vae.params * b
-    s.gpu["vae encode"] = VAE_ENCODE_UNITS * vae.base_dim * h * w * b
-    s.gpu["text encode"] = (text_tokens + 64) * (te.intermediate + 4 * te.hidden) * b
-    s.host["loading"] = (te.params + vae.params) * b * procs
+    mode = cfg.data_process_offload if device == "cuda" else "none"
+    te_w, vae_w = te.params * b, vae.params * b
+    text = {"text encode": _text_encode(te, text_tokens + PROMPT_TEMPLATE_TOKENS, b)}
+    image = {"vae encode": VAE_ENCODE_UNITS * vae.base_dim * h * w * b}
+    if mode == "none":
+        s.gpu["text encoder weights"] = te_w
+        s.gpu["vae weights"] = vae_w
+        _peak_phase(s, [("encoding a prompt", text), ("encoding an image", image)])
+        s.host["loading"] = (te_w + vae_w) * procs
+    elif mode == "model":
+        _peak_phase(s, [("the text encoder is on the GPU", {"text encoder weights": te_w,
+                                                          **text}),
+                        ("the VAE is on the GPU", {"vae weights": vae_w, **image})])
+        s.host["text encoder weights"] = te_w * procs
+        s.host["vae weights"] = vae_w * procs
+        s.notes.append("model offload: every prompt with the text encoder, then every "
+                       "image with the VAE")
+    else:
+        _peak_phase(s, [("encoding a prompt", {
+                            "text encoder: largest module": te.largest_module * b, **text}),
+                        ("encoding an image", {
+                            "vae: largest module": vae.largest_module * b, **image})])
+        s.host["text encoder weights"] = te_w * procs
+        s.host["vae weights"] = vae_w * procs
+        s.notes.append(f"sequential offload: {(te_w + vae_w) / GB:.1f} GB of weights move "
+                       f"host->device per sample")
+    if device != "cuda" and cfg.data_process_offload != "none":
+        s.notes.append("data_process_offload saves no memory without a GPU")
     return s
 
 
@@ -665,19 +745,39 @@ def _sample(cfg, tr: TransformerStats, te: ComponentStats, vae: ComponentStats, 
     b = 2 if device == "cuda" else 4  # the sample stage renders in bf16 on CUDA, else fp32
     h, w = int(cfg.sample_height), int(cfg.sample_width)
     unit = (image_tokens(h, w) + SAMPLE_TEXT_TOKENS) * tr.dim * b
+    mode = cfg.sample_cpu_offload if device == "cuda" else "none"
     weights = {"transformer weights": tr.params * b, "text encoder weights": te.params * b,
                "vae weights": vae.params * b, "lora weights": lora * b}
-    if cfg.sample_cpu_offload:
-        big = max(weights, key=weights.get)
-        s.gpu[big] = weights[big]
-        s.host.update({k: v for k, v in weights.items()})
+    text = {"text encode": _text_encode(te, SAMPLE_TEXT_TOKENS + PROMPT_TEMPLATE_TOKENS, b)}
+    denoise = {"denoise": ACT_UNITS_INFERENCE * unit}
+    decode = {"vae decode" + (" (tiled)" if cfg.sample_vae_tiling else ""):
+              _vae_decode(vae, h, w, b, cfg.sample_vae_tiling)}
+    if mode == "none":
+        s.gpu.update(weights)
+        _peak_phase(s, [("encoding the prompt", text), ("denoising", denoise),
+                        ("decoding", decode)])
+        s.host["loading"] = sum(weights.values())
+    elif mode == "model":
+        _peak_phase(s, [
+            ("the text encoder is on the GPU",
+             {"text encoder weights": weights["text encoder weights"], **text}),
+            ("the transformer is on the GPU",
+             {"transformer weights": weights["transformer weights"],
+              "lora weights": weights["lora weights"], **denoise}),
+            ("the VAE is on the GPU", {"vae weights": weights["vae weights"], **decode})])
+        s.host.update(weights)
         s.notes.append("model CPU offload: one component on the GPU at a time")
     else:
-        s.gpu.update(weights)
-        s.host["loading"] = sum(weights.values())
-    denoise = ACT_UNITS_INFERENCE * unit
-    decode = VAE_DECODE_UNITS * vae.base_dim * h * w * b
-    s.gpu["activations"] = max(denoise, decode)
+        _peak_phase(s, [
+            ("encoding the prompt",
+             {"text encoder: largest module": te.largest_module * b, **text}),
+            ("denoising", {"transformer: largest module": tr.largest_module * b, **denoise}),
+            ("decoding", {"vae: largest module": vae.largest_module * b, **decode})])
+        s.host.update(weights)
+        s.notes.append(f"sequential CPU offload: {(tr.params + lora) * b / GB:.0f} GB of "
+                       f"weights move host->device per denoising step")
+    if device != "cuda" and cfg.sample_cpu_offload != "none":
+        s.notes.append("sample_cpu_offload saves no memory without a GPU")
     return s
 
 
@@ -710,12 +810,35 @@ def fits(estimate: Estimate, gpu_gb: float | None, host_gb: float | None = None
                          for st, need, top in bad)
         ok_text = (" Within it: " + ", ".join(f"{st} {need:.1f} GB" for st, need, _ in good)
                    + "." if good else "")
-        hint = ""
-        if any(st == "train" for st, _, _ in bad):
-            hint = f" Try preset {recommend_preset(gpu_gb)}."
-        elif any(st == "sample" for st, _, _ in bad):
-            hint = (" Sampling holds the whole pipeline on the GPU: turn on "
-                    "sample_cpu_offload, or leave the sample stage out.")
+        hints = []
+        bad_stages = {st for st, _, _ in bad}
+        if "data_process" in bad_stages:
+            gpu = estimate.stages["data_process"].gpu
+            if "text encoder weights" in gpu and "vae weights" in gpu:
+                hints.append("Stage 1 holds the text encoder and VAE on the GPU: set "
+                             "data_process_offload to model (one at a time) or sequential "
+                             "(module by module).")
+            elif "text encoder weights" in gpu or "vae weights" in gpu:
+                hints.append("Stage 1 holds a whole encoder on the GPU: set "
+                             "data_process_offload to sequential (module by module).")
+            else:
+                hints.append("Stage 1 already streams its weights (data_process_offload "
+                             "sequential): lower max_pixels (or height/width).")
+        if "train" in bad_stages:
+            hints.append(f"Try preset {recommend_preset(gpu_gb)}.")
+        if "sample" in bad_stages:
+            gpu = estimate.stages["sample"].gpu
+            if any(k.endswith("weights") for k in gpu):
+                hints.append("Sampling holds whole components on the GPU: set "
+                             "sample_cpu_offload to sequential (and sample_vae_tiling on), "
+                             "or leave the sample stage out.")
+            elif "vae decode" in gpu:
+                hints.append("The VAE decoder's activations are the peak: turn "
+                             "sample_vae_tiling on.")
+            else:
+                hints.append("Lower sample_height/sample_width, or leave the sample stage "
+                             "out.")
+        hint = "".join(" " + h for h in hints)
         return False, (f"Does not fit a {gpu_gb:g} GB GPU: {text}.{ok_text}{hint} "
                        f"({host_text})")
     if not host_ok:
@@ -734,11 +857,13 @@ def _preset_config(name: str):
 
 def recommend_preset(gpu_gb: float | None, num_gpus: int = 1,
                      model_config: dict[str, Any] | None = None) -> str:
-    """The fastest bundled preset whose train stage fits ``gpu_gb`` (per GPU).
+    """The fastest bundled preset whose every stage (cache, train, sample) fits ``gpu_gb``
+    (per GPU).
 
     Order: multi-GPU ZeRO-2 (only with ``num_gpus`` > 1), single GPU (bf16 weights on the
-    GPU), low VRAM (ZeRO-3 offload). No GPU (None or 0) → the CPU demo. When none fits the
-    low-VRAM preset is returned (the smallest footprint there is).
+    GPU), low VRAM (ZeRO-3 offload, offloaded stage 1 and sampling). No GPU (None or 0) →
+    the CPU demo. When none fits the low-VRAM preset is returned (the smallest footprint
+    there is).
     """
     if not gpu_gb or gpu_gb <= 0:
         return CPU_PRESET
@@ -752,7 +877,7 @@ def recommend_preset(gpu_gb: float | None, num_gpus: int = 1,
         if name == "qwen_image_multi_gpu_zero2":
             cfg = cfg.model_copy(update={"num_processes": num_gpus})
         est = estimate_memory(cfg, model_config)
-        if est.stages["train"].gpu_gb + CUDA_CONTEXT_GB <= gpu_gb:
+        if all(est.stages[st].gpu_gb + CUDA_CONTEXT_GB <= gpu_gb for st in est.planned):
             return name
     return "qwen_image_low_vram"
 

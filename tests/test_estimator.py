@@ -125,14 +125,95 @@ def test_fits_and_recommended_presets():
     assert not ok and "train needs about 47." in text and "qwen_image_low_vram" in text
     ok, text = E.fits(single, 80)
     assert ok and text.startswith("Fits a 80 GB GPU")
-    low = real("qwen_image_low_vram", stages=["data_process", "train"])
-    assert E.fits(low, 24)[0]
-    ok, text = E.fits(real("qwen_image_low_vram"), 24)  # the sample stage holds ~60 GB
+    # The low-VRAM preset's whole flow (cache, train, samples) fits a 12 GB GPU ...
+    ok, text = E.fits(real("qwen_image_low_vram"), 12)
+    assert ok and "the largest stage, train" in text
+    # ... and without its sample offload the sample stage holds the whole pipeline (~60 GB).
+    ok, text = E.fits(real("qwen_image_low_vram", sample_cpu_offload="none"), 24)
     assert not ok and "sample needs" in text and "sample_cpu_offload" in text
+    assert "data_process needs" not in text
+    # Stage 1 with both encoders on a 16 GB GPU: the advice names data_process_offload.
+    ok, text = E.fits(real("qwen_image_single_gpu", stages=["data_process"]), 16)
+    assert not ok and "data_process needs about 19." in text
+    assert "data_process_offload" in text and "sample_cpu_offload" not in text
     assert E.recommend_preset(None) == "cpu_demo"
     assert E.recommend_preset(12) == "qwen_image_low_vram"
     assert E.recommend_preset(80) == "qwen_image_single_gpu"
     assert E.recommend_preset(80, num_gpus=4) == "qwen_image_multi_gpu_zero2"
+    # Every stage must fit, not only training: single_gpu without its sample offload needs
+    # ~66 GB to sample, so an 80 GB card would get it but a 52 GB card would not.
+    assert all(E.fits(real(p), 52)[0] for p in ("qwen_image_single_gpu", "qwen_image_low_vram"))
+    assert E.recommend_preset(52) == "qwen_image_single_gpu"
+    assert not E.fits(real("qwen_image_single_gpu", sample_cpu_offload="none"), 52)[0]
+
+
+def stage_gb(est: E.Estimate, stage: str) -> float:
+    return est.stages[stage].gpu_gb
+
+
+def test_stage1_offload_modes_on_real_qwen_image():
+    """Stage 1 at 1024x1024: text encoder 8.29 B params = 16.6 GB bf16, VAE 0.127 B =
+    0.25 GB, VAE encoder activations 11.8 * 96 * 1024^2 * 2 = 2.38 GB."""
+    none = real("qwen_image_single_gpu", data_process_offload="none")
+    model = real("qwen_image_single_gpu", data_process_offload="model")
+    seq = real("qwen_image_single_gpu", data_process_offload="sequential")
+    assert none.params["text_encoder"] == pytest.approx(8.29e9, rel=0.01)
+    assert none.params["vae"] == pytest.approx(0.127e9, rel=0.01)
+    # none: both encoders and the VAE's activations, ~19 GB.
+    assert stage_gb(none, "data_process") == pytest.approx(19.2, rel=0.03)
+    # model: the larger phase, the text encoder alone (~16.8 GB; the VAE phase is 2.6 GB).
+    assert stage_gb(model, "data_process") == pytest.approx(16.8, rel=0.03)
+    assert "vae weights" not in model.stages["data_process"].gpu
+    assert stage_gb(model, "data_process") < stage_gb(none, "data_process") - 2
+    # sequential: the largest module (the text encoder's 152064 x 3584 embedding / LM head,
+    # 1.09 GB) is below the VAE phase: a 4 M-parameter conv + its 2.38 GB of activations.
+    assert stage_gb(seq, "data_process") <= 3.0
+    gpu = seq.stages["data_process"].gpu
+    assert gpu["vae encode"] / E.GB == pytest.approx(2.38, rel=0.01)
+    assert "text encoder weights" not in gpu and "vae weights" not in gpu
+    te = E._text_encoder_stats(E._key(E.QWEN_IMAGE_TEXT_ENCODER_CONFIG))
+    assert te.largest_module == 152064 * 3584
+    # The weights did not vanish: they sit in host RAM for the whole stage.
+    assert seq.stages["data_process"].host["text encoder weights"] / E.GB == pytest.approx(
+        16.6, rel=0.01)
+    # The advice follows the mode: model -> sequential; sequential -> smaller images.
+    ok, text = E.fits(model, 12)
+    assert not ok and "data_process_offload to sequential" in text
+    ok, text = E.fits(real("qwen_image_low_vram", stages=["data_process"], height=2048,
+                           width=2048), 8)
+    assert not ok and "lower max_pixels" in text and "set data_process_offload" not in text
+    # Without a GPU the modes save nothing, and the estimate says so.
+    cpu = E.estimate_memory(load_preset("qwen_image_single_gpu").model_copy(update={
+        "data_process_offload": "sequential"}), REAL_CONFIG, device="cpu")
+    plain = E.estimate_memory(load_preset("qwen_image_single_gpu"), REAL_CONFIG, device="cpu")
+    assert cpu.stages["data_process"].host_gb == plain.stages["data_process"].host_gb
+    assert any("no memory without a GPU" in n for n in cpu.stages["data_process"].notes)
+
+
+def test_sample_offload_modes_on_real_qwen_image():
+    """Sample at the default 1328x1328 in bf16: transformer 40.9 GB, text encoder 16.6 GB,
+    VAE decoder activations 21.5 * 96 * 1328^2 * 2 = 7.3 GB untiled."""
+    none = real("qwen_image_single_gpu", sample_cpu_offload="none")
+    model = real("qwen_image_single_gpu", sample_cpu_offload="model")
+    seq = real("qwen_image_single_gpu", sample_cpu_offload="sequential")
+    tiled = real("qwen_image_single_gpu", sample_cpu_offload="sequential",
+                 sample_vae_tiling=True)
+    assert stage_gb(none, "sample") == pytest.approx(65.5, rel=0.03)
+    # model offload: the transformer (+ LoRA) still goes to the GPU whole.
+    assert stage_gb(model, "sample") == pytest.approx(41.6, rel=0.03)
+    assert set(model.stages["sample"].gpu) == {"transformer weights", "lora weights", "denoise"}
+    # sequential: no component's weights, one module at a time; the untiled VAE decoder's
+    # 7.3 GB of activations is then the peak ...
+    assert stage_gb(seq, "sample") == pytest.approx(7.3, rel=0.03)
+    assert "transformer weights" not in seq.stages["sample"].gpu
+    # ... and with tiled decoding the peak is the text encoder's largest module: ~1.3 GB.
+    assert stage_gb(tiled, "sample") <= 2.0
+    assert tiled.stages["sample"].gpu["text encoder: largest module"] / E.GB == pytest.approx(
+        1.09, rel=0.01)
+    # The low-VRAM preset samples this way, so its whole flow fits a small GPU.
+    low = real("qwen_image_low_vram")
+    assert stage_gb(low, "data_process") <= 3.0 and stage_gb(low, "sample") <= 2.0
+    assert max(stage_gb(low, s) for s in low.planned) == stage_gb(low, "train")
 
 
 def test_import_is_light():

@@ -5,7 +5,9 @@ transformers' ``Qwen2_5_VLForConditionalGeneration`` and its tokenizer. Prompt e
 diffusers' ``QwenImagePipeline`` code (template, last hidden state, masks), run through a
 pipeline object holding only the encoders; the number of template tokens dropped is counted
 with the model's own tokenizer (34 for the real one), so another tokenizer never eats the
-prompt. The training loss is the reference trainer's flow matching: 1000 sigmas from
+prompt. The stage-1 encoders can keep their weights in host RAM (``Encoder``'s offload
+modes: none | model | sequential) without changing a bit of what they compute.
+The training loss is the reference trainer's flow matching: 1000 sigmas from
 linspace(1, 0, 1001)[:-1] shifted with mu = 0.8 (exponential) and stretched to a terminal
 sigma of 0.02 (diffusers' ``FlowMatchEulerDiscreteScheduler``), x_t = (1 - s) x0 + s noise,
 target noise - x0, MSE weighted by exp(-2 ((t - 500) / 1000)^2) shifted to 0 and
@@ -17,9 +19,10 @@ Cached sample tensors (one safetensors file per sample, see backend/cache.py):
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 FAMILY = "qwen_image"
 COMPONENT_CLASSES = {
@@ -82,24 +85,67 @@ def template_prefix_tokens(tokenizer, template: str) -> int:
     return len(tokenizer(template.split("{}")[0])["input_ids"])
 
 
+OFFLOAD_MODES = ("none", "model", "sequential")
+
+
 class Encoder:
     """Text encoder + VAE (+ tokenizer), frozen: prompts → embeddings, images → latents.
 
     Uses ``QwenImagePipeline``'s own prompt code on a pipeline holding only the encoders.
+    ``device`` is where the encoders compute; ``offload`` says where their weights live:
+
+    - ``none``: on ``device``, both at once.
+    - ``model``: in host RAM; ``encode_samples`` moves the text encoder to ``device`` for
+      every prompt, back to the host, then the VAE for every image, so the two are never on
+      the GPU together (``on_device``).
+    - ``sequential``: in host RAM for good; accelerate's ``cpu_offload`` hooks copy each
+      module's own weights to ``device`` for its forward and drop them after, so one
+      module's weights are there at a time.
+
+    Every mode runs the same operations on the same inputs, so the tensors are the same.
     """
 
-    def __init__(self, text_encoder, tokenizer, vae):
+    def __init__(self, text_encoder, tokenizer, vae, device=None, offload: str = "none"):
+        import torch
         from diffusers import QwenImagePipeline
 
+        if offload not in OFFLOAD_MODES:
+            raise ValueError(f"offload: unknown mode (got {offload!r}; allowed "
+                             f"{' | '.join(OFFLOAD_MODES)})")
         self.pipe = QwenImagePipeline(scheduler=None, vae=vae, text_encoder=text_encoder,
                                       tokenizer=tokenizer, transformer=None)
         self.pipe.prompt_template_encode_start_idx = template_prefix_tokens(
             tokenizer, self.pipe.prompt_template_encode)
         self.text_encoder, self.vae = text_encoder, vae
+        self.device = torch.device(device) if device is not None else text_encoder.device
+        self.offload = offload
+        if offload == "sequential":
+            from accelerate import cpu_offload
+
+            for module in (text_encoder, vae):
+                cpu_offload(module, execution_device=self.device)
 
     @property
     def drop_tokens(self) -> int:
         return self.pipe.prompt_template_encode_start_idx
+
+    @contextmanager
+    def on_device(self, name: str):
+        """``model`` offload: the ``text_encoder`` or ``vae`` on ``device`` for the block,
+        back in host RAM after it (its GPU memory released). Other modes: nothing moves."""
+        if self.offload != "model":
+            yield
+            return
+        import torch
+
+        module = getattr(self, name)
+        module.to(self.device)
+        try:
+            yield
+        finally:
+            module.to("cpu")
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
 
     def encode_prompt(self, prompt: str | list[str]):
         """(prompt_emb [B, L, D], prompt_emb_mask [B, L]) as the pipeline computes them."""
@@ -107,7 +153,7 @@ class Encoder:
 
         with torch.no_grad():
             return self.pipe._get_qwen_prompt_embeds(
-                prompt, device=self.text_encoder.device, dtype=self.text_encoder.dtype)
+                prompt, device=self.device, dtype=self.text_encoder.dtype)
 
     def encode_image(self, pixels):
         """Pixels [B, 3, H, W] in [-1, 1] → normalised latents [B, 16, H/8, W/8]."""
@@ -115,7 +161,7 @@ class Encoder:
 
         vae = self.vae
         with torch.no_grad():
-            x = pixels.to(device=vae.device, dtype=vae.dtype).unsqueeze(2)  # [B, 3, 1, H, W]
+            x = pixels.to(device=self.device, dtype=vae.dtype).unsqueeze(2)  # [B, 3, 1, H, W]
             z = vae.encode(x).latent_dist.mean[:, :, 0]
             mean = torch.tensor(vae.config.latents_mean).view(1, -1, 1, 1).to(z)
             std = torch.tensor(vae.config.latents_std).view(1, -1, 1, 1).to(z)
@@ -123,19 +169,57 @@ class Encoder:
 
     def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
         """A training sample (the tensors a cache file holds)."""
-        import torch
-
         emb, mask = self.encode_prompt([prompt])
-        latents = self.encode_image(pixels)
-        return {"prompt_emb": emb, "prompt_emb_mask": mask, "latents": latents,
-                "height": torch.tensor([pixels.shape[-2]]),
-                "width": torch.tensor([pixels.shape[-1]])}
+        return _sample(emb, mask, self.encode_image(pixels), pixels)
+
+    def encode_samples(self, items: list[tuple[Callable[[], Any], str]],
+                       should_stop: Callable[[], bool] = lambda: False, log=print
+                       ) -> Iterator[dict[str, Any]]:
+        """Yield each item's sample tensors, in order; ``items`` are (load_pixels, prompt).
+
+        ``model`` offload: every prompt first with the text encoder on the device (the
+        embeddings wait in host RAM), then every image with the VAE. Other modes: sample by
+        sample. Returns early, between two encodings, once ``should_stop()``.
+        """
+        if self.offload != "model":
+            for load, prompt in items:
+                if should_stop():
+                    return
+                yield self.encode_sample(load(), prompt)
+            return
+        prompts = []
+        with self.on_device("text_encoder"):
+            for _, prompt in items:
+                if should_stop():
+                    return
+                emb, mask = self.encode_prompt([prompt])
+                prompts.append((emb.cpu(), mask.cpu()))
+        log(f"[encoder] model offload: {len(prompts)} prompt(s) encoded; text encoder back "
+            f"in host RAM, VAE to {self.device}")
+        with self.on_device("vae"):
+            for (load, _), (emb, mask) in zip(items, prompts):
+                if should_stop():
+                    return
+                pixels = load()
+                yield _sample(emb, mask, self.encode_image(pixels), pixels)
 
 
-def load_encoder(dirs: dict[str, Path], dtype=None, device: str | Any = "cpu") -> Encoder:
-    return Encoder(load_text_encoder(dirs["text_encoder"], dtype, device),
+def _sample(emb, mask, latents, pixels) -> dict[str, Any]:
+    import torch
+
+    return {"prompt_emb": emb, "prompt_emb_mask": mask, "latents": latents,
+            "height": torch.tensor([pixels.shape[-2]]),
+            "width": torch.tensor([pixels.shape[-1]])}
+
+
+def load_encoder(dirs: dict[str, Path], dtype=None, device: str | Any = "cpu",
+                 offload: str = "none") -> Encoder:
+    """The stage-1 encoders computing on ``device``; with ``offload`` model or sequential
+    their weights are read into host RAM and reach ``device`` as ``Encoder`` says."""
+    place = device if offload == "none" else "cpu"
+    return Encoder(load_text_encoder(dirs["text_encoder"], dtype, place),
                    load_tokenizer(dirs["tokenizer"]),
-                   load_vae(dirs["vae"], dtype, device))
+                   load_vae(dirs["vae"], dtype, place), device=device, offload=offload)
 
 
 # ------------------------------------------------------------------------------------------

@@ -17,11 +17,14 @@ and loaded with ``pipe.load_lora_weights``; its strength is ``pipe.set_adapters`
 ``epoch-N`` checkpoint, or all of them with ``--all_checkpoints``. Every other option
 comes from the run schema (``sample_prompts``, ``sample_lora_scales``, ``sample_seed``,
 ``sample_steps``, ``sample_cfg``, ``sample_height``, ``sample_width``,
-``sample_negative_prompt``, ``sample_cpu_offload``) via ``--config`` and flags.
+``sample_negative_prompt``, ``sample_cpu_offload``, ``sample_vae_tiling``) via ``--config``
+and flags.
 Device: CUDA when present (bf16), else CPU (float32). Progress events (stage ``sample``):
 start{total}, sample{path} per image and for index.json, end{status, reason}.
 
-GPU (real Qwen-Image, ~60 GB in bf16; on a small GPU add --sample_cpu_offload):
+GPU (real Qwen-Image, ~60 GB in bf16; on a small GPU add --sample_cpu_offload sequential
+--sample_vae_tiling: weights stream from host RAM module by module, the VAE decodes in
+tiles; a few GB, slower; ``model`` still needs the 41 GB transformer on the GPU whole):
     accelerate launch -m backend.stages.sample --config runs/<id>/run.yaml \\
         --checkpoints runs/<id>/output --output_dir runs/<id>/samples [--all_checkpoints]
 
@@ -144,14 +147,52 @@ def load_pipeline(cfg: RunConfig, device: str | None = None, dtype: Any = None,
         tokenizer=AutoTokenizer.from_pretrained(dirs["tokenizer"]),
         scheduler=FlowMatchEulerDiscreteScheduler.from_pretrained(dirs["scheduler"]),
     )
-    if cfg.sample_cpu_offload and device == "cuda":
-        pipe.enable_model_cpu_offload()
-    else:
-        if cfg.sample_cpu_offload:
-            print("[sample] sample_cpu_offload has no effect without a GPU", flush=True)
+    offload = cfg.sample_cpu_offload
+    if offload == "none":
         pipe.to(device)
+    else:
+        if device != "cuda":
+            print(f"[sample] sample_cpu_offload {offload} saves no memory without a GPU "
+                  f"(weights and compute are both in host RAM); it runs all the same",
+                  flush=True)
+        enable_offload(pipe, offload, device)
+    if cfg.sample_vae_tiling:
+        pipe.vae.enable_tiling()
     pipe.set_progress_bar_config(disable=True)
     return pipe, dirs
+
+
+def enable_offload(pipe, mode: str, device: str) -> None:
+    """diffusers' model (``enable_model_cpu_offload``) or sequential
+    (``enable_sequential_cpu_offload``) CPU offload, computing on ``device``.
+
+    Loading a LoRA takes the hooks off and calls the method again with no device, which on
+    a machine without an accelerator is an error; so the pipeline's method is replaced by
+    one that always uses ``device``. diffusers names the device ``cpu:0`` on a CPU, and
+    ``.to("cpu:0")`` copies even a CPU tensor (accelerate's hooks then turn parameters into
+    plain tensors and fail): on a CPU the hooks are pointed at plain ``cpu``.
+    """
+    import torch
+
+    name = "enable_model_cpu_offload" if mode == "model" else "enable_sequential_cpu_offload"
+    method = getattr(type(pipe), name)
+
+    def enable(*args, **kwargs):  # noqa: ARG001 - diffusers may pass gpu_id / device
+        method(pipe, device=device)
+        if torch.device(device).type == "cpu":
+            cpu = torch.device("cpu")
+            pipe._offload_device = cpu
+            for component in pipe.components.values():
+                if not isinstance(component, torch.nn.Module):
+                    continue
+                for module in component.modules():
+                    hook = getattr(module, "_hf_hook", None)
+                    for h in getattr(hook, "hooks", None) or ([hook] if hook else []):
+                        if getattr(h, "execution_device", None) is not None:
+                            h.execution_device = cpu
+
+    setattr(pipe, name, enable)
+    enable()
 
 
 # ------------------------------------------------------------------------------------------
