@@ -164,6 +164,20 @@ def _bind_app_events(ctx: Ctx, demo: gr.Blocks, lang_en, lang_zh, lang: str | No
               api_visibility="private").then(on_tick, inputs=t_inputs, outputs=t_outputs,
                                              show_progress="hidden", api_visibility="private")
 
+    # The stored run id is read from localStorage when its component mounts, which on a
+    # slow page can be after the load event above: follow it when it arrives.
+    def on_stored(data: dict, request: gr.Request):
+        run_id = data[c["run_id"]]
+        if not run_id or (data[c["log_state"]] or {}).get("run") == run_id:
+            return {c["timer"]: gr.skip(), c["log_state"]: gr.skip()}
+        return on_load({c["run_id"]: run_id}, request)
+
+    c["run_id"].change(on_stored, inputs={c["run_id"], c["log_state"]},
+                       outputs=[c["timer"], c["log_state"]], show_progress="hidden",
+                       api_visibility="private").then(
+        on_tick, inputs=t_inputs, outputs=t_outputs, show_progress="hidden",
+        api_visibility="private")
+
 
 def _add_api(ctx: Ctx, runner, workspace: Path) -> None:
     """The scripted API (``webui/api.py``, the hosting layer's) when it is there."""
