@@ -81,7 +81,11 @@ def _on(cfg: dict, key: str) -> bool:
 # ----------------------------------------------------------------------------- rules
 
 
-def _cuda_oom(cfg: dict, evidence: str) -> Diagnosis:
+def _cuda_oom(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
+    if stage == "data_process":
+        return _cuda_oom_encoding(cfg, evidence)
+    if stage == "sample":
+        return _cuda_oom_sampling(cfg, evidence)
     fixes: list[str] = []
     settings: list[str] = []
     zs = cfg.get("zero_stage")
@@ -126,6 +130,10 @@ def _cuda_oom(cfg: dict, evidence: str) -> Diagnosis:
     else:
         fixes.append("Lower lora_rank (e.g. 16 instead of 32).")
         settings.append("lora_rank")
+    return _oom(fixes, settings, evidence)
+
+
+def _oom(fixes: list[str], settings: list[str], evidence: str) -> Diagnosis:
     fixes.append("Make sure no other program holds GPU memory (nvidia-smi lists them).")
     return Diagnosis(
         "cuda_oom", "The GPU ran out of memory (CUDA out of memory)",
@@ -133,7 +141,57 @@ def _cuda_oom(cfg: dict, evidence: str) -> Diagnosis:
         "on the GPU let the same run fit.", fixes, settings, evidence)
 
 
-def _host_oom(cfg: dict, evidence: str) -> Diagnosis:
+def _next_offload(now: Any) -> str | None:
+    return {"none": "model", "model": "sequential"}.get(str(now or "none"))
+
+
+def _cuda_oom_encoding(cfg: dict, evidence: str) -> Diagnosis:
+    """Stage 1 holds the text encoder and the VAE, never the transformer."""
+    fixes: list[str] = []
+    settings: list[str] = []
+    now = cfg.get("data_process_offload", "none")
+    nxt = _next_offload(now)
+    if nxt:
+        fixes.append(f"Offload the encoders (data_process_offload now {now}; try {nxt}): "
+                     f"'model' puts the text encoder and the VAE on the GPU one at a time, "
+                     f"'sequential' streams their weights from host RAM layer by layer. The "
+                     f"cache is the same either way.")
+        settings.append("data_process_offload")
+    if cfg.get("height") and cfg.get("width"):
+        h, w = int(cfg["height"]), int(cfg["width"])
+        fixes.append(f"Encode at a smaller fixed size (height/width now {h}x{w}): the VAE's "
+                     f"memory grows with the image area.")
+        settings += ["height", "width"]
+    else:
+        fixes.append("Lower max_pixels: the VAE's memory grows with the image area.")
+        settings.append("max_pixels")
+    return _oom(fixes, settings, evidence)
+
+
+def _cuda_oom_sampling(cfg: dict, evidence: str) -> Diagnosis:
+    """The sample stage holds the whole pipeline: transformer, text encoder and VAE."""
+    fixes: list[str] = []
+    settings: list[str] = []
+    now = cfg.get("sample_cpu_offload", "none")
+    now = {True: "model", False: "none"}.get(now, now)
+    nxt = _next_offload(now)
+    if nxt:
+        fixes.append(f"Offload the pipeline (sample_cpu_offload now {now}; try {nxt}): "
+                     f"'model' keeps one component on the GPU at a time, 'sequential' streams "
+                     f"weights from host RAM layer by layer (slow, but a few GB).")
+        settings.append("sample_cpu_offload")
+    if not _on(cfg, "sample_vae_tiling"):
+        fixes.append("Decode in tiles (sample_vae_tiling: true): the VAE decoder's memory "
+                     "stops growing with the image size.")
+        settings.append("sample_vae_tiling")
+    h, w = cfg.get("sample_height"), cfg.get("sample_width")
+    if h and w:
+        fixes.append(f"Render smaller samples (sample_height/sample_width now {h}x{w}).")
+        settings += ["sample_height", "sample_width"]
+    return _oom(fixes, settings, evidence)
+
+
+def _host_oom(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     fixes = ["Close other programs that use a lot of RAM, or add swap space."]
     settings: list[str] = []
     if cfg.get("dataset_num_workers"):
@@ -164,7 +222,7 @@ def _host_oom(cfg: dict, evidence: str) -> Diagnosis:
         fixes, settings, evidence)
 
 
-def _disk_full(cfg: dict, evidence: str) -> Diagnosis:
+def _disk_full(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     return Diagnosis(
         "disk_full", "The disk is full",
         "Writing a file (cache, checkpoint or training state) failed because the disk has no "
@@ -175,7 +233,7 @@ def _disk_full(cfg: dict, evidence: str) -> Diagnosis:
         ["save_steps", "keep_last_n_checkpoints"], evidence)
 
 
-def _missing_model(cfg: dict, evidence: str) -> Diagnosis:
+def _missing_model(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     fixes = ["Check the model source (model_id_with_origin_paths or model_paths) and "
              "models_dir: the files must exist there."]
     if _on(cfg, "offline"):
@@ -193,7 +251,7 @@ def _missing_model(cfg: dict, evidence: str) -> Diagnosis:
         evidence)
 
 
-def _deepspeed_config(cfg: dict, evidence: str) -> Diagnosis:
+def _deepspeed_config(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     return Diagnosis(
         "deepspeed_config", "The DeepSpeed configuration was rejected",
         "DeepSpeed refused the run's DeepSpeed settings (deepspeed_<stage>.json in the run "
@@ -209,7 +267,7 @@ def _deepspeed_config(cfg: dict, evidence: str) -> Diagnosis:
          "gradient_accumulation_steps"], evidence)
 
 
-def _no_gpu(cfg: dict, evidence: str) -> Diagnosis:
+def _no_gpu(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     return Diagnosis(
         "no_gpu", "The GPU was not found or the GPU selection is wrong",
         "The stage expected a GPU that it could not use: no driver, a GPU id that does not "
@@ -219,7 +277,7 @@ def _no_gpu(cfg: dict, evidence: str) -> Diagnosis:
         ["gpu_ids", "num_processes"], evidence)
 
 
-def _port_in_use(cfg: dict, evidence: str) -> Diagnosis:
+def _port_in_use(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     return Diagnosis(
         "port_in_use", "The distributed port is already in use",
         "Another run (or a stale process) uses the port the processes talk over.",
@@ -227,7 +285,7 @@ def _port_in_use(cfg: dict, evidence: str) -> Diagnosis:
         ["main_process_port"], evidence)
 
 
-def _build_failed(cfg: dict, evidence: str) -> Diagnosis:
+def _build_failed(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     return Diagnosis(
         "op_build", "A DeepSpeed extension failed to compile",
         "DeepSpeed compiles some of its operations on first use; the compiler or CUDA "
@@ -237,7 +295,7 @@ def _build_failed(cfg: dict, evidence: str) -> Diagnosis:
         ["offload_optimizer_device"], evidence)
 
 
-Rule = tuple[str, re.Pattern, Callable[[dict, str], Diagnosis]]
+Rule = tuple[str, re.Pattern, Callable[[dict, str, "str | None"], Diagnosis]]
 RULES: list[Rule] = [
     ("cuda_oom", re.compile(
         r"CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError|CUDA error: out of memory|"
@@ -284,8 +342,9 @@ def attempt_text(log_text: str) -> str:
 
 def diagnose(exit_code: int | None, log_text: str, *, end_reason: str | None = None,
              stop_requested: bool = False, config: dict | None = None,
-             config_yaml: str | None = None) -> list[Diagnosis]:
-    """Known failures found in a stage's exit status and log, most likely first."""
+             config_yaml: str | None = None, stage: str | None = None) -> list[Diagnosis]:
+    """Known failures found in a stage's exit status and log, most likely first. ``stage``
+    (data_process, train, sample) picks the advice: each stage holds different models."""
     if exit_code == 0 or stop_requested:
         return []
     cfg = config if config is not None else parse_config(config_yaml)
@@ -299,12 +358,12 @@ def diagnose(exit_code: int | None, log_text: str, *, end_reason: str | None = N
             pass  # the last match: closest to the failure
         if match is None:
             if kind == "host_oom" and killed_by_sigkill(exit_code):
-                found.append(build(cfg, f"exit status: {exit_code_text(exit_code)}"))
+                found.append(build(cfg, f"exit status: {exit_code_text(exit_code)}", stage))
             continue
         line_start = text.rfind("\n", 0, match.start()) + 1
         line_end = text.find("\n", match.end())
         evidence = text[line_start: line_end if line_end >= 0 else len(text)].strip()[:300]
-        found.append(build(cfg, evidence))
+        found.append(build(cfg, evidence, stage))
     if killed_by_sigkill(exit_code):
         # SIGKILL without a stop request: the OS ended it, whatever else the log says.
         found.sort(key=lambda d: d.kind != "host_oom")
@@ -338,7 +397,8 @@ def reason_line(stage: str, exit_code: int | None, log_text: str, *,
                 end_reason: str | None = None, config_yaml: str | None = None) -> str:
     """One line for the run history: what failed and the most likely why."""
     head = f"stage '{stage}' {exit_code_text(exit_code)}"
-    found = diagnose(exit_code, log_text, end_reason=end_reason, config_yaml=config_yaml)
+    found = diagnose(exit_code, log_text, end_reason=end_reason, config_yaml=config_yaml,
+                     stage=stage)
     if found:
         return f"{head}: {found[0].title}"
     why = end_reason or last_error_line(log_text)
@@ -351,7 +411,7 @@ def summarize(stage: str, exit_code: int | None, log_text: str, *,
               ) -> dict[str, Any]:
     """Everything the UI shows for a failed stage."""
     found = diagnose(exit_code, log_text, end_reason=end_reason,
-                     stop_requested=stop_requested, config_yaml=config_yaml)
+                     stop_requested=stop_requested, config_yaml=config_yaml, stage=stage)
     if last_lines is None:
         last_lines = clean_lines(attempt_text(log_text))[-40:]
     headline = (f"Stage '{stage}' {exit_code_text(exit_code)}"

@@ -690,3 +690,27 @@ def test_a_token_for_one_run_reaches_only_that_run_and_is_never_written(ws, monk
     with pytest.raises(RunnerError, match="secret_env: not an environment variable name"):
         r.submit_stages([fake(dirs["a"], "--steps", 1)], ws / "runs" / "e", "",
                         secret_env={"HF TOKEN": "x"})
+
+
+@pytest.mark.parametrize("stage, cfg, settings, advice", [
+    ("data_process", {"data_process_offload": "none", "max_pixels": 1048576},
+     {"data_process_offload", "max_pixels"}, "data_process_offload now none; try model"),
+    ("data_process", {"data_process_offload": "model", "height": 1024, "width": 1024},
+     {"data_process_offload", "height", "width"}, "now model; try sequential"),
+    ("sample", {"sample_cpu_offload": "model", "sample_vae_tiling": False,
+                "sample_height": 1328, "sample_width": 1328},
+     {"sample_cpu_offload", "sample_vae_tiling", "sample_height", "sample_width"},
+     "sample_cpu_offload now model; try sequential"),
+])
+def test_a_cuda_oom_outside_training_names_that_stages_settings(stage, cfg, settings, advice):
+    """Stage 1 and the sample stage hold other models than training: their advice names
+    their own offload settings, never ZeRO or the LoRA rank."""
+    import yaml
+
+    msg = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    summary = diagnose.summarize(stage, 1, f"loading\n{msg}\n", config_yaml=yaml.safe_dump(cfg))
+    top = summary["diagnoses"][0]
+    assert top["kind"] == "cuda_oom"
+    assert set(top["settings"]) == settings
+    assert any(advice in f for f in top["fixes"]), top["fixes"]
+    assert not {"zero_stage", "lora_rank", "use_gradient_checkpointing"} & set(top["settings"])
