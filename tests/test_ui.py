@@ -497,6 +497,25 @@ def test_downloads_lora_in_two_formats_and_the_whole_run(demo_run, page):
     shot(page, "runs")
 
 
+def test_a_runs_settings_go_back_into_the_form(demo_run, page):
+    """Change a field, then take the demo run's settings from the Runs tab: the form shows
+    the run's value again, ready for a new run."""
+    tab(page, "training")
+    field(page, "lora_rank").fill("3")
+    field(page, "lora_rank").press("Tab")
+    tab(page, "runs")
+    expect(page.locator("#runs-pick input")).to_have_value(re.compile(demo_run["run_id"]),
+                                                           timeout=STEP_S * 1000)
+    page.click("#runs-reuse")
+    expect(md(page, "dl-msg")).to_contain_text(f"settings of run {demo_run['run_id']}",
+                                               timeout=STEP_S * 1000)
+    expect(page.locator("#tab-training-button")).to_have_attribute("aria-selected", "true")
+    from backend.config import load_preset
+    expect(field(page, "lora_rank")).to_have_value(str(load_preset("cpu_demo").lora_rank))
+    tab(page, "model")
+    expect(md(page, "preset-diff")).to_contain_text("Same as preset", timeout=STEP_S * 1000)
+
+
 def test_stop_a_run_see_it_stopped_and_resume_it(demo_run, page, server):
     tab(page, "run")
     page.click("#run-start")

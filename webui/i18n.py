@@ -110,6 +110,7 @@ EN: dict[str, str] = {
     "runs.refresh": "Refresh",
     "runs.select": "Run",
     "runs.open": "Show in the Run tab",
+    "runs.reuse": "Use these settings",
     "runs.format": "LoRA key format",
     "runs.format_info": "reference: as trained; diffusers: loads with pipe.load_lora_weights; "
                         "comfyui: loads in ComfyUI's LoRA loader.",
@@ -211,6 +212,7 @@ ZH: dict[str, str] = {
     "runs.refresh": "刷新",
     "runs.select": "运行",
     "runs.open": "在“运行”页查看",
+    "runs.reuse": "使用这些设置",
     "runs.format": "LoRA 键名格式",
     "runs.format_info": "reference：训练原样；diffusers：可用 pipe.load_lora_weights 加载；"
                         "comfyui：可在 ComfyUI 的 LoRA 加载器中使用。",

@@ -1,11 +1,13 @@
 """Runs & downloads: the run history; the LoRA (reference, diffusers or ComfyUI keys), the
-configs, the logs or the whole run as a zip; delete a run. Every file handed out is a file
+configs, the logs or the whole run as a zip; a run's settings back into the form (to change
+one thing and train again); delete a run. Every file handed out is a file
 of a run in the history (``Ctx.run_file``); zips and exports are built in
 {workspace}/downloads/<run_id>/."""
 from __future__ import annotations
 
 import gradio as gr
 
+from backend.config import ConfigError, validate
 from backend.runner import RunnerError
 from webui import jobs
 from webui.context import Ctx, human_bytes
@@ -22,6 +24,7 @@ def create_ui(ctx: Ctx) -> None:
         c["runs_pick"] = gr.Dropdown(choices=[], value=None, label=T("runs.select"),
                                      elem_id="runs-pick", scale=4)
         c["runs_open"] = gr.Button(T("runs.open"), elem_id="runs-open", scale=1)
+        c["runs_reuse"] = gr.Button(T("runs.reuse"), elem_id="runs-reuse", scale=1)
     c["runs_table"] = gr.Dataframe(headers=HEADERS, interactive=False, wrap=True,
                                    label=T("runs.history"), elem_id="runs-table", type="array")
     c["runs_info"] = gr.Markdown("", elem_id="runs-info")
@@ -119,6 +122,27 @@ def bind_events(ctx: Ctx) -> None:
                          api_visibility="private").then(
         c["on_tick"][0], inputs=c["on_tick"][1], outputs=c["on_tick"][2],
         show_progress="hidden", api_visibility="private")
+
+    def reuse(data: dict, request: gr.Request):
+        """The picked run's settings into the form (paths the plan sets stay out: a new run
+        gets its own folder)."""
+        run = ctx.run(data[c["runs_pick"]], request)
+        if run is None:
+            return {c["dl_msg"]: "✗ Choose a run first."}
+        try:
+            cfg = validate(jobs.run_config(run), require_inputs=False).to_dict()
+        except ConfigError as e:
+            return {c["dl_msg"]: "✗ This run's settings no longer validate:  \n" +
+                    "  \n".join(e.problems)}
+        form = ctx.form
+        return {**form.to_updates(form.full_config(cfg)),
+                c["dl_msg"]: f"✓ The form now holds the settings of run `{run['id']}`: change "
+                             f"what you like and press **Start training** for a new run.",
+                c["tabs"]: gr.Tabs(selected="tab-training")}
+
+    c["runs_reuse"].click(reuse, inputs={c["runs_pick"]},
+                          outputs=list(ctx.form.components.values()) + [c["dl_msg"], c["tabs"]],
+                          api_visibility="private")
 
     def download(kind: str):
         def fn(data: dict, request: gr.Request):
