@@ -909,21 +909,28 @@ def _data_problems(base: Any, metadata: Any, roots: _Roots, write: bool,
     return problems
 
 
-def _link_problems(folder: Path, allowed: list[Path], roots: _Roots, write: bool) -> list[str]:
+def _outside_link(folder: Path, allowed: list[Path], field: str) -> tuple[str | None, list[str]]:
+    """The first link under ``folder`` that resolves outside ``allowed`` (relative path),
+    or a problem for ``field`` when the folder holds too many entries to check."""
     seen = 0
     for root, dirs, files in os.walk(folder, followlinks=False):
         for name in dirs + files:
             seen += 1
             if seen > MAX_DATASET_ENTRIES:
-                return [f"dataset_base_path: too many files to check (got more than "
-                        f"{MAX_DATASET_ENTRIES}; allowed up to {MAX_DATASET_ENTRIES})"]
+                return None, [f"{field}: too many files to check (got more than "
+                              f"{MAX_DATASET_ENTRIES}; allowed up to {MAX_DATASET_ENTRIES})"]
             full = os.path.join(root, name)
             if os.path.islink(full) and not _under_any(Path(os.path.realpath(full)), allowed):
-                rel = os.path.relpath(full, folder)
-                return [f"dataset_base_path: {rel!r} is a link to a place outside your "
-                        f"dataset folders (got a link; allowed files inside "
-                        f"{roots.data_text(write)})"]
-    return []
+                return os.path.relpath(full, folder), []
+    return None, []
+
+
+def _link_problems(folder: Path, allowed: list[Path], roots: _Roots, write: bool) -> list[str]:
+    rel, problems = _outside_link(folder, allowed, "dataset_base_path")
+    if rel is not None:
+        return [f"dataset_base_path: {rel!r} is a link to a place outside your dataset "
+                f"folders (got a link; allowed files inside {roots.data_text(write)})"]
+    return problems
 
 
 def _metadata_rows(meta: Path) -> list[Any]:
@@ -1183,16 +1190,8 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
 
 
 def _run_link_problems(run: dict, run_dir: Path) -> list[str]:
-    seen = 0
-    for root, dirs, files in os.walk(run_dir, followlinks=False):
-        for name in dirs + files:
-            seen += 1
-            if seen > MAX_DATASET_ENTRIES:
-                return [f"run_dir: too many files to check (got more than "
-                        f"{MAX_DATASET_ENTRIES}; allowed up to {MAX_DATASET_ENTRIES})"]
-            full = os.path.join(root, name)
-            if os.path.islink(full) and not _inside(Path(os.path.realpath(full)), run_dir):
-                rel = os.path.relpath(full, run_dir)
-                return [f"run_dir: {rel!r} in run {run['id']} is a link to a place outside "
-                        f"its folder (got a link; allowed files inside the run's folder)"]
-    return []
+    rel, problems = _outside_link(run_dir, [run_dir], "run_dir")
+    if rel is not None:
+        return [f"run_dir: {rel!r} in run {run['id']} is a link to a place outside its "
+                f"folder (got a link; allowed files inside the run's folder)"]
+    return problems
