@@ -341,14 +341,21 @@ def test_train_zero3_offload_seed_config(tmp_path, models_root, tiny_model_dir, 
 
 
 @pytest.mark.timeout(1200)
-def test_train_zero3_two_processes(tmp_path, models_root, tiny_model_dir, stage1_cache,
-                                   base_loss):
-    acc = write_accelerate_config(tmp_path, "z3x2", ds_config=ZERO3_TWO_PROCS,
-                                  num_processes=2, zero3_init_flag=True)
+@pytest.mark.parametrize("kind", ["zero3", "ddp"])
+def test_train_two_processes(kind, tmp_path, models_root, tiny_model_dir, stage1_cache,
+                             base_loss):
+    """ZeRO-3 across two processes; and plain data parallel (two CPU processes, gloo) with
+    the reference's --find_unused_parameters for the last block's unused text branch."""
+    if kind == "zero3":
+        acc = write_accelerate_config(tmp_path, "z3x2", ds_config=ZERO3_TWO_PROCS,
+                                      num_processes=2, zero3_init_flag=True)
+        extra, env = ["--use_gradient_checkpointing", "--initialize_model_on_cpu"], None
+    else:
+        acc = write_accelerate_config(tmp_path, "ddp", num_processes=2)
+        extra, env = ["--find_unused_parameters"], {"ACCELERATE_USE_CPU": "true"}
     out = tmp_path / "out"
-    proc = run_stage(train_args(models_root, stage1_cache, out, "--num_epochs", "15",
-                                "--use_gradient_checkpointing", "--initialize_model_on_cpu"),
-                     config_file=acc)
+    proc = run_stage(train_args(models_root, stage1_cache, out, "--num_epochs", "15", *extra),
+                     config_file=acc, env=env)
     assert_ok(proc)
     events = check_progress(out, total=30)  # 4 samples / 2 processes = 2 steps per epoch
     assert events[0]["num_processes"] == 2
@@ -396,23 +403,6 @@ def test_train_deepspeed_config_optimizer(tmp_path, models_root, tiny_model_dir,
     assert "lr_warmup_steps is not applied" in proc.stdout
     check_progress(out, total=40)
     check_lora(out / "step-40.safetensors", tiny_model_dir, base_loss, stage1_cache)
-
-
-@pytest.mark.timeout(1200)
-def test_train_two_processes_without_deepspeed(tmp_path, models_root, tiny_model_dir,
-                                               stage1_cache, base_loss):
-    """Plain data parallel (two CPU processes, gloo) with the reference's
-    --find_unused_parameters for the last block's unused text branch."""
-    acc = write_accelerate_config(tmp_path, "ddp", num_processes=2)
-    out = tmp_path / "out"
-    proc = run_stage(train_args(models_root, stage1_cache, out, "--num_epochs", "15",
-                                "--find_unused_parameters"), config_file=acc,
-                     env={"ACCELERATE_USE_CPU": "true"})
-    assert_ok(proc)
-    events = check_progress(out, total=30)  # 4 samples / 2 processes = 2 steps per epoch
-    assert events[0]["num_processes"] == 2
-    assert len(list(out.glob("epoch-*.safetensors"))) == 15
-    check_lora(out / "epoch-14.safetensors", tiny_model_dir, base_loss, stage1_cache)
 
 
 @pytest.mark.timeout(900)
