@@ -324,6 +324,22 @@ def plan_run(cfg: RunConfig, run_dir: str | os.PathLike, *, cuda: bool | None = 
     return plans
 
 
+def plan_render(cfg: RunConfig, job_dir: str | os.PathLike, samples_dir: str | os.PathLike,
+                checkpoints: list[str | os.PathLike]) -> tuple[StagePlan, RunConfig]:
+    """A sample-stage job rendering ``checkpoints`` into ``samples_dir`` (usually another
+    run's samples folder). Writes the job's run.yaml and commands.sh into ``job_dir``;
+    returns its one stage and the resolved config."""
+    files = RunFiles(Path(job_dir).resolve())
+    files.run_dir.mkdir(parents=True, exist_ok=True)
+    cfg = resolved_config(cfg.model_copy(update={"stages": ["sample"]}), files.run_dir)
+    cfg.save(files.run_yaml)
+    argv = [sys.executable, "-m", SAMPLE_MODULE, "--config", str(files.run_yaml),
+            "--output_dir", str(samples_dir), "--checkpoints", *map(str, checkpoints)]
+    plan = StagePlan("sample", argv, stage_env(cfg, "sample", cuda=False))
+    files.commands.write_text(commands_script([plan], [], files.run_dir), encoding="utf-8")
+    return plan, cfg
+
+
 def _other_nodes(cfg: RunConfig, files: RunFiles, cuda: bool) -> list[StagePlan]:
     if cfg.num_machines < 2 or "train" not in cfg.stages:
         return []

@@ -509,3 +509,25 @@ def test_planned_zero3_run_trains_with_the_real_stages(tmp_path, models_root, de
     events, _ = read_events(run / "progress.jsonl")
     ends = [(e["stage"], e["status"]) for e in events if e["event"] == "end"]
     assert ends == [("data_process", "succeeded"), ("train", "succeeded")]
+
+
+def test_a_render_job_is_planned_like_a_run(tmp_path):
+    """A render of another run's checkpoints: its own run.yaml (sample stage only, its own
+    progress file), the exact command in commands.sh, samples into the other run's folder."""
+    from backend.config import load_config
+    from backend.plan import plan_render
+
+    ckpts = [tmp_path / "other" / "output" / n for n in ("step-2.safetensors",
+                                                         "step-4.safetensors")]
+    cfg = cfg_of(stages=["data_process", "train", "sample"], sample_steps=3)
+    plan, resolved = plan_render(cfg, tmp_path / "job", tmp_path / "other" / "samples", ckpts)
+    assert plan.name == "sample" and resolved.stages == ["sample"]
+    assert plan.argv[1:3] == ["-m", "backend.stages.sample"]
+    i = plan.argv.index("--checkpoints")
+    assert plan.argv[i + 1:] == [str(p) for p in ckpts]
+    assert plan.argv[plan.argv.index("--output_dir") + 1] == str(tmp_path / "other" / "samples")
+    saved = load_config(tmp_path / "job" / "run.yaml")
+    assert saved.stages == ["sample"] and saved.sample_steps == 3
+    assert saved.progress_file == str((tmp_path / "job" / "progress.jsonl").resolve())
+    commands = (tmp_path / "job" / "commands.sh").read_text()
+    assert "backend.stages.sample" in commands and "step-4.safetensors" in commands

@@ -4,7 +4,6 @@ downloads. Renders are runner jobs (a separate process); nothing here loads a mo
 from __future__ import annotations
 
 import os
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -13,10 +12,9 @@ from typing import Any
 import yaml
 
 from backend.config import validate
-from backend.plan import RunFiles, StagePlan
+from backend.plan import RunFiles, plan_render
 from backend.runner import Runner, new_run_id
 
-STAGE_MODULE = "backend.stages.sample"
 CHECKPOINT_SUFFIX = ".safetensors"
 # Left out of the whole-run zip: the stage-1 cache and the resume state can be many GB and
 # are rebuilt by a new run; the zip holds what a person keeps.
@@ -54,32 +52,15 @@ def submit_render(runner: Runner, run: dict, settings: dict[str, Any], names: li
                          f"(got {missing or names}; allowed {', '.join(known) or 'none yet'})")
     base = run_config(run)
     base.update(settings)
-    base.update(stages=["sample"])
+    base.update(stages=["sample"], run_name=f"render {run.get('name') or run['id']}")
     cfg = validate(base)  # every sample_* problem at once, as the schema words it
     job_id = new_run_id()
     job_dir = runner.workspace / "runs" / job_id
-    files = RunFiles(job_dir)
-    cfg = cfg.model_copy(update={"output_path": str(files.output),
-                                 "progress_file": str(files.progress),
-                                 "run_name": f"render {run.get('name') or run['id']}"})
     job_dir.mkdir(parents=True)
-    cfg.save(files.run_yaml)
-    argv = [sys.executable, "-m", STAGE_MODULE, "--config", str(files.run_yaml),
-            "--output_dir", str(RunFiles(Path(run["run_dir"])).samples),
-            "--checkpoints", *[str(known[n]) for n in names]]
-    env = {"PYTHONUNBUFFERED": "1"}
-    if cfg.offline:
-        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    files.commands.write_text("#!/usr/bin/env bash\n# ZeroLoRA render job\n" +
-                              " ".join(_quote(a) for a in argv) + "\n", encoding="utf-8")
-    return runner.submit_stages([StagePlan("sample", argv, env)], job_dir, cfg.to_yaml(),
-                                owner=owner, name=cfg.run_name, gpu_ids=cfg.gpu_ids,
-                                run_id=job_id)
-
-
-def _quote(a: str) -> str:
-    import shlex
-    return shlex.quote(a)
+    plan, cfg = plan_render(cfg, job_dir, RunFiles(Path(run["run_dir"])).samples,
+                            [known[n] for n in names])
+    return runner.submit_stages([plan], job_dir, cfg.to_yaml(), owner=owner,
+                                name=cfg.run_name, gpu_ids=cfg.gpu_ids, run_id=job_id)
 
 
 # ---------------------------------------------------------------------- grid
