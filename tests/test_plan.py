@@ -447,6 +447,8 @@ if acc.state.deepspeed_plugin is not None:
 # One file per rank: ranks share stdout, so their lines can interleave.
 with open(f"probe_rank{info['rank']}.json", "w") as f:
     json.dump(info, f)
+acc.wait_for_everyone()
+acc.end_training()  # tears the process group down, as the train stage does
 """
 
 

@@ -183,6 +183,7 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
         model_fp, rank=rank, world=world,
         barrier=accelerator.wait_for_everyone, progress=progress, should_stop=stopper.is_set,
         log=log)
+    accelerator.end_training()  # tear the process group down before the interpreter exits
     fields = {k: result[k] for k in ("total", "encoded", "reused")}
     if result["stopped"]:
         return "stopped", {"reason": f"stopped by signal {stopper.signal}; "
