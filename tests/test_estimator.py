@@ -249,32 +249,80 @@ def test_train_stage_host_ram_within_25_percent(tmp_path):
     assert predicted == pytest.approx(measured, rel=0.25), r
 
 
-@pytest.mark.timeout(900)
-def test_gpu_script_runs_through_on_cpu_with_a_tiny_config(tmp_path):
-    """bench/gpu_qwen_image.py end to end on the CPU: random bf16 weights written, both
-    modes launched through the run plan (plain, and ZeRO-3 offload under DeepSpeed), the
-    JSON written with step times and the estimator's prediction."""
+def run_gpu_script(tmp_path, *flags: str) -> dict:
+    """bench/gpu_qwen_image.py on the CPU with the tiny configs; its JSON."""
     out = tmp_path / "gpu.json"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "gpu_qwen_image.py"), "--config",
-         str(REPO / "bench" / "tiny_transformer_config.json"), "--device", "cpu",
-         "--height", "64", "--width", "64", "--rank", "4", "--steps", "2",
-         "--text_tokens", "16", "--work", str(tmp_path / "work"), "--out", str(out)],
+        [sys.executable, str(REPO / "bench" / "gpu_qwen_image.py"), "--tiny", "--device",
+         "cpu", "--height", "64", "--width", "64", "--rank", "4", "--text_tokens", "16",
+         "--work", str(tmp_path / "work"), "--out", str(out), *flags],
         cwd=str(REPO), capture_output=True, text=True, timeout=880,
         env={**__import__("os").environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = json.loads(out.read_text())
-    assert data["device"] == "cpu" and data["transformer_params"] > 0
-    index = json.loads((tmp_path / "work" / "transformer" /
+    return json.loads(out.read_text())
+
+
+@pytest.mark.timeout(900)
+def test_gpu_script_runs_through_on_cpu_with_a_tiny_config(tmp_path):
+    """bench/gpu_qwen_image.py end to end on the CPU: random bf16 weights written, both
+    train modes launched through the run plan (plain, and ZeRO-3 offload under DeepSpeed),
+    the JSON written with step times and the estimator's prediction."""
+    data = run_gpu_script(tmp_path, "--steps", "2", "--data_process", "", "--sample", "")
+    params = data["weights"]["transformer"]["params"]
+    assert data["device"] == "cpu" and params > 0 and set(data["weights"]) == {"transformer"}
+    index = json.loads((tmp_path / "work" / "model" / "transformer" /
                         "diffusion_pytorch_model.safetensors.index.json").read_text())
-    assert index["metadata"]["total_size"] == 2 * data["transformer_params"]  # bf16
-    plain, low = data["modes"]["no_offload"], data["modes"]["low_vram"]
+    assert index["metadata"]["total_size"] == 2 * params  # bf16
+    plain, low = data["train"]["no_offload"], data["train"]["low_vram"]
     for m in (plain, low):
-        assert m["exit_code"] == 0 and len(m["step_seconds"]) == 2 and m["s_per_step"] > 0
+        assert m["ok"] and m["exit_code"] == 0 and len(m["step_seconds"]) == 2
+        assert m["s_per_step"] > 0 and m["lora_files"] > 0
         assert m["host_rss_peak_gb"] > 0 and "predicted_host_gb" in m
     assert plain["deepspeed_json"] is None
     zero = low["deepspeed_json"]["zero_optimization"]
     assert zero["stage"] == 3 and zero["offload_param"]["device"] == "cpu"
-    log = (tmp_path / "work" / "runs" / "low_vram" / "train.log").read_text()
+    log = (tmp_path / "work" / "runs" / "train-low_vram" / "stage.log").read_text()
     assert "ZeRO-3" in log and "DeepSpeed activation checkpointing configured" in log
-    assert list((tmp_path / "work" / "runs" / "low_vram" / "output").glob("*.safetensors"))
+
+
+@pytest.mark.timeout(600)
+def test_gpu_script_measures_stage1_and_sample_modes_on_cpu(tmp_path):
+    """Stage 1 per data_process_offload and the sample stage per sample_cpu_offload (+ VAE
+    tiling), each through its planned command on a random tiny pipeline the script wrote
+    (text encoder, VAE, tokenizer, scheduler, LoRA). On a CPU the GPU figures are None."""
+    from PIL import Image
+    from safetensors.torch import load_file
+
+    data = run_gpu_script(tmp_path, "--train", "")
+    runs = tmp_path / "work" / "runs"
+    te = data["weights"]["text_encoder"]
+    index = json.loads((tmp_path / "work" / "model" / "text_encoder" /
+                        "model.safetensors.index.json").read_text())
+    assert te["params"] > 0 and index["metadata"]["total_size"] == 2 * te["params"]
+    assert data["train"] == {}
+    assert list(data["data_process"]) == ["none", "model", "sequential"]
+    for mode, r in data["data_process"].items():
+        assert r["ok"] and r["exit_code"] == 0 and r["cached_samples"] == 1, (mode, r)
+        assert r["peak_allocated_gb"] is None and r["driver_peak_gb"] is None
+        assert r["host_rss_peak_gb"] > 0 and r["predicted_host_gb"] > 0
+        assert "vae encode" in r["predicted_parts_gb"]["host"]
+        run_yaml = (runs / f"data_process-{mode}" / "run.yaml").read_text()
+        assert f"data_process_offload: {mode}" in run_yaml
+        assert f"offload {mode})" in (runs / f"data_process-{mode}" / "stage.log").read_text()
+        (sample,) = (runs / f"data_process-{mode}" / "cache").glob("*.safetensors")
+        tensors = load_file(str(sample))  # the written encoders ran: tiny shapes, ~16 tokens
+        assert tensors["latents"].shape == (1, 16, 8, 8)
+        assert tensors["prompt_emb"].shape[2] == 32 and tensors["prompt_emb"].shape[1] >= 16
+    assert list(data["sample"]) == ["none", "model", "sequential", "sequential_tiled"]
+    for mode, r in data["sample"].items():
+        assert r["ok"] and r["exit_code"] == 0 and r["images"] == 1, (mode, r)
+        assert r["peak_allocated_gb"] is None and r["predicted_host_gb"] > 0
+        run_yaml = (runs / f"sample-{mode}" / "run.yaml").read_text()
+        assert f"sample_cpu_offload: {mode.split('_')[0]}" in run_yaml
+        assert f"sample_vae_tiling: {'true' if mode.endswith('tiled') else 'false'}" in run_yaml
+        (entry,) = json.loads((runs / f"sample-{mode}" / "samples" / "index.json").read_text()
+                              )["images"]
+        assert entry["checkpoint"].endswith("random-r4.safetensors") and entry["steps"] == 2
+        with Image.open(runs / f"sample-{mode}" / "samples" / entry["image"]) as im:
+            assert im.size == (64, 64)
+    assert "vae decode (tiled)" in data["sample"]["sequential_tiled"]["predicted_parts_gb"]["host"]

@@ -1,14 +1,20 @@
-"""Run the real train stage and record its own peak memory when it exits.
+"""Run a real stage and record its own peak memory when it exits.
 
-Launched in place of ``-m backend.stages.train`` by the bench scripts (``accelerate launch
-[--config_file X] bench/train_probe.py <the stage's flags>``), so the stage runs exactly as
-the run plan starts it, with the generated accelerate / DeepSpeed files. At exit each rank
-writes ``$ZEROLORA_PROBE_OUT.rank<R>.json``: ``torch.cuda.max_memory_allocated`` and
-``max_memory_reserved`` (CUDA), ``ru_maxrss`` of the process, and the exit code.
+The bench scripts launch it in place of ``-m`` in a stage's planned command, the module
+becoming its first argument, so the stage runs exactly as the run plan starts it (the
+generated accelerate / DeepSpeed files, the same flags)::
+
+    accelerate launch --config_file X bench/stage_probe.py backend.stages.train <flags>
+    python bench/stage_probe.py backend.stages.sample <flags>
+
+At exit each rank writes ``$ZEROLORA_PROBE_OUT.rank<R>.json``: ``torch.cuda.
+max_memory_allocated`` and ``max_memory_reserved`` (CUDA), ``ru_maxrss`` of the process,
+and the exit code.
 """
 from __future__ import annotations
 
 import atexit
+import importlib
 import json
 import os
 import resource
@@ -17,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+STAGES = ("backend.stages.train", "backend.stages.sample")
 
 _state = {"exit_code": None}
 
@@ -36,10 +43,11 @@ def report() -> None:
 
 
 def main() -> int:
+    if len(sys.argv) < 2 or sys.argv[1] not in STAGES:
+        print(f"usage: stage_probe.py {{{' | '.join(STAGES)}}} <stage flags>", file=sys.stderr)
+        return 2
     atexit.register(report)
-    from backend.stages import train
-
-    code = train.main(sys.argv[1:])
+    code = importlib.import_module(sys.argv[1]).main(sys.argv[2:])
     _state["exit_code"] = code
     return code
 
