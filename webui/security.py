@@ -1025,13 +1025,9 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
     values resolve against ``cwd`` (default: this process's working folder), as the run
     plan resolves them.
     """
-    if user is None:
-        if _policy.auth_enabled:
-            return ["user: sign in first (got no user; allowed a signed-in user)"]
-        return []
-    admin_set = _policy.admins if admins is None else frozenset(admins)
-    if user in admin_set:
-        return []
+    unchecked = _unrestricted(user, admins)
+    if unchecked is not None:
+        return unchecked
     from backend import config as schema
 
     if isinstance(cfg, dict):
@@ -1107,6 +1103,18 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
     return problems
 
 
+def _unrestricted(user: str | None, admins: Iterable[str] | None) -> list[str] | None:
+    """The answer of a path check that has nothing to check: sign-in off (everything
+    allowed), no user with sign-in on (refused), or an admin (everything allowed). None:
+    ``user`` is restricted; check the paths."""
+    if user is None:
+        return ["user: sign in first (got no user; allowed a signed-in user)"] \
+            if _policy.auth_enabled else []
+    if user in (_policy.admins if admins is None else frozenset(admins)):
+        return []
+    return None
+
+
 def check_dataset_paths(base: str | None, metadata: str | None, user: str | None,
                         workspace: str | os.PathLike, admins: Iterable[str] | None = None, *,
                         write: bool = False, runner: Any = None,
@@ -1116,12 +1124,9 @@ def check_dataset_paths(base: str | None, metadata: str | None, user: str | None
     """The dataset rule of ``check_run_paths`` alone, for the Dataset tab before it reads a
     folder (captions, thumbnails, checks) or, with ``write=True``, writes captions into it
     (then only the user's own ``{workspace}/datasets/<user>/`` is allowed)."""
-    if user is None:
-        return ["user: sign in first (got no user; allowed a signed-in user)"] \
-            if _policy.auth_enabled else []
-    admin_set = _policy.admins if admins is None else frozenset(admins)
-    if user in admin_set:
-        return []
+    unchecked = _unrestricted(user, admins)
+    if unchecked is not None:
+        return unchecked
     here = Path(cwd or os.getcwd()).resolve()
     workspace = Path(os.path.realpath(Path(workspace).expanduser()))
     try:
@@ -1147,12 +1152,9 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
     the plan's and stay allowed while they lead inside the folder -- and every link inside
     the run's folder (the saved state, the stage-1 cache), which must stay inside it.
     """
-    if user is None:
-        return ["user: sign in first (got no user; allowed a signed-in user)"] \
-            if _policy.auth_enabled else []
-    admin_set = _policy.admins if admins is None else frozenset(admins)
-    if user in admin_set:
-        return []
+    unchecked = _unrestricted(user, admins)
+    if unchecked is not None:
+        return unchecked
     import yaml
 
     from backend import config as schema
@@ -1182,7 +1184,7 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
                 _inside(Path(os.path.realpath(value)), run_dir):
             data[name] = PLAN_ONLY_DEFAULTS[name]
     try:
-        problems = check_run_paths(data, user, workspace, admin_set, models_dir, repo_root,
+        problems = check_run_paths(data, user, workspace, admins, models_dir, repo_root,
                                    runner=runner)
     except schema.ConfigError as e:
         return list(e.problems)
