@@ -108,20 +108,8 @@ def _cuda_oom(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
         fixes.append("Keep checkpointed activations in host RAM "
                      "(use_gradient_checkpointing_offload: true).")
         settings.append("use_gradient_checkpointing_offload")
-    if cfg.get("height") and cfg.get("width"):
-        h, w = int(cfg["height"]), int(cfg["width"])
-        fixes.append(f"Train at a smaller fixed size (height/width now {h}x{w}; try "
-                     f"{max(16, h // 2 // 16 * 16)}x{max(16, w // 2 // 16 * 16)}).")
-        settings += ["height", "width"]
-    else:
-        mp = cfg.get("max_pixels")
-        if isinstance(mp, int) and mp > 0:
-            fixes.append(f"Lower max_pixels (now {mp}; try {mp // 2}): memory grows with the "
-                         f"number of image tokens.")
-        else:
-            fixes.append("Lower max_pixels (e.g. 524288 instead of 1048576): memory grows "
-                         "with the number of image tokens.")
-        settings.append("max_pixels")
+    _smaller_images(cfg, fixes, settings, "Train",
+                    "memory grows with the number of image tokens")
     rank = cfg.get("lora_rank")
     if isinstance(rank, int):
         if rank > 4:
@@ -131,6 +119,22 @@ def _cuda_oom(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
         fixes.append("Lower lora_rank (e.g. 16 instead of 32).")
         settings.append("lora_rank")
     return _oom(fixes, settings, evidence)
+
+
+def _smaller_images(cfg: dict, fixes: list[str], settings: list[str], verb: str,
+                    why: str) -> None:
+    """Advice to use smaller images: the fixed size when set, else max_pixels (halved)."""
+    if cfg.get("height") and cfg.get("width"):
+        h, w = int(cfg["height"]), int(cfg["width"])
+        fixes.append(f"{verb} at a smaller fixed size (height/width now {h}x{w}; try "
+                     f"{max(16, h // 2 // 16 * 16)}x{max(16, w // 2 // 16 * 16)}): {why}.")
+        settings += ["height", "width"]
+        return
+    mp = cfg.get("max_pixels")
+    now = f"now {mp}; try {mp // 2}" if isinstance(mp, int) and mp > 0 else \
+        "e.g. 524288 instead of 1048576"
+    fixes.append(f"Lower max_pixels ({now}): {why}.")
+    settings.append("max_pixels")
 
 
 def _oom(fixes: list[str], settings: list[str], evidence: str) -> Diagnosis:
@@ -157,14 +161,7 @@ def _cuda_oom_encoding(cfg: dict, evidence: str) -> Diagnosis:
                      f"'sequential' streams their weights from host RAM layer by layer. The "
                      f"cache is the same either way.")
         settings.append("data_process_offload")
-    if cfg.get("height") and cfg.get("width"):
-        h, w = int(cfg["height"]), int(cfg["width"])
-        fixes.append(f"Encode at a smaller fixed size (height/width now {h}x{w}): the VAE's "
-                     f"memory grows with the image area.")
-        settings += ["height", "width"]
-    else:
-        fixes.append("Lower max_pixels: the VAE's memory grows with the image area.")
-        settings.append("max_pixels")
+    _smaller_images(cfg, fixes, settings, "Encode", "the VAE's memory grows with the image area")
     return _oom(fixes, settings, evidence)
 
 
