@@ -35,20 +35,22 @@ import yaml
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
                       create_model)
 
+from backend.families import default_family, family_names, family_spec, recognise
+
 SCHEMA_VERSION = 1
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PRESETS_DIR = REPO_ROOT / "presets"
 
-QWEN_IMAGE_TARGETS = (
-    "to_q,to_k,to_v,add_q_proj,add_k_proj,add_v_proj,to_out.0,to_add_out,"
-    "img_mlp.net.2,img_mod.1,txt_mlp.net.2,txt_mod.1"
-)
-QWEN_IMAGE_SOURCES = (
-    "Qwen/Qwen-Image:transformer/diffusion_pytorch_model*.safetensors,"
-    "Qwen/Qwen-Image:text_encoder/model*.safetensors,"
-    "Qwen/Qwen-Image:vae/diffusion_pytorch_model.safetensors"
-)
+# Model families come from the registry (backend/families): their names are the choices
+# of model_family, and the default family's values are the schema defaults of the fields a
+# family changes (family_defaults gives any family's).
+FamilyName = Literal[family_names()]  # type: ignore[valid-type]
+_DEFAULT_FAMILY = family_spec(default_family())
+
+
+def _family_default(name: str) -> Any:
+    return _DEFAULT_FAMILY.defaults[name]
 TASKS = ("sft", "sft:data_process", "sft:train")
 STAGES = ("data_process", "train", "sample")
 GROUPS = ("run", "model", "data", "lora", "training", "distributed", "stages", "samples")
@@ -123,9 +125,12 @@ class RunConfig(BaseModel):
                                      "output_path/progress.jsonl).", "run", ui="hidden")
 
     # --- model -------------------------------------------------------------------------
-    model_family: Literal["qwen_image"] = F("qwen_image", "Model family.", "model")
+    model_family: FamilyName = F(
+        default_family(), "Model family (the architecture). Left out, it is recognised from "
+        "the model sources (a known model id, or the _class_name in their config.json).",
+        "model")
     model_id_with_origin_paths: Optional[str] = F(
-        QWEN_IMAGE_SOURCES, "Comma-separated model_id:glob, resolved as {models_dir}/"
+        _family_default("model_id_with_origin_paths"), "Comma-separated model_id:glob, resolved as {models_dir}/"
         "{model_id}/{glob} (split at the last colon); an existing local path (a file, a "
         "component folder or a pipeline folder) is used as a path.", "model")
     model_paths: Optional[str] = F(None, "JSON list of local weight files (an element may be a "
@@ -133,7 +138,8 @@ class RunConfig(BaseModel):
                                    "model", ui="advanced")
     tokenizer_path: Optional[str] = F(None, "Tokenizer folder or model_id:folder/ (default: "
                                       "the text encoder's sibling tokenizer/ folder, else "
-                                      "Qwen/Qwen-Image:tokenizer/).", "model", ui="advanced")
+                                      "the family's default tokenizer source).", "model",
+                                      ui="advanced")
     download_source: Literal["modelscope", "huggingface"] = F(
         "modelscope", "Where missing model files are downloaded from.", "model")
     hub_endpoint: Optional[str] = F(None, "Mirror endpoint URL for the download source.",
@@ -164,12 +170,13 @@ class RunConfig(BaseModel):
     # --- LoRA --------------------------------------------------------------------------
     lora_base_model: Literal["dit"] = F("dit", "Component that gets the LoRA.", "lora",
                                         ui="advanced")
-    lora_target_modules: str = F(QWEN_IMAGE_TARGETS, "Comma-separated module names.", "lora",
-                                 ui="advanced")
+    lora_target_modules: str = F(_family_default("lora_target_modules"),
+                                 "Comma-separated module names (the family's defaults are "
+                                 "the reference trainer's).", "lora", ui="advanced")
     lora_rank: int = F(32, "LoRA rank (alpha = rank).", "lora", ge=1, le=1024)
     lora_checkpoint: Optional[str] = F(None, "Initialise the LoRA from this file.", "lora",
                                        ui="advanced")
-    remove_prefix_in_ckpt: str = F("pipe.dit.", "Prefix stripped from saved keys.", "lora",
+    remove_prefix_in_ckpt: str = F(_family_default("remove_prefix_in_ckpt"), "Prefix stripped from saved keys.", "lora",
                                    ui="advanced")
 
     # --- training ----------------------------------------------------------------------
@@ -263,38 +270,41 @@ class RunConfig(BaseModel):
         ui="advanced", min_length=1)
     data_process_offload: OffloadMode = F(
         "none", "GPU memory of stage 1 (data_process). none: the text encoder and the VAE "
-        "sit on the GPU together (about 19 GB for Qwen-Image at 1024x1024); model: one at a "
-        "time -- every prompt with the text encoder, which then goes back to host RAM, then "
-        "every image with the VAE (about 17 GB); sequential: the weights stay in host RAM "
-        "and reach the GPU one module at a time (under 3 GB, slower). The cache is the same "
-        "in every mode.", "stages", ui="advanced")
+        "sit on the GPU together; model: one at a time -- every prompt with the text "
+        "encoder, which then goes back to host RAM, then every image with the VAE; "
+        "sequential: the weights stay in host RAM and reach the GPU one module at a time "
+        "(least memory, slower). The cache is the same in every mode; the memory estimate "
+        "gives each mode's figure for the chosen model.", "stages", ui="advanced")
 
     # --- samples -----------------------------------------------------------------------
     sample_prompts: list[str] = F(["a photo of a cat"], "Test prompts (one per line).",
                                   "samples")
     sample_negative_prompt: str = F("", "Negative prompt.", "samples", ui="advanced")
     sample_seed: int = F(0, "Seed for every sample.", "samples", ge=0, le=2**32 - 1)
-    sample_steps: int = F(30, "Denoising steps.", "samples", ge=1, le=200)
-    sample_cfg: float = F(4.0, "Classifier-free guidance scale.", "samples", ge=1.0, le=30.0)
-    sample_height: int = F(1328, "Sample height.", "samples", ge=16, le=4096, multiple_of=16)
-    sample_width: int = F(1328, "Sample width.", "samples", ge=16, le=4096, multiple_of=16)
+    sample_steps: int = F(_family_default("sample_steps"), "Denoising steps.", "samples",
+                          ge=1, le=200)
+    sample_cfg: float = F(_family_default("sample_cfg"), "Classifier-free guidance scale.",
+                          "samples", ge=1.0, le=30.0)
+    sample_height: int = F(_family_default("sample_height"), "Sample height.", "samples",
+                           ge=16, le=4096, multiple_of=16)
+    sample_width: int = F(_family_default("sample_width"), "Sample width.", "samples",
+                          ge=16, le=4096, multiple_of=16)
     sample_lora_scales: list[float] = F([0.0, 1.0], "LoRA scales (0 = base model), each "
                                         "between -4 and 4.", "samples", min_length=1)
     sample_every_n_steps: Optional[int] = F(None, "Render samples every N training steps.",
                                             "samples", ui="advanced", ge=1, le=10**9)
     sample_cpu_offload: OffloadModeOrBool = F(
-        "none", "GPU memory of the sample stage. none: the whole pipeline on the GPU (about "
-        "65 GB for Qwen-Image at 1328x1328); model: one component at a time (diffusers' "
-        "model CPU offload; the 41 GB transformer still goes whole); sequential: weights "
-        "stream from host RAM one module at a time (diffusers' sequential CPU offload; much "
-        "slower; about 7 GB, under 2 GB with sample_vae_tiling). true / false from older "
-        "configs mean model / none.", "samples",
+        "none", "GPU memory of the sample stage. none: the whole pipeline on the GPU; "
+        "model: one component at a time (diffusers' model CPU offload; the transformer still "
+        "goes whole); sequential: weights stream from host RAM one module at a time "
+        "(diffusers' sequential CPU offload; much slower, least memory, less still with "
+        "sample_vae_tiling). The memory estimate gives each mode's figure for the chosen "
+        "model. true / false from older configs mean model / none.", "samples",
         ui="advanced", extra={"bare_flag": "model", "no_flag": "none"})
     sample_vae_tiling: bool = F(
-        False, "Decode sample images in overlapping 256-pixel tiles, so the VAE decoder's "
-        "memory stops growing with the image size (Qwen-Image at 1328x1328: about 7 GB "
-        "untiled, under 1 GB tiled). Seams are blended; pixels differ slightly from an "
-        "untiled decode.", "samples", ui="advanced")
+        False, "Decode sample images in overlapping tiles, so the VAE decoder's memory "
+        "stops growing with the image size. Seams are blended; pixels differ slightly from "
+        "an untiled decode.", "samples", ui="advanced")
 
     # -----------------------------------------------------------------------------------
     @property
@@ -309,10 +319,13 @@ class RunConfig(BaseModel):
         return [m.strip() for m in self.lora_target_modules.split(",") if m.strip()]
 
     def to_dict(self, only_changed: bool = False) -> dict[str, Any]:
+        """The options; ``only_changed``: those that differ from the defaults of this
+        config's family (its ``model_family`` stays, so the file says which)."""
         data = self.model_dump(mode="json")
         if only_changed:
-            defaults = RunConfig().model_dump(mode="json")
-            data = {k: v for k, v in data.items() if defaults.get(k) != v}
+            defaults = family_defaults(self.model_family)
+            data = {k: v for k, v in data.items()
+                    if defaults.get(k) != v or k == "model_family"}
         return data
 
     def to_yaml(self, only_changed: bool = False) -> str:
@@ -324,6 +337,48 @@ class RunConfig(BaseModel):
 
 
 FIELDS: dict[str, Any] = RunConfig.model_fields
+
+
+def family_defaults(family: str, variant: str | None = None) -> dict[str, Any]:
+    """Every option's default for ``family`` (and one of its variants): the schema's
+    defaults with the values the family, then the variant, changes."""
+    spec = family_spec(family)
+    out = RunConfig.model_construct().model_dump(mode="json")
+    out.update(copy.deepcopy(dict(spec.defaults)))
+    for var in spec.variants:
+        if var.name == variant:
+            out.update(copy.deepcopy(dict(var.defaults)))
+    out["model_family"] = family
+    return out
+
+
+def family_of(data: dict[str, Any]) -> tuple[str, str | None]:
+    """(family, variant) of a mapping of options: ``model_family`` when given (its variant
+    from the sources), else recognised from the model sources, else the default family."""
+    found = recognise(data.get("model_id_with_origin_paths")
+                      if isinstance(data.get("model_id_with_origin_paths"), str) else None,
+                      data.get("model_paths") if isinstance(data.get("model_paths"), str)
+                      else None)
+    given = data.get("model_family")
+    if isinstance(given, str) and given in family_names():
+        variant = found[1] if found and found[0] == given and found[1] else None
+        return given, variant.name if variant else None
+    if found:
+        return found[0], found[1].name if found[1] else None
+    return default_family(), None
+
+
+def apply_family_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with its family's defaults under it: options it leaves out take the values
+    of its family (and variant) instead of the default family's."""
+    family, variant = family_of(data)
+    defaults = family_defaults(family, variant)
+    base = family_defaults(default_family())
+    out = {k: v for k, v in defaults.items() if k in FIELDS and v != base.get(k)}
+    if family != default_family():
+        out["model_family"] = family
+    out.update(data)
+    return out
 
 
 def _write_yaml(path: str | os.PathLike, text: str) -> Path:
@@ -613,6 +668,7 @@ def validate(data: dict[str, Any], source: str | None = None, *,
     """
     data = dict(data)
     data.pop("schema_version", None)
+    data = apply_family_defaults(data)
     ok, problems = _field_problems(data)
     merged = RunConfig.model_construct().model_dump()
     merged.update(ok)

@@ -15,11 +15,10 @@ Units: bytes; figures are printed in GB = 10^9 bytes (a "24 GB" card holds 24 Gi
 Where the numbers come from
 ---------------------------
 Parameter counts come from the model's own ``config.json`` files: each component class
-(diffusers' ``QwenImageTransformer2DModel`` / ``AutoencoderKLQwenImage``, transformers'
-``Qwen2_5_VLForConditionalGeneration``) is instantiated on the meta device
+(the diffusers / transformers class its config names) is instantiated on the meta device
 (``accelerate.init_empty_weights()``), so no weight is read or allocated. When the config
-files are not on disk yet (nothing downloaded), the published Qwen-Image configs bundled
-below are used. The LoRA size is counted on the same meta transformer: every
+files are not on disk yet (nothing downloaded), the family's published configs
+(``Family.published_configs``) are used. The LoRA size is counted on the same meta transformer: every
 ``nn.Linear`` whose name equals a target or ends with ``.<target>`` (peft's rule) adds
 ``rank * (in_features + out_features)`` parameters.
 
@@ -83,7 +82,7 @@ the other, so the peak is the larger of two phases::
         model       the larger phase (each encoder's weights only in its own phase)
         sequential  the larger phase with only the largest module's own weights in place
                     of the encoder's (accelerate's hooks hold one module's weights at a
-                    time; counted on the meta-device model: for Qwen-Image the text encoder's
+                    time; counted on the meta-device model: for the default family the text encoder's
                     embedding or LM head, 545 M parameters, and a 4 M-parameter VAE conv)
     host  the weights (none: while loading, per process; offload: for the whole stage)
 
@@ -107,7 +106,7 @@ On a CPU-only run (``device="cpu"``) offload saves nothing, so both stages are c
 Offload traffic (``Estimate.h2d_bytes_per_step``): ZeRO-3 parameter offload fetches every
 weight for the forward and again for the backward, 2 P b per micro-step, plus L b of
 updated LoRA weights with optimizer offload; divided by the host-to-device bandwidth it
-bounds the step time from below (bench/gpu_qwen_image.py measures the bandwidth).
+bounds the step time from below (the GPU bench script measures the bandwidth).
 
 A CPU-only run (``device="cpu"``) puts every GPU part in host RAM and counts the loaded
 weights once (on a CPU the stage computes with the tensors it loaded; diffusers maps the
@@ -133,6 +132,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from backend.families import default_family, family_spec, get_family
+
 GB = 1e9
 CUDA_CONTEXT_GB = 0.5          # added by fits(): driver context + cuBLAS workspace
 DEFAULT_TEXT_TOKENS = 256      # cached prompt length assumed for training (after the template)
@@ -146,65 +147,12 @@ ACT_UNITS_BACKWARD = 8.0       # gradients alive while one block runs backward
 ACT_UNITS_INFERENCE = 6.0      # no-grad forward: a block's largest live temporaries
 VAE_ENCODE_UNITS = 11.8        # VAE encoder peak / (base_dim * H * W * bytes), no_grad
 VAE_DECODE_UNITS = 21.5        # VAE decoder peak / (base_dim * H * W * bytes), no_grad
-VAE_TILE = 256                 # diffusers' tile size (pixels) of the Qwen-Image VAE's tiled decode
+VAE_TILE = 256                 # diffusers' tile size (pixels) of the VAE's tiled decode
 PROMPT_TEMPLATE_TOKENS = 64    # the prompt template's tokens (34 dropped after encoding) + margin
 ADAM_BYTES_NO_DS = 16          # fp32 LoRA weight + fp32 grad + 2 fp32 moments
 ADAM_STATE_BYTES_DS = 12       # fp32 master + 2 fp32 moments (DeepSpeed)
 GRAD_PARTITION_BYTES_DS = 4    # fp32 gradient partition (DeepSpeed)
 
-# The published Qwen-Image configs (Qwen/Qwen-Image: transformer/, text_encoder/, vae/),
-# used when the model's own config.json files are not on disk yet.
-QWEN_IMAGE_TRANSFORMER_CONFIG: dict[str, Any] = {
-    "_class_name": "QwenImageTransformer2DModel",
-    "_diffusers_version": "0.34.0.dev0",
-    "attention_head_dim": 128,
-    "axes_dims_rope": [16, 56, 56],
-    "guidance_embeds": False,
-    "in_channels": 64,
-    "joint_attention_dim": 3584,
-    "num_attention_heads": 24,
-    "num_layers": 60,
-    "out_channels": 16,
-    "patch_size": 2,
-}
-QWEN_IMAGE_TEXT_ENCODER_CONFIG: dict[str, Any] = {
-    "architectures": ["Qwen2_5_VLForConditionalGeneration"],
-    "model_type": "qwen2_5_vl",
-    "hidden_size": 3584,
-    "intermediate_size": 18944,
-    "num_attention_heads": 28,
-    "num_hidden_layers": 28,
-    "num_key_value_heads": 4,
-    "vocab_size": 152064,
-    "max_position_embeddings": 128000,
-    "rms_norm_eps": 1e-06,
-    "rope_theta": 1000000.0,
-    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
-    "tie_word_embeddings": False,
-    "hidden_act": "silu",
-    "vision_config": {
-        "depth": 32, "hidden_act": "silu", "hidden_size": 1280, "intermediate_size": 3420,
-        "num_heads": 16, "in_chans": 3, "out_hidden_size": 3584, "patch_size": 14,
-        "spatial_merge_size": 2, "spatial_patch_size": 14, "window_size": 112,
-        "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2,
-        "temporal_patch_size": 2,
-    },
-}
-QWEN_IMAGE_VAE_CONFIG: dict[str, Any] = {
-    "_class_name": "AutoencoderKLQwenImage",
-    "base_dim": 96,
-    "z_dim": 16,
-    "dim_mult": [1, 2, 4, 4],
-    "num_res_blocks": 2,
-    "attn_scales": [],
-    "temperal_downsample": [False, True, True],
-    "dropout": 0.0,
-}
-QWEN_IMAGE_CONFIGS = {"transformer": QWEN_IMAGE_TRANSFORMER_CONFIG,
-                      "text_encoder": QWEN_IMAGE_TEXT_ENCODER_CONFIG,
-                      "vae": QWEN_IMAGE_VAE_CONFIG}
-
-PRESET_ORDER = ("qwen_image_multi_gpu_zero2", "qwen_image_single_gpu", "qwen_image_low_vram")
 CPU_PRESET = "cpu_demo"
 
 
@@ -291,7 +239,7 @@ class Estimate:
         published = [c for c, src in self.sources.items() if src == "published"]
         if published:
             lines.append(f"({', '.join(published)}: config.json not found locally; sizes of "
-                         f"the published Qwen-Image)")
+                         f"the published model)")
         for name in self.planned or list(self.stages):
             s = self.stages.get(name)
             if s is None:
@@ -359,7 +307,7 @@ def _transformer_stats(key: str) -> TransformerStats:
     from accelerate import init_empty_weights
 
     config = json.loads(key)
-    cls = getattr(diffusers, config.get("_class_name", "QwenImageTransformer2DModel"))
+    cls = getattr(diffusers, config["_class_name"])
     with init_empty_weights():
         model = cls.from_config(config)
     linears, largest = [], 0
@@ -382,11 +330,10 @@ def _text_encoder_stats(key: str) -> ComponentStats:
     from accelerate import init_empty_weights
 
     config = json.loads(key)
-    arch = (config.get("architectures") or ["Qwen2_5_VLForConditionalGeneration"])[0]
-    cls = getattr(transformers, arch)
+    cls = getattr(transformers, config["architectures"][0])
     kwargs = {k: v for k, v in config.items() if not k.startswith("_")}
     kwargs.pop("architectures", None)
-    model_type = kwargs.pop("model_type", "qwen2_5_vl")
+    model_type = kwargs.pop("model_type")
     conf = transformers.AutoConfig.for_model(model_type, **kwargs)
     with init_empty_weights():
         model = cls(conf)
@@ -404,7 +351,7 @@ def _vae_stats(key: str) -> ComponentStats:
     from accelerate import init_empty_weights
 
     config = json.loads(key)
-    cls = getattr(diffusers, config.get("_class_name", "AutoencoderKLQwenImage"))
+    cls = getattr(diffusers, config["_class_name"])
     with init_empty_weights():
         model = cls.from_config(config)
     return ComponentStats(params=sum(p.numel() for p in model.parameters()),
@@ -481,14 +428,20 @@ def model_configs(cfg, model_config: dict[str, Any] | None = None
             comp = _component_of(model_config) or "transformer"
             given = {comp: model_config}
     local = local_model_configs(cfg) if cfg is not None else {}
+    family = get_family(cfg.model_family if cfg is not None else default_family())
+    published = family.published_configs()
     out, source = {}, {}
     for comp in ("transformer", "text_encoder", "vae"):
         if comp in given:
-            out[comp], source[comp] = given[comp], "given"
+            out[comp], source[comp] = dict(given[comp]), "given"
         elif comp in local:
             out[comp], source[comp] = local[comp], "local"
         else:
-            out[comp], source[comp] = QWEN_IMAGE_CONFIGS[comp], "published"
+            out[comp], source[comp] = published[comp], "published"
+        # A partial config (e.g. only the sizes) takes its class from the published one.
+        for key in ("_class_name", "architectures", "model_type"):
+            if key in published[comp] and key not in out[comp]:
+                out[comp][key] = published[comp][key]
     return out, source
 
 
@@ -529,7 +482,7 @@ def estimate_memory(cfg, model_config: dict[str, Any] | None = None, *,
 
     ``model_config``: a transformer ``config.json`` mapping, or ``{"transformer": ...,
     "text_encoder": ..., "vae": ...}``; missing components are read from the local model
-    folders of ``cfg`` or, failing that, the published Qwen-Image configs.
+    folders of ``cfg`` or, failing that, the family's published configs.
     ``device="cpu"`` predicts a CPU-only run: what would sit on the GPU sits in host RAM.
     """
     configs, sources = model_configs(cfg, model_config)
@@ -856,30 +809,32 @@ def _preset_config(name: str):
 
 
 def recommend_preset(gpu_gb: float | None, num_gpus: int = 1,
-                     model_config: dict[str, Any] | None = None) -> str:
-    """The fastest bundled preset whose every stage (cache, train, sample) fits ``gpu_gb``
-    (per GPU).
+                     model_config: dict[str, Any] | None = None,
+                     family: str | None = None) -> str:
+    """The fastest of the family's bundled presets whose every stage (cache, train,
+    sample) fits ``gpu_gb`` (per GPU).
 
-    Order: multi-GPU ZeRO-2 (only with ``num_gpus`` > 1), single GPU (bf16 weights on the
-    GPU), low VRAM (ZeRO-3 offload, offloaded stage 1 and sampling). No GPU (None or 0) →
-    the CPU demo. When none fits the low-VRAM preset is returned (the smallest footprint
-    there is).
+    The family lists its presets from the most GPU memory to the least
+    (``FamilySpec.presets_by_vram``); a preset that trains on several processes is tried
+    only with ``num_gpus`` > 1, with that many. No GPU (None or 0) → the CPU demo. When none
+    fits the last (the smallest footprint there is) is returned.
     """
     if not gpu_gb or gpu_gb <= 0:
         return CPU_PRESET
-    for name in PRESET_ORDER:
-        if name == "qwen_image_multi_gpu_zero2" and num_gpus < 2:
-            continue
+    order = family_spec(family or default_family()).presets_by_vram
+    for name in order:
         try:
             cfg = _preset_config(name)
         except Exception:
             continue
-        if name == "qwen_image_multi_gpu_zero2":
+        if cfg.num_processes > 1:
+            if num_gpus < 2:
+                continue
             cfg = cfg.model_copy(update={"num_processes": num_gpus})
         est = estimate_memory(cfg, model_config)
         if all(est.stages[st].gpu_gb + CUDA_CONTEXT_GB <= gpu_gb for st in est.planned):
             return name
-    return "qwen_image_low_vram"
+    return order[-1]
 
 
 def estimate_for_preset(name: str, model_config: dict[str, Any] | None = None,

@@ -6,26 +6,29 @@ Formats (one safetensors file each; tensors unchanged unless noted):
   ``<module>.lora_B.default.weight`` (peft adapter name kept, no prefix, no alpha tensor;
   alpha = rank).
 - ``diffusers``  ``transformer.<module>.lora_A.weight`` / ``.lora_B.weight``: loads with
-  ``QwenImagePipeline.load_lora_weights(path)`` (no conversion step inside diffusers).
+  the family's pipeline's ``load_lora_weights(path)`` (no conversion step inside diffusers).
 - ``comfyui``    ``diffusion_model.<module>.lora_down.weight`` (= lora_A),
   ``.lora_up.weight`` (= lora_B) and ``.alpha`` (a scalar, = rank). ComfyUI's LoRA loader
   maps ``diffusion_model.<module>`` to the model weight ``diffusion_model.<module>.weight``
-  for every model (its generic key map), its Qwen-Image model uses diffusers' module names
-  (``transformer_blocks.N.attn.to_q``, ``img_mod.1``, ``img_mlp.net.2``, ...), and
-  ``lora_up``/``lora_down`` + ``alpha`` is the pair every ComfyUI version reads, with the
-  scale alpha / rank. diffusers also reads this file (it strips ``diffusion_model.``).
+  for every model (its generic key map); ``lora_up``/``lora_down`` + ``alpha`` is the pair
+  every ComfyUI version reads, with the scale alpha / rank. diffusers also reads this file
+  (it strips ``diffusion_model.``).
 
-``<module>`` is a module name of diffusers' ``QwenImageTransformer2DModel``, e.g.
-``transformer_blocks.0.attn.to_q``. Any of the three formats is accepted as the source.
+The prefixes are the family's (``Family.export_prefixes``: a family whose loaders want
+other names says so there). ``<module>`` is a module name of the family's trained
+component (diffusers' class), e.g. ``transformer_blocks.0.attn.to_q``. Any of the three
+formats is accepted as the source.
 A LoRA whose alpha differs from its rank (only possible in a comfyui source) has the scale
 alpha / rank folded into lora_B for the formats that carry no alpha.
 
 Every export is checked before it is written: each key must have the target format's
-shape, and each module must be a Linear layer of the transformer with matching in/out
-features. The module map comes from the transformer's config, built on the meta device
-(no weights): given with ``--model`` / ``transformer_config``, else found through the run's
-``training_args.json`` beside the checkpoint (its resolved transformer folder), else the
-stock Qwen-Image config (names only; sizes are then not checked). safetensors metadata is
+shape, and each module must be a Linear layer of the trained component with matching
+in/out features. The module map comes from the component's config, built on the meta device
+by the family (``Family.lora_module_map``; no weights): given with ``--model`` /
+``transformer_config``, else found through the run's ``training_args.json`` beside the
+checkpoint (its resolved transformer folder), else the family's published config (names
+only; sizes are then not checked). The family is ``--family``, else the one the LoRA file's
+metadata or the run names, else the default. safetensors metadata is
 kept; ``zerolora_format``, ``zerolora_source`` and ``zerolora_verified_against`` are added,
 and non-reference exports say ``format=pt`` (the training's own value moves to
 ``source_format``).
@@ -52,9 +55,12 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from backend.families import default_family, family_names, get_family
+from backend.families.base import Family
+
 FORMATS = ("reference", "diffusers", "comfyui")
 ADAPTER = "default"
-_PREFIX = {"reference": "", "diffusers": "transformer.", "comfyui": "diffusion_model."}
+_PREFIX = dict(Family.export_prefixes)
 _SUFFIX = {
     "reference": (f".lora_A.{ADAPTER}.weight", f".lora_B.{ADAPTER}.weight", None),
     "diffusers": (".lora_A.weight", ".lora_B.weight", None),
@@ -218,15 +224,11 @@ def load_as_diffusers(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 # ------------------------------------------------------------------------------------------
 # Verification against the transformer's module map
 # ------------------------------------------------------------------------------------------
-def transformer_linear_shapes(config: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
-    """{module name: (in_features, out_features)} of every Linear of QwenImageTransformer2DModel,
-    built from ``config`` on the meta device (no memory, no weights)."""
-    from diffusers import QwenImageTransformer2DModel
-
-    with torch.device("meta"):
-        model = QwenImageTransformer2DModel.from_config(dict(config))
-    return {name: (mod.in_features, mod.out_features) for name, mod in model.named_modules()
-            if isinstance(mod, torch.nn.Linear)}
+def transformer_linear_shapes(config: Mapping[str, Any] | None,
+                              family: str | None = None) -> dict[str, tuple[int, int]]:
+    """{module name: (in_features, out_features)} of every Linear of the family's trained
+    component, built from ``config`` (None: the published one) on the meta device."""
+    return get_family(family or default_family()).lora_module_map(config)
 
 
 def read_transformer_config(where: str | os.PathLike | Mapping[str, Any]) -> dict[str, Any]:
@@ -241,24 +243,27 @@ def read_transformer_config(where: str | os.PathLike | Mapping[str, Any]) -> dic
                             f"its transformer/ folder or a config.json)")
 
 
-def _config_from_training_args(src: Path) -> tuple[dict[str, Any], str] | None:
-    """The transformer config of the run that wrote ``src``, when its files are local."""
+def _config_from_training_args(src: Path) -> tuple[dict[str, Any], str, str] | None:
+    """(transformer config, where, family) of the run that wrote ``src``, when its files
+    are local."""
     for folder in (src.parent, src.parent.parent):
         args_file = folder / "training_args.json"
         if not args_file.is_file():
             continue
         try:
             data = json.loads(args_file.read_text(encoding="utf-8"))
+            family = data.get("model_family") or default_family()
             tdir = (data.get("resolved_components") or {}).get("transformer")
             if tdir and (Path(tdir) / "config.json").is_file():
-                return read_transformer_config(tdir), str(tdir)
+                return read_transformer_config(tdir), str(tdir), family
             from backend.config import FIELDS, RunConfig
-            from backend.stages.sample import component_dirs
+            from backend.hub import resolve_component_dirs
 
             known = {k: v for k, v in data.items() if k in FIELDS}
             cfg = RunConfig.model_validate(known).model_copy(update={"offline": True})
-            tdir = component_dirs(cfg, ["transformer"])["transformer"]
-            return read_transformer_config(tdir), str(tdir)
+            trained = get_family(cfg.model_family).spec.trained_component
+            tdir = resolve_component_dirs(cfg, [trained])[trained]
+            return read_transformer_config(tdir), str(tdir), family
         except Exception:  # noqa: BLE001 - the run's model is not here; fall back to the stock map
             return None
     return None
@@ -287,8 +292,8 @@ def verify_state_dict(state_dict: Mapping[str, torch.Tensor], fmt: str,
     need = {"A", "B"} | ({"alpha"} if alpha_suffix else set())
     for module, got in sorted(seen.items()):
         if module not in shapes:
-            problems.append(f"{prefix}{module}: no Linear module {module!r} in "
-                            f"QwenImageTransformer2DModel")
+            problems.append(f"{prefix}{module}: no Linear module {module!r} in the "
+                            f"model")
             continue
         if need - set(got):
             problems.append(f"{prefix}{module}: missing {sorted(need - set(got))}")
@@ -321,7 +326,8 @@ def export_path(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
 
 
 def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | None = None,
-                transformer_config: str | os.PathLike | Mapping[str, Any] | None = None) -> Path:
+                transformer_config: str | os.PathLike | Mapping[str, Any] | None = None,
+                family: str | None = None) -> Path:
     """Write ``src`` (a LoRA in any accepted format) as ``fmt``; return the written path.
 
     Checked against the transformer's module map before anything is written.
@@ -333,16 +339,23 @@ def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
     modules = split_modules(tensors, metadata, str(src))
     state_dict, folded = build_state_dict(modules, fmt)
 
+    family = family or metadata.get("model_family")
     if transformer_config is not None:
         config, against = read_transformer_config(transformer_config), str(transformer_config)
         check_sizes = True
     else:
         found = _config_from_training_args(src)
         if found:
-            (config, against), check_sizes = found, True
-        else:  # diffusers' defaults are the released Qwen-Image's sizes; names only
-            config, against, check_sizes = {}, "stock Qwen-Image module names", False
-    verify_state_dict(state_dict, fmt, transformer_linear_shapes(config), check_sizes)
+            (config, against, run_family), check_sizes = found, True
+            family = family or run_family
+        else:  # the family's published config; names only
+            config, against, check_sizes = None, None, False
+    if family is not None and family not in family_names():
+        raise ValueError(f"family: unknown (got {family!r}; allowed "
+                         f"{' | '.join(family_names())})")
+    family = family or default_family()
+    against = against or f"the published {family} module names"
+    verify_state_dict(state_dict, fmt, transformer_linear_shapes(config, family), check_sizes)
 
     meta = {str(k): str(v) for k, v in metadata.items()}
     if folded:
@@ -380,11 +393,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder to write to (default: export/ beside the checkpoint)")
     parser.add_argument("--model", default=None,
                         help="pipeline folder, transformer folder or config.json to check the "
-                             "keys and sizes against (default: the run's model, else the stock "
-                             "Qwen-Image module names)")
+                             "keys and sizes against (default: the run's model, else the "
+                             "family's published module names)")
+    parser.add_argument("--family", default=None, choices=family_names(),
+                        help="model family (default: the LoRA file's or the run's)")
     args = parser.parse_args(argv)
     try:
-        out = export_lora(args.src, args.fmt, args.out_dir, args.model)
+        out = export_lora(args.src, args.fmt, args.out_dir, args.model, args.family)
     except (LoraFormatError, FileNotFoundError, ValueError) as e:
         print(f"export failed: {e}", file=sys.stderr)
         return 1

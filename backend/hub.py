@@ -15,8 +15,8 @@ files already present are used as they are and nothing touches the network. With
 (``MODELSCOPE_API_TOKEN``, ``HF_TOKEN``) and are never written or logged.
 
 A component is recognised by the ``config.json`` beside its weights (``_class_name`` for
-diffusers models, ``architectures`` for transformers models, via the family adapter's
-``COMPONENT_CLASSES``), tokenizers by ``tokenizer_config.json``, schedulers by
+diffusers models, ``architectures`` for transformers models, as the family's components
+declare them), tokenizers by ``tokenizer_config.json``, schedulers by
 ``scheduler_config.json``, so tiny test models and real ones load through the same code.
 """
 from __future__ import annotations
@@ -29,10 +29,8 @@ from pathlib import Path
 from typing import Iterable
 
 from backend.config import MODELS_DIR_ENV, RunConfig
-
-COMPONENTS = ("transformer", "text_encoder", "vae", "tokenizer", "scheduler")
-DEFAULT_TOKENIZER = "Qwen/Qwen-Image:tokenizer/"
-DEFAULT_SCHEDULER = "Qwen/Qwen-Image:scheduler/"
+from backend.families import family_spec
+from backend.families.base import MODEL, SCHEDULER, TOKENIZER
 
 
 class HubError(RuntimeError):
@@ -50,12 +48,12 @@ class Source:
     def is_folder_pattern(self) -> bool:
         return bool(self.pattern) and self.pattern.endswith("/")
 
-    def guess_component(self) -> str | None:
+    def guess_component(self, components: Iterable[str]) -> str | None:
         """The component a pattern names by its first folder (``transformer/...``)."""
         if not self.pattern:
             return None
         head = self.pattern.strip("/").split("/")[0]
-        return head if head in COMPONENTS else None
+        return head if head in set(components) else None
 
 
 # ------------------------------------------------------------------------------------------
@@ -78,7 +76,7 @@ def parse_spec(spec: str) -> Source:
         return Source(spec, path=local.resolve())
     if ":" not in spec:
         raise HubError(f"model source {spec!r}: neither an existing local path nor "
-                       f"model_id:glob (e.g. Qwen/Qwen-Image:transformer/*.safetensors)")
+                       f"model_id:glob (e.g. org/model:transformer/*.safetensors)")
     model_id, pattern = spec.rsplit(":", 1)
     if not model_id or not pattern:
         raise HubError(f"model source {spec!r}: expected model_id:glob")
@@ -175,13 +173,12 @@ def resolve_source(cfg: RunConfig, src: Source) -> list[Path]:
 # ------------------------------------------------------------------------------------------
 # Components
 # ------------------------------------------------------------------------------------------
-def _component_classes(cfg: RunConfig) -> dict[str, str]:
-    from backend.models import get_adapter
-    return get_adapter(cfg.model_family).COMPONENT_CLASSES
-
-
-def identify_folder(folder: Path, classes: dict[str, str]) -> str | None:
-    """Which component a folder holds, read from its config files."""
+def identify_folder(folder: Path, classes: dict[str, str],
+                    kinds: dict[str, str] | None = None) -> str | None:
+    """Which component a folder holds, read from its config files: a model by its class
+    (``classes``: class name -> component), a scheduler or tokenizer by its config file
+    (``kinds``: kind -> component; default the kinds' own names)."""
+    kinds = kinds or {SCHEDULER: "scheduler", TOKENIZER: "tokenizer"}
     cfg_file = folder / "config.json"
     if cfg_file.is_file():
         try:
@@ -192,10 +189,11 @@ def identify_folder(folder: Path, classes: dict[str, str]) -> str | None:
         for name in names:
             if name in classes:
                 return classes[name]
-    if (folder / "scheduler_config.json").is_file():
-        return "scheduler"
-    if (folder / "tokenizer_config.json").is_file() or (folder / "tokenizer.json").is_file():
-        return "tokenizer"
+    if (folder / "scheduler_config.json").is_file() and SCHEDULER in kinds:
+        return kinds[SCHEDULER]
+    if ((folder / "tokenizer_config.json").is_file() or (folder / "tokenizer.json").is_file()
+            ) and TOKENIZER in kinds:
+        return kinds[TOKENIZER]
     return None
 
 
@@ -229,58 +227,62 @@ def _resolve_extra(cfg: RunConfig, spec: str | None, default: str, sibling: Path
 
 
 def resolve_component_dirs(cfg: RunConfig, components: Iterable[str]) -> dict[str, Path]:
-    """Map each requested component ("transformer" | "text_encoder" | "vae" | "tokenizer" |
-    "scheduler") to a local folder, downloading only what is missing (and never when
-    offline). Sources that name a component not requested (by their first folder,
-    e.g. ``text_encoder/...`` in stage 2) are not fetched. Without a source of its own the
-    tokenizer (scheduler) is the ``tokenizer/`` (``scheduler/``) folder beside the text
-    encoder (transformer) when that exists, else ``Qwen/Qwen-Image:tokenizer/``
-    (``:scheduler/``); ``tokenizer_path`` overrides."""
+    """Map each requested component of the config's family (``transformer``,
+    ``text_encoder``, ``vae``, ``tokenizer``, ``scheduler``... as its ``FamilySpec`` lists
+    them) to a local folder, downloading only what is missing (and never when offline).
+    Sources that name a component not requested (by their first folder, e.g.
+    ``text_encoder/...`` in stage 2) are not fetched. A tokenizer or scheduler without a
+    source of its own is the folder of that name beside a model component found in the
+    same pipeline, else the family's default source; ``tokenizer_path`` overrides."""
+    spec = family_spec(cfg.model_family)
+    names = [c.name for c in spec.components]
     wanted = list(dict.fromkeys(components))
-    bad = [c for c in wanted if c not in COMPONENTS]
+    bad = [c for c in wanted if c not in names]
     if bad:
-        raise ValueError(f"unknown components {bad}; allowed {COMPONENTS}")
-    classes = _component_classes(cfg)
+        raise ValueError(f"unknown components {bad}; allowed {names}")
+    classes = spec.class_map()
+    kinds = {c.kind: c.name for c in spec.components if c.kind != MODEL}
 
     found: dict[str, Path] = {}
     unrecognised: list[str] = []
     for src in parse_sources(cfg):
-        guess = src.guess_component()
+        guess = src.guess_component(names)
         if guess is not None and guess not in wanted:
             continue  # e.g. text_encoder/... in stage 2: not needed, not fetched
         for folder in _folders_of(resolve_source(cfg, src)):
-            comp = identify_folder(folder, classes)
+            comp = identify_folder(folder, classes, kinds)
             if comp is None:
                 unrecognised.append(str(folder))
             elif comp not in found:
                 found[comp] = folder
+    models = [c.name for c in spec.components if c.kind == MODEL]
     result: dict[str, Path] = {}
     missing = []
     for comp in wanted:
-        if comp == "tokenizer":
-            sib = found["text_encoder"].parent / "tokenizer" if "text_encoder" in found else None
-            if "tokenizer" in found and not cfg.tokenizer_path:
-                result[comp] = found["tokenizer"]
+        kind = spec.component(comp).kind
+        if kind == MODEL:
+            if comp in found:
+                result[comp] = found[comp]
             else:
-                result[comp] = _resolve_extra(cfg, cfg.tokenizer_path, DEFAULT_TOKENIZER, sib)
-        elif comp == "scheduler":
-            sib = found["transformer"].parent / "scheduler" if "transformer" in found else None
-            result[comp] = found.get("scheduler") or _resolve_extra(cfg, None,
-                                                                    DEFAULT_SCHEDULER, sib)
-        elif comp in found:
+                missing.append(comp)
+            continue
+        given = cfg.tokenizer_path if kind == TOKENIZER else None
+        if comp in found and not given:
             result[comp] = found[comp]
-        else:
-            missing.append(comp)
+            continue
+        siblings = [found[m].parent / comp for m in models if m in found]
+        sibling = next((p for p in siblings if p.is_dir()), None)
+        result[comp] = _resolve_extra(cfg, given, spec.default_source(comp), sibling)
     if missing:
         seen = ", ".join(f"{k}={v}" for k, v in found.items()) or "nothing"
         known = ", ".join(sorted(classes))
         odd = (f"; folders without a known config.json: {', '.join(unrecognised)}"
                if unrecognised else "")
+        example = spec.default_source(missing[0]) or f"org/model:{missing[0]}/*.safetensors"
         raise HubError(
             f"model sources give no {', '.join(missing)} (found {seen}{odd}). Add it to "
-            f"model_id_with_origin_paths (e.g. Qwen/Qwen-Image:{missing[0]}/*.safetensors) "
-            f"or model_paths; a component is recognised by the config.json beside its "
-            f"weights ({known}).")
+            f"model_id_with_origin_paths (e.g. {example}) or model_paths; a component is "
+            f"recognised by the config.json beside its weights ({known}).")
     return result
 
 

@@ -85,7 +85,7 @@ def expected_shapes(model, rank: int, target_modules: Iterable[str],
 
 def save_lora(path: str | os.PathLike, tensors: dict[str, Any], *, rank: int,
               target_modules: Iterable[str], base_model: str = "dit",
-              model_family: str = "qwen_image", extra: dict[str, Any] | None = None) -> Path:
+              model_family: str | None = None, extra: dict[str, Any] | None = None) -> Path:
     """Write a LoRA file atomically (temp + rename)."""
     from safetensors.torch import save_file
 
@@ -93,12 +93,17 @@ def save_lora(path: str | os.PathLike, tensors: dict[str, Any], *, rank: int,
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format": FORMAT, "rank": str(rank), "alpha": str(rank),
             "target_modules": ",".join(target_modules), "base_model": base_model,
-            "model_family": model_family}
+            "model_family": model_family or _default_family()}
     meta.update({k: str(v) for k, v in (extra or {}).items()})
     tmp = path.with_name(f".{path.name}.tmp")
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=meta)
     os.replace(tmp, path)
     return path
+
+
+def _default_family() -> str:
+    from backend.families import default_family
+    return default_family()
 
 
 def read_lora(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]]:
@@ -165,21 +170,35 @@ def init_from_checkpoint(model, path: str | os.PathLike, adapter_name: str = ADA
 
 
 def to_diffusers(tensors: dict[str, Any]) -> dict[str, Any]:
-    """Our keys → diffusers' (``transformer.`` prefix, adapter name dropped)."""
-    return {"transformer." + k.replace(f".{ADAPTER}.", "."): v for k, v in tensors.items()}
+    """Any accepted LoRA keys → diffusers' (``backend.export``'s converter)."""
+    from backend.export import build_state_dict, split_modules
+    return build_state_dict(split_modules(tensors), "diffusers")[0]
 
 
 def from_diffusers(tensors: dict[str, Any]) -> dict[str, Any]:
-    """diffusers' keys → ours (no-op for keys already in our format)."""
-    out = {}
-    for k, v in tensors.items():
-        if k.startswith("transformer."):
-            k = k[len("transformer."):]
-        for ab in ("lora_A", "lora_B"):
-            if f".{ab}.weight" in k:
-                k = k.replace(f".{ab}.weight", f".{ab}.{ADAPTER}.weight")
-        out[k] = v
-    return out
+    """Any accepted LoRA keys (ours, diffusers', ComfyUI's) → ours, through
+    ``backend.export``'s converter (an alpha other than the rank is folded into lora_B)."""
+    from backend.export import build_state_dict, split_modules
+    return build_state_dict(split_modules(tensors), "reference")[0]
+
+
+def merge_lora_file(model, path: str | os.PathLike, scale: float = 1.0,
+                    adapter_name: str = "merged") -> int:
+    """Merge the LoRA in ``path`` into ``model``'s base weights at ``scale`` and remove the
+    adapter again, so the model's parameters are the merged ones and no trace of the extra
+    LoRA is left to be saved. Returns the number of merged modules."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    load_lora(model, path, adapter_name=adapter_name)
+    merged = 0
+    for module in model.modules():
+        if isinstance(module, BaseTunerLayer) and adapter_name in module.lora_A:
+            if scale != 1.0:
+                module.scale_layer(scale)
+            module.merge(adapter_names=[adapter_name])
+            merged += 1
+    model.delete_adapters(adapter_name)
+    return merged
 
 
 def checkpoint_info(path: str | os.PathLike) -> dict[str, Any]:

@@ -7,7 +7,7 @@ and each stage's (from the runner's history: stage start and end), the number of
 steps and images, and the last training loss.
 
 Run (a few minutes on 2 CPU cores; needs backend/assets, built by
-``python -m backend.demo build --out backend/assets``):
+``python -m backend.families.qwen_image.demo build --out backend/assets``):
     python bench/demo_flow.py                          # writes bench/results/demo_flow.json
     python bench/demo_flow.py --preset cpu_demo_zero3 --out bench/results/demo_flow_zero3.json
 """
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> dict:
                         help="keep the run in this workspace (default: a temp dir)")
     parser.add_argument("--assets", default=None,
                         help="a demo assets folder other than backend/assets (as written by "
-                             "python -m backend.demo build --out DIR)")
+                             "python -m backend.families.qwen_image.demo build --out DIR)")
     parser.add_argument("--out", default=None,
                         help="default: bench/results/demo_flow.json (cpu_demo), else "
                              "bench/results/demo_flow_<preset>.json")
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> dict:
     missing = [p for p in (cfg.dataset_base_path, cfg.models_dir) if not Path(p).exists()]
     if missing:
         sys.exit(f"{args.preset}: missing {', '.join(missing)}; build the demo assets first: "
-                 f"python -m backend.demo build --out backend/assets")
+                 f"python -m backend.families.qwen_image.demo build --out backend/assets")
     with tempfile.TemporaryDirectory() as tmp:
         runner = Runner(Path(args.workspace or Path(tmp) / "workspace"))
         t0 = time.time()

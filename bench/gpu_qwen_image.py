@@ -447,7 +447,7 @@ def summary(result: dict) -> str:
 
 # ------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> dict:
-    from backend.estimator import QWEN_IMAGE_CONFIGS
+    from backend.families.qwen_image.published import CONFIGS as QWEN_IMAGE_CONFIGS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default=str(ROOT / "bench/qwen_image_transformer_config.json"),
@@ -573,7 +573,7 @@ def main(argv: list[str] | None = None) -> dict:
             if args.device == "cuda":
                 torch.cuda.empty_cache()  # the stages get the whole GPU
         if ctx.caption is None and "text_encoder" in written:
-            from backend.models.qwen_image import load_tokenizer
+            from backend.families.qwen_image.adapter import load_tokenizer
 
             ctx.caption, ctx.caption_tokens = random_model.caption_of_tokens(
                 load_tokenizer(ctx.model / "tokenizer"), args.text_tokens)

@@ -2,7 +2,7 @@
 
 Three processes, so nothing one step leaves behind pollutes the next:
 
-1. ``prepare``: the tiny Qwen-Image pipeline (``backend.models.tiny``) with its transformer
+1. ``prepare``: the tiny Qwen-Image pipeline (``backend.families.qwen_image.tiny``) with its transformer
    widened (``--heads`` x 128 wide, ``--layers`` blocks) so that tensors, not library
    overheads, dominate; plus a stage-1 cache of one synthetic sample at ``--size``
    (written with ``backend.cache``'s own writer: latents, prompt embedding and mask).
@@ -129,7 +129,7 @@ def prepare(work: Path, heads: int, layers: int, size: int, seed: int = 0) -> di
     from diffusers import QwenImageTransformer2DModel
 
     from backend.cache import save_sample, write_manifest
-    from backend.models.tiny import TRANSFORMER_CONFIG, build_tiny_qwen_image
+    from backend.families.qwen_image.tiny import TRANSFORMER_CONFIG, build_tiny_qwen_image
 
     model = build_tiny_qwen_image(work / "model", seed=seed)
     config = dict(TRANSFORMER_CONFIG, num_attention_heads=heads, attention_head_dim=128,
@@ -179,7 +179,7 @@ def measure(argv: list[str]) -> dict:
     import backend.cache  # noqa: F401
     import backend.hub  # noqa: F401
     import backend.lora  # noqa: F401
-    import backend.models.qwen_image  # noqa: F401
+    import backend.families.qwen_image.adapter  # noqa: F401
     from backend.stages import train
 
     torch.set_num_threads(1)

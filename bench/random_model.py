@@ -17,7 +17,7 @@ it was made from, written last); ``reuse=True`` keeps such a folder when the con
 Random weights compute garbage at the real cost: enough to measure memory and time.
 
 ``configs`` maps transformer / text_encoder / vae to config mappings: the published
-Qwen-Image ones (``backend.estimator.QWEN_IMAGE_CONFIGS``: 20.4 B, 8.29 B and 0.127 B
+Qwen-Image ones (``backend.families.qwen_image.published.CONFIGS``: 20.4 B, 8.29 B and 0.127 B
 parameters = 40.9 + 16.6 + 0.25 GB) or tiny ones for CPU checks (bench/tiny_*_config.json).
 """
 from __future__ import annotations
@@ -154,7 +154,7 @@ def write_component(component: str, config: dict[str, Any], folder: Path, *,
 def write_tokenizer(folder: Path, vocab_size: int) -> Path:
     """The tiny model's tokenizer: its 504 ids fit the real text encoder's 152064-entry
     embedding as well as the tiny one's 1024."""
-    from backend.models.tiny import build_tokenizer
+    from backend.families.qwen_image.tiny import build_tokenizer
 
     tok = build_tokenizer()
     if len(tok) > vocab_size:
@@ -166,7 +166,7 @@ def write_tokenizer(folder: Path, vocab_size: int) -> Path:
 def write_scheduler(folder: Path) -> Path:
     from diffusers import FlowMatchEulerDiscreteScheduler
 
-    from backend.models.qwen_image import SCHEDULER_CONFIG
+    from backend.families.qwen_image.adapter import SCHEDULER_CONFIG
 
     FlowMatchEulerDiscreteScheduler(**SCHEDULER_CONFIG).save_pretrained(str(folder))
     return folder

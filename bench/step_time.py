@@ -48,7 +48,7 @@ def plain_loop(transformer: str, cache: str, steps: int, rank: int, targets: lis
     from peft import LoraConfig
     from safetensors.torch import load_file
 
-    from backend.models import qwen_image
+    from backend.families.qwen_image import adapter as qwen_image
 
     torch.manual_seed(SEED)
     model = QwenImageTransformer2DModel.from_pretrained(transformer, torch_dtype=torch.float32)
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--out", default=str(ROOT / "bench/results/step_time.json"))
     args = parser.parse_args(argv)
 
-    from backend.config import QWEN_IMAGE_TARGETS
+    from backend.families.qwen_image import TARGETS as QWEN_IMAGE_TARGETS
     from bench.host_ram_probe import _child
 
     targets = QWEN_IMAGE_TARGETS.split(",")

@@ -114,7 +114,7 @@ def read_progress(path: Path) -> list[dict]:
 
 @pytest.fixture(scope="session")
 def models_root(tmp_path_factory) -> Path:
-    from backend.models.tiny import build_tiny_qwen_image
+    from backend.families.qwen_image.tiny import build_tiny_qwen_image
 
     root = tmp_path_factory.mktemp("models")
     build_tiny_qwen_image(root / "Qwen" / "Qwen-Image", seed=0)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from backend import estimator as E
+from backend.families.qwen_image import published as QI
 from backend.config import RunConfig, load_preset
 
 REPO = Path(__file__).resolve().parent.parent
@@ -22,7 +23,7 @@ def real(preset: str, **overrides) -> E.Estimate:
 
 
 def test_bench_config_is_the_published_architecture():
-    assert REAL_CONFIG == E.QWEN_IMAGE_TRANSFORMER_CONFIG
+    assert REAL_CONFIG == QI.TRANSFORMER
     from accelerate import init_empty_weights
     from diffusers import QwenImageTransformer2DModel
 
@@ -171,7 +172,7 @@ def test_stage1_offload_modes_on_real_qwen_image():
     gpu = seq.stages["data_process"].gpu
     assert gpu["vae encode"] / E.GB == pytest.approx(2.38, rel=0.01)
     assert "text encoder weights" not in gpu and "vae weights" not in gpu
-    te = E._text_encoder_stats(E._key(E.QWEN_IMAGE_TEXT_ENCODER_CONFIG))
+    te = E._text_encoder_stats(E._key(QI.TEXT_ENCODER))
     assert te.largest_module == 152064 * 3584
     # The weights did not vanish: they sit in host RAM for the whole stage.
     assert seq.stages["data_process"].host["text encoder weights"] / E.GB == pytest.approx(

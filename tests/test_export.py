@@ -12,7 +12,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from backend.config import QWEN_IMAGE_TARGETS
+from backend.families.qwen_image import TARGETS as QWEN_IMAGE_TARGETS
 from backend.export import (LoraFormatError, export_lora, load_lora_file, split_modules,
                             transformer_linear_shapes, read_transformer_config)
 
@@ -218,7 +218,7 @@ def test_export_refuses_keys_the_transformer_does_not_have(tiny_dir, tmp_path):
     (tmp_path / "training_args.json").unlink()
     # Without it only names are checked: block 7 exists in the 60-block Qwen-Image.
     out = export_lora(tmp_path / "extra-block.safetensors", "diffusers", out_dir=tmp_path / "x")
-    assert read(out)[1]["zerolora_verified_against"] == "stock Qwen-Image module names"
+    assert read(out)[1]["zerolora_verified_against"] == "the published qwen_image module names"
 
     # Not LoRA keys at all.
     save_file({"transformer_blocks.0.attn.to_q.weight": a}, str(tmp_path / "full.safetensors"))

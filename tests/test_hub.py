@@ -6,7 +6,10 @@ import shutil
 
 import pytest
 
-from backend.config import QWEN_IMAGE_SOURCES, RunConfig
+from backend.config import RunConfig
+from backend.families.qwen_image import SPEC as QWEN_IMAGE
+
+QWEN_IMAGE_SOURCES = QWEN_IMAGE.defaults["model_id_with_origin_paths"]
 from backend.hub import (HubError, parse_spec, resolve_component_dirs, resolve_source)
 
 TRANSFORMER = "Qwen/Qwen-Image:transformer/diffusion_pytorch_model*.safetensors"

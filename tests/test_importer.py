@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from backend.config import QWEN_IMAGE_SOURCES, QWEN_IMAGE_TARGETS, load_config, validate
+from backend.config import load_config, validate
+from backend.families.qwen_image import SPEC as QWEN_IMAGE
+
+QWEN_IMAGE_SOURCES = QWEN_IMAGE.defaults["model_id_with_origin_paths"]
+QWEN_IMAGE_TARGETS = QWEN_IMAGE.defaults["lora_target_modules"]
 from backend.importer import export_shell_script, import_commands, split_commands
 from backend.plan import deepspeed_config, plan_run
 from tests.test_plan import (SEED_DEEPSPEED_JSON, SEED_DIR, comparable, load_accelerate,

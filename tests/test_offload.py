@@ -129,7 +129,7 @@ def pixels(seed: int = 0):
 
 
 def test_sequential_encoder_streams_one_module_at_a_time(tiny_model_dir):
-    from backend.models.qwen_image import load_encoder
+    from backend.families.qwen_image.adapter import load_encoder
 
     dirs = {k: tiny_model_dir / k for k in STAGE1}
     plain = load_encoder(dirs, torch.float32, "cpu")
@@ -154,7 +154,7 @@ def test_sequential_encoder_streams_one_module_at_a_time(tiny_model_dir):
 def test_model_offload_moves_one_encoder_at_a_time(tiny_model_dir):
     """model: the text encoder is moved to the device for every prompt and back, then the
     VAE for every image and back -- also when the stage is stopped half-way."""
-    from backend.models.qwen_image import load_encoder
+    from backend.families.qwen_image.adapter import load_encoder
 
     def trace(enc) -> list[tuple[str, str]]:
         events: list[tuple[str, str]] = []

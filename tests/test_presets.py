@@ -92,7 +92,7 @@ def test_cpu_demo_fits_the_demo_model_and_dataset():
 
 
 @pytest.mark.skipif(not (REPO_ROOT / "backend/assets/tiny-qwen-image").is_dir(),
-                    reason="the CPU demo assets are built by backend.demo")
+                    reason="the CPU demo assets are built by backend.families.qwen_image.demo")
 def test_cpu_demo_points_at_the_committed_assets():
     demo = load_preset("cpu_demo")
     assert Path(demo.dataset_metadata_path).is_file()

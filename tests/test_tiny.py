@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from backend.models.tiny import PROMPT_TEMPLATE, PROMPT_TEMPLATE_DROP, build_tiny_qwen_image
+from backend.families.qwen_image.tiny import PROMPT_TEMPLATE, PROMPT_TEMPLATE_DROP, build_tiny_qwen_image
 
 WEIGHTS = {
     "transformer": "transformer/diffusion_pytorch_model.safetensors",
@@ -105,7 +105,7 @@ def demo_pipe():
 
 
 def test_demo_model_follows_colour_prompts(demo_pipe):
-    from backend.demo import caption, image_stats, render
+    from backend.families.qwen_image.demo import caption, image_stats, render
 
     for shape in ("circle", "square"):
         for seed in (0, 1):
@@ -125,7 +125,7 @@ def test_demo_dataset_is_a_style_the_base_model_does_not_draw(demo_pipe):
 
     from PIL import Image
 
-    from backend.demo import ZLR_PURPLE, ZLR_TRIGGER, image_stats, render
+    from backend.families.qwen_image.demo import ZLR_PURPLE, ZLR_TRIGGER, image_stats, render
 
     rows = list(csv.DictReader(open(DEMO_DATASET / "metadata.csv", newline="")))
     assert list(rows[0]) == ["image", "prompt"] and 6 <= len(rows) <= 8
@@ -142,7 +142,7 @@ def test_demo_dataset_is_a_style_the_base_model_does_not_draw(demo_pipe):
 
 
 def test_demo_build_smoke(tmp_path):
-    from backend.demo import main
+    from backend.families.qwen_image.demo import main
 
     main(["build", "--out", str(tmp_path), "--vae_steps", "2", "--dit_steps", "2", "--dit_images", "8",
           "--dit_batch", "4", "--verify_seeds", "1"])

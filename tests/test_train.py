@@ -99,7 +99,7 @@ SEED_STAGE2 = """
 # ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def base_loss(tiny_model_dir, stage1_cache) -> float:
-    from backend.models.qwen_image import eval_lora_loss
+    from backend.families.qwen_image.adapter import eval_lora_loss
     return eval_lora_loss(tiny_model_dir / "transformer", stage1_cache)
 
 
@@ -139,7 +139,7 @@ def check_lora(path: Path, tiny_model_dir: Path, base: float, cache: Path) -> No
     from safetensors import safe_open
 
     from backend import lora
-    from backend.models import qwen_image as qi
+    from backend.families.qwen_image import adapter as qi
 
     tensors, meta = lora.read_lora(path)
     assert meta["rank"] == str(RANK) and meta["alpha"] == str(RANK)
@@ -589,7 +589,7 @@ def test_lora_file_roundtrip(tmp_path, tiny_model_dir):
     import torch
 
     from backend import lora
-    from backend.models import qwen_image as qi
+    from backend.families.qwen_image import adapter as qi
 
     model = qi.load_transformer(tiny_model_dir / "transformer", torch.float32)
     lora.add_lora(model, RANK, TARGETS.split(","))

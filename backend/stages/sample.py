@@ -22,14 +22,17 @@ and flags.
 Device: CUDA when present (bf16), else CPU (float32). Progress events (stage ``sample``):
 start{total}, sample{path} per image and for index.json, end{status, reason}.
 
-GPU (real Qwen-Image, ~60 GB in bf16; on a small GPU add --sample_cpu_offload sequential
---sample_vae_tiling: weights stream from host RAM module by module, the VAE decodes in
-tiles; a few GB, slower; ``model`` still needs the 41 GB transformer on the GPU whole):
+The pipeline and its call are the family's (``Family.load_pipeline`` / ``Family.render``).
+
+GPU (a real model needs its whole pipeline on the GPU; on a small GPU add
+--sample_cpu_offload sequential --sample_vae_tiling: weights stream from host RAM module by
+module, the VAE decodes in tiles; a few GB, slower; ``model`` still needs the transformer on
+the GPU whole; the memory estimate gives each mode's figure):
     accelerate launch -m backend.stages.sample --config runs/<id>/run.yaml \\
         --checkpoints runs/<id>/output --output_dir runs/<id>/samples [--all_checkpoints]
 
 Tiny CPU model (seconds; --stages sample: a config without a dataset):
-    python -m backend.models.tiny /tmp/tiny
+    python -m backend.families.tiny /tmp/tiny
     python -m backend.stages.sample --stages sample --model_id_with_origin_paths /tmp/tiny \\
         --sample_prompts "a red circle" "a blue square" --sample_lora_scales 0 \\
         --sample_steps 2 --sample_height 64 --sample_width 64 --output_dir /tmp/samples
@@ -54,7 +57,6 @@ from backend.config import ConfigError, RunConfig, parse_stage_args
 from backend.progress import ProgressWriter
 
 STAGE = "sample"
-COMPONENTS = ("transformer", "text_encoder", "vae", "tokenizer", "scheduler")
 CHECKPOINT_RE = re.compile(r"^(?P<kind>step|epoch)-(?P<n>\d+)\.safetensors$")
 INDEX_NAME = "index.json"
 INDEX_VERSION = 1
@@ -115,10 +117,13 @@ def resolve_checkpoints(paths: Iterable[str | os.PathLike], all_checkpoints: boo
 # ------------------------------------------------------------------------------------------
 # Model folders
 # ------------------------------------------------------------------------------------------
-def component_dirs(cfg: RunConfig, components: Iterable[str] = COMPONENTS) -> dict[str, Path]:
+def component_dirs(cfg: RunConfig, components: Iterable[str] | None = None) -> dict[str, Path]:
     """Folders of the pipeline components (backend.hub: local, or downloaded when missing)."""
+    from backend.families import family_spec
     from backend.hub import resolve_component_dirs
 
+    if components is None:
+        components = family_spec(cfg.model_family).stage_components("sample")
     return {k: Path(v) for k, v in resolve_component_dirs(cfg, list(components)).items()}
 
 
@@ -132,21 +137,14 @@ def pick_device() -> tuple[str, Any]:
 
 def load_pipeline(cfg: RunConfig, device: str | None = None, dtype: Any = None,
                   dirs: dict[str, Path] | None = None):
-    """QwenImagePipeline from the resolved component folders, on ``device`` (auto) in ``dtype``."""
-    from diffusers import (AutoencoderKLQwenImage, FlowMatchEulerDiscreteScheduler,
-                           QwenImagePipeline, QwenImageTransformer2DModel)
-    from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
+    """The family's pipeline from the resolved component folders, on ``device`` (auto) in
+    ``dtype``, with the config's offload and tiling."""
+    from backend.families import get_family
 
     auto_device, auto_dtype = pick_device()
     device, dtype = device or auto_device, dtype or auto_dtype
     dirs = dirs or component_dirs(cfg)
-    pipe = QwenImagePipeline(
-        transformer=QwenImageTransformer2DModel.from_pretrained(dirs["transformer"], torch_dtype=dtype),
-        text_encoder=Qwen2_5_VLForConditionalGeneration.from_pretrained(dirs["text_encoder"], dtype=dtype),
-        vae=AutoencoderKLQwenImage.from_pretrained(dirs["vae"], torch_dtype=dtype),
-        tokenizer=AutoTokenizer.from_pretrained(dirs["tokenizer"]),
-        scheduler=FlowMatchEulerDiscreteScheduler.from_pretrained(dirs["scheduler"]),
-    )
+    pipe = get_family(cfg.model_family).load_pipeline(dirs, dtype)
     offload = cfg.sample_cpu_offload
     if offload == "none":
         pipe.to(device)
@@ -289,14 +287,13 @@ def _reusable_base(job: Job, old: list[dict], settings: dict, base_model: str,
 def _render(pipe, cfg: RunConfig, prompt: str):
     import torch
 
+    from backend.families import get_family
+
     generator = torch.Generator(device="cpu").manual_seed(cfg.sample_seed)
-    with torch.inference_mode():
-        # Classifier-free guidance needs a negative prompt ("" counts); none when cfg is 1.
-        negative = cfg.sample_negative_prompt if cfg.sample_cfg > 1 else None
-        return pipe(prompt=prompt, negative_prompt=negative,
-                    true_cfg_scale=cfg.sample_cfg, num_inference_steps=cfg.sample_steps,
-                    height=cfg.sample_height, width=cfg.sample_width,
-                    generator=generator).images[0]
+    return get_family(cfg.model_family).render(
+        pipe, prompt, negative_prompt=cfg.sample_negative_prompt, generator=generator,
+        steps=cfg.sample_steps, cfg=cfg.sample_cfg, height=cfg.sample_height,
+        width=cfg.sample_width)
 
 
 def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], output_dir: str | os.PathLike,
@@ -318,7 +315,8 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
     jobs = plan_samples(cfg, ckpts)
     if pipe is None:
         dirs = component_dirs(cfg)
-        base_model = str(dirs["transformer"])
+        from backend.families import family_spec
+        base_model = str(dirs[family_spec(cfg.model_family).trained_component])
     else:
         base_model = str(getattr(pipe.transformer.config, "_name_or_path", ""))
     settings = _settings(cfg)

@@ -1,37 +1,40 @@
 """Training stage: stage 1 (cache), stage 2 (LoRA from the cache) and one-shot ``sft``.
 
-Runbook (GPU, the low-VRAM recipe: stage 1 plain, stage 2 under ZeRO-3 CPU offload)::
+Runbook (GPU, the low-VRAM recipe: stage 1 plain, stage 2 under ZeRO-3 CPU offload; the
+reference trainer's flags, ``$TEXT_AND_VAE`` / ``$TRANSFORMER`` the ``model_id:glob``
+sources of the family's components; each family's folder docstring gives its own)::
 
     accelerate launch -m backend.stages.train --task sft:data_process \\
       --dataset_base_path data/example_image_dataset \\
       --dataset_metadata_path data/example_image_dataset/metadata.csv \\
-      --model_id_with_origin_paths "Qwen/Qwen-Image:text_encoder/model*.safetensors,Qwen/Qwen-Image:vae/diffusion_pytorch_model.safetensors" \\
-      --output_path ./models/train/Qwen-Image_lora-splited-cache
+      --model_id_with_origin_paths "$TEXT_AND_VAE" --output_path ./models/train/cache
     accelerate launch --config_file deepspeed_zero3_cpuoffload.yaml -m backend.stages.train \\
-      --task sft:train --dataset_base_path ./models/train/Qwen-Image_lora-splited-cache \\
-      --model_id_with_origin_paths "Qwen/Qwen-Image:transformer/diffusion_pytorch_model*.safetensors" \\
+      --task sft:train --dataset_base_path ./models/train/cache \\
+      --model_id_with_origin_paths "$TRANSFORMER" \\
       --lora_rank 32 --learning_rate 1e-4 --num_epochs 5 --dataset_repeat 50 \\
       --use_gradient_checkpointing --initialize_model_on_cpu \\
-      --output_path ./models/train/Qwen-Image_lora
+      --output_path ./models/train/lora
 
-(the reference trainer's flags; ``--config run.yaml`` reads a run config first, flags win).
-Stage 1 holds the text encoder and VAE on the GPU together (~19 GB); on a smaller GPU add
-``--data_process_offload model`` (one at a time, ~17 GB) or ``sequential`` (weights stream
-from host RAM module by module, ~3 GB). The cache is the same either way.
+(``--config run.yaml`` reads a run config first, flags win; the family is recognised from
+the sources, or named with ``--model_family``). Stage 1 holds the text encoder and VAE on
+the GPU together; on a smaller GPU add ``--data_process_offload model`` (one at a time) or
+``sequential`` (weights stream from host RAM module by module). The cache is the same
+either way.
 
 Tiny CPU run from the repository root (the committed demo model and data set; seconds)::
 
     accelerate launch --cpu -m backend.stages.train --task sft:data_process \\
-      --model_id_with_origin_paths backend/assets/tiny-qwen-image \\
+      --model_id_with_origin_paths $DEMO_MODEL \\
       --dataset_base_path backend/assets/demo_dataset \\
       --dataset_metadata_path backend/assets/demo_dataset/metadata.csv \\
       --output_path /tmp/zl/cache
     accelerate launch --cpu -m backend.stages.train --task sft:train \\
-      --model_id_with_origin_paths backend/assets/tiny-qwen-image \\
+      --model_id_with_origin_paths $DEMO_MODEL \\
       --dataset_base_path /tmp/zl/cache --lora_rank 4 --learning_rate 1e-3 \\
       --num_epochs 5 --save_steps 10 --output_path /tmp/zl/out
 
-(any folder from ``python -m backend.models.tiny DIR`` works as the model too).
+(``$DEMO_MODEL``: the ``model_id_with_origin_paths`` of ``presets/cpu_demo.yaml``; any
+folder from ``python -m backend.families.tiny DIR`` works as the model too).
 
 Writes (stage 2 / sft) into ``output_path``: ``epoch-{i}.safetensors`` (no ``save_steps``)
 or ``step-{N}.safetensors`` (every ``save_steps`` plus a final one), ``training_args.json``,
@@ -155,13 +158,14 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
             "wrapping breaks it). Launch it plainly: accelerate launch -m "
             "backend.stages.train --task sft:data_process ... (no DeepSpeed --config_file).")
     from backend.data import check_dataset
+    from backend.families import get_family
     from backend.hub import fingerprint, resolve_component_dirs
-    from backend.models import get_adapter
 
-    adapter = get_adapter(cfg.model_family)
+    family = get_family(cfg.model_family)
     records = check_dataset(cfg)  # before any model is touched
-    dirs = resolve_component_dirs(cfg, adapter.STAGE1_COMPONENTS)
-    model_fp = fingerprint(dirs[c] for c in adapter.STAGE1_COMPONENTS)
+    components = family.spec.stage_components("data_process")
+    dirs = resolve_component_dirs(cfg, components)
+    model_fp = fingerprint(dirs[c] for c in components)
 
     from accelerate import Accelerator
 
@@ -179,7 +183,7 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
             f"(weights and compute are both in host RAM); it runs all the same")
     result = build_cache(
         cfg, records,
-        lambda: adapter.load_encoder(dirs, dtype, accelerator.device, offload=offload),
+        lambda: family.load_encoder(dirs, dtype, accelerator.device, offload=offload),
         model_fp, rank=rank, world=world,
         barrier=accelerator.wait_for_everyone, progress=progress, should_stop=stopper.is_set,
         log=log)
@@ -272,20 +276,20 @@ def read_trainer_state(state_dir: Path) -> dict[str, Any]:
 
 def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
               ) -> tuple[str, dict[str, Any]]:
+    from backend.families import get_family
     from backend.hub import resolve_component_dirs
-    from backend.models import get_adapter
 
-    adapter = get_adapter(cfg.model_family)
+    family = get_family(cfg.model_family)
+    trained = family.spec.trained_component
     one_shot = cfg.task == "sft"
+    components = family.spec.stage_components("train", split=not one_shot)
     # --- check inputs before any heavy import or model load ---
     if one_shot:
         from backend.data import ImageDataset, check_dataset
         records = check_dataset(cfg)
-        components = adapter.STAGE2_COMPONENTS + adapter.STAGE1_COMPONENTS
     else:
         from backend.cache import CachedDataset, check_cache
         check_cache(cfg.dataset_base_path)
-        components = adapter.STAGE2_COMPONENTS
         if cfg.dataset_metadata_path:
             log(f"[train] sft:train reads the stage-1 cache in {cfg.dataset_base_path}; "
                 f"dataset_metadata_path is not used")
@@ -307,7 +311,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
 
     from backend import lora
-    from backend.models import configure_deepspeed_checkpointing
+    from backend.families.common import configure_deepspeed_checkpointing
 
     accelerator = Accelerator(
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
@@ -327,11 +331,11 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
         f"{'ZeRO-%d' % zero_stage if ds_config else 'no DeepSpeed'}, weights {dtype}")
 
     # --- model ---
-    transformer = load_trainable_transformer(cfg, adapter, dirs["transformer"], dtype,
+    transformer = load_trainable_transformer(cfg, family, dirs[trained], dtype,
                                              accelerator, ds_plugin, zero_stage)
     encoder = None
     if one_shot:
-        encoder = load_frozen_encoder(adapter, dirs, dtype, accelerator.device, ds_plugin)
+        encoder = load_frozen_encoder(family, dirs, dtype, accelerator.device, ds_plugin)
     params = [p for p in transformer.parameters() if p.requires_grad]
     n_params = sum(p.numel() for p in params)
     log(f"[train] LoRA rank {cfg.lora_rank} on {len(cfg.target_modules())} module names: "
@@ -362,7 +366,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     total_steps = cfg.num_epochs * steps_per_epoch
     if cfg.max_steps:
         total_steps = min(total_steps, cfg.max_steps)
-    schedule = adapter.training_schedule()
+    schedule = family.training_schedule()
     unwrapped = accelerator.unwrap_model(transformer)
     gather = zero_stage == 3
 
@@ -380,7 +384,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
         if is_main:
             lora.save_lora(path, tensors, rank=cfg.lora_rank, target_modules=cfg.target_modules(),
                            base_model=cfg.lora_base_model, model_family=cfg.model_family,
-                           extra={"step": step, "base_model_path": dirs["transformer"]})
+                           extra={"step": step, "base_model_path": dirs[trained]})
             progress.emit("checkpoint", step=step, path=str(path))
             prune_checkpoints(out, cfg.keep_last_n_checkpoints)
             log(f"[train] saved {path}")
@@ -451,7 +455,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
             with accelerator.accumulate(transformer):
                 if one_shot:
                     batch = encoder.encode_sample(batch["pixels"], batch["prompt"])
-                loss = adapter.training_loss(transformer, batch, schedule,
+                loss = family.training_loss(transformer, batch, schedule,
                                              step_generator(cfg.seed, rank, micro), dtype)
                 accelerator.backward(loss)
                 if (accelerator.sync_gradients and cfg.gradient_clipping and not ds_config):
@@ -545,23 +549,23 @@ def stop_requested(stopper: Stopper, world: int) -> bool:
     return bool(flag.item() > 0)
 
 
-def load_trainable_transformer(cfg: RunConfig, adapter, folder: Path, dtype, accelerator,
+def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, accelerator,
                                ds_plugin, zero_stage: int):
     """The transformer with a fresh (or ``lora_checkpoint``) LoRA, ready for ``prepare``."""
     import torch
 
     from backend import lora
-    from backend.models import block_checkpointing_func, load_partitioned
+    from backend.families.common import block_checkpointing_func, load_partitioned
 
     on_cpu = cfg.initialize_model_on_cpu or zero_stage == 3
     device = "cpu" if on_cpu else accelerator.device
     if ds_plugin is not None and zero_stage == 3 and ds_plugin.zero3_init_flag:
-        model = load_partitioned(adapter.transformer_class(), folder, dtype,
+        model = load_partitioned(family.transformer_class(), folder, dtype,
                                  remote_device="cpu" if cfg.initialize_model_on_cpu else None)
         log("[train] transformer built partitioned (ZeRO-3 zero3_init_flag)")
     else:
-        model = adapter.load_transformer(folder, dtype, device)
-    lora.add_lora(model, cfg.lora_rank, cfg.target_modules())
+        model = family.load_transformer(folder, dtype, device)
+    lora.add_lora(model, cfg.lora_rank, family.target_modules(cfg.target_modules()))
     if cfg.lora_checkpoint:
         lora.init_from_checkpoint(model, cfg.lora_checkpoint)
     if ds_plugin is None:
@@ -576,12 +580,12 @@ def load_trainable_transformer(cfg: RunConfig, adapter, folder: Path, dtype, acc
     return model
 
 
-def load_frozen_encoder(adapter, dirs, dtype, device, ds_plugin):
+def load_frozen_encoder(family, dirs, dtype, device, ds_plugin):
     """Text encoder + VAE for one-shot sft: frozen, never partitioned by ZeRO-3 init."""
     if ds_plugin is not None:
         with ds_plugin.zero3_init_context_manager(enable=False):
-            return adapter.load_encoder(dirs, dtype, device)
-    return adapter.load_encoder(dirs, dtype, device)
+            return family.load_encoder(dirs, dtype, device)
+    return family.load_encoder(dirs, dtype, device)
 
 
 def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None):

@@ -10,10 +10,10 @@ weights from fixed seeds, saved in the hub layout::
 
 so ``QwenImagePipeline.from_pretrained(OUT_DIR)`` and each component's own
 ``from_pretrained(OUT_DIR, subfolder=...)`` load it. Weights are safetensors only.
-Random weights render noise; ``backend.demo`` trains this model into one that draws.
+Random weights render noise; ``backend.families.qwen_image.demo`` trains this model into one that draws.
 
 Run:
-    python -m backend.models.tiny OUT_DIR [--seed 0]
+    python -m backend.families.qwen_image.tiny OUT_DIR [--seed 0]
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ SPECIAL_TOKENS = [
     "<|video_pad|>",
 ]
 
-# Words of the demo captions (backend.demo) so they are whole tokens.
+# Words of the demo captions (backend.families.qwen_image.demo) so they are whole tokens.
 COLOURS = ["red", "green", "blue", "yellow", "purple", "magenta", "orange", "black", "white", "gray"]
 SHAPES = ["circle", "square", "triangle", "shape", "shapes"]
 VOCAB_SENTENCES = [
@@ -247,7 +247,7 @@ def build_tiny_qwen_image(out_dir: str | Path, seed: int = 0) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m backend.models.tiny", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m backend.families.qwen_image.tiny", description=__doc__.split("\n")[0])
     parser.add_argument("out_dir", help="folder to write the pipeline to (hub layout)")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the weights (default 0)")
     args = parser.parse_args(argv)

@@ -2,10 +2,10 @@
 
 A newcomer's first run trains a LoRA on CPU, offline, in minutes, and sees the samples change.
 Random tiny weights render noise, so this module trains the tiny real-architecture pipeline of
-``backend.models.tiny`` on a synthetic data set (a red/green/blue/yellow circle, square or
+``backend.families.qwen_image.tiny`` on a synthetic data set (a red/green/blue/yellow circle, square or
 triangle on a white background, 64x64) until it follows such prompts:
 
-1. the VAE (``AutoencoderKLQwenImage``, the sizes of ``backend.models.tiny``) learns to
+1. the VAE (``AutoencoderKLQwenImage``, the sizes of ``backend.families.qwen_image.tiny``) learns to
    reconstruct shape images (also on purple and other plain backgrounds, so the demo LoRA's
    style can be decoded); its ``latents_mean``/``latents_std`` are set to its latents' statistics;
 2. the transformer (``QwenImageTransformer2DModel``, twice as wide as the random tiny one:
@@ -26,9 +26,9 @@ Outputs (committed):
                                        columns circle, square, triangle x 4 seeds)
 
 Runbook (fixed seeds, one CPU thread; about 6 min on an idle 2-core machine, 15 min on a busy one):
-    python -m backend.demo build --out backend/assets
+    python -m backend.families.qwen_image.demo build --out backend/assets
 Quick smoke run (minutes; a model that barely draws, for checking the code path):
-    python -m backend.demo build --out /tmp/demo --vae_steps 20 --dit_steps 20
+    python -m backend.families.qwen_image.demo build --out /tmp/demo --vae_steps 20 --dit_steps 20
 """
 
 from __future__ import annotations
@@ -485,7 +485,7 @@ def build(out: Path, s: BuildSettings) -> dict:
     """Train the demo base model and write it, the demo data set and demo_build.json under ``out``."""
     from diffusers import QwenImagePipeline
 
-    from backend.models.tiny import build_components, save_pipeline
+    from backend.families.qwen_image.tiny import build_components, save_pipeline
 
     torch.set_num_threads(s.threads)
     t0 = time.time()
@@ -526,7 +526,7 @@ def build(out: Path, s: BuildSettings) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m backend.demo", description="ZeroLoRA CPU demo assets")
+    parser = argparse.ArgumentParser(prog="python -m backend.families.qwen_image.demo", description="ZeroLoRA CPU demo assets")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="train the demo base model and write the demo data set")
     b.add_argument("--out", type=Path, default=Path(__file__).parent / "assets", help="output folder (default backend/assets)")

@@ -1,24 +1,10 @@
-"""Model-family adapters and the helpers they share.
-
-One adapter module per model family holds everything architecture-specific (component
-classes, prompt encoding, latent packing, the training loss); the stages stay generic.
-``get_adapter(cfg.model_family)`` returns the module. Importing this package is cheap: torch
-and friends are imported inside the functions that need them.
+"""Training helpers every family shares: block checkpointing (torch or DeepSpeed's),
+partitioned loading under ZeRO-3, and a model folder's weight files. Nothing here depends on
+an architecture; importing it is cheap (torch is imported inside the functions).
 """
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
 from typing import Any, Callable
-
-ADAPTERS = {"qwen_image": "backend.models.qwen_image"}
-
-
-def get_adapter(family: str) -> ModuleType:
-    if family not in ADAPTERS:
-        raise ValueError(f"model_family: no adapter (got {family!r}; allowed "
-                         f"{' | '.join(ADAPTERS)})")
-    return importlib.import_module(ADAPTERS[family])
 
 
 def any_requires_grad(args: tuple[Any, ...]) -> bool:

@@ -1,4 +1,4 @@
-"""Qwen-Image family adapter: components, prompt/image encoding and the training loss.
+"""Qwen-Image family adapter: components, prompt/image encoding, the training loss, samples.
 
 Components are diffusers' ``QwenImageTransformer2DModel`` and ``AutoencoderKLQwenImage``,
 transformers' ``Qwen2_5_VLForConditionalGeneration`` and its tokenizer. Prompt encoding is
@@ -24,12 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-FAMILY = "qwen_image"
-COMPONENT_CLASSES = {
-    "QwenImageTransformer2DModel": "transformer",
-    "AutoencoderKLQwenImage": "vae",
-    "Qwen2_5_VLForConditionalGeneration": "text_encoder",
-}
+from backend.families.base import Family
+
 # The real Qwen-Image scheduler config (Qwen/Qwen-Image scheduler/scheduler_config.json);
 # training needs only the transformer, so the schedule does not depend on a scheduler folder.
 SCHEDULER_CONFIG = dict(
@@ -40,8 +36,6 @@ SCHEDULER_CONFIG = dict(
 )
 TRAIN_SHIFT_MU = 0.8
 NUM_TRAIN_TIMESTEPS = 1000
-STAGE1_COMPONENTS = ("text_encoder", "vae", "tokenizer")
-STAGE2_COMPONENTS = ("transformer",)
 SAMPLE_KEYS = ("prompt_emb", "prompt_emb_mask", "latents")
 
 
@@ -331,3 +325,81 @@ def eval_lora_loss(transformer_dir: str | Path, cache_dir: str | Path,
     if lora_path is not None:
         load_lora(model, lora_path)
     return eval_loss(model, load_cached_samples(cache_dir), seed)
+
+
+# ------------------------------------------------------------------------------------------
+# Samples
+# ------------------------------------------------------------------------------------------
+def load_pipeline(dirs: dict[str, Path], dtype=None):
+    """``QwenImagePipeline`` from the resolved component folders, on the CPU in ``dtype``."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, QwenImagePipeline
+
+    return QwenImagePipeline(
+        transformer=load_transformer(dirs["transformer"], dtype),
+        text_encoder=load_text_encoder(dirs["text_encoder"], dtype),
+        vae=load_vae(dirs["vae"], dtype),
+        tokenizer=load_tokenizer(dirs["tokenizer"]),
+        scheduler=FlowMatchEulerDiscreteScheduler.from_pretrained(dirs["scheduler"]),
+    )
+
+
+def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cfg: float,
+           height: int, width: int):
+    """One image; ``cfg`` is Qwen-Image's ``true_cfg_scale`` (classifier-free guidance
+    needs a negative prompt, "" counts; none when cfg is 1)."""
+    import torch
+
+    with torch.inference_mode():
+        return pipe(prompt=prompt, negative_prompt=negative_prompt if cfg > 1 else None,
+                    true_cfg_scale=cfg, num_inference_steps=steps, height=height,
+                    width=width, generator=generator).images[0]
+
+
+# ------------------------------------------------------------------------------------------
+# The contract
+# ------------------------------------------------------------------------------------------
+class Adapter(Family):
+    """Qwen-Image through the family contract (``backend/families/base.py``)."""
+
+    vae_scale_factor = 8
+    resolution_multiple = 16
+    offload_blocks = ("transformer_blocks",)
+    # The reference keeps the modulation and the in/out projections in full precision.
+    quantize_skip = ("img_in", "txt_in", "proj_out", "norm_out", "time_text_embed",
+                     "*.img_mod.*", "*.txt_mod.*")
+
+    def transformer_class(self):
+        return transformer_class()
+
+    def load_transformer(self, folder, dtype=None, device="cpu"):
+        return load_transformer(folder, dtype, device)
+
+    def load_encoder(self, dirs, dtype=None, device="cpu", offload="none"):
+        return load_encoder(dirs, dtype, device, offload)
+
+    def training_schedule(self):
+        return training_schedule()
+
+    def training_loss(self, transformer, sample, schedule, generator, dtype):
+        return training_loss(transformer, sample, schedule, generator, dtype)
+
+    def eval_loss(self, transformer, samples, seed=0):
+        return eval_loss(transformer, samples, seed)
+
+    def pack_latents(self, latents):
+        return pack_latents(latents)
+
+    def load_pipeline(self, dirs, dtype=None):
+        return load_pipeline(dirs, dtype)
+
+    def render(self, pipe, prompt, *, negative_prompt, generator, steps, cfg, height, width):
+        return render(pipe, prompt, negative_prompt=negative_prompt, generator=generator,
+                      steps=steps, cfg=cfg, height=height, width=width)
+
+    def published_configs(self):
+        from backend.families.qwen_image.published import CONFIGS
+        return {k: dict(v) for k, v in CONFIGS.items()}
+
+    def build_tiny(self, out_dir, seed=0):
+        from backend.families.qwen_image.tiny import build_tiny_qwen_image
+        return build_tiny_qwen_image(out_dir, seed)

@@ -1,0 +1,126 @@
+"""The family registry: every folder under ``backend/families/`` with a ``SPEC`` is a family.
+
+Cheap to import (plain data; torch loads only with an adapter):
+
+    family_names()            -> ("qwen_image", ...)  the schema's model_family choices
+    family_spec(name)         -> FamilySpec            components, defaults, recognition
+    get_family(name)          -> Family                the adapter (imports its module)
+    recognise(sources, paths) -> (family, variant)     from the files a command names
+
+The contract itself is in ``backend/families/base.py``.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from backend.families.base import Component, FamilySpec, Variant
+
+if TYPE_CHECKING:
+    from backend.families.base import Family
+
+__all__ = ["Component", "FamilySpec", "Variant", "family_names", "family_spec", "get_family",
+           "default_family", "recognise", "register"]
+
+_SPECS: dict[str, FamilySpec] = {}
+
+
+def _discover() -> dict[str, FamilySpec]:
+    if not _SPECS:
+        here = Path(__file__).parent
+        for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda i: i.name):
+            if not info.ispkg:
+                continue
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            spec = getattr(module, "SPEC", None)
+            if isinstance(spec, FamilySpec):
+                _SPECS[spec.name] = spec
+    return _SPECS
+
+
+def register(spec: FamilySpec) -> None:
+    """Add a family defined outside this folder (tests); the schema's choices are fixed
+    when ``backend.config`` is imported, so register before that."""
+    _discover()[spec.name] = spec
+
+
+def family_names() -> tuple[str, ...]:
+    """Family names, the default first."""
+    specs = _discover()
+    default = default_family()
+    return (default,) + tuple(n for n in specs if n != default)
+
+
+def default_family() -> str:
+    """The family a config without ``model_family`` (and unrecognised sources) gets."""
+    specs = _discover()
+    return next((n for n, s in specs.items() if s.is_default), next(iter(specs)))
+
+
+def family_spec(name: str) -> FamilySpec:
+    specs = _discover()
+    if name not in specs:
+        raise ValueError(f"model_family: unknown family (got {name!r}; allowed "
+                         f"{' | '.join(specs)})")
+    return specs[name]
+
+
+@lru_cache(maxsize=None)
+def get_family(name: str) -> "Family":
+    """The adapter of family ``name`` (imports its module, and so torch)."""
+    spec = family_spec(name)
+    adapter = importlib.import_module(spec.adapter).Adapter()
+    adapter.spec = spec
+    return adapter
+
+
+# ------------------------------------------------------------------------------------------
+# Recognition from the files a command names
+# ------------------------------------------------------------------------------------------
+def _class_names(path: Path) -> list[str]:
+    """``_class_name`` / ``architectures`` of a pipeline, component folder or file."""
+    folder = path if path.is_dir() else path.parent
+    found: list[str] = []
+    for candidate in (folder / "model_index.json", folder / "config.json",
+                      folder / "transformer" / "config.json"):
+        if candidate.is_file():
+            try:
+                data = json.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            found += [data.get("_class_name")] + list(data.get("architectures") or [])
+    return [n for n in found if isinstance(n, str)]
+
+
+def recognise(sources: str | None, model_paths: str | None = None
+              ) -> tuple[str, Variant | None] | None:
+    """(family, variant) named by model sources (``model_id:glob`` entries or local paths)
+    and ``model_paths`` (a JSON list): a known model id first, else the ``_class_name`` in
+    the files' configs. None when nothing is recognised."""
+    specs = _discover()
+    entries = [e.strip() for e in (sources or "").split(",") if e.strip()]
+    files: list[str] = []
+    if model_paths:
+        try:
+            for item in json.loads(model_paths):
+                files += item if isinstance(item, list) else [item]
+        except (ValueError, TypeError):
+            pass
+    for entry in entries:
+        if Path(entry).expanduser().exists():
+            files.append(entry)
+            continue
+        model_id = entry.rsplit(":", 1)[0] if ":" in entry else entry
+        for spec in specs.values():
+            if model_id in spec.model_ids():
+                return spec.name, spec.variant_of(model_id)
+    for f in files:
+        names = _class_names(Path(str(f)).expanduser())
+        for spec in specs.values():
+            if any(n in spec.recognise_classes for n in names):
+                return spec.name, None
+    return None

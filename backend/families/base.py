@@ -1,0 +1,240 @@
+"""The model-family contract: what a family folder provides, and nothing the rest may assume.
+
+A family is one folder ``backend/families/<name>/`` holding everything that depends on an
+architecture. Two parts, so that reading a config never imports torch:
+
+- ``<name>/__init__.py`` defines ``SPEC``, a ``FamilySpec``: plain data (component names,
+  classes and default sources, how the family is recognised from model files, the schema
+  values it changes, the reference trainer's target spellings, its presets). The registry
+  (``backend.families``) reads it when the schema is built.
+- ``SPEC.adapter`` names a module whose ``Adapter`` class subclasses ``Family`` below and
+  implements every abstract member (stage-1 encoding, latent packing, the stage-2 loss, the
+  sample pipeline, the LoRA module map, the estimator's figures, the tiny test models).
+
+Everything else (stages, hub, estimator, export, UI, presets) asks the registry:
+``family_spec(name)`` for data, ``get_family(name)`` for the adapter; nothing outside the
+folder names a family, its classes or its model ids (``tests/test_layering.py``).
+
+Variants. Models that share an architecture (an image model and its edit models, two
+releases of one video model) are variants of one family: each ``Variant`` lists the model
+ids it recognises and the schema values it changes on top of the family's ``defaults``
+(e.g. other default sources, a flag the loss reads). A config names its family in
+``model_family``; its variant follows from its model sources (``recognise``). A model that
+needs other classes or another loss is a family of its own.
+
+Adding a family: copy a folder, write its ``SPEC`` and ``Adapter``, add presets in
+``presets/`` and tests; the registry finds the folder by itself.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Protocol
+
+# Component kinds the hub knows how to recognise (by config files) and resolve.
+MODEL, TOKENIZER, SCHEDULER, PROCESSOR = "model", "tokenizer", "scheduler", "processor"
+# The stages that need components; "train" is stage 2 reading the stage-1 cache.
+Stage = Literal["data_process", "train", "sample"]
+
+
+@dataclass(frozen=True)
+class Component:
+    """One component of a family's pipeline.
+
+    ``name`` is the pipeline's attribute and folder name (``transformer``, ``vae``...);
+    ``classes`` the class names that identify its folder (``_class_name`` of a diffusers
+    config, ``architectures`` of a transformers config); ``trained`` marks the component
+    that gets the LoRA; ``source`` the default ``model_id:glob`` (a trailing ``/`` means a
+    whole folder); ``stages`` the stages that load it; ``kind`` how the hub recognises it.
+    """
+    name: str
+    classes: tuple[str, ...] = ()
+    trained: bool = False
+    source: str | None = None
+    stages: tuple[Stage, ...] = ()
+    kind: str = MODEL
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A model of the family's architecture: the ids that name it and what it changes."""
+    name: str
+    title: str
+    model_ids: tuple[str, ...]
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """A family's data: read when the schema is built, so no heavy imports."""
+    name: str                                # registry key and ``model_family`` value
+    title: str                               # shown in the form
+    adapter: str                             # module holding ``class Adapter(Family)``
+    components: tuple[Component, ...]
+    defaults: Mapping[str, Any]              # schema values this family changes
+    recognise_classes: tuple[str, ...]       # pipeline / transformer ``_class_name`` values
+    variants: tuple[Variant, ...] = ()
+    target_aliases: Mapping[str, str] = field(default_factory=dict)  # reference -> module
+    keywords: tuple[str, ...] = ()           # words that name the family (layering test)
+    presets_by_vram: tuple[str, ...] = ()    # its presets, most GPU memory first
+    help: Mapping[str, str] = field(default_factory=dict)  # field -> family-specific note
+    is_default: bool = False                 # the family of a config that names none
+
+    def component(self, name: str) -> Component:
+        for c in self.components:
+            if c.name == name:
+                return c
+        raise KeyError(f"{self.name}: no component {name!r}")
+
+    @property
+    def trained_component(self) -> str:
+        return next(c.name for c in self.components if c.trained)
+
+    def stage_components(self, stage: Stage, split: bool = True) -> tuple[str, ...]:
+        """Components ``stage`` loads; unsplit training also encodes, so it loads the
+        stage-1 components too."""
+        names = [c.name for c in self.components if stage in c.stages]
+        if stage == "train" and not split:
+            names += [c.name for c in self.components
+                      if "data_process" in c.stages and c.name not in names]
+        return tuple(names)
+
+    def class_map(self) -> dict[str, str]:
+        """{class name: component name} for recognising component folders."""
+        return {cls: c.name for c in self.components for cls in c.classes}
+
+    def default_source(self, component: str) -> str | None:
+        return self.component(component).source
+
+    def model_ids(self) -> tuple[str, ...]:
+        ids = [v for var in self.variants for v in var.model_ids]
+        for c in self.components:
+            if c.source and ":" in c.source:
+                ids.append(c.source.rsplit(":", 1)[0])
+        return tuple(dict.fromkeys(ids))
+
+    def variant_of(self, model_id: str) -> Variant | None:
+        for var in self.variants:
+            if model_id in var.model_ids:
+                return var
+        return None
+
+
+class Encoder(Protocol):
+    """Stage 1's frozen encoders: raw samples in, the tensors a cache file holds out."""
+
+    def encode_sample(self, pixels: Any, prompt: str) -> dict[str, Any]:
+        """One training sample: pixels [1, 3, H, W] in [-1, 1] and its caption."""
+
+    def encode_samples(self, items: list[tuple[Callable[[], Any], str]],
+                       should_stop: Callable[[], bool] = lambda: False,
+                       log: Callable[[str], None] = print) -> Iterator[dict[str, Any]]:
+        """Each (load_pixels, prompt) item's sample, in order; stops when asked."""
+
+
+class Family(abc.ABC):
+    """The adapter of one family: every architecture-specific step of the stages.
+
+    Members with a body are defaults that hold for diffusers models in general; abstract
+    members have no sensible default. ``spec`` is the family's ``FamilySpec``.
+    """
+
+    spec: FamilySpec
+    # Key prefix of the trained component per export format (``backend.export``).
+    export_prefixes: Mapping[str, str] = {"reference": "", "diffusers": "transformer.",
+                                          "comfyui": "diffusion_model."}
+    # Sizes: pixels per latent cell, and the multiple every side is resized to.
+    vae_scale_factor: int = 8
+    resolution_multiple: int = 16
+    # Layer offload and quantization: the trained component's repeated blocks (attribute
+    # names of its ModuleLists) and module names left unquantized.
+    offload_blocks: tuple[str, ...] = ()
+    quantize_skip: tuple[str, ...] = ()
+
+    # --- components ------------------------------------------------------------------------
+    @abc.abstractmethod
+    def transformer_class(self) -> type:
+        """The trained component's class (diffusers ``ModelMixin`` with peft support)."""
+
+    def load_transformer(self, folder: str | Path, dtype=None, device: Any = "cpu"):
+        """The trained component from its folder, in ``dtype`` on ``device``."""
+        model = self.transformer_class().from_pretrained(str(folder), torch_dtype=dtype)
+        return model.to(device)
+
+    # --- stage 1 ---------------------------------------------------------------------------
+    @abc.abstractmethod
+    def load_encoder(self, dirs: Mapping[str, Path], dtype=None, device: Any = "cpu",
+                     offload: str = "none") -> Encoder:
+        """Stage 1's encoders from the resolved component folders; ``offload`` is
+        ``data_process_offload`` (none | model | sequential) and never changes a result."""
+
+    # --- stage 2 ---------------------------------------------------------------------------
+    @abc.abstractmethod
+    def training_schedule(self) -> Any:
+        """The noise schedule of training (sigmas, timesteps, loss weights)."""
+
+    @abc.abstractmethod
+    def training_loss(self, transformer, sample: Mapping[str, Any], schedule: Any,
+                      generator, dtype):
+        """One step's loss for a cached ``sample``; timestep and noise drawn from
+        ``generator`` (a CPU ``torch.Generator``), so a step depends only on its seed."""
+
+    @abc.abstractmethod
+    def eval_loss(self, transformer, samples: list[Mapping[str, Any]], seed: int = 0) -> float:
+        """Mean loss over ``samples`` at fixed timesteps and noise (held-out checks)."""
+
+    @abc.abstractmethod
+    def pack_latents(self, latents):
+        """Latents as the trained component's input tokens."""
+
+    # --- samples ---------------------------------------------------------------------------
+    @abc.abstractmethod
+    def load_pipeline(self, dirs: Mapping[str, Path], dtype=None):
+        """The family's diffusers pipeline from the resolved folders (on the CPU)."""
+
+    @abc.abstractmethod
+    def render(self, pipe, prompt: str, *, negative_prompt: str, generator, steps: int,
+               cfg: float, height: int, width: int):
+        """One sample image (PIL) with the schema's sample settings."""
+
+    # --- LoRA ------------------------------------------------------------------------------
+    def lora_module_map(self, config: Mapping[str, Any] | None = None
+                        ) -> dict[str, tuple[int, int]]:
+        """{module name: (in_features, out_features)} of every Linear of the trained
+        component, built from ``config`` (default: the published one) on the meta device."""
+        import torch
+
+        config = dict(config if config is not None else
+                      self.published_configs()[self.spec.trained_component])
+        with torch.device("meta"):
+            model = self.transformer_class().from_config(config)
+        return {name: (m.in_features, m.out_features) for name, m in model.named_modules()
+                if isinstance(m, torch.nn.Linear)}
+
+    def target_modules(self, names: Iterable[str]) -> list[str]:
+        """LoRA target names with the reference trainer's spellings mapped to modules."""
+        return [self.spec.target_aliases.get(n, n) for n in names]
+
+    def merge_lora(self, model, path: str | Path, scale: float = 1.0) -> int:
+        """Merge an extra LoRA file into ``model``'s base weights (before the trained LoRA
+        is attached), so training sees the merged model and the saved file holds only the
+        new LoRA. Returns the number of merged modules."""
+        from backend.lora import merge_lora_file
+        return merge_lora_file(model, path, scale)
+
+    # --- estimator -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def published_configs(self) -> dict[str, dict[str, Any]]:
+        """{component: config.json contents} of the released model, for estimates made
+        before anything is downloaded."""
+
+    def image_tokens(self, height: int, width: int) -> int:
+        """Tokens one image of this size becomes in the trained component."""
+        cell = self.vae_scale_factor * 2
+        return (height // cell) * (width // cell)
+
+    # --- tests and the demo ----------------------------------------------------------------
+    @abc.abstractmethod
+    def build_tiny(self, out_dir: str | Path, seed: int = 0) -> Path:
+        """Write a random-init tiny pipeline of the real classes (hub layout) to ``out_dir``."""
