@@ -10,7 +10,7 @@ next run reuses them. Never pickles.
 
 manifest.json::
 
-    {"format": 1, "family": "qwen_image", "model": [[path, size, mtime_ns], ...],
+    {"format": 1, "family": "<model_family>", "model": [[path, size, mtime_ns], ...],
      "samples": [{"key", "file", "image", "prompt", "width", "height"}, ...]}
 
 Stage 2 reads the samples in manifest order (``load_cached_samples`` / ``CachedDataset``).

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
 
 import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
-                      create_model)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
+                      ValidationError, create_model)
 
 from backend.families import default_family, family_names, family_spec, recognise
 
@@ -45,8 +45,17 @@ PRESETS_DIR = REPO_ROOT / "presets"
 # Model families come from the registry (backend/families): their names are the choices
 # of model_family, and the default family's values are the schema defaults of the fields a
 # family changes (family_defaults gives any family's).
-FamilyName = Literal[family_names()]  # type: ignore[valid-type]
 _DEFAULT_FAMILY = family_spec(default_family())
+
+
+def _known_family(value: str) -> str:
+    if value not in family_names():
+        raise ValueError("not a registered model family")
+    return value
+
+
+# Checked against the registry when a value is validated (a family registered later counts).
+FamilyName = Annotated[str, AfterValidator(_known_family)]
 
 
 def _family_default(name: str) -> Any:
@@ -128,7 +137,7 @@ class RunConfig(BaseModel):
     model_family: FamilyName = F(
         default_family(), "Model family (the architecture). Left out, it is recognised from "
         "the model sources (a known model id, or the _class_name in their config.json).",
-        "model")
+        "model", extra={"choices_from": "families"})
     model_id_with_origin_paths: Optional[str] = F(
         _family_default("model_id_with_origin_paths"), "Comma-separated model_id:glob, resolved as {models_dir}/"
         "{model_id}/{glob} (split at the last colon); an existing local path (a file, a "
@@ -403,7 +412,8 @@ def field_meta(name: str) -> dict[str, Any]:
                      "pattern"):
             if getattr(m, attr, None) is not None:
                 meta[attr] = getattr(m, attr)
-    choices = _choices(info.annotation)
+    choices = (list(family_names()) if extra.get("choices_from") == "families"
+               else _choices(info.annotation))
     if choices:
         meta["choices"] = choices
     return meta

@@ -343,7 +343,7 @@ def measure(kind: str, mode: str, ctx, timeout_s: float) -> dict:
     from backend import estimator
     from backend.cache import read_manifest
     from backend.plan import plan_run
-    from backend.stages.sample import read_index
+    from backend.samples import read_index
 
     a = ctx.args
     cfg = stage_config(kind, mode, ctx)

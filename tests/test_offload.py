@@ -239,7 +239,7 @@ def test_sample_offload_modes_render_the_same_images(tiny_model_dir, tmp_path):
 def test_sample_pipeline_places_weights_by_mode(tiny_model_dir):
     from accelerate.hooks import AlignDevicesHook, CpuOffload
 
-    from backend.stages.sample import load_pipeline
+    from backend.samples import load_pipeline
 
     def hooks(module) -> list:
         found = []
@@ -277,7 +277,7 @@ def test_sample_pipeline_places_weights_by_mode(tiny_model_dir):
 def test_vae_tiling_changes_only_images_larger_than_a_tile(tiny_model_dir):
     """sample_vae_tiling decodes in 256-pixel tiles: the same pixels below a tile, blended
     (slightly different) ones above."""
-    from backend.stages.sample import load_pipeline
+    from backend.samples import load_pipeline
 
     def decode(side: int, tiling: bool) -> torch.Tensor:
         cfg = RunConfig(stages=["sample"], model_id_with_origin_paths=str(tiny_model_dir),

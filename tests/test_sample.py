@@ -14,7 +14,7 @@ from PIL import Image
 
 from backend.config import RunConfig
 from backend.progress import ProgressWriter, read_events
-from backend.stages.sample import list_checkpoints, render_samples, resolve_checkpoints
+from backend.samples import list_checkpoints, render_samples, resolve_checkpoints
 from tests.test_export import make_reference_lora, tiny_dir  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[1]

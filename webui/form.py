@@ -13,7 +13,8 @@ from typing import Any
 
 import gradio as gr
 
-from backend.config import FIELDS, ConfigError, RunConfig, field_meta, validate
+from backend.config import (FIELDS, ConfigError, RunConfig, family_defaults, family_of, field_meta,
+                            validate)
 from webui.i18n import T
 
 GROUP_ORDER = ("run", "model", "data", "lora", "training", "distributed", "stages", "samples")
@@ -234,9 +235,21 @@ class Form:
         return {self.components[k]: to_widget_value(k, v) for k, v in cfg.items()
                 if k in self.components}
 
+    def family_switch(self, values: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+        """Field values after the family changes from ``old`` to ``new``: a field still at
+        the old family's default takes the new family's; what the user typed stays."""
+        before, after = family_defaults(old), family_defaults(new)
+        out = {}
+        for name, value in values.items():
+            parsed, problem = from_widget_value(name, value)
+            if name != "model_family" and not problem and parsed == before.get(name) \
+                    and after.get(name) != before.get(name):
+                out[name] = after[name]
+        return out
+
     def full_config(self, cfg: dict[str, Any]) -> dict[str, Any]:
-        """Schema defaults under ``cfg`` (the values a preset leaves out)."""
-        base = RunConfig().to_dict()
+        """The family's defaults under ``cfg`` (the values a preset leaves out)."""
+        base = family_defaults(family_of(cfg)[0])
         base.update(cfg)
         return {k: v for k, v in base.items() if k in self.components}
 

@@ -31,7 +31,7 @@ def run_config(run: dict) -> dict[str, Any]:
 
 def checkpoints(run: dict) -> list[Path]:
     """The run's LoRA checkpoints (step-N / epoch-N), oldest first."""
-    from backend.stages.sample import list_checkpoints
+    from backend.samples import list_checkpoints
 
     out = RunFiles(Path(run["run_dir"])).output
     return list_checkpoints(out) if out.is_dir() else []
@@ -68,7 +68,7 @@ def grid(run: dict) -> tuple[list[tuple[str, str]], list[str], int]:
     """The run's samples/index.json as a grid: (images row-major with captions, column
     titles, number of columns). Rows are prompts; the first column is the base model
     (scale 0), then each checkpoint × LoRA scale. A missing cell is left out of its row."""
-    from backend.stages.sample import read_index
+    from backend.samples import read_index
 
     samples = RunFiles(Path(run["run_dir"])).samples
     entries = [e for e in read_index(samples) if (samples / e.get("image", "")).is_file()]

@@ -2,7 +2,7 @@
 
 Cheap to import (plain data; torch loads only with an adapter):
 
-    family_names()            -> ("qwen_image", ...)  the schema's model_family choices
+    family_names()            -> (name, ...)          the schema's model_family choices
     family_spec(name)         -> FamilySpec            components, defaults, recognition
     get_family(name)          -> Family                the adapter (imports its module)
     recognise(sources, paths) -> (family, variant)     from the files a command names

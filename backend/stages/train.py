@@ -663,7 +663,7 @@ def maybe_render_samples(cfg: RunConfig, checkpoint: Path, step: int,
     if not is_main_process():
         return
     try:
-        from backend.stages.sample import render_samples
+        from backend.samples import render_samples
     except ImportError:
         return
     try:

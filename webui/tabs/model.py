@@ -135,6 +135,22 @@ def bind_events(ctx: Ctx) -> None:
                 c["loaded"]: cfg.to_dict(), c["loaded_name"]: name,
                 c["preset_diff"]: diff_markdown(cfg.to_dict(), cfg_dict, name)}
 
+    # Choosing another family fills its defaults where the form still shows the old one's.
+    family = form.components.get("model_family")
+    if family is not None:
+        c["family_shown"] = gr.State(form.defaults.get("model_family"))
+
+        def family_changed(data: dict):
+            new = data[family]
+            old = data[c["family_shown"]] or new
+            values = {n: data[comp] for n, comp in form.components.items() if comp in data}
+            return {**form.to_updates(form.family_switch(values, old, new)),
+                    c["family_shown"]: new}
+
+        family.change(family_changed, inputs=form.inputs | {c["family_shown"]},
+                      outputs=list(form.components.values()) + [c["family_shown"]],
+                      api_visibility="private")
+
     c["preset_save"].click(save, inputs=form.inputs | {c["preset_save_name"]},
                            outputs=[c["preset_msg"], c["preset"], c["loaded"],
                                     c["loaded_name"], c["preset_diff"]],

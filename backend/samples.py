@@ -1,0 +1,340 @@
+"""Rendering samples: checkpoints to images with the family's pipeline, and their index.
+
+Shared by the sample stage (``backend/stages/sample.py``, its runbook and file layout) and
+by training's samples every N steps; neither stage imports the other.
+
+    render_samples(cfg, [checkpoint], output_dir, progress, step)
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from backend.config import ConfigError, RunConfig
+from backend.progress import ProgressWriter
+
+CHECKPOINT_RE = re.compile(r"^(?P<kind>step|epoch)-(?P<n>\d+)\.safetensors$")
+INDEX_NAME = "index.json"
+INDEX_VERSION = 1
+
+
+# ------------------------------------------------------------------------------------------
+# Checkpoints
+# ------------------------------------------------------------------------------------------
+def list_checkpoints(folder: str | os.PathLike) -> list[Path]:
+    """``step-N`` / ``epoch-N`` checkpoints directly in ``folder``, oldest first."""
+    found = []
+    for p in Path(folder).iterdir():
+        m = CHECKPOINT_RE.match(p.name)
+        if m and p.is_file():
+            found.append((m["kind"], int(m["n"]), p))
+    kinds = {k for k, _, _ in found}
+    if len(kinds) > 1:  # both kinds: the order they were written in
+        found.sort(key=lambda t: (t[2].stat().st_mtime_ns, t[0] == "step", t[1]))
+    else:
+        found.sort(key=lambda t: t[1])
+    return [p for _, _, p in found]
+
+
+def resolve_checkpoints(paths: Iterable[str | os.PathLike], all_checkpoints: bool = False
+                        ) -> list[Path]:
+    """Files as given; a folder gives its latest checkpoint (or all of them)."""
+    out: list[Path] = []
+    problems: list[str] = []
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if p.is_dir():
+            found = list_checkpoints(p)
+            if not found:
+                problems.append(f"checkpoints: no step-N/epoch-N .safetensors in folder (got "
+                                f"{str(p)!r}; allowed a LoRA file or a folder of checkpoints)")
+            out += found if all_checkpoints else found[-1:]
+        elif p.is_file():
+            if p.suffix != ".safetensors":
+                problems.append(f"checkpoints: not a .safetensors file (got {str(p)!r}; "
+                                f"allowed LoRA .safetensors files or folders)")
+            out.append(p)
+        else:
+            problems.append(f"checkpoints: not found (got {str(p)!r}; allowed an existing "
+                            f"LoRA file or folder)")
+    if problems:
+        raise ConfigError(problems)
+    unique: list[Path] = []
+    for p in out:
+        if p.resolve() not in [u.resolve() for u in unique]:
+            unique.append(p)
+    return unique
+
+
+# ------------------------------------------------------------------------------------------
+# Model folders
+# ------------------------------------------------------------------------------------------
+def component_dirs(cfg: RunConfig, components: Iterable[str] | None = None) -> dict[str, Path]:
+    """Folders of the pipeline components (backend.hub: local, or downloaded when missing)."""
+    from backend.families import family_spec
+    from backend.hub import resolve_component_dirs
+
+    if components is None:
+        components = family_spec(cfg.model_family).stage_components("sample")
+    return {k: Path(v) for k, v in resolve_component_dirs(cfg, list(components)).items()}
+
+
+def pick_device() -> tuple[str, Any]:
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda", torch.bfloat16
+    return "cpu", torch.float32
+
+
+def load_pipeline(cfg: RunConfig, device: str | None = None, dtype: Any = None,
+                  dirs: dict[str, Path] | None = None):
+    """The family's pipeline from the resolved component folders, on ``device`` (auto) in
+    ``dtype``, with the config's offload and tiling."""
+    from backend.families import get_family
+
+    auto_device, auto_dtype = pick_device()
+    device, dtype = device or auto_device, dtype or auto_dtype
+    dirs = dirs or component_dirs(cfg)
+    pipe = get_family(cfg.model_family).load_pipeline(dirs, dtype)
+    offload = cfg.sample_cpu_offload
+    if offload == "none":
+        pipe.to(device)
+    else:
+        if device != "cuda":
+            print(f"[sample] sample_cpu_offload {offload} saves no memory without a GPU "
+                  f"(weights and compute are both in host RAM); it runs all the same",
+                  flush=True)
+        enable_offload(pipe, offload, device)
+    if cfg.sample_vae_tiling:
+        pipe.vae.enable_tiling()
+    pipe.set_progress_bar_config(disable=True)
+    return pipe, dirs
+
+
+def enable_offload(pipe, mode: str, device: str) -> None:
+    """diffusers' model (``enable_model_cpu_offload``) or sequential
+    (``enable_sequential_cpu_offload``) CPU offload, computing on ``device``.
+
+    Loading a LoRA takes the hooks off and calls the method again with no device, which on
+    a machine without an accelerator is an error; so the pipeline's method is replaced by
+    one that always uses ``device``. diffusers names the device ``cpu:0`` on a CPU, and
+    ``.to("cpu:0")`` copies even a CPU tensor (accelerate's hooks then turn parameters into
+    plain tensors and fail): on a CPU the hooks are pointed at plain ``cpu``.
+    """
+    import torch
+
+    name = "enable_model_cpu_offload" if mode == "model" else "enable_sequential_cpu_offload"
+    method = getattr(type(pipe), name)
+
+    def enable(*args, **kwargs):  # noqa: ARG001 - diffusers may pass gpu_id / device
+        method(pipe, device=device)
+        if torch.device(device).type == "cpu":
+            cpu = torch.device("cpu")
+            pipe._offload_device = cpu
+            for component in pipe.components.values():
+                if not isinstance(component, torch.nn.Module):
+                    continue
+                for module in component.modules():
+                    hook = getattr(module, "_hf_hook", None)
+                    for h in getattr(hook, "hooks", None) or ([hook] if hook else []):
+                        if getattr(h, "execution_device", None) is not None:
+                            h.execution_device = cpu
+
+    setattr(pipe, name, enable)
+    enable()
+
+
+# ------------------------------------------------------------------------------------------
+# Plan and render
+# ------------------------------------------------------------------------------------------
+@dataclass
+class Job:
+    prompt_index: int
+    prompt: str
+    checkpoint: Path | None  # None: base model
+    checkpoint_name: str
+    scale: float
+    image: str  # relative to output_dir
+
+    @property
+    def key(self) -> tuple:
+        return (self.prompt, str(self.checkpoint) if self.checkpoint else None, self.scale)
+
+
+def _checkpoint_names(checkpoints: list[Path]) -> list[str]:
+    names: list[str] = []
+    for p in checkpoints:
+        stem = p.name[: -len(".safetensors")] if p.name.endswith(".safetensors") else p.stem
+        name = re.sub(r"[^A-Za-z0-9_.\-]", "_", stem)
+        if name in names or name == "base":
+            name = f"{re.sub(r'[^A-Za-z0-9_.-]', '_', p.parent.name)}-{name}"
+        while name in names:
+            name += "_"
+        names.append(name)
+    return names
+
+
+def plan_samples(cfg: RunConfig, checkpoints: list[Path]) -> list[Job]:
+    """Every image to render: base once per prompt, then checkpoint × non-zero scale × prompt."""
+    scales = list(dict.fromkeys(float(s) for s in cfg.sample_lora_scales))
+    lora_scales = [s for s in scales if s != 0.0]
+    if lora_scales and not checkpoints:
+        raise ConfigError([f"checkpoints: LoRA scales {lora_scales} need a LoRA checkpoint (got "
+                           f"none; allowed --checkpoints FILE_OR_FOLDER, or sample_lora_scales "
+                           f"[0] for base images only)"])
+    seed = cfg.sample_seed
+    jobs: list[Job] = []
+    if 0.0 in scales:
+        for i, prompt in enumerate(cfg.sample_prompts):
+            jobs.append(Job(i, prompt, None, "base", 0.0, f"base/p{i:02d}-seed{seed}.png"))
+    for ckpt, name in zip(checkpoints, _checkpoint_names(checkpoints)):
+        for scale in lora_scales:
+            for i, prompt in enumerate(cfg.sample_prompts):
+                jobs.append(Job(i, prompt, ckpt, name, scale,
+                                f"{name}/p{i:02d}-x{scale:g}-seed{seed}.png"))
+    return jobs
+
+
+def _settings(cfg: RunConfig) -> dict[str, Any]:
+    return {"seed": cfg.sample_seed, "steps": cfg.sample_steps, "cfg": cfg.sample_cfg,
+            "height": cfg.sample_height, "width": cfg.sample_width,
+            "negative_prompt": cfg.sample_negative_prompt}
+
+
+def read_index(output_dir: str | os.PathLike) -> list[dict]:
+    p = Path(output_dir) / INDEX_NAME
+    if not p.is_file():
+        return []
+    try:
+        return list(json.loads(p.read_text(encoding="utf-8")).get("images", []))
+    except (json.JSONDecodeError, AttributeError):
+        return []
+
+
+def _write_index(output_dir: Path, images: list[dict]) -> Path:
+    p = output_dir / INDEX_NAME
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps({"version": INDEX_VERSION, "images": images}, indent=1),
+                   encoding="utf-8")
+    os.replace(tmp, p)
+    return p
+
+
+def _entry_key(e: dict) -> tuple:
+    return (e.get("prompt"), e.get("checkpoint"), float(e.get("scale", 0.0)), e.get("seed"))
+
+
+def _reusable_base(job: Job, old: list[dict], settings: dict, base_model: str,
+                   output_dir: Path) -> dict | None:
+    for e in old:
+        if (e.get("checkpoint") is None and e.get("prompt") == job.prompt
+                and e.get("base_model") == base_model
+                and all(e.get(k) == v for k, v in settings.items())
+                and (output_dir / e.get("image", "")).is_file()):
+            return e
+    return None
+
+
+def _render(pipe, cfg: RunConfig, prompt: str):
+    import torch
+
+    from backend.families import get_family
+
+    generator = torch.Generator(device="cpu").manual_seed(cfg.sample_seed)
+    return get_family(cfg.model_family).render(
+        pipe, prompt, negative_prompt=cfg.sample_negative_prompt, generator=generator,
+        steps=cfg.sample_steps, cfg=cfg.sample_cfg, height=cfg.sample_height,
+        width=cfg.sample_width)
+
+
+def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], output_dir: str | os.PathLike,
+                   progress: ProgressWriter | None = None, step: int | None = None,
+                   pipe=None, on_start=None) -> list[dict]:
+    """Render the sample grid into ``output_dir``; return this call's index entries.
+
+    ``checkpoints``: LoRA files or folders (a folder: its latest checkpoint). Emits one
+    ``sample`` event per image (with ``step`` when given) and one for index.json, but no
+    start/end: the caller's stage owns those. Base images already in ``output_dir`` with the
+    same prompt, settings and base model are reused (samples during training). Entries are
+    merged into an existing index.json. ``pipe``: an already loaded pipeline to reuse;
+    ``on_start(total)`` is called with the number of images to render, before the first.
+    """
+    from backend.export import load_as_diffusers
+
+    output_dir = Path(output_dir)
+    ckpts = resolve_checkpoints(checkpoints)
+    jobs = plan_samples(cfg, ckpts)
+    if pipe is None:
+        dirs = component_dirs(cfg)
+        from backend.families import family_spec
+        base_model = str(dirs[family_spec(cfg.model_family).trained_component])
+    else:
+        base_model = str(getattr(pipe.transformer.config, "_name_or_path", ""))
+    settings = _settings(cfg)
+    old = read_index(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    index = list(old)
+    done: list[dict] = []
+    reuse = {id(j): _reusable_base(j, old, settings, base_model, output_dir)
+             for j in jobs if j.checkpoint is None}
+    if on_start is not None:
+        on_start(len(jobs) - sum(1 for r in reuse.values() if r is not None))
+    if pipe is None:
+        pipe, _ = load_pipeline(cfg, dirs=dirs)
+
+    def record(job: Job, image=None, reused: dict | None = None) -> None:
+        if reused is not None:
+            entry = dict(reused, prompt_index=job.prompt_index)
+        else:
+            path = output_dir / job.image
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.stem + ".tmp.png")
+            image.save(tmp)
+            os.replace(tmp, path)
+            entry = {"prompt": job.prompt, "prompt_index": job.prompt_index,
+                     "checkpoint": str(job.checkpoint.resolve()) if job.checkpoint else None,
+                     "checkpoint_name": job.checkpoint_name, "scale": job.scale,
+                     "image": job.image, **settings, "base_model": base_model}
+            if step is not None:
+                entry["step"] = step
+        index[:] = [e for e in index if _entry_key(e) != _entry_key(entry)] + [entry]
+        _write_index(output_dir, index)
+        done.append(entry)
+        if progress is not None and reused is None:
+            fields = {"path": str(output_dir / job.image)}
+            if step is not None:
+                fields["step"] = step
+            progress.emit("sample", **fields)
+        print(f"[sample] {'reused' if reused else 'wrote'} {output_dir / entry['image']} "
+              f"({job.checkpoint_name}, scale {job.scale:g}, prompt {job.prompt_index})", flush=True)
+
+    # Base images first, before any adapter exists: exactly the base pipeline's output.
+    for job in (j for j in jobs if j.checkpoint is None):
+        reused = reuse[id(job)]
+        record(job, None if reused else _render(pipe, cfg, job.prompt), reused)
+
+    by_ckpt: dict[Path, list[Job]] = {}
+    for job in jobs:
+        if job.checkpoint is not None:
+            by_ckpt.setdefault(job.checkpoint, []).append(job)
+    for n, (ckpt, ckpt_jobs) in enumerate(by_ckpt.items()):
+        adapter = f"zerolora_{n}"
+        pipe.load_lora_weights(load_as_diffusers(ckpt), adapter_name=adapter)
+        try:
+            for job in ckpt_jobs:
+                pipe.set_adapters([adapter], adapter_weights=[job.scale])
+                record(job, _render(pipe, cfg, job.prompt))
+        finally:
+            pipe.delete_adapters(adapter)
+
+    if progress is not None and jobs:
+        fields = {"path": str(output_dir / INDEX_NAME)}
+        if step is not None:
+            fields["step"] = step
+        progress.emit("sample", **fields)
+    return done

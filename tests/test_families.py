@@ -1,0 +1,189 @@
+"""The family contract: every family folder is complete, nothing else names a family, the
+schema takes its choices and defaults from the registry, and the form switches families
+without losing what the user typed."""
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+from backend.config import FIELDS, family_defaults, family_of, field_meta, validate
+from backend.families import (FamilySpec, _discover, family_names, family_spec, get_family,
+                              recognise)
+from backend.families.base import Family
+
+REPO = Path(__file__).resolve().parent.parent
+FAMILIES_DIR = REPO / "backend" / "families"
+
+
+def _words(spec: FamilySpec) -> list[str]:
+    """What names a family: its name, keywords, component classes and model ids."""
+    words = {spec.name, *spec.keywords, *spec.recognise_classes, *spec.model_ids()}
+    words |= {cls for c in spec.components for cls in c.classes}
+    return sorted(w for w in words if w)
+
+
+def _python_files() -> list[Path]:
+    files = sorted((REPO / "backend").rglob("*.py")) + sorted((REPO / "webui").rglob("*.py"))
+    return files + [REPO / "launch.py"]
+
+
+@pytest.mark.parametrize("name", family_names())
+def test_no_family_is_named_outside_its_folder(name):
+    """backend/, webui/ and launch.py name no family, its classes or model ids, except in
+    the family's own folder (presets, tests, docs and the per-family bench scripts may)."""
+    spec = family_spec(name)
+    own = FAMILIES_DIR / name
+    pattern = re.compile("|".join(re.escape(w) for w in _words(spec)), re.IGNORECASE)
+    offenders = []
+    for path in _python_files():
+        if own in path.parents:
+            continue
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if pattern.search(line):
+                offenders.append(f"{path.relative_to(REPO)}:{lineno}: {line.strip()[:100]}")
+    assert not offenders, "family names outside the family's folder:\n" + "\n".join(offenders)
+
+
+def test_the_layering_scan_finds_a_planted_name(tmp_path):
+    """The scan above would catch a class name in another module (it is not vacuous)."""
+    spec = family_spec(family_names()[0])
+    word = next(cls for c in spec.components for cls in c.classes)
+    pattern = re.compile("|".join(re.escape(w) for w in _words(spec)), re.IGNORECASE)
+    assert pattern.search(f"from diffusers import {word}")
+    assert not pattern.search("from diffusers import AutoencoderKL")
+
+
+@pytest.mark.parametrize("name", family_names())
+def test_every_family_implements_the_contract(name):
+    spec = family_spec(name)
+    adapter = get_family(name)
+    assert isinstance(adapter, Family) and adapter.spec is spec
+    assert not inspect.isabstract(type(adapter))
+    assert sum(c.trained for c in spec.components) == 1
+    assert set(spec.defaults) <= set(FIELDS), set(spec.defaults) - set(FIELDS)
+    for stage in ("data_process", "train", "sample"):
+        assert spec.stage_components(stage), stage
+    for comp in spec.components:
+        assert comp.source is None or ":" in comp.source, comp
+    # Each member of the contract has a docstring (the contract is written down).
+    for member, value in vars(Family).items():
+        if callable(value) and not member.startswith("_"):
+            assert inspect.getdoc(value), f"Family.{member} has no docstring"
+    # Published configs build the trained component's module map (the export check).
+    shapes = adapter.lora_module_map()
+    targets = spec.defaults.get("lora_target_modules", FIELDS["lora_target_modules"].default)
+    for target in adapter.target_modules(t.strip() for t in targets.split(",")):
+        assert any(n == target or n.endswith("." + target) for n in shapes), target
+
+
+@pytest.mark.parametrize("name", family_names())
+def test_family_presets_load_as_that_family(name):
+    from backend.config import load_preset
+
+    for preset in family_spec(name).presets_by_vram:
+        assert load_preset(preset).model_family == name, preset
+
+
+def test_schema_choices_and_defaults_come_from_the_registry():
+    assert field_meta("model_family")["choices"] == list(family_names())
+    default = family_spec(family_names()[0])
+    for field, value in default.defaults.items():
+        assert FIELDS[field].default == value, field
+
+
+def test_family_is_recognised_from_the_files_a_command_names(tiny_model_dir):
+    spec = family_spec(family_names()[0])
+    model_id = spec.model_ids()[0]
+    assert recognise(f"{model_id}:transformer/*.safetensors")[0] == spec.name
+    # A local folder: the _class_name in its model_index.json / config.json.
+    assert recognise(str(tiny_model_dir))[0] == spec.name
+    assert recognise(str(tiny_model_dir / "transformer"))[0] == spec.name
+    assert recognise("someone/unknown-model:transformer/*.safetensors") is None
+    assert family_of({"model_id_with_origin_paths": str(tiny_model_dir)})[0] == spec.name
+
+
+@pytest.fixture
+def second_family():
+    """A second family in the registry, for the rules that need two (data only)."""
+    base = family_spec(family_names()[0])
+    spec = FamilySpec(
+        name="test_second", title="Second", adapter=base.adapter,
+        components=base.components, recognise_classes=("SecondTestPipeline",),
+        defaults={**base.defaults, "lora_target_modules": "to_q,to_k",
+                  "sample_steps": 8, "sample_cfg": 1.0},
+        keywords=("test_second",))
+    _discover()[spec.name] = spec
+    yield spec
+    _discover().pop(spec.name)
+
+
+def test_a_config_stores_differences_from_its_own_family(second_family):
+    defaults = family_defaults("test_second")
+    assert defaults["lora_target_modules"] == "to_q,to_k" and defaults["sample_steps"] == 8
+    base = family_defaults(family_names()[0])
+    # A field the second family changes keeps the value the user gave.
+    assert base["sample_steps"] != 8
+
+
+def test_switching_family_in_the_form_keeps_what_the_user_typed(second_family):
+    pytest.importorskip("gradio")
+    from webui.form import Form
+
+    form = Form()
+    first = family_names()[0]
+    old = family_defaults(first)
+    values = {"lora_target_modules": old["lora_target_modules"],   # untouched: switches
+              "sample_steps": 12,                                   # typed: stays
+              "sample_cfg": old["sample_cfg"], "lora_rank": old["lora_rank"]}
+    changed = form.family_switch(values, first, "test_second")
+    assert changed == {"lora_target_modules": "to_q,to_k", "sample_cfg": 1.0}
+    # And back: the second family's values return to the first's.
+    back = form.family_switch({"lora_target_modules": "to_q,to_k", "sample_steps": 8},
+                              "test_second", first)
+    assert back == {"lora_target_modules": old["lora_target_modules"],
+                    "sample_steps": old["sample_steps"]}
+
+
+def test_recognised_family_changes_the_defaults_a_command_leaves_out(second_family,
+                                                                     tmp_path):
+    """A reference command names only files: their _class_name picks the family, whose
+    defaults fill what the command leaves out; an explicit model_family overrides."""
+    folder = tmp_path / "pipe"
+    folder.mkdir()
+    (folder / "model_index.json").write_text('{"_class_name": "SecondTestPipeline"}')
+    cfg = validate({"model_id_with_origin_paths": str(folder), "dataset_base_path": "d"})
+    assert cfg.model_family == "test_second" and cfg.lora_target_modules == "to_q,to_k"
+    assert cfg.to_dict(only_changed=True).keys() >= {"model_family"}
+    assert "lora_target_modules" not in cfg.to_dict(only_changed=True)
+    # Given explicitly, the user's family wins over the files'.
+    first = family_names()[0]
+    cfg = validate({"model_id_with_origin_paths": str(folder), "dataset_base_path": "d",
+                    "model_family": first})
+    assert cfg.model_family == first
+    assert cfg.lora_target_modules == family_defaults(first)["lora_target_modules"]
+
+
+def test_no_stage_imports_another_stage():
+    """Stages share only files: no module of backend/stages imports another stage, and
+    the export does not import a stage."""
+    stages = {p.stem for p in (REPO / "backend" / "stages").glob("*.py")} - {"__init__"}
+    offenders = []
+    for path in list((REPO / "backend" / "stages").glob("*.py")) + [REPO / "backend" /
+                                                                      "export.py"]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for n in names:
+                parts = n.split(".")
+                if parts[:2] == ["backend", "stages"] and len(parts) > 2 and \
+                        parts[2] in stages and parts[2] != path.stem:
+                    offenders.append(f"{path.relative_to(REPO)}: {n}")
+    assert not offenders, offenders
