@@ -1,0 +1,366 @@
+"""The training loop's parts, shared by nothing but the train stage: reading the model for
+training (LoRA attached, partitioned under ZeRO-3), the optimizer and schedule, the epoch
+sampler and per-step noise, checkpoints and the resume state, stopping and logging.
+
+``backend/stages/train.py`` reads top to bottom with these: args, data, model, loop, save.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from backend.config import RunConfig
+from backend.progress import ProgressWriter
+
+STATE_DIR = "state"
+TRAINER_STATE = "trainer_state.json"
+
+
+class StageError(RuntimeError):
+    """A problem the user can fix; reported as one message without a traceback."""
+
+
+class Stopper:
+    """SIGTERM/SIGINT set a flag; the stage acts on it at the next safe point."""
+
+    def __init__(self):
+        self.signal: int | None = None
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        self.signal = signum
+
+    def is_set(self) -> bool:
+        return self.signal is not None
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def log(msg: str) -> None:
+    if is_main_process():
+        print(msg, flush=True)
+
+
+def one_line(e: BaseException, with_type: bool = False) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    text = f"{type(e).__name__}: {text}" if with_type else text
+    return text[:500]
+
+
+
+def weight_dtype(mixed_precision: str):
+    import torch
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(str(mixed_precision),
+                                                              torch.float32)
+
+
+class EpochSampler:
+    """A fixed permutation per epoch from (seed, epoch): resuming reproduces the order.
+    The epoch is set by the loop (``use_epoch``), not by accelerate. With ``world`` > 1
+    this process takes every ``world``-th index from ``rank`` (padded by wrapping so every
+    process gets as many) -- only where accelerate does not shard the loader itself."""
+
+    def __init__(self, n: int, seed: int, rank: int = 0, world: int = 1):
+        self.n, self.seed, self.epoch = n, seed, 0
+        self.rank, self.world = rank, world
+
+    def use_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return math.ceil(self.n / self.world)
+
+    def __iter__(self):
+        import torch
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        order = torch.randperm(self.n, generator=g).tolist()
+        if self.world > 1:
+            order += order[:len(self) * self.world - self.n]
+            order = order[self.rank::self.world]
+        return iter(order)
+
+
+def process_info(accelerator) -> tuple[int, int]:
+    """(rank, world size) of this process. On CPU-only machines accelerate sees a DeepSpeed
+    launch as one process; torch.distributed knows the truth."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return accelerator.process_index, accelerator.num_processes
+
+
+def check_processes(accelerator, world: int) -> None:
+    """Refuse a launch where torch.distributed has several processes but accelerate sees
+    one (a CPU launch without ``ACCELERATE_USE_CPU=true``): accelerate would neither sync
+    gradients nor wait between processes, and every process would write the same files."""
+    from accelerate.utils import DistributedType
+
+    if world > accelerator.num_processes and accelerator.distributed_type == DistributedType.NO:
+        raise StageError(
+            f"num_processes: {world} processes were launched but accelerate runs them as "
+            f"independent single processes (got distributed_type NO; allowed a distributed "
+            f"launch). Without a GPU set ACCELERATE_USE_CPU=true in the environment, as the "
+            f"run's commands.sh does.")
+
+
+def first_item(batch: list) -> Any:
+    return batch[0]
+
+
+def step_generator(seed: int, rank: int, micro_step: int):
+    """The noise/timestep generator of one micro-step: depends only on its seed, so a
+    resumed run draws what an uninterrupted one would."""
+    import numpy as np
+    import torch
+    s = int(np.random.SeedSequence([seed, rank, micro_step]).generate_state(1)[0])
+    return torch.Generator().manual_seed(s)
+
+
+def read_trainer_state(state_dir: Path) -> dict[str, Any]:
+    p = state_dir / TRAINER_STATE
+    if not p.is_file():
+        raise StageError(f"resume_from: no saved training state in {state_dir} (missing "
+                         f"{TRAINER_STATE}; point it at an output folder's state/)")
+    return json.loads(p.read_text(encoding="utf-8"))
+
+
+def check_resume(state: dict[str, Any], steps_per_epoch: int, world: int, accum: int) -> None:
+    problems = []
+    if state.get("num_processes") != world:
+        problems.append(f"num_processes {state.get('num_processes')} -> {world}")
+    if state.get("gradient_accumulation_steps") != accum:
+        problems.append(f"gradient_accumulation_steps {state.get('gradient_accumulation_steps')}"
+                        f" -> {accum}")
+    if state.get("steps_per_epoch") != steps_per_epoch:
+        problems.append(f"steps per epoch {state.get('steps_per_epoch')} -> {steps_per_epoch} "
+                        f"(dataset or dataset_repeat changed)")
+    if problems:
+        raise StageError("resume_from: the saved state was trained with different settings: "
+                         + "; ".join(problems))
+
+
+def stop_requested(stopper: Stopper, world: int) -> bool:
+    """Whether any rank got a stop signal (all ranks agree, so they stop at the same step)."""
+    if world == 1:
+        return stopper.is_set()
+    import torch
+    import torch.distributed as dist
+    flag = torch.tensor([1.0 if stopper.is_set() else 0.0])
+    if dist.get_backend() == "nccl":
+        flag = flag.cuda()
+    dist.all_reduce(flag)
+    return bool(flag.item() > 0)
+
+
+def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, accelerator,
+                               ds_plugin, zero_stage: int):
+    """The transformer with a fresh (or ``lora_checkpoint``) LoRA, ready for ``prepare``."""
+    import torch
+
+    from backend import lora
+    from backend.families.common import block_checkpointing_func, load_partitioned
+
+    on_cpu = cfg.initialize_model_on_cpu or zero_stage == 3
+    device = "cpu" if on_cpu else accelerator.device
+    if ds_plugin is not None and zero_stage == 3 and ds_plugin.zero3_init_flag:
+        model = load_partitioned(family.transformer_class(), folder, dtype,
+                                 remote_device="cpu" if cfg.initialize_model_on_cpu else None)
+        log("[train] transformer built partitioned (ZeRO-3 zero3_init_flag)")
+    else:
+        model = family.load_transformer(folder, dtype, device)
+    lora.add_lora(model, cfg.lora_rank, family.target_modules(cfg.target_modules()))
+    if cfg.lora_checkpoint:
+        lora.init_from_checkpoint(model, cfg.lora_checkpoint)
+    if ds_plugin is None:
+        # Trainable LoRA weights stay float32 under autocast; DeepSpeed keeps its own
+        # fp32 master copy.
+        for p in model.parameters():
+            if p.requires_grad:
+                p.data = p.data.to(torch.float32)
+    if cfg.use_gradient_checkpointing:
+        model.enable_gradient_checkpointing(gradient_checkpointing_func=block_checkpointing_func(
+            cfg.use_gradient_checkpointing_offload))
+    return model
+
+
+def load_frozen_encoder(family, dirs, dtype, device, ds_plugin):
+    """Text encoder + VAE for one-shot sft: frozen, never partitioned by ZeRO-3 init."""
+    if ds_plugin is not None:
+        with ds_plugin.zero3_init_context_manager(enable=False):
+            return family.load_encoder(dirs, dtype, device)
+    return family.load_encoder(dirs, dtype, device)
+
+
+def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None):
+    """AdamW; DeepSpeed's CPU Adam when the optimizer is offloaded; accelerate's
+    ``DummyOptim`` when the DeepSpeed config defines its own optimizer."""
+    import torch
+
+    if ds_config and "optimizer" in ds_config:
+        from accelerate.utils import DummyOptim
+        kind = ds_config["optimizer"].get("type", "?")
+        log(f"[train] optimizer {kind} from the DeepSpeed config (lr and weight_decay 'auto' "
+            f"take learning_rate and weight_decay)" + (
+                "; lr_warmup_steps is not applied: DeepSpeed owns the optimizer, so give its "
+                "config a scheduler block for warm-up" if cfg.lr_warmup_steps else ""))
+        return DummyOptim(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    offload = ((ds_config or {}).get("zero_optimization", {}).get("offload_optimizer") or {}
+               ).get("device", "none")
+    if ds_config and offload not in (None, "none"):
+        from deepspeed.ops.adam import DeepSpeedCPUAdam
+        return DeepSpeedCPUAdam(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
+                                adamw_mode=True)
+    return torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+
+
+def make_lr_scheduler(cfg: RunConfig, optimizer):
+    """Linear warm-up over ``lr_warmup_steps`` optimizer steps, then constant. Stepped once
+    per optimizer step by the loop (not by accelerate, which would step it once per
+    process)."""
+    import torch
+
+    warmup = cfg.lr_warmup_steps
+
+    def factor(step: int) -> float:
+        return min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
+
+    if not hasattr(optimizer, "param_groups"):  # DummyOptim: DeepSpeed owns the optimizer
+        return _NoScheduler()
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class _NoScheduler:
+    def step(self) -> None:
+        pass
+
+
+def current_lr(lr_scheduler, cfg: RunConfig) -> float:
+    if hasattr(lr_scheduler, "get_last_lr"):
+        return float(lr_scheduler.get_last_lr()[0])
+    return cfg.learning_rate
+
+
+def prune_checkpoints(out: Path, keep: int | None) -> None:
+    if not keep:
+        return
+    steps = sorted(out.glob("step-*.safetensors"),
+                   key=lambda p: int(p.stem.split("-", 1)[1]) if p.stem.split("-", 1)[1]
+                   .isdigit() else -1)
+    for p in steps[:-keep]:
+        p.unlink(missing_ok=True)
+
+
+def make_tensorboard(folder: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        log("[train] TensorBoard logging off: install the `tensorboard` package")
+        return None
+    return SummaryWriter(log_dir=str(folder))
+
+
+def maybe_render_samples(cfg: RunConfig, checkpoint: Path, step: int,
+                         progress: ProgressWriter) -> None:
+    """Samples during training (``sample_every_n_steps``), on the main process, through the
+    sample stage's ``render_samples``; a failure is logged, never fatal."""
+    if not is_main_process():
+        return
+    try:
+        from backend.samples import render_samples
+    except ImportError:
+        return
+    try:
+        render_samples(cfg, [checkpoint], Path(cfg.output_path).parent / "samples",
+                       progress=progress, step=step)
+    except Exception as e:  # noqa: BLE001
+        log(f"[train] samples at step {step} failed: {one_line(e, with_type=True)}")
+
+
+
+class Checkpointer:
+    """LoRA files and the resume state of one training run.
+
+    ``save_lora`` writes ``<output>/<name>`` (rank 0; others wait) and announces it;
+    ``save_state`` writes the full resume state (LoRA, optimizer, step) to
+    ``<output>/state`` through a temporary folder, so a crash never leaves half a state;
+    ``resume`` loads it back and returns the step to continue from. Without DeepSpeed the
+    state keeps only the LoRA weights, never the frozen base.
+    """
+
+    def __init__(self, cfg: RunConfig, accelerator, model, out: Path, progress: ProgressWriter,
+                 *, is_main: bool, gather: bool, deepspeed: bool, base_model_path: Any):
+        self.cfg, self.accelerator, self.model, self.out = cfg, accelerator, model, out
+        self.progress, self.is_main, self.gather = progress, is_main, gather
+        self.deepspeed, self.base_model_path = deepspeed, base_model_path
+        self.totals: dict[str, Any] = {}
+        if not deepspeed:
+            def keep_lora_only(models, weights, output_dir):
+                for i, w in enumerate(weights):
+                    weights[i] = {k: v for k, v in w.items() if "lora_" in k}
+            accelerator.register_save_state_pre_hook(keep_lora_only)
+
+    def set_totals(self, **totals: Any) -> None:
+        """Step counts and the process layout, stored with every state (resume checks)."""
+        self.totals = dict(totals)
+
+    def save_lora(self, name: str, step: int) -> Path:
+        from backend import lora
+
+        cfg = self.cfg
+        tensors = lora.collect_lora_state(self.model, cfg.remove_prefix_in_ckpt,
+                                          gather=self.gather)
+        path = self.out / name
+        if self.is_main:
+            lora.save_lora(path, tensors, rank=cfg.lora_rank,
+                           target_modules=cfg.target_modules(), base_model=cfg.lora_base_model,
+                           model_family=cfg.model_family,
+                           extra={"step": step, "base_model_path": self.base_model_path})
+            self.progress.emit("checkpoint", step=step, path=str(path))
+            prune_checkpoints(self.out, cfg.keep_last_n_checkpoints)
+            log(f"[train] saved {path}")
+        self.accelerator.wait_for_everyone()
+        return path
+
+    def save_state(self, step: int, epoch: int) -> None:
+        from backend import lora
+
+        acc = self.accelerator
+        final, tmp = self.out / STATE_DIR, self.out / f".{STATE_DIR}.tmp"
+        if self.is_main and tmp.exists():
+            shutil.rmtree(tmp)
+        acc.wait_for_everyone()
+        kwargs = {"exclude_frozen_parameters": True} if self.deepspeed else {}
+        acc.save_state(str(tmp), **kwargs)
+        acc.wait_for_everyone()
+        if self.is_main:
+            t = self.totals
+            lora.write_json_atomic(tmp / TRAINER_STATE, {
+                "global_step": step, "epoch": epoch, "total_steps": t.get("total_steps"),
+                "steps_per_epoch": t.get("steps_per_epoch"), "num_processes": t.get("world"),
+                "gradient_accumulation_steps": t.get("accum"),
+                "zero_stage": t.get("zero_stage"), "time": time.time()})
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+        acc.wait_for_everyone()
+
+    def resume(self, state: dict[str, Any], lr_scheduler) -> int:
+        """Load ``cfg.resume_from``; step the schedule to where it was; return the step."""
+        kwargs = {"load_module_strict": False} if self.deepspeed else {"strict": False}
+        self.accelerator.load_state(self.cfg.resume_from, **kwargs)
+        step = int(state["global_step"])
+        for _ in range(step):
+            lr_scheduler.step()
+        log(f"[train] resumed from {self.cfg.resume_from} at step {step}")
+        return step
