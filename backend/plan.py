@@ -48,6 +48,10 @@ from pathlib import Path
 from typing import Any
 
 from backend.config import REPO_ROOT, RunConfig, resolve_paths, validate
+from backend.rundir import RunDir
+
+# The name of the run-folder layout before backend.rundir (kept for older imports).
+RunFiles = RunDir
 
 LAUNCH = ("-m", "accelerate.commands.launch")
 TRAIN_MODULE = "backend.stages.train"
@@ -62,43 +66,6 @@ class StagePlan:
     name: str
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class RunFiles:
-    """Where a run's files live inside its folder."""
-
-    run_dir: Path
-
-    @property
-    def run_yaml(self) -> Path:
-        return self.run_dir / "run.yaml"
-
-    @property
-    def cache(self) -> Path:
-        return self.run_dir / "cache"
-
-    @property
-    def output(self) -> Path:
-        return self.run_dir / "output"
-
-    @property
-    def samples(self) -> Path:
-        return self.run_dir / "samples"
-
-    @property
-    def progress(self) -> Path:
-        return self.run_dir / "progress.jsonl"
-
-    @property
-    def commands(self) -> Path:
-        return self.run_dir / "commands.sh"
-
-    def accelerate_yaml(self, stage: str) -> Path:
-        return self.run_dir / f"accelerate_{stage}.yaml"
-
-    def deepspeed_json(self, stage: str) -> Path:
-        return self.run_dir / f"deepspeed_{stage}.json"
 
 
 def cuda_available() -> bool:
@@ -255,7 +222,7 @@ def stage_env(cfg: RunConfig, stage: str, *, cuda: bool) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------
 # Commands
 # ------------------------------------------------------------------------------------------
-def stage_argv(cfg: RunConfig, stage: str, files: RunFiles, machine_rank: int = 0) -> list[str]:
+def stage_argv(cfg: RunConfig, stage: str, files: RunDir, machine_rank: int = 0) -> list[str]:
     """The exact argv of a stage (``machine_rank`` > 0: train on another machine)."""
     if stage == "sample":
         argv = [sys.executable, "-m", SAMPLE_MODULE, "--config", str(files.run_yaml),
@@ -287,7 +254,7 @@ def stage_argv(cfg: RunConfig, stage: str, files: RunFiles, machine_rank: int = 
 
 def resolved_config(cfg: RunConfig, run_dir: str | os.PathLike) -> RunConfig:
     """``cfg`` as the run's run.yaml holds it: absolute paths, run-folder outputs."""
-    files = RunFiles(Path(run_dir).resolve())
+    files = RunDir(Path(run_dir).resolve())
     cfg = resolve_paths(validate(cfg.to_dict()))
     return cfg.model_copy(update={"output_path": str(files.output),
                                   "progress_file": str(files.progress)})
@@ -299,12 +266,11 @@ def plan_run(cfg: RunConfig, run_dir: str | os.PathLike, *, cuda: bool | None = 
 
     ``cuda``: whether the stages run on CUDA GPUs (default: detected on this machine).
     """
-    files = RunFiles(Path(run_dir).resolve())
+    files = RunDir(Path(run_dir).resolve())
     files.run_dir.mkdir(parents=True, exist_ok=True)
     cfg = resolved_config(cfg, files.run_dir)
     cuda = cuda_available() if cuda is None else cuda
-    for stale in list(files.run_dir.glob("accelerate_*.yaml")) + list(
-            files.run_dir.glob("deepspeed_*.json")):
+    for stale in files.accelerate_yamls() + files.deepspeed_jsons():
         stale.unlink()
     cfg.save(files.run_yaml)
     plans: list[StagePlan] = []
@@ -329,7 +295,7 @@ def plan_render(cfg: RunConfig, job_dir: str | os.PathLike, samples_dir: str | o
     """A sample-stage job rendering ``checkpoints`` into ``samples_dir`` (usually another
     run's samples folder). Writes the job's run.yaml and commands.sh into ``job_dir``;
     returns its one stage and the resolved config."""
-    files = RunFiles(Path(job_dir).resolve())
+    files = RunDir(Path(job_dir).resolve())
     files.run_dir.mkdir(parents=True, exist_ok=True)
     cfg = resolved_config(cfg.model_copy(update={"stages": ["sample"]}), files.run_dir)
     cfg.save(files.run_yaml)
@@ -340,7 +306,7 @@ def plan_render(cfg: RunConfig, job_dir: str | os.PathLike, samples_dir: str | o
     return plan, cfg
 
 
-def _other_nodes(cfg: RunConfig, files: RunFiles, cuda: bool) -> list[StagePlan]:
+def _other_nodes(cfg: RunConfig, files: RunDir, cuda: bool) -> list[StagePlan]:
     if cfg.num_machines < 2 or "train" not in cfg.stages:
         return []
     env = stage_env(cfg, "train", cuda=cuda)
@@ -356,7 +322,7 @@ def other_node_commands(cfg: RunConfig, run_dir: str | os.PathLike, *, cuda: boo
     the run folder (written by ``plan_run``) must be at the same path there. Empty for one
     machine or without a train stage.
     """
-    files = RunFiles(Path(run_dir).resolve())
+    files = RunDir(Path(run_dir).resolve())
     cfg = resolved_config(cfg, files.run_dir)
     return _other_nodes(cfg, files, cuda_available() if cuda is None else cuda)
 
