@@ -618,6 +618,7 @@ def export_shell_script(cfg: RunConfig, *, cuda: bool | None = None) -> str:
     Data and model paths are absolute (resolved where the script was exported).
     """
     from backend.plan import plan_run, shell_line
+    from backend.rundir import RunDir
 
     with tempfile.TemporaryDirectory(prefix="zerolora-export-") as tmp:
         run_dir = Path(tmp).resolve() / "run"
@@ -627,9 +628,8 @@ def export_shell_script(cfg: RunConfig, *, cuda: bool | None = None) -> str:
         def rel(text: str) -> str:
             return text.replace(prefix + os.sep, "").replace(prefix, ".")
 
-        files = [p for p in sorted(run_dir.iterdir())
-                 if p.suffix in (".yaml", ".json") and p.is_file()]
-        files.sort(key=lambda p: (p.name != "run.yaml", p.name))
+        # run.yaml first, then the accelerate YAMLs and DeepSpeed JSONs by name.
+        files = [p for p in RunDir(run_dir).config_files() if p.suffix in (".yaml", ".json")]
         out = [
             "#!/usr/bin/env bash",
             "# ZeroLoRA run script (exported): writes the run's files into RUN_DIR, then runs",

@@ -82,6 +82,11 @@ def runs_root(workspace: str | os.PathLike) -> Path:
     return Path(workspace) / RUNS
 
 
+def workspace_downloads(workspace: str | os.PathLike) -> Path:
+    """``{workspace}/downloads``: files staged for the browser (outside every run folder)."""
+    return Path(workspace) / DOWNLOADS
+
+
 def checkpoint_name(kind: str, n: int) -> str:
     """``step-<n>.safetensors`` or ``epoch-<n>.safetensors``."""
     if kind not in CHECKPOINT_KINDS:
