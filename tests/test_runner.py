@@ -630,6 +630,7 @@ def test_a_sigterm_to_the_supervisor_stops_the_run_cleanly(ws):
     assert run["resumable"]
 
 
+@pytest.mark.slow
 def test_stop_through_a_real_accelerate_launch_lets_the_training_process_save(ws):
     """`accelerate launch` dies on SIGTERM at once; its training process, in the same group,
     still gets the grace period to save (the runner waits for the group, not the leader)."""
