@@ -78,6 +78,22 @@ def cuda_available() -> bool:
 # ------------------------------------------------------------------------------------------
 # DeepSpeed
 # ------------------------------------------------------------------------------------------
+# The DeepSpeed JSON keys that are schema fields of the same name, in the JSON's order. The
+# generator below writes them and the importer (backend/importer.py) reads them back through
+# these same tables, so the two directions cannot drift apart.
+DS_OFFLOAD_FIELDS = {"offload_optimizer": "offload_optimizer_device",  # zero_optimization.<block>
+                     "offload_param": "offload_param_device"}          # .device (param: ZeRO-3)
+DS_ZERO_FIELDS = (  # zero_optimization.<key>: (key, written under ZeRO-3 only)
+    ("overlap_comm", False), ("contiguous_gradients", False), ("sub_group_size", True),
+    ("reduce_bucket_size", False), ("stage3_prefetch_bucket_size", True),
+    ("stage3_param_persistence_threshold", True), ("stage3_max_live_parameters", True),
+    ("stage3_max_reuse_distance", True))
+DS_ACTIVATION_FIELDS = ("partition_activations", "cpu_checkpointing",  # activation_checkpointing
+                        "contiguous_memory_optimization")
+DS_FP16 = {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000,  # fixed, not fields
+           "initial_scale_power": 16, "hysteresis": 2, "min_loss_scale": 1}
+
+
 def deepspeed_config(cfg: RunConfig, num_processes: int | None = None) -> dict[str, Any]:
     """The DeepSpeed JSON of the train stage, with ``"auto"`` where accelerate fills values.
 
@@ -87,36 +103,23 @@ def deepspeed_config(cfg: RunConfig, num_processes: int | None = None) -> dict[s
         raise ValueError("deepspeed_config: zero_stage is 0 (no DeepSpeed)")
     n = cfg.num_processes if num_processes is None else num_processes
     zero: dict[str, Any] = {"stage": cfg.zero_stage}
-    if cfg.offload_optimizer_device != "none":
-        zero["offload_optimizer"] = _offload(cfg, cfg.offload_optimizer_device)
-    if cfg.zero_stage == 3 and cfg.offload_param_device != "none":
-        zero["offload_param"] = _offload(cfg, cfg.offload_param_device)
-    zero["overlap_comm"] = cfg.overlap_comm
-    zero["contiguous_gradients"] = cfg.contiguous_gradients
+    for block, name in DS_OFFLOAD_FIELDS.items():
+        device = getattr(cfg, name)
+        if device != "none" and (block != "offload_param" or cfg.zero_stage == 3):
+            zero[block] = _offload(cfg, device)
+    for key, zero3_only in DS_ZERO_FIELDS:
+        if cfg.zero_stage == 3 or not zero3_only:
+            zero[key] = getattr(cfg, key)
     if cfg.zero_stage == 3:
-        zero["sub_group_size"] = cfg.sub_group_size
-    zero["reduce_bucket_size"] = cfg.reduce_bucket_size
-    if cfg.zero_stage == 3:
-        zero.update({
-            "stage3_prefetch_bucket_size": cfg.stage3_prefetch_bucket_size,
-            "stage3_param_persistence_threshold": cfg.stage3_param_persistence_threshold,
-            "stage3_max_live_parameters": cfg.stage3_max_live_parameters,
-            "stage3_max_reuse_distance": cfg.stage3_max_reuse_distance,
-            # Saving LoRA weights under ZeRO-3 gathers them into one 16-bit state dict.
-            "stage3_gather_16bit_weights_on_model_save": True,
-        })
+        # Saving LoRA weights under ZeRO-3 gathers them into one 16-bit state dict.
+        zero["stage3_gather_16bit_weights_on_model_save"] = True
     ds: dict[str, Any] = {
-        "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000,
-                 "initial_scale_power": 16, "hysteresis": 2, "min_loss_scale": 1},
+        "fp16": dict(DS_FP16),
         "bf16": {"enabled": "auto"},
         "zero_optimization": zero,
     }
     if uses_ds_activation_checkpointing(cfg):
-        ds["activation_checkpointing"] = {
-            "partition_activations": cfg.partition_activations,
-            "cpu_checkpointing": cfg.cpu_checkpointing,
-            "contiguous_memory_optimization": cfg.contiguous_memory_optimization,
-        }
+        ds["activation_checkpointing"] = {key: getattr(cfg, key) for key in DS_ACTIVATION_FIELDS}
     ds["gradient_accumulation_steps"] = "auto"
     ds["gradient_clipping"] = "auto" if cfg.gradient_clipping is None else cfg.gradient_clipping
     if n > 1:

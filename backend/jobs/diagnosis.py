@@ -73,8 +73,28 @@ def parse_config(config_yaml: str | None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _get(cfg: dict, name: str) -> Any:
+    """A setting of the run, or the schema's default when its config leaves it out."""
+    if name in cfg:
+        return cfg[name]
+    from backend.config import field_meta
+
+    return field_meta(name)["default"]
+
+
 def _on(cfg: dict, key: str) -> bool:
-    return bool(cfg.get(key))
+    return bool(_get(cfg, key))
+
+
+def _next_choice(name: str, now: Any) -> str | None:
+    """The schema's next choice of ``name`` after ``now`` (offload modes go none -> model ->
+    sequential); None after the last one or for a value that is not a choice."""
+    from backend.config import field_meta
+
+    choices = [str(c) for c in field_meta(name)["choices"]]
+    now = str(now) if now else str(field_meta(name)["default"])
+    i = choices.index(now) if now in choices else -1
+    return choices[i + 1] if 0 <= i < len(choices) - 1 else None
 
 
 # ----------------------------------------------------------------------------- rules
@@ -88,7 +108,7 @@ def _cuda_oom(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     fixes: list[str] = []
     settings: list[str] = []
     zs = cfg.get("zero_stage")
-    off_param = cfg.get("offload_param_device", "none")
+    off_param = _get(cfg, "offload_param_device")
     if zs != 3 or off_param in (None, "none"):
         fixes.append("Turn on DeepSpeed ZeRO-3 with parameter offload (zero_stage: 3, "
                      "offload_param_device: cpu, offload_optimizer_device: cpu; the low-VRAM "
@@ -98,7 +118,7 @@ def _cuda_oom(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
         fixes.append("Turn on gradient checkpointing (use_gradient_checkpointing: true): "
                      "activations are recomputed instead of kept.")
         settings.append("use_gradient_checkpointing")
-    elif zs == 3 and cfg.get("ds_activation_checkpointing", True) and not _on(
+    elif zs == 3 and _on(cfg, "ds_activation_checkpointing") and not _on(
             cfg, "cpu_checkpointing"):
         fixes.append("Keep checkpointed activations in host RAM (cpu_checkpointing: true, "
                      "DeepSpeed's checkpointing under ZeRO-3).")
@@ -144,16 +164,12 @@ def _oom(fixes: list[str], settings: list[str], evidence: str) -> Diagnosis:
         "on the GPU let the same run fit.", fixes, settings, evidence)
 
 
-def _next_offload(now: Any) -> str | None:
-    return {"none": "model", "model": "sequential"}.get(str(now or "none"))
-
-
 def _cuda_oom_encoding(cfg: dict, evidence: str) -> Diagnosis:
     """Stage 1 holds the text encoder and the VAE, never the transformer."""
     fixes: list[str] = []
     settings: list[str] = []
-    now = cfg.get("data_process_offload", "none")
-    nxt = _next_offload(now)
+    now = _get(cfg, "data_process_offload")
+    nxt = _next_choice("data_process_offload", now)
     if nxt:
         fixes.append(f"Offload the encoders (data_process_offload now {now}; try {nxt}): "
                      f"'model' puts the text encoder and the VAE on the GPU one at a time, "
@@ -168,9 +184,9 @@ def _cuda_oom_sampling(cfg: dict, evidence: str) -> Diagnosis:
     """The sample stage holds the whole pipeline: transformer, text encoder and VAE."""
     fixes: list[str] = []
     settings: list[str] = []
-    now = cfg.get("sample_cpu_offload", "none")
-    now = {True: "model", False: "none"}.get(now, now)
-    nxt = _next_offload(now)
+    now = _get(cfg, "sample_cpu_offload")
+    now = {True: "model", False: "none"}.get(now, now)  # the schema's old boolean spelling
+    nxt = _next_choice("sample_cpu_offload", now)
     if nxt:
         fixes.append(f"Offload the pipeline (sample_cpu_offload now {now}; try {nxt}): "
                      f"'model' keeps one component on the GPU at a time, 'sequential' streams "
@@ -205,7 +221,7 @@ def _host_oom(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
         fixes.append("Activation offload also lives in RAM: turn off "
                      "use_gradient_checkpointing_offload / cpu_checkpointing if the GPU has room.")
         settings += ["use_gradient_checkpointing_offload", "cpu_checkpointing"]
-    if cfg.get("pin_memory", True):
+    if _on(cfg, "pin_memory"):
         fixes.append("Pinned (page-locked) memory cannot be swapped: try pin_memory: false.")
         settings.append("pin_memory")
     fixes.append("Lower max_pixels: smaller images need less RAM for cached activations.")
