@@ -119,7 +119,7 @@ def test_the_allowed_spawners_exist_and_spawn():
 def _pattern(name: str) -> str:
     """A rundir name as a regex: ``{stage}`` stands for a stage name, ``{}`` or a glob."""
     parts = re.split(r"\{\w+\}", name)
-    body = r"(?:\{\}|[\w*?\[\]-]+)".join(re.escape(x) for x in parts)
+    body = r"(?:\{\}|<\w+>|[\w*?\[\]-]+)".join(re.escape(x) for x in parts)
     return rf"(?<![\w.-]){body}(?![\w-])"
 
 
@@ -208,10 +208,12 @@ def test_layering_rules_catch_violations():
     bad_names = ast.parse(
         '"""Docs may say run.yaml."""\nSTATE = "state"\n'
         'def f(d, s):\n    return d / "logs" / f"{s}.log", f"accelerate_{s}.yaml", '
-        '"output/state", d.joinpath("cache"), "deepspeed_*.json", "see commands.sh"\n'
+        '"output/state", d.joinpath("cache"), "deepspeed_*.json", "see commands.sh", '
+        '"deepspeed_<stage>.json"\n'
         'OK = ("samples are fine", "model_index.json", "my_run.yaml.bak")\n')
     assert sorted(t for _, t in run_file_names(bad_names)) == [
-        "accelerate_{}.yaml", "cache", "deepspeed_*.json", "logs", "output/state",
+        "accelerate_{}.yaml", "cache", "deepspeed_*.json", "deepspeed_<stage>.json", "logs",
+        "output/state",
         "see commands.sh", "state"]
 
 

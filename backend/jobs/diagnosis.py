@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from backend.jobs.watch import LOG_PREFIX, STAGE_HEADER
+from backend.rundir import DEEPSPEED_JSON
 
 
 @dataclass
@@ -266,8 +267,8 @@ def _missing_model(cfg: dict, evidence: str, stage: str | None = None) -> Diagno
 def _deepspeed_config(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     return Diagnosis(
         "deepspeed_config", "The DeepSpeed configuration was rejected",
-        "DeepSpeed refused the run's DeepSpeed settings (deepspeed_<stage>.json in the run "
-        "folder).",
+        "DeepSpeed refused the run's DeepSpeed settings "
+        f"({DEEPSPEED_JSON.format(stage='<stage>')} in the run folder).",
         ["Start from a preset (e.g. the ZeRO-3 CPU-offload one) and change one setting at a "
          "time.",
          "Parameter offload needs zero_stage 3; optimizer offload needs zero_stage 1-3.",
