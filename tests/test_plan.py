@@ -366,6 +366,7 @@ def run_ds_check(cases: list[dict]) -> dict[str, dict]:
     return {r["name"]: r for r in json.loads(line[len("RESULT "):])}
 
 
+@pytest.mark.slow  # DeepSpeed's own config class, in a subprocess per world size
 def test_deepspeed_json_passes_deepspeeds_config_class_for_every_variant():
     cases, expected = [], {}
     for name, extra in VARIANTS.items():
