@@ -794,3 +794,21 @@ def test_a_cuda_oom_outside_training_names_that_stages_settings(stage, cfg, sett
     assert set(top["settings"]) == settings
     assert any(advice in f for f in top["fixes"]), top["fixes"]
     assert not {"zero_stage", "lora_rank", "use_gradient_checkpointing"} & set(top["settings"])
+
+
+def test_the_gpu_query_reads_nvidia_smi(tmp_path, monkeypatch):
+    """The UI's GPU lines come from the process module (the UI starts no process)."""
+    from backend.jobs import processes
+
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text("#!/bin/sh\n"
+                    "if [ \"$1\" = --query-gpu=memory.total ]; then echo 143771; echo 143771\n"
+                    "else echo '0, NVIDIA H200, 1024, 143771, 5'\n"
+                    "echo '1, NVIDIA H200, 2048, 143771, 90'; fi\n")
+    tool.chmod(0o755)
+    monkeypatch.setattr(processes, "_gpu_tool", [str(tool)])
+    assert processes.gpu_memory_text() == ("GPU 0 (NVIDIA H200): 1.0 / 140.4 GiB, 5 % busy\n"
+                                           "GPU 1 (NVIDIA H200): 2.0 / 140.4 GiB, 90 % busy")
+    assert [round(g, 1) for g in processes.gpu_memory_totals_gb()] == [150.8, 150.8]
+    monkeypatch.setattr(processes, "_gpu_tool", [None])  # no driver tool: no GPU lines
+    assert processes.gpu_memory_text() is None and processes.gpu_memory_totals_gb() == []
