@@ -36,6 +36,7 @@ from typing import Any
 
 from backend.config import (FIELDS, NONE_WORDS, PATH_FIELDS, REPO_ROOT, ConfigError, RunConfig,
                             build_parser, read_yaml, validate)
+from backend.plan import DS_ACTIVATION_FIELDS, DS_FP16, DS_OFFLOAD_FIELDS, DS_ZERO_FIELDS
 
 # Options of a stage-1 command that describe the data set (stage 2's point at the cache).
 DATA_KEYS = ("dataset_base_path", "dataset_metadata_path", "data_file_keys", "max_pixels",
@@ -50,14 +51,19 @@ ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 SEPARATORS = {";", "&&", "||", "&", "|"}
 
 # DeepSpeed JSON (zero_optimization) keys that map one-to-one onto schema fields.
-ZERO_KEYS = ("overlap_comm", "contiguous_gradients", "sub_group_size", "reduce_bucket_size",
-             "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-             "stage3_max_live_parameters", "stage3_max_reuse_distance")
-ACT_KEYS = {"partition_activations": "partition_activations",
-            "cpu_checkpointing": "cpu_checkpointing",
-            "contiguous_memory_optimization": "contiguous_memory_optimization"}
-FP16_STANDARD = {"loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
-                 "hysteresis": 2, "min_loss_scale": 1}
+# The DeepSpeed JSON is read back through the generator's own tables (backend/plan.py).
+ZERO_KEYS = tuple(key for key, _ in DS_ZERO_FIELDS)
+ACT_KEYS = {key: key for key in DS_ACTIVATION_FIELDS}
+FP16_STANDARD = {k: v for k, v in DS_FP16.items() if k != "enabled"}
+# accelerate's own names (launch flags, YAML keys, its deepspeed_config keys) that are schema
+# fields of the same name are read as they are, except machine_rank: each machine's own (a
+# plan writes 0 for the main machine and --machine_rank for the others).
+PER_MACHINE = ("machine_rank",)
+
+
+def same_named_fields(names) -> list[str]:
+    """The names in ``names`` that are schema fields read as they are, in their order."""
+    return [n for n in names if n in FIELDS and n not in PER_MACHINE]
 
 
 @dataclass
@@ -288,19 +294,11 @@ def _parse_launch(cmd: _Command, args: list[str], base: Path, nu: list[str], not
             _read_accelerate_yaml(cmd, found, base, nu, notes)
     else:
         cmd.launch["_no_config_file"] = True
-    flag_map = {"num_processes": "num_processes", "num_machines": "num_machines",
-                "main_process_ip": "main_process_ip", "main_process_port": "main_process_port",
-                "mixed_precision": "mixed_precision", "gpu_ids": "gpu_ids",
-                "zero_stage": "zero_stage",
-                "offload_optimizer_device": "offload_optimizer_device",
-                "offload_param_device": "offload_param_device",
-                "gradient_accumulation_steps": "gradient_accumulation_steps",
-                "gradient_clipping": "gradient_clipping",
-                "zero3_init_flag": "zero3_init_flag"}
+    fields = set(same_named_fields(given))
     for name in sorted(given):
         value = getattr(ns, name)
-        if name in flag_map:
-            cmd.launch[flag_map[name]] = value
+        if name in fields:
+            cmd.launch[name] = value
         elif name == "deepspeed_config_file":
             found = _find_file(value, base)
             if found:
@@ -345,8 +343,7 @@ def _read_accelerate_yaml(cmd: _Command, path: Path, base: Path, nu: list[str],
     d = conf.to_dict()
     dist = str(d.get("distributed_type", "NO"))
     launch = cmd.launch
-    for key in ("num_processes", "num_machines", "main_process_ip", "main_process_port",
-                "gpu_ids", "mixed_precision"):
+    for key in same_named_fields(d):
         if d.get(key) is not None:
             launch[key] = d[key]
     if d.get("main_process_port") is None:
@@ -376,8 +373,7 @@ def _read_accelerate_yaml(cmd: _Command, path: Path, base: Path, nu: list[str],
                              f"settings are not imported")
         if "zero3_init_flag" in ds:
             launch["zero3_init_flag"] = bool(ds.pop("zero3_init_flag"))
-        for key in ("zero_stage", "offload_optimizer_device", "offload_param_device",
-                    "gradient_accumulation_steps", "gradient_clipping"):
+        for key in same_named_fields(list(ds)):
             if key in ds:
                 value = ds.pop(key)
                 launch[key] = None if value == "auto" else value
@@ -407,8 +403,7 @@ def _read_deepspeed_json(cmd: _Command, path: Path, nu: list[str]) -> None:
     zero = dict(ds.pop("zero_optimization", {}) or {})
     if "stage" in zero:
         out["zero_stage"] = zero.pop("stage")
-    for which, name in (("offload_optimizer", "offload_optimizer_device"),
-                        ("offload_param", "offload_param_device")):
+    for which, name in DS_OFFLOAD_FIELDS.items():
         block = dict(zero.pop(which, None) or {})
         if not block:
             continue
@@ -618,6 +613,7 @@ def export_shell_script(cfg: RunConfig, *, cuda: bool | None = None) -> str:
     Data and model paths are absolute (resolved where the script was exported).
     """
     from backend.plan import plan_run, shell_line
+    from backend.rundir import RunDir
 
     with tempfile.TemporaryDirectory(prefix="zerolora-export-") as tmp:
         run_dir = Path(tmp).resolve() / "run"
@@ -627,9 +623,8 @@ def export_shell_script(cfg: RunConfig, *, cuda: bool | None = None) -> str:
         def rel(text: str) -> str:
             return text.replace(prefix + os.sep, "").replace(prefix, ".")
 
-        files = [p for p in sorted(run_dir.iterdir())
-                 if p.suffix in (".yaml", ".json") and p.is_file()]
-        files.sort(key=lambda p: (p.name != "run.yaml", p.name))
+        # run.yaml first, then the accelerate YAMLs and DeepSpeed JSONs by name.
+        files = [p for p in RunDir(run_dir).config_files() if p.suffix in (".yaml", ".json")]
         out = [
             "#!/usr/bin/env bash",
             "# ZeroLoRA run script (exported): writes the run's files into RUN_DIR, then runs",

@@ -48,6 +48,10 @@ from pathlib import Path
 from typing import Any
 
 from backend.config import REPO_ROOT, RunConfig, resolve_paths, validate
+from backend.rundir import RunDir
+
+# The name of the run-folder layout before backend.rundir (kept for older imports).
+RunFiles = RunDir
 
 LAUNCH = ("-m", "accelerate.commands.launch")
 TRAIN_MODULE = "backend.stages.train"
@@ -64,43 +68,6 @@ class StagePlan:
     env: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
-class RunFiles:
-    """Where a run's files live inside its folder."""
-
-    run_dir: Path
-
-    @property
-    def run_yaml(self) -> Path:
-        return self.run_dir / "run.yaml"
-
-    @property
-    def cache(self) -> Path:
-        return self.run_dir / "cache"
-
-    @property
-    def output(self) -> Path:
-        return self.run_dir / "output"
-
-    @property
-    def samples(self) -> Path:
-        return self.run_dir / "samples"
-
-    @property
-    def progress(self) -> Path:
-        return self.run_dir / "progress.jsonl"
-
-    @property
-    def commands(self) -> Path:
-        return self.run_dir / "commands.sh"
-
-    def accelerate_yaml(self, stage: str) -> Path:
-        return self.run_dir / f"accelerate_{stage}.yaml"
-
-    def deepspeed_json(self, stage: str) -> Path:
-        return self.run_dir / f"deepspeed_{stage}.json"
-
-
 def cuda_available() -> bool:
     """Whether this machine can run the stages on CUDA GPUs."""
     import torch
@@ -111,6 +78,22 @@ def cuda_available() -> bool:
 # ------------------------------------------------------------------------------------------
 # DeepSpeed
 # ------------------------------------------------------------------------------------------
+# The DeepSpeed JSON keys that are schema fields of the same name, in the JSON's order. The
+# generator below writes them and the importer (backend/importer.py) reads them back through
+# these same tables, so the two directions cannot drift apart.
+DS_OFFLOAD_FIELDS = {"offload_optimizer": "offload_optimizer_device",  # zero_optimization.<block>
+                     "offload_param": "offload_param_device"}          # .device (param: ZeRO-3)
+DS_ZERO_FIELDS = (  # zero_optimization.<key>: (key, written under ZeRO-3 only)
+    ("overlap_comm", False), ("contiguous_gradients", False), ("sub_group_size", True),
+    ("reduce_bucket_size", False), ("stage3_prefetch_bucket_size", True),
+    ("stage3_param_persistence_threshold", True), ("stage3_max_live_parameters", True),
+    ("stage3_max_reuse_distance", True))
+DS_ACTIVATION_FIELDS = ("partition_activations", "cpu_checkpointing",  # activation_checkpointing
+                        "contiguous_memory_optimization")
+DS_FP16 = {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000,  # fixed, not fields
+           "initial_scale_power": 16, "hysteresis": 2, "min_loss_scale": 1}
+
+
 def deepspeed_config(cfg: RunConfig, num_processes: int | None = None) -> dict[str, Any]:
     """The DeepSpeed JSON of the train stage, with ``"auto"`` where accelerate fills values.
 
@@ -120,36 +103,23 @@ def deepspeed_config(cfg: RunConfig, num_processes: int | None = None) -> dict[s
         raise ValueError("deepspeed_config: zero_stage is 0 (no DeepSpeed)")
     n = cfg.num_processes if num_processes is None else num_processes
     zero: dict[str, Any] = {"stage": cfg.zero_stage}
-    if cfg.offload_optimizer_device != "none":
-        zero["offload_optimizer"] = _offload(cfg, cfg.offload_optimizer_device)
-    if cfg.zero_stage == 3 and cfg.offload_param_device != "none":
-        zero["offload_param"] = _offload(cfg, cfg.offload_param_device)
-    zero["overlap_comm"] = cfg.overlap_comm
-    zero["contiguous_gradients"] = cfg.contiguous_gradients
+    for block, name in DS_OFFLOAD_FIELDS.items():
+        device = getattr(cfg, name)
+        if device != "none" and (block != "offload_param" or cfg.zero_stage == 3):
+            zero[block] = _offload(cfg, device)
+    for key, zero3_only in DS_ZERO_FIELDS:
+        if cfg.zero_stage == 3 or not zero3_only:
+            zero[key] = getattr(cfg, key)
     if cfg.zero_stage == 3:
-        zero["sub_group_size"] = cfg.sub_group_size
-    zero["reduce_bucket_size"] = cfg.reduce_bucket_size
-    if cfg.zero_stage == 3:
-        zero.update({
-            "stage3_prefetch_bucket_size": cfg.stage3_prefetch_bucket_size,
-            "stage3_param_persistence_threshold": cfg.stage3_param_persistence_threshold,
-            "stage3_max_live_parameters": cfg.stage3_max_live_parameters,
-            "stage3_max_reuse_distance": cfg.stage3_max_reuse_distance,
-            # Saving LoRA weights under ZeRO-3 gathers them into one 16-bit state dict.
-            "stage3_gather_16bit_weights_on_model_save": True,
-        })
+        # Saving LoRA weights under ZeRO-3 gathers them into one 16-bit state dict.
+        zero["stage3_gather_16bit_weights_on_model_save"] = True
     ds: dict[str, Any] = {
-        "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000,
-                 "initial_scale_power": 16, "hysteresis": 2, "min_loss_scale": 1},
+        "fp16": dict(DS_FP16),
         "bf16": {"enabled": "auto"},
         "zero_optimization": zero,
     }
     if uses_ds_activation_checkpointing(cfg):
-        ds["activation_checkpointing"] = {
-            "partition_activations": cfg.partition_activations,
-            "cpu_checkpointing": cfg.cpu_checkpointing,
-            "contiguous_memory_optimization": cfg.contiguous_memory_optimization,
-        }
+        ds["activation_checkpointing"] = {key: getattr(cfg, key) for key in DS_ACTIVATION_FIELDS}
     ds["gradient_accumulation_steps"] = "auto"
     ds["gradient_clipping"] = "auto" if cfg.gradient_clipping is None else cfg.gradient_clipping
     if n > 1:
@@ -255,7 +225,7 @@ def stage_env(cfg: RunConfig, stage: str, *, cuda: bool) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------
 # Commands
 # ------------------------------------------------------------------------------------------
-def stage_argv(cfg: RunConfig, stage: str, files: RunFiles, machine_rank: int = 0) -> list[str]:
+def stage_argv(cfg: RunConfig, stage: str, files: RunDir, machine_rank: int = 0) -> list[str]:
     """The exact argv of a stage (``machine_rank`` > 0: train on another machine)."""
     if stage == "sample":
         argv = [sys.executable, "-m", SAMPLE_MODULE, "--config", str(files.run_yaml),
@@ -287,7 +257,7 @@ def stage_argv(cfg: RunConfig, stage: str, files: RunFiles, machine_rank: int = 
 
 def resolved_config(cfg: RunConfig, run_dir: str | os.PathLike) -> RunConfig:
     """``cfg`` as the run's run.yaml holds it: absolute paths, run-folder outputs."""
-    files = RunFiles(Path(run_dir).resolve())
+    files = RunDir(Path(run_dir).resolve())
     cfg = resolve_paths(validate(cfg.to_dict()))
     return cfg.model_copy(update={"output_path": str(files.output),
                                   "progress_file": str(files.progress)})
@@ -299,12 +269,11 @@ def plan_run(cfg: RunConfig, run_dir: str | os.PathLike, *, cuda: bool | None = 
 
     ``cuda``: whether the stages run on CUDA GPUs (default: detected on this machine).
     """
-    files = RunFiles(Path(run_dir).resolve())
+    files = RunDir(Path(run_dir).resolve())
     files.run_dir.mkdir(parents=True, exist_ok=True)
     cfg = resolved_config(cfg, files.run_dir)
     cuda = cuda_available() if cuda is None else cuda
-    for stale in list(files.run_dir.glob("accelerate_*.yaml")) + list(
-            files.run_dir.glob("deepspeed_*.json")):
+    for stale in files.accelerate_yamls() + files.deepspeed_jsons():
         stale.unlink()
     cfg.save(files.run_yaml)
     plans: list[StagePlan] = []
@@ -329,7 +298,7 @@ def plan_render(cfg: RunConfig, job_dir: str | os.PathLike, samples_dir: str | o
     """A sample-stage job rendering ``checkpoints`` into ``samples_dir`` (usually another
     run's samples folder). Writes the job's run.yaml and commands.sh into ``job_dir``;
     returns its one stage and the resolved config."""
-    files = RunFiles(Path(job_dir).resolve())
+    files = RunDir(Path(job_dir).resolve())
     files.run_dir.mkdir(parents=True, exist_ok=True)
     cfg = resolved_config(cfg.model_copy(update={"stages": ["sample"]}), files.run_dir)
     cfg.save(files.run_yaml)
@@ -340,7 +309,7 @@ def plan_render(cfg: RunConfig, job_dir: str | os.PathLike, samples_dir: str | o
     return plan, cfg
 
 
-def _other_nodes(cfg: RunConfig, files: RunFiles, cuda: bool) -> list[StagePlan]:
+def _other_nodes(cfg: RunConfig, files: RunDir, cuda: bool) -> list[StagePlan]:
     if cfg.num_machines < 2 or "train" not in cfg.stages:
         return []
     env = stage_env(cfg, "train", cuda=cuda)
@@ -356,7 +325,7 @@ def other_node_commands(cfg: RunConfig, run_dir: str | os.PathLike, *, cuda: boo
     the run folder (written by ``plan_run``) must be at the same path there. Empty for one
     machine or without a train stage.
     """
-    files = RunFiles(Path(run_dir).resolve())
+    files = RunDir(Path(run_dir).resolve())
     cfg = resolved_config(cfg, files.run_dir)
     return _other_nodes(cfg, files, cuda_available() if cuda is None else cuda)
 

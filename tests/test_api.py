@@ -19,7 +19,7 @@ from gradio_client.exceptions import AppError, AuthenticationError
 from tests.test_launch import AppServer, launcher_env
 from webui.api import ENDPOINTS
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # app server, real runs
 USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 TERMINAL = ("succeeded", "failed", "stopped")
 

@@ -16,6 +16,8 @@ from PIL import Image
 from backend.config import load_preset
 from backend.runner import Runner
 
+pytestmark = pytest.mark.slow  # trains the demo LoRA with the real stages
+
 PURPLE = np.array([96, 40, 160], dtype=np.float32)   # the demo dataset's background
 COLOURS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220),
            "yellow": (235, 200, 30)}

@@ -236,6 +236,7 @@ def test_activation_constant_matches_a_real_block(regime):
     assert got["units"] == pytest.approx(model, rel=0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_train_stage_host_ram_within_25_percent(tmp_path):
     """Measured in a subprocess: anonymous RSS + mapped weight pages over the after-import
@@ -263,6 +264,7 @@ def run_gpu_script(tmp_path, *flags: str) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_gpu_script_runs_through_on_cpu_with_a_tiny_config(tmp_path):
     """bench/gpu_qwen_image.py end to end on the CPU: random bf16 weights written, both
@@ -286,6 +288,7 @@ def test_gpu_script_runs_through_on_cpu_with_a_tiny_config(tmp_path):
     assert "ZeRO-3" in log and "DeepSpeed activation checkpointing configured" in log
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_gpu_script_measures_stage1_and_sample_modes_on_cpu(tmp_path):
     """Stage 1 per data_process_offload and the sample stage per sample_cpu_offload (+ VAE

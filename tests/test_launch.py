@@ -235,6 +235,7 @@ def listening_addresses(pid: int, port: int) -> set[str]:
             if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
 
 
+@pytest.mark.slow
 def test_default_is_local_offline_and_light(tmp_path):
     trap = Trap()
     app = AppServer(tmp_path, env=trap.env())
@@ -259,6 +260,7 @@ def test_default_is_local_offline_and_light(tmp_path):
         trap.close()
 
 
+@pytest.mark.slow
 def test_share_without_internet_keeps_serving_locally_with_sign_in(tmp_path):
     trap = Trap()  # stands in for "no internet": every outbound attempt is refused
     line = subprocess.run([sys.executable, str(ROOT / "launch.py"), "--hash-password", "erin"],

@@ -62,6 +62,7 @@ def offload_caches(tmp_path_factory, models_root, demo_dataset, plain_accelerate
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_stage1_offload_modes_write_identical_caches(offload_caches, stage1_cache):
     reference = read_manifest(stage1_cache)
@@ -85,6 +86,7 @@ def test_stage1_offload_modes_write_identical_caches(offload_caches, stage1_cach
     assert "[encoder]" not in offload_caches["sequential"][1]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_offload_mode_does_not_invalidate_the_cache(tmp_path, models_root, demo_dataset,
                                                     stage1_cache, plain_accelerate_config):
@@ -203,6 +205,7 @@ def sample_env() -> dict[str, str]:
             "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_sample_offload_modes_render_the_same_images(tiny_model_dir, tmp_path):
     """Base and LoRA images (loading a LoRA takes the offload hooks off and puts them back)

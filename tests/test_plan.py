@@ -366,6 +366,7 @@ def run_ds_check(cases: list[dict]) -> dict[str, dict]:
     return {r["name"]: r for r in json.loads(line[len("RESULT "):])}
 
 
+@pytest.mark.slow  # DeepSpeed's own config class, in a subprocess per world size
 def test_deepspeed_json_passes_deepspeeds_config_class_for_every_variant():
     cases, expected = [], {}
     for name, extra in VARIANTS.items():
@@ -465,6 +466,7 @@ def launch_probe(tmp_path: Path, plan: StagePlan) -> list[dict]:
                   key=lambda r: r["rank"])
 
 
+@pytest.mark.slow
 def test_plain_two_process_cpu_launch_runs_two_ranks(tmp_path):
     cfg = cfg_of(num_processes=2, mixed_precision="no", stages=["train"])
     (plan,) = plan_run(cfg, tmp_path / "run", cuda=False)
@@ -473,6 +475,7 @@ def test_plain_two_process_cpu_launch_runs_two_ranks(tmp_path):
         (0, 2, "MULTI_CPU"), (1, 2, "MULTI_CPU")]
 
 
+@pytest.mark.slow
 def test_zero3_cpu_offload_two_process_launch_has_consistent_batch_sizes(tmp_path):
     cfg = cfg_of(num_processes=2, mixed_precision="no", stages=["train"], zero_stage=3,
                  offload_optimizer_device="cpu", offload_param_device="cpu",
@@ -485,6 +488,7 @@ def test_zero3_cpu_offload_two_process_launch_has_consistent_batch_sizes(tmp_pat
         assert (r["micro"], r["train_batch_size"]) == (1, 2)
 
 
+@pytest.mark.slow
 def test_planned_zero3_run_trains_with_the_real_stages(tmp_path, models_root, demo_dataset):
     """plan_run's files and argv drive the real stage 1 (plain) and stage 2 (ZeRO-3 offload)."""
     from backend.progress import read_events

@@ -306,6 +306,30 @@ def test_diagnosis_reads_only_the_latest_attempt_and_respects_stop():
         "stage 'train' exited with code 2: ValueError: bad thing"
 
 
+def test_every_setting_a_diagnosis_names_is_a_schema_field():
+    """The advice names options by their schema names: in ``settings`` and as ``name: value``
+    in the fixes (a renamed field must not leave stale advice behind)."""
+    import re
+
+    from backend.config import FIELDS
+
+    configs = [{}, {"zero_stage": 3, "offload_param_device": "cpu", "offload_optimizer_device":
+                    "cpu", "use_gradient_checkpointing": True, "height": 512, "width": 512,
+                    "lora_rank": 32, "dataset_num_workers": 2, "cpu_checkpointing": True,
+                    "offline": True, "sample_height": 256, "sample_width": 256,
+                    "data_process_offload": "model", "sample_cpu_offload": True}]
+    named = set()
+    for cfg in configs:
+        for stage in ("data_process", "train", "sample"):
+            for kind, _, build in diagnose.RULES:
+                d = build(cfg, "evidence", stage)
+                assert set(d.settings) <= set(FIELDS), (kind, stage, d.settings)
+                for fix in d.fixes:
+                    named |= set(re.findall(r"\b([a-z0-9]+(?:_[a-z0-9]+)+)(?=:| now\b)", fix))
+                named |= set(d.settings)
+    assert named and named <= set(FIELDS), sorted(named - set(FIELDS))
+
+
 def test_a_restarted_ui_reattaches_and_keeps_tailing(ws):
     gate = ws / "gate"
     a = Runner(ws, stop_grace_s=2)
@@ -443,6 +467,61 @@ def test_a_resumed_run_continues_at_the_saved_step(ws):
         assert float(w[0, 0]) == step
     assert [s for s, _ in r.progress(rid)["losses"]] == [1, 2, 3, 4, 5, 6]
     assert sample["status"] == "succeeded"
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def test_a_run_stopped_before_the_jobs_package_resumes(ws):
+    """A history and run folder written before backend/jobs existed (by ``backend.runner`` and
+    ``python -m backend.supervisor`` of that time; paths as @WORKSPACE@ / @PYTHON@) still
+    show, resume from the saved state and finish."""
+    src = FIXTURES / "run_before_jobs"
+
+    def here(text: str) -> str:
+        return text.replace("@WORKSPACE@", str(ws)).replace("@PYTHON@", sys.executable)
+
+    rd = ws / "runs" / "before-jobs"
+    for p in sorted((src / "run").rglob("*")):
+        if p.is_file():
+            out = rd / p.relative_to(src / "run")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            if p.suffix == ".safetensors":
+                out.write_bytes(p.read_bytes())
+            else:
+                out.write_text(here(p.read_text(encoding="utf-8")), encoding="utf-8")
+    db = sqlite3.connect(ws / "zerolora.sqlite")
+    db.executescript(here((src / "history.sql").read_text(encoding="utf-8")))
+    db.close()
+    (ws / "gate").touch()
+
+    r = Runner(ws, stop_grace_s=5)
+    rid = "20250101-000000-before"
+    before = r.get_run(rid)
+    assert before["status"] == "stopped" and before["resumable"]
+    assert [s["status"] for s in before["stages"]] == ["succeeded", "stopped", "skipped"]
+    assert [s for s, _ in r.progress(rid)["losses"]] == [1, 2, 3]
+    assert r.resume(rid) == rid
+    run = r.wait(rid, timeout=120)
+    assert run["status"] == "succeeded" and run["attempt"] == 2
+    assert [(a["attempt"], a["status"]) for a in run["attempts"]] == [(1, "stopped")]
+    assert run["stages"][1]["argv"][-2:] == ["--resume_from", str(rd / "output" / "state")]
+    assert "resumed from step 3" in log_text(r, rid)
+    assert [s for s, _ in r.progress(rid)["losses"]] == [1, 2, 3, 4, 5, 6]
+
+
+def test_the_old_supervisor_entry_point_still_carries_a_run(ws, monkeypatch):
+    """``python -m backend.supervisor`` (what supervisors were started with before the move)."""
+    monkeypatch.setattr("backend.jobs.runner.start_ready", lambda *a, **k: [])  # we start it
+    r = Runner(ws, stop_grace_s=2, auto_start=False)
+    rd = ws / "runs" / "old-entry"
+    rid = r.submit_stages([fake(rd, "--steps", 2)], rd, "")
+    assert r.get_run(rid)["status"] == "queued"
+    proc = subprocess.run([sys.executable, "-m", "backend.supervisor", str(ws), rid],
+                          cwd=str(Path(__file__).resolve().parents[1]), timeout=120,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert r.get_run(rid)["status"] == "succeeded", proc.stdout + proc.stderr
 
 
 def test_stop_a_queued_run_and_delete_runs(ws):
@@ -630,6 +709,7 @@ def test_a_sigterm_to_the_supervisor_stops_the_run_cleanly(ws):
     assert run["resumable"]
 
 
+@pytest.mark.slow
 def test_stop_through_a_real_accelerate_launch_lets_the_training_process_save(ws):
     """`accelerate launch` dies on SIGTERM at once; its training process, in the same group,
     still gets the grace period to save (the runner waits for the group, not the leader)."""
@@ -714,3 +794,21 @@ def test_a_cuda_oom_outside_training_names_that_stages_settings(stage, cfg, sett
     assert set(top["settings"]) == settings
     assert any(advice in f for f in top["fixes"]), top["fixes"]
     assert not {"zero_stage", "lora_rank", "use_gradient_checkpointing"} & set(top["settings"])
+
+
+def test_the_gpu_query_reads_nvidia_smi(tmp_path, monkeypatch):
+    """The UI's GPU lines come from the process module (the UI starts no process)."""
+    from backend.jobs import processes
+
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text("#!/bin/sh\n"
+                    "if [ \"$1\" = --query-gpu=memory.total ]; then echo 143771; echo 143771\n"
+                    "else echo '0, NVIDIA H200, 1024, 143771, 5'\n"
+                    "echo '1, NVIDIA H200, 2048, 143771, 90'; fi\n")
+    tool.chmod(0o755)
+    monkeypatch.setattr(processes, "_gpu_tool", [str(tool)])
+    assert processes.gpu_memory_text() == ("GPU 0 (NVIDIA H200): 1.0 / 140.4 GiB, 5 % busy\n"
+                                           "GPU 1 (NVIDIA H200): 2.0 / 140.4 GiB, 90 % busy")
+    assert [round(g, 1) for g in processes.gpu_memory_totals_gb()] == [150.8, 150.8]
+    monkeypatch.setattr(processes, "_gpu_tool", [None])  # no driver tool: no GPU lines
+    assert processes.gpu_memory_text() is None and processes.gpu_memory_totals_gb() == []

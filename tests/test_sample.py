@@ -81,6 +81,7 @@ def test_checkpoint_folders_give_latest_or_all(run_dir):
         out / "step-2.safetensors", out / "step-10.safetensors"]
 
 
+@pytest.mark.slow
 def test_sample_stage_under_accelerate_renders_base_and_lora_grid(
         tiny_dir, models_root, run_dir, tmp_path, launch_stage, plain_accelerate_config):  # noqa: F811
     # The run.yaml way: default model sources (Qwen/Qwen-Image:...) resolved in models_dir.
@@ -118,6 +119,7 @@ def test_sample_stage_under_accelerate_renders_base_and_lora_grid(
     assert Path(events[5]["path"]) == out / "index.json"
 
 
+@pytest.mark.slow
 def test_all_checkpoints_render_base_once_per_prompt(tiny_dir, run_dir, tmp_path):  # noqa: F811
     out = tmp_path / "samples"
     cmd = [sys.executable, "-m", "backend.stages.sample", "--stages", "sample",
@@ -160,6 +162,7 @@ def test_render_samples_during_training_reuses_base_and_merges_index(
     assert all(e["stage"] == "train" for e in events)  # the caller's stage, no start/end
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, needle, code", [
     (["--checkpoints", "/nonexistent/step-1.safetensors", "--output_dir", "OUT"],
      "checkpoints: not found (got '/nonexistent/step-1.safetensors'", 2),
@@ -184,6 +187,7 @@ def test_failures_exit_nonzero_with_a_reason(run_dir, tmp_path, args, needle, co
     assert not (tmp_path / "s").exists()
 
 
+@pytest.mark.slow
 def test_missing_model_fails_with_end_event(tmp_path):
     res = subprocess.run(
         [sys.executable, "-m", "backend.stages.sample", "--stages", "sample",

@@ -458,6 +458,7 @@ def file_url(path) -> str:
     return f"/gradio_api/file={path}"
 
 
+@pytest.mark.slow
 def test_without_signing_in_there_is_nothing_but_the_login_page(app):
     anon = httpx.Client(base_url=app.url, timeout=30, trust_env=False)
     served = security.stage_download(
@@ -532,6 +533,7 @@ PUBLIC_ROUTES = {
 }
 
 
+@pytest.mark.slow
 def test_signed_in_users_get_no_file_outside_the_served_copies(app):
     bob = app.login("bob", USERS["bob"])
     ws = app.workspace
@@ -564,6 +566,7 @@ def test_signed_in_users_get_no_file_outside_the_served_copies(app):
     assert bob.get(file_url(planted / "db")).status_code == 403
 
 
+@pytest.mark.slow
 def test_repeated_failed_sign_ins_are_refused_with_the_time_to_wait(app):
     anon = httpx.Client(base_url=app.url, timeout=30, trust_env=False)
     assert "after 5 failed attempts a user name is paused for 5 minutes" in anon.get("/").text

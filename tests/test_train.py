@@ -192,6 +192,7 @@ def test_seed_commands_parse():
     assert cfg2.target_modules() == TARGETS.split(",")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_bad_input_fails_before_heavy_imports(tmp_path, demo_dataset):
     """A missing image is reported (file and row) before torch is even imported."""
@@ -220,6 +221,7 @@ def test_bad_input_fails_before_heavy_imports(tmp_path, demo_dataset):
 # ------------------------------------------------------------------------------------------
 # Stage 1: cache
 # ------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_stage1_cache_reuse(tmp_path, models_root, demo_dataset, stage1_cache,
                             plain_accelerate_config):
@@ -263,6 +265,7 @@ def test_stage1_cache_reuse(tmp_path, models_root, demo_dataset, stage1_cache,
                                                             manifest["samples"]}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_stage1_refuses_deepspeed(tmp_path, models_root, demo_dataset):
     acc = write_accelerate_config(tmp_path, "z2", ds_config=ZERO2)
@@ -278,6 +281,7 @@ def test_stage1_refuses_deepspeed(tmp_path, models_root, demo_dataset):
 # ------------------------------------------------------------------------------------------
 # Stage 2 variants
 # ------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_train_no_deepspeed(tmp_path, models_root, tiny_model_dir, stage1_cache, base_loss,
                             plain_accelerate_config):
@@ -297,6 +301,7 @@ def test_train_no_deepspeed(tmp_path, models_root, tiny_model_dir, stage1_cache,
     check_lora(out / "epoch-9.safetensors", tiny_model_dir, base_loss, stage1_cache)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_train_zero2(tmp_path, models_root, tiny_model_dir, stage1_cache, base_loss):
     """ZeRO-2 with gradient accumulation and torch checkpointing offloaded to CPU (no
@@ -318,6 +323,7 @@ def test_train_zero2(tmp_path, models_root, tiny_model_dir, stage1_cache, base_l
     check_lora(out / "step-40.safetensors", tiny_model_dir, base_loss, stage1_cache)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_train_zero3_offload_seed_config(tmp_path, models_root, tiny_model_dir, stage1_cache,
                                          base_loss):
@@ -340,6 +346,7 @@ def test_train_zero3_offload_seed_config(tmp_path, models_root, tiny_model_dir, 
     check_lora(out / "step-40.safetensors", tiny_model_dir, base_loss, stage1_cache)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("kind", ["zero3", "ddp"])
 def test_train_two_processes(kind, tmp_path, models_root, tiny_model_dir, stage1_cache,
@@ -363,6 +370,7 @@ def test_train_two_processes(kind, tmp_path, models_root, tiny_model_dir, stage1
     check_lora(out / "epoch-14.safetensors", tiny_model_dir, base_loss, stage1_cache)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_train_zero3_offload_bf16(tmp_path, models_root, tiny_model_dir, stage1_cache,
                                   base_loss):
@@ -386,6 +394,7 @@ def test_train_zero3_offload_bf16(tmp_path, models_root, tiny_model_dir, stage1_
     check_lora(out / "step-24.safetensors", tiny_model_dir, base_loss, stage1_cache)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_train_deepspeed_config_optimizer(tmp_path, models_root, tiny_model_dir, stage1_cache,
                                           base_loss):
@@ -405,6 +414,7 @@ def test_train_deepspeed_config_optimizer(tmp_path, models_root, tiny_model_dir,
     check_lora(out / "step-40.safetensors", tiny_model_dir, base_loss, stage1_cache)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_stage1_two_processes_writes_the_same_cache(tmp_path, models_root, demo_dataset,
                                                     stage1_cache):
@@ -442,6 +452,7 @@ def test_stage1_two_processes_writes_the_same_cache(tmp_path, models_root, demo_
     assert end["status"] == "succeeded" and end["encoded"] == len(one["samples"])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_one_shot_sft(tmp_path, models_root, tiny_model_dir, demo_dataset, stage1_cache,
                       base_loss, plain_accelerate_config):
@@ -542,6 +553,7 @@ def check_resume(tmp_path, models_root, stage1_cache, config_file, total, stop_a
     return full / f"step-{total}.safetensors", part / f"step-{total}.safetensors"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_sigterm_and_resume(tmp_path, models_root, stage1_cache, plain_accelerate_config):
     """Stopped mid-run with SIGTERM, resumed from state/: ends at the same step as an
@@ -567,6 +579,7 @@ def assert_same_lora(a_path: Path, b_path: Path) -> None:
         torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5, msg=k)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_sigterm_and_resume_zero3(tmp_path, models_root, stage1_cache):
     """The same under the seed's ZeRO-3 CPU-offload config (DeepSpeed's own checkpoint of
@@ -619,6 +632,7 @@ def test_lora_file_roundtrip(tmp_path, tiny_model_dir):
                                state["transformer_blocks.0.attn.to_q.lora_A.default.weight"])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_samples_during_training(tmp_path, models_root, stage1_cache,
                                  plain_accelerate_config):

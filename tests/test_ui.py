@@ -44,7 +44,7 @@ START_S = 180
 DEMO_RUN_S = 15 * 60
 STEP_S = 120
 
-pytestmark = pytest.mark.timeout(DEMO_RUN_S + 30 * 60)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(DEMO_RUN_S + 30 * 60)]  # the browser
 
 
 # ---------------------------------------------------------------------- server

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -14,6 +12,8 @@ from typing import Any, Callable
 
 import gradio as gr
 
+from backend.jobs.processes import gpu_memory_text  # noqa: F401 - the Run tab's GPU lines
+from backend.rundir import RunDir
 from backend.runner import Runner
 from webui import security
 from webui.form import Form
@@ -72,7 +72,7 @@ class Ctx:
     def downloads_dir(self, run: dict) -> Path:
         """Where zips of a run are built: inside its folder, so the registry knows them and
         deleting the run removes them."""
-        return Path(run["run_dir"]) / "downloads"
+        return RunDir.of(run).downloads
 
     def serve(self, run_id: str, path: str | os.PathLike, request: gr.Request | None) -> str:
         """The one way a run's file reaches the browser (downloads, images).
@@ -111,41 +111,6 @@ def persistent_secret(workspace: Path) -> str:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(key)
     return key
-
-
-# ---------------------------------------------------------------------- GPU (lazy)
-_gpu_tool: list[str | None] = []
-
-
-def gpu_memory_text() -> str | None:
-    """'GPU 0: 3.1 / 80.0 GiB' lines from nvidia-smi, or None where there is no GPU.
-
-    Never imports torch: the UI process stays light; nvidia-smi is looked up once.
-    """
-    if not _gpu_tool:
-        _gpu_tool.append(shutil.which("nvidia-smi"))
-    tool = _gpu_tool[0]
-    if not tool:
-        return None
-    try:
-        out = subprocess.run(
-            [tool, "--query-gpu=index,name,memory.used,memory.total,utilization.gpu",
-             "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=5,
-            check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = []
-    for row in out.strip().splitlines():
-        parts = [p.strip() for p in row.split(",")]
-        if len(parts) < 5:
-            continue
-        idx, name, used, total, util = parts[:5]
-        try:
-            lines.append(f"GPU {idx} ({name}): {float(used) / 1024:.1f} / "
-                         f"{float(total) / 1024:.1f} GiB, {util} % busy")
-        except ValueError:
-            continue
-    return "\n".join(lines) or None
 
 
 def human_bytes(n: float | None) -> str:

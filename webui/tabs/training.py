@@ -11,6 +11,7 @@ from pathlib import Path
 import gradio as gr
 
 from backend.config import ConfigError, RunConfig
+from backend.jobs.processes import gpu_memory_totals_gb
 from webui.context import Ctx
 from webui.form import GROUP_ORDER, problems_markdown
 from webui.i18n import T
@@ -106,17 +107,7 @@ def machine_memory() -> tuple[float | None, float | None, int]:
     import psutil
 
     host = psutil.virtual_memory().total / 1e9
-    gpus = []
-    tool = shutil.which("nvidia-smi")
-    if tool:
-        import subprocess
-        try:
-            out = subprocess.run([tool, "--query-gpu=memory.total", "--format=csv,noheader,"
-                                  "nounits"], capture_output=True, text=True, timeout=5,
-                                 check=True).stdout
-            gpus = [float(x) * 1.048576e-3 for x in out.split() if x.strip()]
-        except (OSError, subprocess.SubprocessError, ValueError):
-            gpus = []
+    gpus = gpu_memory_totals_gb()
     return (min(gpus) if gpus else None), host, len(gpus)
 
 

@@ -1,0 +1,730 @@
+"""The job runner: detached runs with a SQLite history, live logs, stop, queue, reattach, resume.
+
+A run is an ordered list of stages (data_process -> train -> sample). ``Runner.submit`` plans
+it (``backend.plan.plan_run``), records it in ``{workspace}/zerolora.sqlite`` and queues it;
+each run is carried by a detached supervisor process (``python -m backend.jobs.supervisor``, see
+there) that starts the stages one after another. The UI process only reads the history, the
+logs and the progress events, so it can close, restart and reattach at any time:
+
+    runner = Runner(workspace)              # reattaches, starts queued runs that can start
+    run_id = runner.submit(cfg)             # or submit_stages(plans, run_dir, yaml)
+    text, offset = runner.tail_log(run_id, "train", offset)   # poll with the new offset
+    runner.progress(run_id)                 # step/total, loss, eta, losses, checkpoints
+    runner.stop(run_id)                     # SIGTERM, grace period, SIGKILL
+    runner.resume(run_id)                   # same run id, from output/state
+
+Resume re-queues the *same* run id: its cache, checkpoints, logs and progress stay in one
+run folder (nothing multi-gigabyte is copied), the progress plot continues, and the history
+keeps each earlier attempt in ``attempts``.
+
+Secrets: a stage sees the environment of the process that started its supervisor (a hub
+token set for the whole server reaches every run). A token for one run goes in
+``secret_env``: that run's supervisor starts at once, holds it in memory while the run waits
+in the queue, and hands it to that run's stages only. The history stores the names of such
+variables, never their values; a plan whose ``env`` holds a secret-looking name is refused.
+
+The queue: at most ``max_running_per_gpu_set`` running runs per overlapping GPU set ("all"
+overlaps everything), first come first served; a finishing supervisor starts the next run.
+The last ``Runner`` created for a workspace sets this limit and the free-disk threshold.
+
+The UI may call ``reattach()`` on a timer: it marks runs whose supervisor vanished and starts
+queued runs that a crashed supervisor could not start. All other reads have no side effects.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from backend.jobs import diagnosis
+from backend.jobs.history import TERMINAL, connect, init_db, set_setting, transaction
+from backend.jobs.processes import ProcessTree, process_alive, process_start_time, \
+    runner_env, spawn_supervisor
+from backend.jobs.queue import DEFAULT_MIN_FREE_DISK, disk_refusal, normalize_gpu_ids, \
+    start_ready
+from backend.jobs.supervisor import DEFAULT_STOP_GRACE_S
+from backend.jobs.watch import ProgressState, last_end_event, read_tail, utf8_cut
+from backend.plan import StagePlan
+from backend.progress import read_events
+from backend import rundir
+from backend.rundir import RunDir
+
+if TYPE_CHECKING:
+    from backend.config import RunConfig
+
+__all__ = ["Runner", "RunnerError", "StagePlan", "new_run_id"]
+
+STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# HF_TOKEN, MODELSCOPE_API_TOKEN, AWS_SECRET_ACCESS_KEY ... (not TOKENIZERS_PARALLELISM)
+SECRET_KEY = re.compile(
+    r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|CREDENTIALS?)(_|$)", re.I)
+RESUME_FLAG = "--resume_from"
+
+
+class RunnerError(RuntimeError):
+    """A request the runner refuses; the message is meant for people."""
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def with_resume_from(argv: list[str], state_dir: Path) -> list[str]:
+    """``argv`` without any earlier --resume_from, plus ``--resume_from <state_dir>``."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == RESUME_FLAG:
+            skip = True
+            continue
+        if arg.startswith(RESUME_FLAG + "="):
+            continue
+        out.append(arg)
+    return out + [RESUME_FLAG, str(state_dir)]
+
+
+class Runner:
+    """Submit, watch, stop, resume and delete runs; safe to use from several threads."""
+
+    def __init__(self, workspace: Path, max_running_per_gpu_set: int = 1,
+                 stop_grace_s: float = DEFAULT_STOP_GRACE_S,
+                 min_free_disk_bytes: int = DEFAULT_MIN_FREE_DISK, auto_start: bool = True):
+        if max_running_per_gpu_set < 1:
+            raise ValueError(f"max_running_per_gpu_set: must be at least 1 (got "
+                             f"{max_running_per_gpu_set})")
+        if stop_grace_s < 0:
+            raise ValueError(f"stop_grace_s: must be >= 0 (got {stop_grace_s})")
+        self.workspace = Path(workspace).expanduser().resolve()
+        self.max_running_per_gpu_set = int(max_running_per_gpu_set)
+        self.stop_grace_s = float(stop_grace_s)
+        self.min_free_disk_bytes = int(min_free_disk_bytes)
+        init_db(self.workspace)
+        conn = connect(self.workspace)
+        try:
+            with transaction(conn):
+                # Supervisors read these: the finishing run starts the next one by itself.
+                set_setting(conn, "max_running_per_gpu_set", self.max_running_per_gpu_set)
+                set_setting(conn, "min_free_disk_bytes", self.min_free_disk_bytes)
+        finally:
+            conn.close()
+        self._lock = threading.Lock()
+        self._progress: dict[str, ProgressState] = {}
+        self._recovering: set[str] = set()
+        if auto_start:
+            self.reattach()
+
+    # ------------------------------------------------------------------ helpers
+    def _db(self):
+        return connect(self.workspace)
+
+    def _row(self, conn, run_id: str):
+        row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise RunnerError(f"run_id: no such run (got {run_id!r})")
+        return row
+
+    def _start_ready(self) -> list[str]:
+        return start_ready(self.workspace, reap_in_thread=True)
+
+    @staticmethod
+    def _secret_problems(secret_env: dict[str, str] | None) -> list[str]:
+        problems = []
+        for k, v in (secret_env or {}).items():
+            if not ENV_NAME.match(str(k)):
+                problems.append(f"secret_env: not an environment variable name (got {k!r})")
+            elif not isinstance(v, str) or not v or "\0" in v:
+                problems.append(f"secret_env.{k}: a non-empty string (got a {type(v).__name__})")
+        return problems
+
+    def _spawn_waiter(self, conn, run_id: str, run_dir: Path,
+                      secret_env: dict[str, str]) -> None:
+        """Inside the caller's transaction: start the run's own supervisor, holding its
+        secrets in memory, and record it (its first claim waits for our commit)."""
+        proc = spawn_supervisor(self.workspace, run_id, run_dir, secret_env)
+        threading.Thread(target=proc.wait, daemon=True, name=f"reap-waiter-{run_id}").start()
+        conn.execute("UPDATE runs SET secret_keys = ?, waiter_pid = ?, waiter_start = ?, "
+                     "launch_requested_at = ? WHERE id = ?",
+                     (json.dumps(sorted(secret_env)), proc.pid, process_start_time(proc.pid),
+                      time.time(), run_id))
+
+    # ------------------------------------------------------------------ submit
+    def submit_stages(self, stages: list[StagePlan], run_dir: Path, config_yaml: str,
+                      owner: str | None = None, name: str | None = None,
+                      gpu_ids: str = "all", run_id: str | None = None,
+                      secret_env: dict[str, str] | None = None) -> str:
+        """Queue a run of ``stages`` in ``run_dir``; returns its id. Starts it when it can.
+
+        ``secret_env`` (e.g. ``{"HF_TOKEN": token}`` typed into the UI) reaches this run's
+        stages only and is never written anywhere: the run's supervisor starts now and holds
+        it in memory while the run waits in the queue. Such a run cannot survive a machine
+        restart before it starts (it is then marked failed, asking to submit it again).
+        """
+        problems = self._secret_problems(secret_env)
+        if not stages:
+            problems.append("stages: a run needs at least one stage (got none)")
+        seen: set[str] = set()
+        for i, st in enumerate(stages):
+            if not STAGE_NAME.match(str(st.name)):
+                problems.append(f"stages[{i}].name: letters, digits, _ . - only (got "
+                                f"{st.name!r})")
+            elif st.name in seen or st.name == "supervisor":
+                problems.append(f"stages[{i}].name: must be unique and not 'supervisor' "
+                                f"(got {st.name!r})")
+            seen.add(st.name)
+            if not st.argv or not all(isinstance(a, str) for a in st.argv):
+                problems.append(f"stages[{i}].argv: a non-empty list of strings (got "
+                                f"{st.argv!r})")
+            secrets_found = sorted(k for k in (st.env or {}) if SECRET_KEY.search(k))
+            if secrets_found:
+                problems.append(f"stages[{i}].env: secrets are never stored in the history "
+                                f"(got {', '.join(secrets_found)}; allowed: the server's "
+                                f"environment, or secret_env for this run alone)")
+        try:
+            gpus = normalize_gpu_ids(gpu_ids)
+        except ValueError as e:
+            problems.append(str(e))
+        if problems:
+            raise RunnerError("; ".join(problems))
+        run_dir = Path(run_dir).expanduser().resolve()
+        refusal = disk_refusal(run_dir, self.min_free_disk_bytes)
+        if refusal:
+            raise RunnerError(refusal)
+        run_id = run_id or new_run_id()
+        added = runner_env(gpus, run_id)
+        files = RunDir(run_dir)
+        files.logs.mkdir(parents=True, exist_ok=True)
+        now = time.time()
+        conn = self._db()
+        try:
+            with transaction(conn):
+                clash = conn.execute("SELECT id FROM runs WHERE run_dir = ? OR id = ?",
+                                     (str(run_dir), run_id)).fetchone()
+                if clash:
+                    raise RunnerError(f"run_dir: already used by run {clash['id']} (got "
+                                      f"{run_dir}; allowed a new folder per run)")
+                seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs").fetchone()[0]
+                conn.execute(
+                    "INSERT INTO runs(id, seq, name, owner, status, gpu_ids, created_at, "
+                    "run_dir, config_yaml, stop_grace_s) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                    (run_id, seq, name, owner, "queued", gpus, now, str(run_dir), config_yaml,
+                     self.stop_grace_s))
+                for i, st in enumerate(stages):
+                    conn.execute(
+                        "INSERT INTO stages(run_id, idx, name, argv, env, status, log_path) "
+                        "VALUES(?,?,?,?,?,?,?)",
+                        (run_id, i, st.name, json.dumps(list(st.argv)),
+                         json.dumps({**(st.env or {}), **added}), "queued",
+                         str(files.log(st.name))))
+                if secret_env:
+                    self._spawn_waiter(conn, run_id, run_dir, secret_env)
+        finally:
+            conn.close()
+        if not secret_env:
+            self._start_ready()
+        return run_id
+
+    def submit(self, cfg: "RunConfig", owner: str | None = None, name: str | None = None,
+               secret_env: dict[str, str] | None = None) -> str:
+        """Plan ``cfg`` into a new run folder under ``{workspace}/runs/<id>`` and queue it
+        (``secret_env``: see ``submit_stages``)."""
+        problems = self._secret_problems(secret_env)
+        if problems:
+            raise RunnerError("; ".join(problems))
+        refusal = disk_refusal(self.workspace, self.min_free_disk_bytes)
+        if refusal:
+            raise RunnerError(refusal)
+        from backend.plan import plan_run
+
+        run_id = new_run_id()
+        run_dir = RunDir.new(self.workspace, run_id).run_dir
+        run_dir.mkdir(parents=True)
+        try:
+            stages = plan_run(cfg, run_dir)
+            yaml_file = RunDir(run_dir).run_yaml
+            if yaml_file.exists():
+                config_yaml = yaml_file.read_text(encoding="utf-8")
+            else:
+                import yaml
+
+                config_yaml = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+            return self.submit_stages(
+                stages, run_dir, config_yaml, owner=owner,
+                name=name or getattr(cfg, "run_name", None) or None,
+                gpu_ids=getattr(cfg, "gpu_ids", "all"), run_id=run_id, secret_env=secret_env)
+        except BaseException:
+            conn = self._db()
+            try:
+                known = conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone()
+            finally:
+                conn.close()
+            if not known:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+
+    # ------------------------------------------------------------------ stop
+    def stop(self, run_id: str, wait: bool = False, reason: str = "stopped on request") -> None:
+        """Stop a run: a queued run is just marked stopped; a running one gets SIGTERM (all its
+        process groups), the run's grace period to save its state, then SIGKILL.
+
+        With ``wait`` this returns once the run is no longer running.
+        """
+        conn = self._db()
+        try:
+            with transaction(conn):
+                run = self._row(conn, run_id)
+                if run["status"] == "queued":
+                    now = time.time()
+                    conn.execute(
+                        "UPDATE runs SET status = 'stopped', ended_at = ?, stop_requested = 1, "
+                        "stop_requested_at = ?, stop_reason = ?, note = ? WHERE id = ?",
+                        (now, now, reason, f"{reason} before it started", run_id))
+                    conn.execute("UPDATE stages SET status = 'skipped' "
+                                 "WHERE run_id = ? AND status = 'queued'", (run_id,))
+                    return
+                if run["status"] != "running":
+                    return
+                conn.execute(
+                    "UPDATE runs SET stop_requested = 1, stop_requested_at = ?, "
+                    "stop_reason = COALESCE(stop_reason, ?) WHERE id = ?",
+                    (time.time(), reason, run_id))
+            run = self._row(conn, run_id)
+        finally:
+            conn.close()
+        if process_alive(run["supervisor_pid"], run["supervisor_start"]):
+            try:
+                os.kill(run["supervisor_pid"], signal.SIGUSR1)  # "look at the history now"
+            except ProcessLookupError:
+                pass
+        else:
+            self._recover(run_id, wait=wait)
+        if wait:
+            self.wait(run_id, timeout=float(run["stop_grace_s"]) + 120.0)
+
+    def wait(self, run_id: str, timeout: float | None = None, poll_s: float = 0.2) -> dict:
+        """Block until the run has ended (any terminal status); returns ``get_run``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            run = self.get_run(run_id)
+            if run["status"] in TERMINAL:
+                return run
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"run {run_id} is still {run['status']} after {timeout:g} s")
+            time.sleep(poll_s)
+
+    # ------------------------------------------------------------------ reattach
+    def reattach(self) -> None:
+        """Find running runs again (a restarted UI): a run whose supervisor process is gone
+        (checked by pid and process start time) is marked failed with the reason, and its
+        orphaned stage stopped. Then start whatever queued runs can start."""
+        conn = self._db()
+        try:
+            running = conn.execute("SELECT * FROM runs WHERE status = 'running'").fetchall()
+        finally:
+            conn.close()
+        for run in running:
+            if not process_alive(run["supervisor_pid"], run["supervisor_start"]):
+                self._recover(run["id"], wait=False)
+        self._fail_lost_waiters()
+        self._start_ready()
+
+    def _fail_lost_waiters(self) -> None:
+        """Queued runs with secrets whose waiting supervisor is gone cannot start any more."""
+        conn = self._db()
+        try:
+            with transaction(conn):
+                for run in conn.execute("SELECT * FROM runs WHERE status = 'queued' AND "
+                                        "secret_keys IS NOT NULL").fetchall():
+                    if process_alive(run["waiter_pid"], run["waiter_start"]):
+                        continue
+                    keys = ", ".join(json.loads(run["secret_keys"]))
+                    conn.execute(
+                        "UPDATE runs SET status = 'failed', ended_at = ?, failure_reason = ? "
+                        "WHERE id = ?",
+                        (time.time(), f"the secrets given for this run ({keys}) were lost "
+                         f"before it started (its waiting supervisor process, pid "
+                         f"{run['waiter_pid']}, is gone; the machine restarted?); submit it "
+                         f"again", run["id"]))
+                    conn.execute("UPDATE stages SET status = 'skipped' WHERE run_id = ?",
+                                 (run["id"],))
+        finally:
+            conn.close()
+
+    def _recover(self, run_id: str, wait: bool) -> None:
+        """A running run whose supervisor is gone: stop its stage if it still runs, record."""
+        with self._lock:
+            if run_id in self._recovering:
+                return
+            self._recovering.add(run_id)
+        if wait:
+            self._recover_now(run_id)
+        else:
+            threading.Thread(target=self._recover_now, args=(run_id,), daemon=True,
+                             name=f"recover-{run_id}").start()
+
+    def _recover_now(self, run_id: str) -> None:
+        try:
+            conn = self._db()
+            try:
+                run = self._row(conn, run_id)
+                stage = conn.execute("SELECT * FROM stages WHERE run_id = ? AND status = "
+                                     "'running' ORDER BY idx LIMIT 1", (run_id,)).fetchone()
+            finally:
+                conn.close()
+            if run["status"] != "running" or process_alive(run["supervisor_pid"],
+                                                           run["supervisor_start"]):
+                return
+            sup = f"the run's supervisor process (pid {run['supervisor_pid']})"
+            # The stage's processes: its leader's group (only for a verified leader: a group
+            # id cannot be reused while its leader lives) and every process marked with the run.
+            leader = stage is not None and process_alive(stage["pid"], stage["proc_start"])
+            tree = ProcessTree(stage["pgid"] if leader else None,
+                               stage["pid"] if leader else None, run_id=run_id)
+            if stage is not None and tree.alive_groups(tree.groups()):
+                killed = tree.terminate(float(run["stop_grace_s"]))
+                reason = (f"{sup} ended unexpectedly; its stage '{stage['name']}' was still "
+                          f"running and was " + ("killed" if killed else "stopped"))
+            elif stage is not None:
+                reason = (f"{sup} is gone (the machine restarted or the process was killed) "
+                          f"while stage '{stage['name']}' was running; see "
+                          f"{RunDir.log_relpath(stage['name'])}")
+            else:
+                reason = f"{sup} is gone (the machine restarted or the process was killed)"
+            now = time.time()
+            conn = self._db()
+            try:
+                with transaction(conn):
+                    fresh = self._row(conn, run_id)
+                    if fresh["status"] != "running" or fresh["supervisor_pid"] != \
+                            run["supervisor_pid"]:
+                        return  # it finished or was picked up meanwhile
+                    stopped = bool(fresh["stop_requested"])
+                    status = "stopped" if stopped else "failed"
+                    conn.execute(
+                        "UPDATE stages SET status = ?, ended_at = ?, note = ? "
+                        "WHERE run_id = ? AND status = 'running'",
+                        (status, now, reason, run_id))
+                    conn.execute("UPDATE stages SET status = 'skipped' "
+                                 "WHERE run_id = ? AND status = 'queued'", (run_id,))
+                    conn.execute(
+                        "UPDATE runs SET status = ?, ended_at = ?, failure_reason = ?, "
+                        "note = ? WHERE id = ?",
+                        (status, now, None if stopped else reason,
+                         f"{fresh['stop_reason'] or 'stopped'}; {reason}" if stopped else None,
+                         run_id))
+            finally:
+                conn.close()
+            self._start_ready()
+        finally:
+            with self._lock:
+                self._recovering.discard(run_id)
+
+    # ------------------------------------------------------------------ resume / delete
+    def resume(self, run_id: str, secret_env: dict[str, str] | None = None) -> str:
+        """Re-queue a stopped or failed run (same id) from its first unfinished stage; the
+        train stage continues from ``<run_dir>/output/state`` (``--resume_from``).
+        ``secret_env``: as for ``submit_stages`` (secrets of the first attempt are gone)."""
+        problems = self._secret_problems(secret_env)
+        if problems:
+            raise RunnerError("; ".join(problems))
+        conn = self._db()
+        try:
+            with transaction(conn):
+                run = self._row(conn, run_id)
+                if run["status"] not in ("stopped", "failed"):
+                    raise RunnerError(f"run {run_id} is {run['status']}: only a stopped or "
+                                      f"failed run can be resumed")
+                stages = conn.execute("SELECT * FROM stages WHERE run_id = ? ORDER BY idx",
+                                      (run_id,)).fetchall()
+                todo = [s for s in stages if s["status"] != "succeeded"]
+                if not todo:
+                    raise RunnerError(f"run {run_id}: every stage succeeded; nothing to resume")
+                first = todo[0]
+                if first["name"] == "train":
+                    files = RunDir(Path(run["run_dir"]))
+                    state = files.state
+                    if not files.has_state():
+                        raise RunnerError(
+                            f"run {run_id}: no saved training state in {state} (the run ended "
+                            f"before its first save); start a new run instead")
+                    conn.execute("UPDATE stages SET argv = ? WHERE run_id = ? AND idx = ?",
+                                 (json.dumps(with_resume_from(json.loads(first["argv"]), state)),
+                                  run_id, first["idx"]))
+                conn.execute(
+                    "INSERT OR REPLACE INTO attempts(run_id, attempt, status, started_at, "
+                    "ended_at, failure_reason, note) VALUES(?,?,?,?,?,?,?)",
+                    (run_id, run["attempt"], run["status"], run["started_at"], run["ended_at"],
+                     run["failure_reason"], run["note"]))
+                seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs").fetchone()[0]
+                conn.execute(
+                    "UPDATE runs SET status = 'queued', seq = ?, attempt = attempt + 1, "
+                    "started_at = NULL, ended_at = NULL, supervisor_pid = NULL, "
+                    "supervisor_start = NULL, launch_requested_at = NULL, stop_requested = 0, "
+                    "stop_requested_at = NULL, stop_reason = NULL, failure_reason = NULL, "
+                    "note = NULL, secret_keys = NULL, waiter_pid = NULL, waiter_start = NULL "
+                    "WHERE id = ?", (seq, run_id))
+                conn.execute(
+                    "UPDATE stages SET status = 'queued', exit_code = NULL, pid = NULL, "
+                    "pgid = NULL, proc_start = NULL, started_at = NULL, ended_at = NULL, "
+                    "note = NULL WHERE run_id = ? AND idx >= ?", (run_id, first["idx"]))
+                if secret_env:
+                    self._spawn_waiter(conn, run_id, Path(run["run_dir"]), secret_env)
+        finally:
+            conn.close()
+        if not secret_env:
+            self._start_ready()
+        return run_id
+
+    def delete(self, run_id: str, remove_files: bool = True) -> None:
+        """Delete a run from the history and its folder (cache, checkpoints, logs). Refused
+        while it runs."""
+        conn = self._db()
+        try:
+            with transaction(conn):
+                run = self._row(conn, run_id)
+                if run["status"] == "running":
+                    raise RunnerError(f"run {run_id} is running: stop it before deleting it")
+                conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        finally:
+            conn.close()
+        with self._lock:
+            self._progress.pop(run_id, None)
+        if remove_files:
+            self._remove_run_dir(Path(run["run_dir"]))
+
+    def _remove_run_dir(self, run_dir: Path) -> None:
+        runs_root = rundir.runs_root(self.workspace).resolve()
+        run_dir = run_dir.resolve()
+        if run_dir.parent == runs_root:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            return
+        # A folder the caller chose: remove only what a run writes there.
+        for p in RunDir(run_dir).artifacts():
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+        try:
+            run_dir.rmdir()
+        except OSError:
+            pass
+
+    # ------------------------------------------------------------------ reads
+    def _stage_dicts(self, conn, run_id: str) -> list[dict[str, Any]]:
+        out = []
+        for s in conn.execute("SELECT * FROM stages WHERE run_id = ? ORDER BY idx", (run_id,)):
+            out.append({
+                "index": s["idx"], "name": s["name"], "argv": json.loads(s["argv"]),
+                "env": json.loads(s["env"]), "status": s["status"], "exit_code": s["exit_code"],
+                "pid": s["pid"], "pgid": s["pgid"], "proc_start": s["proc_start"],
+                "started_at": s["started_at"], "ended_at": s["ended_at"],
+                "log_path": s["log_path"], "note": s["note"]})
+        return out
+
+    @staticmethod
+    def _run_dict(run, stages: list[dict[str, Any]]) -> dict[str, Any]:
+        d = {k: run[k] for k in run.keys()}
+        d["stop_requested"] = bool(d["stop_requested"])
+        d["secret_keys"] = json.loads(d["secret_keys"]) if d.get("secret_keys") else []
+        d["stages"] = stages
+        current = [s["name"] for s in stages if s["status"] == "running"]
+        d["current_stage"] = current[0] if current else None
+        return d
+
+    def list_runs(self, owner: str | None = None) -> list[dict]:
+        """Runs, newest first (optionally only ``owner``'s), each with its stages."""
+        conn = self._db()
+        try:
+            if owner is None:
+                runs = conn.execute("SELECT * FROM runs ORDER BY created_at DESC, seq DESC")
+            else:
+                runs = conn.execute("SELECT * FROM runs WHERE owner = ? "
+                                    "ORDER BY created_at DESC, seq DESC", (owner,))
+            return [self._run_dict(r, self._stage_dicts(conn, r["id"])) for r in runs.fetchall()]
+        finally:
+            conn.close()
+
+    def get_run(self, run_id: str) -> dict:
+        """The run's history record: status, timestamps, reasons, stages (status, exit code,
+        pid, log path), earlier attempts, and whether it can be resumed."""
+        conn = self._db()
+        try:
+            run = self._row(conn, run_id)
+            d = self._run_dict(run, self._stage_dicts(conn, run_id))
+            d["attempts"] = [dict(a) for a in conn.execute(
+                "SELECT attempt, status, started_at, ended_at, failure_reason, note "
+                "FROM attempts WHERE run_id = ? ORDER BY attempt", (run_id,))]
+        finally:
+            conn.close()
+        todo = [s for s in d["stages"] if s["status"] != "succeeded"]
+        d["resumable"] = bool(
+            d["status"] in ("stopped", "failed") and todo
+            and (todo[0]["name"] != "train" or RunDir(Path(d["run_dir"])).has_state()))
+        return d
+
+    def _log_file(self, run_id: str, stage: str) -> Path:
+        conn = self._db()
+        try:
+            run = self._row(conn, run_id)
+            if stage == "supervisor":
+                return RunDir(Path(run["run_dir"])).supervisor_log
+            row = conn.execute("SELECT log_path FROM stages WHERE run_id = ? AND name = ?",
+                               (run_id, stage)).fetchone()
+        finally:
+            conn.close()
+        if row is None:
+            raise RunnerError(f"stage: run {run_id} has no stage {stage!r}")
+        return Path(row["log_path"])
+
+    def tail_log(self, run_id: str, stage: str, offset: int = 0,
+                 max_bytes: int = 1 << 20) -> tuple[str, int]:
+        """New text of a stage's log from byte ``offset``; returns (text, new_offset).
+
+        Reads at most ``max_bytes`` (call again for more) and never splits a UTF-8 character.
+        A log shorter than ``offset`` (replaced) is read from the start again.
+        """
+        path = self._log_file(run_id, stage)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return "", offset
+        if offset > size:
+            offset = 0
+        if offset == size:
+            return "", offset
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(min(size - offset, max_bytes))
+        cut = utf8_cut(data)
+        return data[:cut].decode("utf-8", errors="replace"), offset + cut
+
+    def last_lines(self, run_id: str, stage: str, n: int = 40) -> list[str]:
+        """The last ``n`` lines of a stage's log, read from the end (progress-bar rewrites
+        collapsed, colour codes removed)."""
+        path = self._log_file(run_id, stage)
+        block = 8192
+        data = b""
+        try:
+            with open(path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                pos = f.tell()
+                while pos > 0 and data.count(b"\n") <= n and len(data) < (4 << 20):
+                    step = min(block, pos)
+                    pos -= step
+                    f.seek(pos)
+                    data = f.read(step) + data
+        except FileNotFoundError:
+            return []
+        lines = diagnosis.clean_lines(data.decode("utf-8", errors="replace"))
+        if pos > 0 and lines:
+            lines = lines[1:]  # the first line may be cut
+        return lines[-n:] if n > 0 else []
+
+    def progress(self, run_id: str) -> dict:
+        """Progress from the stages' JSON-lines events (read incrementally): current stage,
+        step/total, loss, eta, losses [[step, loss], ...] for a plot, checkpoints, samples,
+        per-stage state, and seconds since the run last wrote anything."""
+        run = self.get_run(run_id)
+        path = RunDir(Path(run["run_dir"])).progress
+        with self._lock:
+            try:
+                st = path.stat()
+                key = (st.st_dev, st.st_ino)
+            except FileNotFoundError:
+                st, key = None, (0, 0)
+            state = self._progress.get(run_id)
+            if state is None or state.key != key or (st and st.st_size < state.offset):
+                state = self._progress[run_id] = ProgressState(key)
+            if st is not None:
+                events, state.offset = read_events(path, state.offset)
+                for ev in events:
+                    state.apply(ev)
+            current = run["current_stage"] or state.current
+            cur = dict(state.stages.get(current, {})) if current else {}
+            summary = {
+                "run_id": run_id, "status": run["status"], "stage": current,
+                "stage_status": cur.get("status"),
+                "step": cur.get("step"), "total": cur.get("total"), "epoch": cur.get("epoch"),
+                "loss": cur.get("loss"), "lr": cur.get("lr"),
+                "samples_per_s": cur.get("samples_per_s"), "eta_s": cur.get("eta_s"),
+                "fraction": (cur["step"] / cur["total"]) if cur.get("total") and
+                cur.get("step") is not None else None,
+                "losses": [list(p) for p in state.losses.get(
+                    "train" if "train" in state.losses else current, [])],
+                "checkpoints": [dict(c) for c in state.checkpoints],
+                "samples": [dict(s) for s in state.samples],
+                "stages": {k: dict(state.stages[k]) for k in state.order},
+                "last_event_time": state.last_time,
+            }
+        times = [t for t in (state.last_time,) if t]
+        if current:
+            try:
+                times.append(self._log_file(run_id, current).stat().st_mtime)
+            except (FileNotFoundError, RunnerError):
+                pass
+        summary["seconds_since_output"] = (time.time() - max(times)) if times else None
+        return summary
+
+    def failure_summary(self, run_id: str) -> dict | None:
+        """For a failed run: the failed stage, exit code in words, diagnoses (what to change),
+        the stage's ``end`` reason and the last log lines. None for other runs."""
+        run = self.get_run(run_id)
+        if run["status"] != "failed":
+            return None
+        failed = [s for s in run["stages"] if s["status"] == "failed"]
+        if not failed:
+            return {"run_id": run_id, "stage": None, "exit_code": None, "exit_text": None,
+                    "headline": run["failure_reason"] or "the run failed", "diagnoses": [],
+                    "end_reason": None, "error_line": None, "last_lines": [],
+                    "reason": run["failure_reason"], "log_path": None}
+        stage = failed[-1]
+        log_text = read_tail(stage["log_path"], 256 * 1024)
+        end = last_end_event(RunDir(Path(run["run_dir"])).progress, stage["name"])
+        lines = diagnosis.clean_lines(diagnosis.attempt_text(log_text))[-40:]
+        summary = diagnosis.summarize(
+            stage["name"], stage["exit_code"], log_text, end_reason=(end or {}).get("reason"),
+            stop_requested=run["stop_requested"], config_yaml=run["config_yaml"],
+            last_lines=lines)
+        summary.update(run_id=run_id, reason=run["failure_reason"], log_path=stage["log_path"])
+        if stage["exit_code"] is None and stage["note"]:
+            summary["headline"] = stage["note"]
+        return summary
+
+    def disk_usage(self, run_id: str) -> int:
+        """Bytes the run's folder takes on disk (allocated blocks; hard links counted once)."""
+        conn = self._db()
+        try:
+            run_dir = Path(self._row(conn, run_id)["run_dir"])
+        finally:
+            conn.close()
+        total = 0
+        seen: set[tuple[int, int]] = set()
+        stack = [run_dir]
+        while stack:
+            d = stack.pop()
+            try:
+                entries = list(os.scandir(d))
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
+                continue
+            for e in entries:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+                total += getattr(st, "st_blocks", 0) * 512 or st.st_size
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(Path(e.path))
+        return total

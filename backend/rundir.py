@@ -1,0 +1,243 @@
+"""The run-directory layout: the one module that names a run's files and folders.
+
+A run folder is frozen and self-describing. Every other module asks ``RunDir`` for a path
+instead of spelling a name (a layering test scans ``backend/`` and ``webui/`` for the names
+below and fails on any other module that writes one)::
+
+    {workspace}/runs/<run_id>/           runs_root(workspace) / run_id
+        run.yaml                         the resolved config every stage reads (--config)
+        accelerate_<stage>.yaml          accelerate's launch config per launched stage
+        deepspeed_<stage>.json           DeepSpeed's config (stages under ZeRO)
+        commands.sh                      the exact commands, shell-quoted, for people
+        logs/<stage>.log                 each stage's stdout and stderr (appended per attempt)
+        logs/supervisor.log              the run's supervisor process
+        progress.jsonl                   progress events (backend/progress.py)
+        cache/                           the stage-1 cache (backend/cache.py)
+        output/                          LoRA checkpoints: step-<N>.safetensors, epoch-<N>...
+        output/state/                    the full training state, for resume
+        output/export/                   checkpoints in other key formats (backend/export.py)
+        output/tensorboard/              TensorBoard events
+        output/training_args.json        the arguments of the train stage
+        samples/                         rendered samples and their index.json
+        downloads/                       zips built for a person (configs, logs, the run)
+
+The whole-run zip leaves out ``ZIP_SKIP`` (the cache and resume state can be many GB and a
+new run rebuilds them). A run folder a caller chose outside ``runs/`` is deleted file by file:
+only ``ARTIFACTS`` (what a run writes there) go.
+
+    rd = RunDir("/ws/runs/20250101-120000-abc123")
+    rd.run_yaml, rd.log("train"), rd.accelerate_yaml("train"), rd.state
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+# ---------------------------------------------------------------------------- names
+# Files in the run folder. "{stage}" stands for a stage name (data_process, train, sample).
+RUN_YAML = "run.yaml"
+COMMANDS = "commands.sh"
+PROGRESS = "progress.jsonl"
+ACCELERATE_YAML = "accelerate_{stage}.yaml"
+DEEPSPEED_JSON = "deepspeed_{stage}.json"
+# Folders in the run folder.
+LOGS = "logs"
+CACHE = "cache"
+OUTPUT = "output"
+SAMPLES = "samples"
+DOWNLOADS = "downloads"
+# Inside logs/.
+STAGE_LOG = "{stage}.log"
+SUPERVISOR = "supervisor"  # the supervisor's log is logs/supervisor.log (never a stage name)
+# Inside output/.
+STATE = "state"
+EXPORT = "export"
+TENSORBOARD = "tensorboard"
+TRAINING_ARGS = "training_args.json"
+CHECKPOINT_SUFFIX = ".safetensors"
+CHECKPOINT_KINDS = ("step", "epoch")
+CHECKPOINT_RE = re.compile(r"^(?P<kind>step|epoch)-(?P<n>\d+)\.safetensors$")
+# Inside samples/.
+SAMPLES_INDEX = "index.json"
+# In the workspace.
+RUNS = "runs"
+
+# Left out of the whole-run zip (paths relative to the run folder).
+ZIP_SKIP = (CACHE, f"{OUTPUT}/{STATE}", DOWNLOADS)
+# What a run writes into its folder (globs): deleted with a run whose folder is not its own.
+ARTIFACTS = (LOGS, CACHE, OUTPUT, SAMPLES, PROGRESS, RUN_YAML, COMMANDS,
+             ACCELERATE_YAML.format(stage="*"), DEEPSPEED_JSON.format(stage="*"))
+
+# Every name above that a test looks for outside this module: file names (matched inside
+# any string) and folder names (matched as a path component).
+FILE_NAMES = (RUN_YAML, COMMANDS, PROGRESS, ACCELERATE_YAML, DEEPSPEED_JSON, TRAINING_ARGS,
+              SAMPLES_INDEX, f"{SUPERVISOR}.log")
+FOLDER_NAMES = (RUNS, LOGS, CACHE, OUTPUT, SAMPLES, DOWNLOADS, STATE, EXPORT, TENSORBOARD)
+
+
+def runs_root(workspace: str | os.PathLike) -> Path:
+    """``{workspace}/runs``: where the runner makes a folder per run."""
+    return Path(workspace) / RUNS
+
+
+def workspace_downloads(workspace: str | os.PathLike) -> Path:
+    """``{workspace}/downloads``: files staged for the browser (outside every run folder)."""
+    return Path(workspace) / DOWNLOADS
+
+
+def checkpoint_name(kind: str, n: int) -> str:
+    """``step-<n>.safetensors`` or ``epoch-<n>.safetensors``."""
+    if kind not in CHECKPOINT_KINDS:
+        raise ValueError(f"kind: a checkpoint kind (got {kind!r}; allowed "
+                         f"{', '.join(CHECKPOINT_KINDS)})")
+    return f"{kind}-{int(n)}{CHECKPOINT_SUFFIX}"
+
+
+def list_checkpoints(folder: str | os.PathLike) -> list[Path]:
+    """``step-N`` / ``epoch-N`` checkpoints directly in ``folder``, oldest first (empty when
+    the folder does not exist). When both kinds are there, the order they were written in."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = []
+    for p in folder.iterdir():
+        m = CHECKPOINT_RE.match(p.name)
+        if m and p.is_file():
+            found.append((m["kind"], int(m["n"]), p))
+    if len({k for k, _, _ in found}) > 1:
+        found.sort(key=lambda t: (t[2].stat().st_mtime_ns, t[0] == "step", t[1]))
+    else:
+        found.sort(key=lambda t: t[1])
+    return [p for _, _, p in found]
+
+
+# ---------------------------------------------------------------------------- a run folder
+@dataclass
+class RunDir:
+    """Where a run's files live inside its folder (paths only; nothing is created)."""
+
+    run_dir: Path
+
+    def __post_init__(self) -> None:
+        self.run_dir = Path(self.run_dir)
+
+    @classmethod
+    def new(cls, workspace: str | os.PathLike, run_id: str) -> "RunDir":
+        """The folder of a new run in the workspace (``{workspace}/runs/<run_id>``)."""
+        return cls(runs_root(workspace) / run_id)
+
+    @classmethod
+    def of(cls, run: dict) -> "RunDir":
+        """The folder of a run's history record (``run["run_dir"]``)."""
+        return cls(Path(run["run_dir"]))
+
+    # -- files of the run folder
+    @property
+    def run_yaml(self) -> Path:
+        return self.run_dir / RUN_YAML
+
+    @property
+    def commands(self) -> Path:
+        return self.run_dir / COMMANDS
+
+    @property
+    def progress(self) -> Path:
+        return self.run_dir / PROGRESS
+
+    def accelerate_yaml(self, stage: str) -> Path:
+        return self.run_dir / ACCELERATE_YAML.format(stage=stage)
+
+    def deepspeed_json(self, stage: str) -> Path:
+        return self.run_dir / DEEPSPEED_JSON.format(stage=stage)
+
+    def accelerate_yamls(self) -> list[Path]:
+        """Every accelerate YAML in the folder, by name."""
+        return sorted(self.run_dir.glob(ACCELERATE_YAML.format(stage="*")))
+
+    def deepspeed_jsons(self) -> list[Path]:
+        """Every DeepSpeed JSON in the folder, by name."""
+        return sorted(self.run_dir.glob(DEEPSPEED_JSON.format(stage="*")))
+
+    def config_files(self) -> list[Path]:
+        """The run's configs and commands that exist: run.yaml, commands.sh, then the
+        accelerate YAMLs and the DeepSpeed JSONs."""
+        files = [self.run_yaml, self.commands] + self.accelerate_yamls() + self.deepspeed_jsons()
+        return [p for p in files if p.is_file()]
+
+    # -- logs
+    @property
+    def logs(self) -> Path:
+        return self.run_dir / LOGS
+
+    def log(self, stage: str) -> Path:
+        """``logs/<stage>.log``."""
+        return self.logs / STAGE_LOG.format(stage=stage)
+
+    @staticmethod
+    def log_relpath(stage: str) -> str:
+        """``logs/<stage>.log`` as text, for messages."""
+        return f"{LOGS}/{STAGE_LOG.format(stage=stage)}"
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.log(SUPERVISOR)
+
+    def log_files(self) -> list[Path]:
+        """Every log in ``logs/``, by name."""
+        return sorted(self.logs.glob(STAGE_LOG.format(stage="*")))
+
+    # -- folders
+    @property
+    def cache(self) -> Path:
+        return self.run_dir / CACHE
+
+    @property
+    def output(self) -> Path:
+        return self.run_dir / OUTPUT
+
+    @property
+    def state(self) -> Path:
+        """``output/state``: the training state a resumed run continues from."""
+        return self.output / STATE
+
+    def has_state(self) -> bool:
+        """Whether a training state was saved (a train stage can resume)."""
+        return self.state.is_dir() and any(self.state.iterdir())
+
+    @property
+    def export(self) -> Path:
+        return self.output / EXPORT
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.output / TENSORBOARD
+
+    @property
+    def training_args(self) -> Path:
+        return self.output / TRAINING_ARGS
+
+    @property
+    def samples(self) -> Path:
+        return self.run_dir / SAMPLES
+
+    @property
+    def samples_index(self) -> Path:
+        return self.samples / SAMPLES_INDEX
+
+    @property
+    def downloads(self) -> Path:
+        """Where zips of the run are built: inside its folder, so deleting the run removes
+        them and the run registry serves them."""
+        return self.run_dir / DOWNLOADS
+
+    def checkpoints(self) -> list[Path]:
+        """The run's LoRA checkpoints in ``output/``, oldest first."""
+        return list_checkpoints(self.output)
+
+    def artifacts(self) -> list[Path]:
+        """What a run wrote into its folder (see ``ARTIFACTS``)."""
+        return [p for pattern in ARTIFACTS for p in sorted(self.run_dir.glob(pattern))]
+
+
