@@ -35,6 +35,7 @@ import yaml
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
                       ValidationError, create_model)
 
+from backend import rundir
 from backend.families import default_family, family_names, family_spec, recognise
 
 SCHEMA_VERSION = 1
@@ -131,7 +132,7 @@ class RunConfig(BaseModel):
     resume_from: Optional[str] = F(None, "Folder of a saved training state (output/state) to "
                                    "continue from.", "run", ui="hidden")
     progress_file: Optional[str] = F(None, "JSON-lines progress events (default: "
-                                     "output_path/progress.jsonl).", "run", ui="hidden")
+                                     f"output_path/{rundir.PROGRESS}).", "run", ui="hidden")
 
     # --- model -------------------------------------------------------------------------
     model_family: FamilyName = F(

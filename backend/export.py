@@ -55,6 +55,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from backend import rundir
 from backend.families import default_family, family_names, get_family
 from backend.families.base import Family
 
@@ -247,7 +248,7 @@ def _config_from_training_args(src: Path) -> tuple[dict[str, Any], str, str] | N
     """(transformer config, where, family) of the run that wrote ``src``, when its files
     are local."""
     for folder in (src.parent, src.parent.parent):
-        args_file = folder / "training_args.json"
+        args_file = folder / rundir.TRAINING_ARGS
         if not args_file.is_file():
             continue
         try:
@@ -321,7 +322,7 @@ def export_path(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
         if stem.endswith("." + f):
             stem = stem[: -len(f) - 1]
     if out_dir is None:
-        out_dir = src.parent if src.parent.name == "export" else src.parent / "export"
+        out_dir = src.parent if src.parent.name == rundir.EXPORT else src.parent / rundir.EXPORT
     return Path(out_dir) / f"{stem}.{fmt}.safetensors"
 
 

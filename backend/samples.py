@@ -14,32 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from backend import rundir
 from backend.config import ConfigError, RunConfig
+from backend.rundir import list_checkpoints
 from backend.progress import ProgressWriter
 
-CHECKPOINT_RE = re.compile(r"^(?P<kind>step|epoch)-(?P<n>\d+)\.safetensors$")
-INDEX_NAME = "index.json"
+INDEX_NAME = rundir.SAMPLES_INDEX
 INDEX_VERSION = 1
 
 
 # ------------------------------------------------------------------------------------------
 # Checkpoints
 # ------------------------------------------------------------------------------------------
-def list_checkpoints(folder: str | os.PathLike) -> list[Path]:
-    """``step-N`` / ``epoch-N`` checkpoints directly in ``folder``, oldest first."""
-    found = []
-    for p in Path(folder).iterdir():
-        m = CHECKPOINT_RE.match(p.name)
-        if m and p.is_file():
-            found.append((m["kind"], int(m["n"]), p))
-    kinds = {k for k, _, _ in found}
-    if len(kinds) > 1:  # both kinds: the order they were written in
-        found.sort(key=lambda t: (t[2].stat().st_mtime_ns, t[0] == "step", t[1]))
-    else:
-        found.sort(key=lambda t: t[1])
-    return [p for _, _, p in found]
-
-
 def resolve_checkpoints(paths: Iterable[str | os.PathLike], all_checkpoints: bool = False
                         ) -> list[Path]:
     """Files as given; a folder gives its latest checkpoint (or all of them)."""

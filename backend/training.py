@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from backend import rundir
 from backend.config import RunConfig
 from backend.progress import ProgressWriter
 
-STATE_DIR = "state"
+STATE_DIR = rundir.STATE
 TRAINER_STATE = "trainer_state.json"
 
 
@@ -111,7 +112,7 @@ def check_processes(accelerator, world: int) -> None:
             f"num_processes: {world} processes were launched but accelerate runs them as "
             f"independent single processes (got distributed_type NO; allowed a distributed "
             f"launch). Without a GPU set ACCELERATE_USE_CPU=true in the environment, as the "
-            f"run's commands.sh does.")
+            f"run's {rundir.COMMANDS} does.")
 
 
 def first_item(batch: list) -> Any:
@@ -281,7 +282,7 @@ def maybe_render_samples(cfg: RunConfig, checkpoint: Path, step: int,
     except ImportError:
         return
     try:
-        render_samples(cfg, [checkpoint], Path(cfg.output_path).parent / "samples",
+        render_samples(cfg, [checkpoint], Path(cfg.output_path).parent / rundir.SAMPLES,
                        progress=progress, step=step)
     except Exception as e:  # noqa: BLE001
         log(f"[train] samples at step {step} failed: {one_line(e, with_type=True)}")

@@ -12,13 +12,10 @@ from typing import Any
 import yaml
 
 from backend.config import validate
-from backend.plan import RunFiles, plan_render
+from backend.plan import plan_render
+from backend.rundir import ZIP_SKIP, RunDir
 from backend.runner import Runner, new_run_id
 
-CHECKPOINT_SUFFIX = ".safetensors"
-# Left out of the whole-run zip: the stage-1 cache and the resume state can be many GB and
-# are rebuilt by a new run; the zip holds what a person keeps.
-ZIP_SKIP = ("cache", "output/state", "downloads")
 STORED = (".safetensors", ".png", ".jpg", ".jpeg", ".webp", ".zip")
 
 
@@ -31,10 +28,8 @@ def run_config(run: dict) -> dict[str, Any]:
 
 def checkpoints(run: dict) -> list[Path]:
     """The run's LoRA checkpoints (step-N / epoch-N), oldest first."""
-    from backend.samples import list_checkpoints
-
-    out = RunFiles(Path(run["run_dir"])).output
-    return list_checkpoints(out) if out.is_dir() else []
+    rd = RunDir.of(run)
+    return rd.checkpoints() if rd.output.is_dir() else []
 
 
 def submit_render(runner: Runner, run: dict, settings: dict[str, Any], names: list[str],
@@ -55,10 +50,9 @@ def submit_render(runner: Runner, run: dict, settings: dict[str, Any], names: li
     base.update(stages=["sample"], run_name=f"render {run.get('name') or run['id']}")
     cfg = validate(base)  # every sample_* problem at once, as the schema words it
     job_id = new_run_id()
-    job_dir = runner.workspace / "runs" / job_id
+    job_dir = RunDir.new(runner.workspace, job_id).run_dir
     job_dir.mkdir(parents=True)
-    plan, cfg = plan_render(cfg, job_dir, RunFiles(Path(run["run_dir"])).samples,
-                            [known[n] for n in names])
+    plan, cfg = plan_render(cfg, job_dir, RunDir.of(run).samples, [known[n] for n in names])
     return runner.submit_stages([plan], job_dir, cfg.to_yaml(), owner=owner,
                                 name=cfg.run_name, gpu_ids=cfg.gpu_ids, run_id=job_id)
 
@@ -70,7 +64,7 @@ def grid(run: dict) -> tuple[list[tuple[str, str]], list[str], int]:
     (scale 0), then each checkpoint × LoRA scale. A missing cell is left out of its row."""
     from backend.samples import read_index
 
-    samples = RunFiles(Path(run["run_dir"])).samples
+    samples = RunDir.of(run).samples
     entries = [e for e in read_index(samples) if (samples / e.get("image", "")).is_file()]
     if not entries:
         return [], [], 0
@@ -148,19 +142,17 @@ def _files_under(root: Path, skip: tuple[str, ...] = ()) -> list[Path]:
 
 
 def configs_zip(run: dict, out_dir: Path) -> Path:
-    root = Path(run["run_dir"])
-    names = ["run.yaml", "commands.sh"] + sorted(
-        p.name for p in root.glob("accelerate_*.yaml")) + sorted(
-        p.name for p in root.glob("deepspeed_*.json"))
-    files = [(root / n, f"{run['id']}/{n}") for n in names if (root / n).is_file()]
+    rd = RunDir.of(run)
+    files = [(p, f"{run['id']}/{p.relative_to(rd.run_dir).as_posix()}")
+             for p in rd.config_files()]
     return _zip(files, out_dir / f"{run['id']}-configs.zip")
 
 
 def logs_zip(run: dict, out_dir: Path) -> Path:
-    root = Path(run["run_dir"])
-    files = [(p, f"{run['id']}/logs/{p.name}") for p in sorted((root / "logs").glob("*.log"))]
-    if (root / "progress.jsonl").is_file():
-        files.append((root / "progress.jsonl", f"{run['id']}/progress.jsonl"))
+    rd = RunDir.of(run)
+    logs = sorted(rd.logs.glob("*.log")) if rd.logs.is_dir() else []
+    files = [(p, f"{run['id']}/{p.relative_to(rd.run_dir).as_posix()}")
+             for p in logs + ([rd.progress] if rd.progress.is_file() else [])]
     return _zip(files, out_dir / f"{run['id']}-logs.zip")
 
 

@@ -49,6 +49,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from backend import rundir
 from backend.config import ConfigError, parse_stage_args
 from backend.progress import ProgressWriter
 from backend.samples import plan_samples, render_samples, resolve_checkpoints
@@ -66,7 +67,8 @@ class Stopped(Exception):
 def stage_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("sample stage")
-    g.add_argument("--output_dir", default=None, help="Folder for the PNGs and index.json.")
+    g.add_argument("--output_dir", default=None,
+                   help=f"Folder for the PNGs and {rundir.SAMPLES_INDEX}.")
     g.add_argument("--checkpoints", nargs="*", default=[],
                    help="LoRA files or folders (a folder: its latest step-/epoch- checkpoint).")
     g.add_argument("--all_checkpoints", action="store_true",
@@ -94,13 +96,13 @@ def main(argv: list[str] | None = None) -> int:
         cfg, ns = parse_stage_args(argv, prog="backend.stages.sample", extra=stage_parser())
         if not ns.output_dir:
             raise ConfigError(["output_dir: required (got None; allowed a folder for the PNGs "
-                               "and index.json)"])
+                               f"and {rundir.SAMPLES_INDEX})"])
     except ConfigError as e:
         print(e, file=sys.stderr, flush=True)
         early = _progress_file_from_argv(argv)
         ProgressWriter(early, STAGE, enabled=is_main).end("failed", str(e).replace("\n", " "))
         return 2
-    progress_file = cfg.progress_file or str(Path(cfg.output_path) / "progress.jsonl")
+    progress_file = cfg.progress_file or str(Path(cfg.output_path) / rundir.PROGRESS)
     progress = ProgressWriter(progress_file, STAGE, enabled=is_main)
     if not is_main:  # one renderer is enough; other ranks of a multi-process launch idle
         return 0

@@ -60,6 +60,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from backend import rundir
 from backend.config import ConfigError, RunConfig, parse_stage_args, resolve_paths
 from backend.progress import ProgressWriter
 from backend.training import (STATE_DIR, Checkpointer, EpochSampler, StageError, Stopper,
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         print(e, file=sys.stderr)
         return EXIT_USAGE
     stage = STAGE_OF_TASK[cfg.task]
-    progress_path = cfg.progress_file or str(Path(cfg.output_path) / "progress.jsonl")
+    progress_path = cfg.progress_file or str(Path(cfg.output_path) / rundir.PROGRESS)
     progress = ProgressWriter(progress_path, stage, enabled=is_main_process())
     stopper = Stopper()
     stopper.install()
@@ -274,8 +275,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
         args.update({"num_processes": world, "zero_stage": zero_stage,
                      "mixed_precision": accelerator.mixed_precision,
                      "resolved_components": {k: str(v) for k, v in dirs.items()}})
-        lora.write_json_atomic(out / "training_args.json", args)
-    tb = make_tensorboard(out / "tensorboard") if is_main else None
+        lora.write_json_atomic(out / rundir.TRAINING_ARGS, args)
+    tb = make_tensorboard(out / rundir.TENSORBOARD) if is_main else None
 
     start_epoch = global_step // steps_per_epoch
     progress.emit("start", total=total_steps, epochs=cfg.num_epochs, step=global_step,

@@ -12,12 +12,20 @@ import gradio as gr
 
 from backend.config import ConfigError, RunConfig
 from backend.jobs.processes import gpu_memory_totals_gb
+from backend.rundir import RunDir
 from webui.context import Ctx
 from webui.form import GROUP_ORDER, problems_markdown
 from webui.i18n import T
 
 OWN_TABS = ("model", "data")  # groups shown in the Model and Dataset tabs
-RUN_PLACEHOLDER = "<workspace>/runs/<run_id>"
+RUN_PLACEHOLDER = str(RunDir.new("<workspace>", "<run_id>").run_dir)
+# The preview's files, as the plan writes them into a run folder.
+PREVIEW = RunDir(".")
+GEN_ACCELERATE = PREVIEW.accelerate_yaml("train").name
+GEN_ACCELERATE_STAGE1 = PREVIEW.accelerate_yaml("data_process").name
+GEN_DEEPSPEED = PREVIEW.deepspeed_json("train").name
+GEN_COMMANDS = PREVIEW.commands.name
+GEN_RUN_YAML = PREVIEW.run_yaml.name
 
 
 def create_ui(ctx: Ctx) -> None:
@@ -42,19 +50,19 @@ def create_ui(ctx: Ctx) -> None:
                 with gr.Tab("accelerate", id="gen-tab-accelerate",
                             elem_id="gen-tab-accelerate"):
                     c["gen_accelerate"] = gr.Code(language="yaml", elem_id="gen-accelerate",
-                                                  label="accelerate_train.yaml",
+                                                  label=GEN_ACCELERATE,
                                                   interactive=False, max_lines=30)
                 with gr.Tab("DeepSpeed", id="gen-tab-deepspeed", elem_id="gen-tab-deepspeed"):
                     c["gen_deepspeed"] = gr.Code(language="json", elem_id="gen-deepspeed",
-                                                 label="deepspeed_train.json",
+                                                 label=GEN_DEEPSPEED,
                                                  interactive=False, max_lines=30)
                 with gr.Tab("commands", id="gen-tab-commands", elem_id="gen-tab-commands"):
                     c["gen_commands"] = gr.Code(language="shell", elem_id="gen-commands",
-                                                label="commands.sh",
+                                                label=GEN_COMMANDS,
                                                 interactive=False, max_lines=40)
-                with gr.Tab("run.yaml", id="gen-tab-run-yaml", elem_id="gen-tab-run-yaml"):
+                with gr.Tab(GEN_RUN_YAML, id="gen-tab-run-yaml", elem_id="gen-tab-run-yaml"):
                     c["gen_run_yaml"] = gr.Code(language="yaml", elem_id="gen-run-yaml",
-                                                label="run.yaml",
+                                                label=GEN_RUN_YAML,
                                                 interactive=False, max_lines=40)
             with gr.Accordion(T("train.import"), open=False, elem_id="import-acc"):
                 c["import_text"] = gr.Textbox(lines=6, placeholder=T("train.import_ph"),
@@ -80,8 +88,8 @@ def preview_files(cfg: RunConfig, workspace: Path) -> dict[str, str]:
     try:
         plan_run(cfg, tmp, cuda=has_cuda())
         out = {}
-        for name in ("accelerate_train.yaml", "deepspeed_train.json", "commands.sh",
-                     "run.yaml", "accelerate_data_process.yaml"):
+        for name in (GEN_ACCELERATE, GEN_DEEPSPEED, GEN_COMMANDS, GEN_RUN_YAML,
+                     GEN_ACCELERATE_STAGE1):
             p = tmp / name
             if p.is_file():
                 out[name] = p.read_text(encoding="utf-8").replace(str(tmp.resolve()),
@@ -159,12 +167,12 @@ def bind_events(ctx: Ctx) -> None:
         except (ConfigError, ValueError, OSError) as e:
             files = {}
             out[c["problems"]] = problems_markdown([str(e)])
-        out[c["gen_accelerate"]] = files.get("accelerate_train.yaml") or files.get(
-            "accelerate_data_process.yaml") or "# no accelerate stage in this run"
-        out[c["gen_deepspeed"]] = files.get("deepspeed_train.json") or (
+        out[c["gen_accelerate"]] = files.get(GEN_ACCELERATE) or files.get(
+            GEN_ACCELERATE_STAGE1) or "# no accelerate stage in this run"
+        out[c["gen_deepspeed"]] = files.get(GEN_DEEPSPEED) or (
             "// zero_stage is 0: the train stage runs without DeepSpeed")
-        out[c["gen_commands"]] = files.get("commands.sh", "")
-        out[c["gen_run_yaml"]] = files.get("run.yaml", "")
+        out[c["gen_commands"]] = files.get(GEN_COMMANDS, "")
+        out[c["gen_run_yaml"]] = files.get(GEN_RUN_YAML, "")
         est = estimate_markdown(cfg)
         out[c["estimate"]] = gr.Markdown(value=est or "", visible=bool(est))
         return out
