@@ -197,8 +197,8 @@ def test_save_load_round_trip(tmp_path):
     assert again == cfg
     small = cfg.save(tmp_path / "small.yaml", only_changed=True)
     assert set(yaml.safe_load(small.read_text())) == {
-        "schema_version", "dataset_base_path", "lora_rank", "sample_prompts", "zero_stage",
-        "offload_param_device", "sample_lora_scales"}
+        "schema_version", "model_family", "dataset_base_path", "lora_rank", "sample_prompts",
+        "zero_stage", "offload_param_device", "sample_lora_scales"}
     assert load_config(small) == cfg
 
 

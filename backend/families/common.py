@@ -106,7 +106,14 @@ def load_partitioned(model_cls, folder, dtype, remote_device: str | None = None)
         raise RuntimeError("load_partitioned needs accelerate's DeepSpeed plugin with "
                            "zero3_init_flag (no DeepSpeed config is registered)")
     config = model_cls.load_config(str(folder))
-    init_kwargs = {"config_dict_or_path": ds_config, "dtype": dtype}
+    # The precision goes in through the config, not ``dtype``: DeepSpeed (0.19) takes its
+    # accelerator's half type over a float32 ``dtype``, but reads the config's flags as given.
+    import copy
+
+    init_config = copy.deepcopy(ds_config)
+    init_config.setdefault("bf16", {})["enabled"] = dtype == torch.bfloat16
+    init_config.setdefault("fp16", {})["enabled"] = dtype == torch.float16
+    init_kwargs = {"config_dict_or_path": init_config, "dtype": None}
     if remote_device:
         init_kwargs["remote_device"] = remote_device
     with deepspeed.zero.Init(**init_kwargs), no_init_weights():
