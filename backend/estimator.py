@@ -301,7 +301,7 @@ def _key(config: dict[str, Any]) -> str:
 
 
 @lru_cache(maxsize=16)
-def _transformer_stats(key: str) -> TransformerStats:
+def _transformer_stats(key: str, family: str) -> TransformerStats:
     import diffusers
     import torch
     from accelerate import init_empty_weights
@@ -317,9 +317,8 @@ def _transformer_stats(key: str) -> TransformerStats:
         if isinstance(mod, torch.nn.Linear):
             linears.append((name, mod.in_features, mod.out_features))
     numels = tuple(p.numel() for p in model.parameters())
-    cfg = model.config
-    dim = int(cfg.num_attention_heads * cfg.attention_head_dim)
-    return TransformerStats(params=sum(numels), num_layers=int(cfg.num_layers), dim=dim,
+    num_layers, dim = get_family(family).transformer_shape(dict(model.config))
+    return TransformerStats(params=sum(numels), num_layers=num_layers, dim=dim,
                             largest_module=largest, linears=tuple(linears),
                             param_numels=numels)
 
@@ -486,7 +485,7 @@ def estimate_memory(cfg, model_config: dict[str, Any] | None = None, *,
     ``device="cpu"`` predicts a CPU-only run: what would sit on the GPU sits in host RAM.
     """
     configs, sources = model_configs(cfg, model_config)
-    tr = _transformer_stats(_key(configs["transformer"]))
+    tr = _transformer_stats(_key(configs["transformer"]), cfg.model_family)
     te = _text_encoder_stats(_key(configs["text_encoder"]))
     vae = _vae_stats(_key(configs["vae"]))
     targets = cfg.target_modules()

@@ -229,6 +229,12 @@ class Family(abc.ABC):
         """{component: config.json contents} of the released model, for estimates made
         before anything is downloaded."""
 
+    def transformer_shape(self, config: Mapping[str, Any]) -> tuple[int, int]:
+        """(blocks, hidden size) of the trained component from its config: the estimator's
+        activation model counts hidden-state tensors of blocks x tokens x hidden size."""
+        return (int(config["num_layers"]),
+                int(config["num_attention_heads"]) * int(config["attention_head_dim"]))
+
     def image_tokens(self, height: int, width: int) -> int:
         """Tokens one image of this size becomes in the trained component."""
         cell = self.vae_scale_factor * 2
