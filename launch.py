@@ -14,7 +14,7 @@ Safe by default: it listens on 127.0.0.1 only. Listening on another address or m
 public share link needs sign-in (``--auth`` / ``--auth-file``); without it the launcher
 exits before binding anything, unless ``--insecure`` is given. Passwords are kept as salted
 hashes in memory and never printed. The UI process makes no calls to model hubs and sends no
-analytics; files leave the server only through the run registry (``webui/security.py``).
+analytics; files leave the server only through the run registry (``webui/security/registry.py``).
 """
 from __future__ import annotations
 
