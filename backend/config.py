@@ -121,6 +121,10 @@ class RunConfig(BaseModel):
                                    "continue from.", "run", ui="hidden")
     progress_file: Optional[str] = F(None, "JSON-lines progress events (default: "
                                      "output_path/progress.jsonl).", "run", ui="hidden")
+    read_roots: Optional[list[str]] = F(
+        None, "Folders the stages may read files from (besides the run's own folder); set "
+        "by the web server for signed-in users who are not admins, never by users. Empty: "
+        "no restriction (backend/readgate.py).", "run", ui="hidden")
 
     # --- model -------------------------------------------------------------------------
     model_family: Literal["qwen_image"] = F("qwen_image", "Model family.", "model")

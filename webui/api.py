@@ -181,6 +181,9 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
             from backend.config import ConfigError
 
             raise _Fail(str(ConfigError(problems)))
+        # The stages themselves read only there (backend.readgate), whatever changes on disk.
+        cfg = security.with_read_policy(cfg, user, workspace, models_dir=models_dir,
+                                        runner=runner)
         secret_env = _secret_env(hub_token, cfg.download_source)
         try:
             run_id = runner.submit(cfg, owner=user, name=(name or "").strip() or None,

@@ -142,10 +142,13 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
             meta = str(folder / candidate)
             break
     images = [p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_EXTS]
-    if not images:
+    problems = [] if images else [f"files: no images among the uploads (allowed "
+                                  f"{', '.join(IMAGE_EXTS)})"]
+    # An upload is self-contained: its metadata names files of the upload only.
+    problems += _outside_rows(folder, Path(meta)) if meta else []
+    if problems:  # refused as a whole: nothing of it stays on disk
         shutil.rmtree(folder, ignore_errors=True)
-        raise DatasetFolderError(f"files: no images among the uploads (allowed "
-                                 f"{', '.join(IMAGE_EXTS)})")
+        raise DatasetFolderError("\n".join(problems))
     if meta is None:
         for img in images:
             txt = img.with_suffix(".txt")
@@ -154,6 +157,26 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
                 notes.append(f"{img.name}: no caption yet (an empty {txt.name} was created; "
                              f"write one in the table)")
     return folder, meta, notes
+
+
+def _outside_rows(folder: Path, meta: Path) -> list[str]:
+    """Rows of an uploaded metadata file that name a file outside the upload's folder (the
+    first one, worded without saying whether that file exists)."""
+    root = Path(os.path.realpath(folder))
+    try:
+        rows = _read_rows(meta)
+    except (OSError, ValueError, DatasetFolderError, csv.Error) as e:
+        return [f"{meta.name}: cannot read ({type(e).__name__}; allowed image,prompt rows)"]
+    for i, row in enumerate(rows, 1):
+        values = row.get(IMAGE_KEY) if isinstance(row, dict) else None
+        for value in values if isinstance(values, list) else [values]:
+            if not isinstance(value, str) or not value:
+                continue
+            real = Path(os.path.realpath(root / os.path.expanduser(value)))
+            if not (real == root or root in real.parents):
+                return [f"{meta.name} row {i}: names a file outside this upload (got "
+                        f"{value!r}; allowed paths of files in the upload, e.g. a.png)"]
+    return []
 
 
 def _clean_name(name: str) -> str:

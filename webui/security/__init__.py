@@ -25,7 +25,8 @@ from webui.security.archive import (IMAGE_EXTS, MAX_ZIP_BYTES, MAX_ZIP_FILES, UP
 from webui.security.paths import (DATASETS_DIR, MAX_DATASET_ENTRIES, MODELS_DIR_ENV,
                                   PATH_OPTIONS, PLAN_ONLY_DEFAULTS, PLAN_ONLY_FIELDS,
                                   REPO_ROOT, check_dataset_paths, check_resume_paths,
-                                  check_run_paths, user_dataset_root)
+                                  check_run_paths, user_dataset_root,
+                                  with_read_policy)
 from webui.security.redact import (REDACTED, SECRET_PATTERNS, forget_secret, redact,
                                    remember_secret)
 from webui.security.registry import (DB_NAMES, DOWNLOADS_DIR, SERVED_DIR, SERVED_TTL_S,

@@ -112,21 +112,27 @@ class _Roots:
                     self.runs.append(_run_folder(runner, run)[1])
                 except (AccessDenied, KeyError, OSError):
                     continue
-        self.runs_text = (f"a file inside one of your runs ({workspace / 'runs'}/<run id>/)"
+        self.runs_text = ("a file inside one of your runs (runs/<run id>/ in the workspace)"
                           if runner is not None else "nothing (no run registry to check)")
 
     @property
     def readable_data(self) -> list[Path]:
         return self.datasets + [self.assets] + self.runs
 
+    @property
+    def readable(self) -> list[Path]:
+        """Every folder a run of this user may read: data, models, their runs."""
+        return list(dict.fromkeys(self.readable_data + [m for m in self.models if m]))
+
+    # Messages name the user's own folder, never other server paths (no probing for them).
     def data_text(self, write: bool = False) -> str:
         mine = f"a folder under {self.user_datasets}/"
         if write:
             return mine
-        return f"{mine}, the demo dataset under {self.assets}/ or a folder of one of your runs"
+        return f"{mine}, the demo dataset (backend/assets/) or a folder of one of your runs"
 
     def models_text(self) -> str:
-        return f"a path under {self.server_models} or {self.assets}"
+        return "a path inside the server's models folder or backend/assets/"
 
 
 def _data_problems(base: Any, metadata: Any, roots: _Roots, write: bool,
@@ -306,6 +312,9 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
     if cfg.hub_endpoint:
         problems.append(f"hub_endpoint: a download mirror is for admins only "
                         f"({_got(cfg.hub_endpoint)}; allowed empty)")
+    if cfg.read_roots is not None:
+        problems.append(f"read_roots: set by the server, not by users "
+                        f"({_got(str(cfg.read_roots))}; allowed empty)")
 
     problems += _data_problems(
         resolved.dataset_base_path, resolved.dataset_metadata_path, roots, write=False,
@@ -316,8 +325,8 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
 
     if not _under_any(_real(resolved.models_dir, base), roots.models):
         problems.append(f"models_dir: not the server's models folder "
-                        f"({_got(cfg.models_dir, base)}; allowed {roots.server_models} or "
-                        f"{roots.assets}, or a folder inside one)")
+                        f"({_got(cfg.models_dir, base)}; allowed the server's models folder "
+                        f"(the default) or backend/assets/, or a folder inside one)")
     for entry in (resolved.model_id_with_origin_paths or "").split(","):
         if entry.strip():
             p = _source_problem("model_id_with_origin_paths", entry.strip(), roots, repo)
@@ -422,6 +431,8 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
     if not isinstance(data, dict):
         return [f"run.yaml: not a mapping of run options (got {type(data).__name__})"]
     data = dict(data)
+    # The read policy the server gave the run at its start (the resumed stages keep it).
+    data.pop("read_roots", None)
     # Where the plan put this run's outputs: allowed while it leads inside the run's folder.
     for name in ("output_path", "progress_file"):
         value = data.get(name)
@@ -442,3 +453,26 @@ def _run_link_problems(run: dict, run_dir: Path) -> list[str]:
         return [f"run_dir: {rel!r} in run {run['id']} is a link to a place outside its "
                 f"folder (got a link; allowed files inside the run's folder)"]
     return problems
+
+
+def with_read_policy(cfg: Any, user: str | None, workspace: str | os.PathLike,
+                     admins: Iterable[str] | None = None,
+                     models_dir: str | os.PathLike | None = None,
+                     repo_root: str | os.PathLike = REPO_ROOT, *, runner: Any = None,
+                     cwd: str | os.PathLike | None = None) -> Any:
+    """``cfg`` (a RunConfig that passed ``check_run_paths``) as ``user``'s run carries it:
+    for a signed-in non-admin, ``read_roots`` lists the folders the run's stages may read
+    (their dataset folder, the bundled assets, the server's models folder, their runs'
+    folders); the stages refuse every other file when they open it (``backend.readgate``;
+    the run's own folder is always readable). Sign-in off and admins: ``cfg`` unchanged.
+
+    Call it between the check and ``runner.submit`` (the API's start_run and the Run tab
+    do), so no later change on disk (an upload into a folder the run names, a link planted
+    after the check) lets the run read what the check would have refused.
+    """
+    if _unrestricted(user, admins) is not None:
+        return cfg
+    base = Path(cwd or os.getcwd()).resolve()
+    workspace = Path(os.path.realpath(Path(workspace).expanduser()))
+    roots = _Roots(user, workspace, models_dir, Path(os.path.realpath(repo_root)), runner, base)
+    return cfg.model_copy(update={"read_roots": [str(r) for r in roots.readable]})
