@@ -279,3 +279,47 @@ def test_a_refused_upload_leaves_nothing_behind(served):
     out = page.call("upload-btn", {"upload-files": [page.upload("good.zip", good)],
                                    "upload-name": "good"})
     assert (ws / "datasets" / "bob" / "good" / "a.png").is_file(), out
+
+
+# ------------------------------------------------------------------------ presets
+def test_presets_belong_to_their_user_and_admin_fields_stay_with_admins(served):
+    ws = served.workspace
+    bob_page, carol_page = Page(served, "bob"), Page(served, "carol")
+    bob, carol = client(served, "bob"), client(served, "carol")
+    out = bob_page.call("preset-save", {"preset-save-name": "bobs", "field-lora_rank": 24})
+    assert "Saved preset" in out["preset-msg"], out
+    assert "bobs" in bob.predict(api_name="/list_presets")
+    # Carol neither lists, loads nor overwrites it.
+    assert "bobs" not in carol.predict(api_name="/list_presets")
+    with pytest.raises(Exception, match="no preset with this name"):
+        carol.predict(config={}, preset="bobs", name="", hub_token="", api_name="/start_run")
+    out = carol_page.call("preset-save", {"preset-save-name": "bobs", "field-lora_rank": 8})
+    assert "Saved preset" in out["preset-msg"], out
+    assert "lora_rank: 24" in (ws / "presets" / "users" / "bob" / "bobs.yaml").read_text()
+    out = bob_page.call("preset", {"preset": "bobs"}, kind="input")
+    assert out["field-lora_rank"] == 24, out
+
+    # Model sources, mirrors and server folders: refused in a non-admin's preset at save...
+    for field, value in (("model_id_with_origin_paths", "/etc:passwd"),
+                         ("hub_endpoint", "http://127.0.0.1:9")):
+        out = bob_page.call("preset-save", {"preset-save-name": "sources",
+                                            f"field-{field}": value})
+        assert out["preset-msg"].startswith(f"✗ {field}: reserved to admins"), out
+    assert not (ws / "presets" / "users" / "bob" / "sources.yaml").exists()
+    out = bob_page.call("preset-save", {"preset-save-name": "everyone", "preset-shared": True})
+    assert "only admins share presets" in out["preset-msg"], out
+    # ... and at load (a file changed there by other means).
+    bob_page.call("preset-save", {"preset-save-name": "planted"})
+    (ws / "presets" / "users" / "bob" / "planted.yaml").write_text(
+        "hub_endpoint: http://127.0.0.1:9\nmodels_dir: /\n")
+    with pytest.raises(Exception, match="hub_endpoint: reserved to admins"):
+        bob.predict(config={}, preset="planted", name="", hub_token="", api_name="/start_run")
+    out = bob_page.call("preset", {"preset": "planted"}, kind="input")
+    assert "models_dir: reserved to admins" in out["preset-msg"], out
+    # An admin shares one by choice; every user then sees it.
+    alice_page = Page(served, "alice")
+    out = alice_page.call("preset-save", {"preset-save-name": "team", "preset-shared": True,
+                                          "field-hub_endpoint": "http://127.0.0.1:9"})
+    assert "Saved preset" in out["preset-msg"], out
+    assert (ws / "presets" / "team.yaml").is_file()
+    assert "team" in carol.predict(api_name="/list_presets")

@@ -114,19 +114,24 @@ def parse_config(config: Any) -> dict:
     return data
 
 
-def build_config(config: Any, preset: str, workspace: Path):
-    """Validate ``preset`` + ``config`` into a RunConfig (every problem reported at once)."""
+def build_config(config: Any, preset: str, workspace: Path, user: str | None = None):
+    """Validate ``preset`` (a name among ``user``'s presets) + ``config`` into a RunConfig
+    (every problem reported at once)."""
     from backend import config as schema
 
     data: dict[str, Any] = {}
     preset = (preset or "").strip()
     if preset:
         # Names only: a path here would read any YAML file on the server.
-        known = dict(schema.list_presets(workspace))
+        owner = security.preset_owner(user)
+        known = dict(schema.list_presets(workspace, owner["user"]))
         if preset not in known:
             raise _Fail(f"preset: no preset with this name (got {preset!r}; allowed "
                         f"{' | '.join(sorted(known)) or 'none'})")
-        data, _ = schema.read_preset(known[preset], workspace)
+        try:
+            data, _ = schema.read_preset(preset, workspace, **owner)
+        except schema.ConfigError as e:
+            raise _Fail(str(e)) from None
     overrides = parse_config(config)
     overrides.pop("schema_version", None)
     data.update(overrides)
@@ -172,7 +177,7 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
                   hub_token: str = "", request: gr.Request = None) -> dict:
         """Start a run from run options (YAML text or a mapping) on top of a preset."""
         user = who(request)
-        cfg = build_config(config, preset, workspace)
+        cfg = build_config(config, preset, workspace, user)
         # Which server paths this user's run may read (datasets, models, checkpoints):
         # refused before any run folder exists.
         problems = security.check_run_paths(cfg, user, workspace, models_dir=models_dir,
@@ -262,11 +267,12 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
             raise _Fail(str(e)) from None
         return {"text": security.redact(text), "offset": new_offset}
 
-    def list_presets() -> list:
-        """Preset names usable as start_run's ``preset``."""
+    def list_presets(request: gr.Request = None) -> list:
+        """Preset names usable as start_run's ``preset`` (bundled, shared, your own)."""
         from backend.config import list_presets as presets
 
-        return [name for name, _ in presets(workspace)]
+        return [name for name, _ in presets(workspace, security.preset_owner(who(request))
+                                            ["user"])]
 
     def fetch_output(run_id: str, path: str, request: gr.Request = None):
         """Download one file of a run (``path`` relative to the run folder)."""

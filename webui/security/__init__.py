@@ -19,7 +19,8 @@ Everything is re-exported, so ``from webui import security; security.X`` keeps w
 from webui.auth import *  # noqa: F401,F403
 from webui.auth import __all__ as _auth_all
 from webui.security.access import (AccessDenied, Policy, admins, can_access, configure,
-                                   get_run_checked, list_owner, policy, user_of)
+                                   get_run_checked, is_admin, list_owner, policy,
+                                   preset_owner, user_of)
 from webui.security.archive import (IMAGE_EXTS, MAX_ZIP_BYTES, MAX_ZIP_FILES, UPLOAD_EXTS,
                                     ExtractedFiles, UnsafeArchiveError, safe_extract_zip)
 from webui.security.paths import (DATASETS_DIR, MAX_DATASET_ENTRIES, MODELS_DIR_ENV,

@@ -44,6 +44,19 @@ def admins() -> frozenset[str]:
     return _policy.admins
 
 
+def is_admin(user: str | None) -> bool:
+    """Whether ``user`` may do everything: an admin, or the one local user (sign-in off)."""
+    return user is None and not _policy.auth_enabled or (user is not None
+                                                         and user in _policy.admins)
+
+
+def preset_owner(user: str | None) -> dict[str, Any]:
+    """The keyword arguments of ``backend.config``'s preset functions for ``user``: their
+    own presets (None with sign-in off: the shared ones, as before) and whether admin-only
+    fields are theirs to set."""
+    return {"user": user, "admin": is_admin(user)}
+
+
 def user_of(request: Any) -> str | None:
     """The signed-in user of a gradio request; None when sign-in is off.
 
