@@ -22,7 +22,6 @@ import httpx
 import pytest
 from gradio_client import Client
 
-from backend import readgate
 from backend.config import validate
 from backend.plan import StagePlan
 from backend.runner import Runner
@@ -43,6 +42,8 @@ def png_bytes(colour=(200, 30, 30), size=16) -> bytes:
 
 # ------------------------------------------------------------------------ the read gate
 def test_the_gate_resolves_links_when_it_opens_and_says_not_found_for_both(tmp_path):
+    from backend import readgate
+
     mine, theirs = tmp_path / "mine", tmp_path / "theirs"
     mine.mkdir()
     theirs.mkdir()
@@ -101,6 +102,7 @@ def test_a_dataset_outside_the_read_roots_reads_as_missing(tmp_path):
 
 
 def test_a_cache_manifest_names_only_files_of_its_folder(tmp_path):
+    from backend import readgate
     from backend.cache import CacheError, check_cache
 
     cache, other = tmp_path / "cache", tmp_path / "other"
@@ -127,7 +129,8 @@ def served(tmp_path_factory, models_root):
     auth_file = tmp / "users.txt"
     auth_file.write_text("".join(f"{u}:{p}\n" for u, p in USERS.items()))
     server = AppServer(tmp, "--auth-file", str(auth_file), "--admin", "alice",
-                       "--models-dir", str(models_root))
+                       "--models-dir", str(models_root), "--quota-upload-mb", "1",
+                       "--upload-ttl-hours", str(20 / 3600), "--trusted-proxy", "10.9.9.9")
     server.runner = Runner(server.workspace, stop_grace_s=1)
     yield server
     server.stop()
@@ -256,7 +259,7 @@ def test_a_run_never_reads_another_users_files_planted_after_its_check(served):
 
 def zip_bytes(entries: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, data in entries.items():
             zf.writestr(name, data)
     return buf.getvalue()
@@ -323,3 +326,148 @@ def test_presets_belong_to_their_user_and_admin_fields_stay_with_admins(served):
     assert "Saved preset" in out["preset-msg"], out
     assert (ws / "presets" / "team.yaml").is_file()
     assert "team" in carol.predict(api_name="/list_presets")
+
+
+# ------------------------------------------------------------------------ partial exposures
+def tiny_run(server: AppServer, owner: str) -> str:
+    run_dir = server.workspace / "runs" / f"{owner}-{secrets.token_hex(4)}"
+    code = ("import pathlib, sys; out = pathlib.Path(sys.argv[1]) / 'output'; "
+            "out.mkdir(parents=True, exist_ok=True); "
+            "(out / 'notes.txt').write_text('notes of ' + sys.argv[2])")
+    rid = server.runner.submit_stages(
+        [StagePlan("train", [sys.executable, "-c", code, str(run_dir), owner], {})], run_dir,
+        "stages: [train]\n", owner=owner, name=owner)
+    assert server.runner.wait(rid, timeout=120)["status"] == "succeeded"
+    return rid
+
+
+def test_logs_and_progress_are_read_through_the_registry_check(served):
+    bob = client(served, "bob")
+    carol_rid = tiny_run(served, "carol")
+    carol_dir = Path(served.runner.get_run(carol_rid)["run_dir"])
+    carol_log = carol_dir / "logs" / "train.log"
+    rid = tiny_run(served, "bob")
+    run_dir = Path(served.runner.get_run(rid)["run_dir"])
+    assert bob.predict(run_id=rid, stage="train", offset=0, api_name="/run_log")["offset"] >= 0
+    # A log that is a link out of the run folder is not read, nor is the run shown.
+    (run_dir / "logs" / "peek.log").symlink_to(carol_log)
+    for api, args in (("/run_log", {"stage": "peek", "offset": 0}), ("/run_progress", {}),
+                      ("/run_status", {})):
+        with pytest.raises(Exception, match="link out of its folder"):
+            bob.predict(run_id=rid, api_name=api, **args)
+    (run_dir / "logs" / "peek.log").unlink()
+    (run_dir / "progress.jsonl").unlink(missing_ok=True)
+    (run_dir / "progress.jsonl").symlink_to(carol_dir / "progress.jsonl")
+    with pytest.raises(Exception, match="link out of its folder"):
+        bob.predict(run_id=rid, api_name="/run_progress")
+    (run_dir / "progress.jsonl").unlink()
+    with pytest.raises(Exception, match="not a stage name"):
+        bob.predict(run_id=rid, stage="../../../zerolora", offset=0, api_name="/run_log")
+    # A run folder that is itself a link.
+    moved = served.workspace.parent / f"moved-{rid}"
+    run_dir.rename(moved)
+    run_dir.symlink_to(carol_dir, target_is_directory=True)
+    with pytest.raises(Exception, match="link"):
+        bob.predict(run_id=rid, stage="train", offset=0, api_name="/run_log")
+
+
+def test_downloads_and_uploads_belong_to_whoever_got_them_and_expire(served):
+    rid = tiny_run(served, "bob")
+    bob = Client(served.url, auth=("bob", USERS["bob"]), analytics_enabled=False,
+                 verbose=False, download_files=False)
+    got = bob.predict(run_id=rid, path="output/notes.txt", api_name="/fetch_output")
+    url = got["url"]
+    assert "/served/bob/" in url
+    bob_http, carol_http = served.login("bob", USERS["bob"]), served.login("carol",
+                                                                            USERS["carol"])
+    assert bob_http.get(url).text == "notes of bob"
+    assert carol_http.get(url).status_code == 404
+    # On time: an hour after it was handed out the link is dead, swept or not.
+    folder = Path(got["path"]).parent
+    old = time.time() - 3601
+    os.utime(folder, (old, old))
+    assert bob_http.get(url).status_code == 404
+    # A raw upload is its uploader's, and leaves the server after the upload time (20 s).
+    r = bob_http.post("/gradio_api/upload", files=[("files", ("mine.txt", b"bob's upload"))])
+    path = r.json()[0]
+    assert bob_http.get(f"/gradio_api/file={path}").text == "bob's upload"
+    assert carol_http.get(f"/gradio_api/file={path}").status_code == 404
+    deadline = time.monotonic() + 90  # a safety limit, not a timing assertion
+    while Path(path).exists() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not Path(path).exists() and not folder.exists()
+    # An upload larger than the quota (1 MiB here) is refused, and leaves nothing.
+    r = bob_http.post("/gradio_api/upload", files=[("files", ("big.txt", b"x" * (2 << 20)))])
+    assert r.status_code in (400, 413), r.status_code
+    page = Page(served, "bob")
+    bomb = zip_bytes({"a.png": png_bytes(), "b.png": b"\0" * (3 << 20)})
+    assert len(bomb) < (1 << 20)
+    out = page.call("upload-btn", {"upload-files": [page.upload("bomb.zip", bomb)],
+                                   "upload-name": "bomb"})
+    assert "too large unpacked" in out["data-msg"], out
+    assert not (served.workspace / "datasets" / "bob" / "bomb").exists()
+
+
+def test_a_session_is_its_users_and_pages_refuse_framing(served):
+    bob, carol = Page(served, "bob"), Page(served, "carol")
+    out = bob.call("preset", {"preset": "cpu_demo"}, kind="input")
+    assert out["preset-msg"].startswith("Loaded preset")
+    # Carol cannot read or join bob's queue session by its hash.
+    r = carol.http.get(f"/gradio_api/queue/data?session_hash={bob.session}")
+    assert r.status_code == 403
+    dep = carol.event("preset", "input")
+    r = carol.http.post("/gradio_api/queue/join", json={
+        "data": ["cpu_demo"], "fn_index": dep["id"], "session_hash": bob.session})
+    assert r.status_code == 403
+    for http in (bob.http, httpx.Client(base_url=served.url, trust_env=False)):
+        headers = http.get("/").headers
+        assert headers["x-frame-options"] == "DENY"
+        assert "frame-ancestors 'none'" in headers["content-security-policy"]
+
+
+def test_the_login_form_refuses_cross_site_posts(served):
+    anon = httpx.Client(base_url=served.url, timeout=30, trust_env=False)
+    form = {"username": "bob", "password": USERS["bob"]}
+    for headers in ({"Origin": "http://evil.example"}, {"Origin": "null"},
+                    {"Sec-Fetch-Site": "cross-site"},
+                    {"Referer": "http://evil.example/page"}):
+        r = anon.post("/login", data=form, headers=headers)
+        assert r.status_code == 403 and "access-token" not in str(r.cookies), headers
+    r = anon.post("/login", data=form, headers={"Origin": served.url})
+    assert r.status_code == 200
+
+
+def test_a_non_admin_sees_no_server_paths_in_refusals(served):
+    from backend.config import REPO_ROOT
+
+    bob = client(served, "bob")
+    with pytest.raises(Exception) as e:
+        bob.predict(config={"dataset_base_path": "/etc", "models_dir": "/",
+                            "model_id_with_origin_paths": "/etc:passwd"}, preset="",
+                    name="", hub_token="", api_name="/start_run")
+    text = str(e.value)
+    assert "dataset_base_path: outside your dataset folders" in text
+    assert str(REPO_ROOT) not in text and str(served.workspace / "runs") not in text
+
+
+def test_a_malformed_call_prints_no_token_to_the_server_log(served):
+    token = "hf_" + "Q" * 30
+    http = served.login("bob", USERS["bob"])
+    for data in ([{"not": "valid"}, 5, None, token, "extra"], [None, None, None, token],
+                 {"config": token}):
+        http.post("/gradio_api/call/start_run", json={"data": data})
+        http.post("/gradio_api/run/start_run", json={"data": data})
+    time.sleep(1)
+    assert token not in served.log()
+
+
+def test_forwarded_addresses_count_only_from_the_trusted_proxy(served):
+    """Last in this module: it locks the test's own address for five minutes."""
+    anon = httpx.Client(base_url=served.url, timeout=30, trust_env=False)
+    for i in range(20):
+        r = anon.post("/login", data={"username": f"nobody{i}", "password": "x"},
+                      headers={"X-Forwarded-For": f"203.0.113.{i}"})
+        assert r.status_code == 400, r.text
+    r = anon.post("/login", data={"username": "bob", "password": USERS["bob"]},
+                  headers={"X-Forwarded-For": "198.51.100.7"})
+    assert r.status_code == 429 and "your address" in r.json()["detail"]

@@ -35,6 +35,7 @@ was wrong, one ``field: problem`` per line; the client raises it as ``AppError``
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -169,7 +170,10 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
 
     def checked_run(run_id: str, request: gr.Request) -> dict:
         try:
-            return security.get_run_checked(runner, run_id, who(request))
+            run = security.get_run_checked(runner, run_id, who(request))
+            # Progress, config and logs are read by path: none may lead out of the run.
+            security.check_run_reads(runner, run)
+            return run
         except security.AccessDenied as e:
             raise _Fail(str(e)) from None
 
@@ -261,9 +265,14 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
                 request: gr.Request = None) -> dict:
         """New log text of a stage from byte ``offset`` (tokens redacted)."""
         run = checked_run(run_id, request)
+        stage = str(stage or "")
+        if not re.match(r"^[A-Za-z0-9_.-]{1,64}$", stage) or stage.startswith("."):
+            raise _Fail(f"stage: not a stage name (got {stage!r}; allowed "
+                        f"{', '.join(s['name'] for s in run.get('stages', [])) or 'none'})")
         try:
-            text, new_offset = runner.tail_log(run["id"], str(stage), int(offset or 0))
-        except Exception as e:  # noqa: BLE001
+            text, new_offset = security.read_run_text(runner, run["id"], f"logs/{stage}.log",
+                                                      who(request), int(offset or 0))
+        except (security.AccessDenied, ValueError, OSError) as e:
             raise _Fail(str(e)) from None
         return {"text": security.redact(text), "offset": new_offset}
 
@@ -276,11 +285,12 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
 
     def fetch_output(run_id: str, path: str, request: gr.Request = None):
         """Download one file of a run (``path`` relative to the run folder)."""
+        user = who(request)
         try:
-            real = security.registry_file(runner, run_id, path, who(request))
+            real = security.registry_file(runner, run_id, path, user)
         except security.AccessDenied as e:
             raise _Fail(str(e)) from None
-        return str(security.stage_download(real, workspace))
+        return str(security.stage_download(real, workspace, user))
 
     fns = {}
     for fn in (start_run, run_status, run_progress, stop_run, resume_run, list_runs,

@@ -28,7 +28,12 @@ from webui.security.paths import (DATASETS_DIR, MAX_DATASET_ENTRIES, MODELS_DIR_
                                   REPO_ROOT, check_dataset_paths, check_resume_paths,
                                   check_run_paths, user_dataset_root,
                                   with_read_policy)
+from webui.security.quota import (Quotas, cache_problems, configure_quotas, dataset_problems,
+                                  expire_uploads, folder_bytes, quotas, upload_limit)
 from webui.security.redact import (REDACTED, SECRET_PATTERNS, forget_secret, redact,
                                    remember_secret)
-from webui.security.registry import (DB_NAMES, DOWNLOADS_DIR, SERVED_DIR, SERVED_TTL_S,
-                                     list_files, registry_file, served_dir, stage_download)
+from webui.security.registry import (DB_NAMES, DOWNLOADS_DIR, NOBODY, RUN_READS, SERVED_DIR,
+                                     SERVED_TTL_S, check_run_reads, download_expired,
+                                     expire_downloads, gradio_cache, list_files,
+                                     read_run_text, registry_file, served_dir,
+                                     stage_download)

@@ -354,7 +354,9 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
         if value and not _under_any(_real(value, base), roots.runs):
             problems.append(f"{name}: not inside one of your runs "
                             f"({_got(getattr(cfg, name), base)}; allowed {roots.runs_text})")
-    return problems
+    from webui.security.quota import cache_problems
+
+    return problems + cache_problems(runner, user)
 
 
 def _unrestricted(user: str | None, admins: Iterable[str] | None) -> list[str] | None:

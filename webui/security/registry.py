@@ -90,6 +90,57 @@ def registry_file(runner: Any, run_id: str, relpath: str | os.PathLike, user: st
     return real
 
 
+# The files the pages and the API read for a user besides downloads: the progress events,
+# the run's config, the samples index and the stage logs.
+RUN_READS = ("progress.jsonl", "run.yaml", "samples/index.json")
+
+
+def check_run_reads(runner: Any, run: dict) -> None:
+    """Refuse (``AccessDenied``) a run whose folder is a link, or whose progress, config,
+    samples index or stage logs lead outside its folder: ``runner.progress``,
+    ``runner.tail_log`` and the logs/configs zips read them by path. ``webui.context``'s
+    ``Ctx.run`` and the API call this for every run they hand to a page or a script."""
+    _, run_dir = _run_folder(runner, run)
+    logs = run_dir / "logs"
+    names = [*RUN_READS, "logs"] + ([f"logs/{n}" for n in sorted(os.listdir(logs))]
+                                    if logs.is_dir() and not logs.is_symlink() else [])
+    for rel in names:
+        path = run_dir / rel
+        if not os.path.lexists(path):
+            continue
+        real = Path(os.path.realpath(path))
+        if not _inside(real, run_dir) or (path.is_symlink() and rel == "logs"):
+            raise AccessDenied(f"run {run['id']}: {rel} is a link out of its folder; refused")
+
+
+def read_run_text(runner: Any, run_id: str, relpath: str, user: str | None,
+                  offset: int = 0, max_bytes: int = 1 << 20,
+                  admins: Iterable[str] | None = None) -> tuple[str, int]:
+    """New text of a run's file (a stage log) from byte ``offset``, through
+    ``registry_file``: (text, new offset). A file shorter than ``offset`` (replaced) is read
+    from the start; a missing one reads as empty; a UTF-8 character is never split."""
+    try:
+        real = registry_file(runner, run_id, relpath, user, admins)
+    except AccessDenied as e:
+        if "no such file" in str(e):
+            return "", offset
+        raise
+    with open(real, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        offset = 0 if offset > size or offset < 0 else offset
+        f.seek(offset)
+        data = f.read(min(size - offset, max_bytes))
+    cut = len(data)
+    for back in range(1, min(4, len(data)) + 1):  # a trailing incomplete character waits
+        b = data[-back]
+        if b & 0xC0 == 0x80:
+            continue
+        if b >= 0xC0 and back < (4 if b >= 0xF0 else 3 if b >= 0xE0 else 2):
+            cut = len(data) - back
+        break
+    return data[:cut].decode("utf-8", errors="replace"), offset + cut
+
+
 def list_files(runner: Any, run_id: str, user: str | None,
                admins: Iterable[str] | None = None, limit: int = 5000) -> list[dict]:
     """The run's files as ``{"file": run-relative path, "bytes": size}``, as
@@ -123,30 +174,44 @@ def list_files(runner: Any, run_id: str, user: str | None,
 
 
 # ------------------------------------------------------------------------------ serving
+GRADIO_CACHE_DIR = ".gradio"   # {workspace}/.gradio: gradio's cache (launch.py sets it)
+NOBODY = "_"                   # the served folder of the one local user (sign-in off)
+
+
+def gradio_cache(workspace: str | os.PathLike) -> Path:
+    """Where gradio keeps uploads and the files it serves: ``GRADIO_TEMP_DIR``, which
+    ``launch.py`` sets to ``{workspace}/.gradio`` unless it was set already."""
+    return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(workspace) / GRADIO_CACHE_DIR)
+
+
 def served_dir(workspace: str | os.PathLike) -> Path:
-    """``{workspace}/downloads/served``: gradio's only ``allowed_paths`` entry. It holds
-    nothing but copies of checked files, each under a random 128-bit folder name, for an
-    hour; the rest of the workspace (history, runs, datasets, other users' exports) is never
-    served by path."""
-    return Path(workspace) / DOWNLOADS_DIR / SERVED_DIR
+    """``served/`` in gradio's cache: the downloads handed out, as
+    ``served/<user>/<random 128-bit folder>/<file>``, each for ``SERVED_TTL_S``. Inside the
+    cache, so gradio serves them where they are (no copy under another name) and the login
+    wall can tell whose each is; the rest of the workspace (history, runs, datasets) is
+    never served by path."""
+    return gradio_cache(workspace) / SERVED_DIR
 
 
-def stage_download(src: str | os.PathLike, workspace: str | os.PathLike) -> Path:
-    """Hand out ``src`` (already checked by ``registry_file``): a hard link (or copy) under
-    a fresh random folder of ``served_dir``; older entries are removed."""
+def stage_download(src: str | os.PathLike, workspace: str | os.PathLike,
+                   user: str | None = None) -> Path:
+    """Hand out ``src`` (already checked by ``registry_file``) to ``user``: a hard link (or
+    copy) under a fresh random folder of ``served_dir/<user>/``, which only ``user`` may
+    fetch (``webui.auth.wall``) and which is removed after ``SERVED_TTL_S``."""
+    from webui.auth.passwords import USER_NAME
+
+    if user is not None and not USER_NAME.match(str(user)):
+        raise AccessDenied(f"user: not a user name (got {user!r})")
     src = Path(src)
+    expire_downloads(workspace)
     root = served_dir(workspace)
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
-    now = time.time()
-    for old in root.iterdir():
-        try:
-            if not old.is_symlink() and old.is_dir() and \
-                    now - old.stat().st_mtime > SERVED_TTL_S:
-                shutil.rmtree(old, ignore_errors=True)
-        except OSError:
-            pass
-    folder = root / secrets.token_hex(16)
+    mine = root / (user or NOBODY)
+    mine.mkdir(mode=0o700, exist_ok=True)
+    if mine.is_symlink():
+        raise AccessDenied(f"user {user}: the downloads folder is a link; refused")
+    folder = mine / secrets.token_hex(16)
     folder.mkdir(mode=0o700)
     target = folder / src.name
     try:
@@ -155,3 +220,30 @@ def stage_download(src: str | os.PathLike, workspace: str | os.PathLike) -> Path
         shutil.copyfile(src, target)
     return target
 
+
+def download_expired(folder: str | os.PathLike, now: float | None = None) -> bool:
+    """Whether a handed-out download folder is older than ``SERVED_TTL_S``."""
+    try:
+        return (now or time.time()) - os.lstat(folder).st_mtime > SERVED_TTL_S
+    except OSError:
+        return True
+
+
+def expire_downloads(workspace: str | os.PathLike, now: float | None = None) -> int:
+    """Remove handed-out downloads older than ``SERVED_TTL_S``; returns how many. Run by
+    every ``stage_download`` and every minute by ``launch.py``."""
+    root = served_dir(workspace)
+    removed = 0
+    if not root.is_dir() or root.is_symlink():
+        return 0
+    for user_dir in root.iterdir():
+        if user_dir.is_symlink() or not user_dir.is_dir():
+            continue
+        for folder in user_dir.iterdir():
+            if download_expired(folder, now):
+                if folder.is_dir() and not folder.is_symlink():
+                    shutil.rmtree(folder, ignore_errors=True)
+                else:
+                    folder.unlink(missing_ok=True)
+                removed += 1
+    return removed
