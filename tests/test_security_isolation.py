@@ -453,8 +453,8 @@ def test_a_non_admin_sees_no_server_paths_in_refusals(served):
 def test_a_malformed_call_prints_no_token_to_the_server_log(served):
     token = "hf_" + "Q" * 30
     http = served.login("bob", USERS["bob"])
-    for data in ([{"not": "valid"}, 5, None, token, "extra"], [None, None, None, token],
-                 {"config": token}):
+    for data in ([{"hub_token": token}, token], ["", "", token], [token],
+                 [{"not": "valid"}, 5, None, token, "extra"], {"config": token}):
         http.post("/gradio_api/call/start_run", json={"data": data})
         http.post("/gradio_api/run/start_run", json={"data": data})
     time.sleep(1)

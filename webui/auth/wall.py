@@ -100,8 +100,9 @@ class LoginWall:
             await self._login(scope, receive, send)
             return
         user = _user(scope)
-        if method == "POST" and path.rstrip("/").endswith("/queue/join"):
-            await self._join(scope, receive, send, user)
+        if method == "POST" and (path.rstrip("/").endswith("/queue/join")
+                                 or _API_CALL.search(path)):
+            await self._call(scope, receive, send, user)
             return
         if method == "POST" and path.rstrip("/").endswith("/upload"):
             await self.app(scope, receive, self._record_uploads(send, user))
@@ -163,19 +164,28 @@ class LoginWall:
 
         return watch
 
-    # ------------------------------------------------------------------ sessions
-    async def _join(self, scope, receive, send, user: str | None):
-        """A queue session belongs to the first user who joins with it."""
+    # ------------------------------------------------------------------ calls
+    async def _call(self, scope, receive, send, user: str | None):
+        """An event call (``queue/join``, ``call|run|api/<name>``): its queue session belongs
+        to the first user who joins with it, and a call with too few values is refused
+        here -- gradio's own refusal prints every value (a hub token too) to the log."""
         body = await _read_body(receive, MAX_JOIN_BODY)
         if body is None:
             await _json_reply(send, 413, "request too large")
             return
         try:
-            session = str(json.loads(body or b"{}").get("session_hash") or "")
-        except (ValueError, AttributeError):
-            session = ""
+            payload = json.loads(body or b"{}")
+        except ValueError:
+            payload = None
+        payload = payload if isinstance(payload, dict) else {}
+        session = str(payload.get("session_hash") or "")
         if user is not None and session and not self.sessions.claim(session, user):
             await _json_reply(send, 403, "session: not yours")
+            return
+        needed = _inputs_needed(scope, payload)
+        data = payload.get("data")
+        if needed is not None and isinstance(data, list) and len(data) < needed:
+            await _json_reply(send, 422, f"data: {needed} values needed (got {len(data)})")
             return
         await self.app(scope, _replay(body, receive), send)
 
@@ -206,6 +216,23 @@ class LoginWall:
             await send(message)
 
         await self.app(scope, _replay(body, receive), watch)
+
+
+_API_CALL = re.compile(r"/(?:call|run|api)/([A-Za-z0-9_.-]+)/?$")
+
+
+def _inputs_needed(scope, payload: dict) -> int | None:
+    """How many input values the called event takes (None: unknown, gradio decides)."""
+    blocks = getattr(scope.get("app"), "get_blocks", lambda: None)()
+    fns = getattr(blocks, "fns", None)
+    if not isinstance(fns, dict):
+        return None
+    match = _API_CALL.search(str(scope.get("path", "")))
+    for fn in fns.values():
+        if (match and getattr(fn, "api_name", None) == match.group(1)) or (
+                not match and getattr(fn, "id", None) == payload.get("fn_index")):
+            return len(getattr(fn, "inputs", None) or [])
+    return None
 
 
 def _headers(scope) -> dict[bytes, bytes]:
