@@ -14,7 +14,8 @@ Safe by default: it listens on 127.0.0.1 only. Listening on another address or m
 public share link needs sign-in (``--auth`` / ``--auth-file``); without it the launcher
 exits before binding anything, unless ``--insecure`` is given. Passwords are kept as salted
 hashes in memory and never printed. The UI process makes no calls to model hubs and sends no
-analytics; files leave the server only through the run registry (``webui/security.py``).
+analytics; files leave the server only through the run registry
+(``webui/security/registry.py``).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -74,6 +76,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Also make a temporary public link (needs internet and sign-in).")
     p.add_argument("--root-path", default=os.environ.get("ZEROLORA_ROOT_PATH"),
                    help="URL prefix when served behind a reverse proxy, e.g. /zerolora.")
+    p.add_argument("--trusted-proxy", action="append", default=[], metavar="ADDRESS",
+                   help="Address (or network, e.g. 10.0.0.0/8) of a reverse proxy whose "
+                        "X-Forwarded-For is believed (repeatable). Without it the client "
+                        "address is the connection's, for everyone.")
+    q = security.Quotas()
+    p.add_argument("--quota-upload-mb", type=float, default=q.upload_bytes / (1 << 20),
+                   help="Per signed-in non-admin user: the most one upload may unpack, in "
+                        "MiB (default %(default)g); also the framework's upload limit.")
+    p.add_argument("--quota-datasets-gb", type=float, default=q.datasets_bytes / (1 << 30),
+                   help="Per user: all their dataset folders together, in GiB (default "
+                        "%(default)g).")
+    p.add_argument("--quota-datasets", type=int, default=q.datasets_count,
+                   help="Per user: how many dataset folders (default %(default)d).")
+    p.add_argument("--quota-cache-gb", type=float, default=q.cache_bytes / (1 << 30),
+                   help="Per user: the stage-1 caches of their runs, in GiB; no new run "
+                        "starts beyond it (default %(default)g).")
+    p.add_argument("--upload-ttl-hours", type=float, default=q.upload_ttl_s / 3600,
+                   help="Raw uploads are removed from the server this long after they "
+                        "arrived (default %(default)g).")
     p.add_argument("--insecure", action="store_true",
                    help="Allow listening on other addresses or sharing WITHOUT sign-in "
                         "(anyone who can reach the port can train, read and delete runs).")
@@ -302,7 +323,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.lang:
         os.environ["ZEROLORA_LANG"] = args.lang
     security.configure(auth_enabled=creds is not None, admins=args.admin)
+    security.configure_quotas(**quota_settings(args))
+    # Forwarded client addresses count only from the proxies named here (uvicorn reads it).
+    os.environ["FORWARDED_ALLOW_IPS"] = ",".join(args.trusted_proxy)
     return serve(args, workspace, models_dir, creds)
+
+
+def quota_settings(args: argparse.Namespace) -> dict:
+    """The per-user quotas of these flags (``webui.security.quota.Quotas`` fields)."""
+    problems = [f"--{name.replace('_', '-')}: must be positive (got {value})"
+                for name, value in vars(args).items()
+                if (name.startswith("quota_") or name == "upload_ttl_hours") and value <= 0]
+    if problems:
+        raise SystemExit("[zerolora] " + "; ".join(problems))
+    return {"upload_bytes": int(args.quota_upload_mb * (1 << 20)),
+            "datasets_bytes": int(args.quota_datasets_gb * (1 << 30)),
+            "datasets_count": args.quota_datasets,
+            "cache_bytes": int(args.quota_cache_gb * (1 << 30)),
+            "upload_ttl_s": args.upload_ttl_hours * 3600}
 
 
 def launch_settings(args: argparse.Namespace, workspace: Path, models_dir: Path | None,
@@ -320,7 +358,9 @@ def launch_settings(args: argparse.Namespace, workspace: Path, models_dir: Path 
     # get the login page without the API description in it.
     app_kwargs: dict = {"openapi_url": None}
     if creds is not None:
-        app_kwargs["middleware"] = [Middleware(security.LoginWall, limiter=creds.limiter)]
+        app_kwargs["middleware"] = [Middleware(security.LoginWall, limiter=creds.limiter,
+                                               served_root=served,
+                                               served_ttl_s=security.SERVED_TTL_S)]
     return dict(
         server_name=args.host, server_port=args.port, share=args.share,
         auth=creds.check_async if creds is not None else None,
@@ -329,10 +369,31 @@ def launch_settings(args: argparse.Namespace, workspace: Path, models_dir: Path 
         # root, the models folder or other users' exports.
         allowed_paths=[str(served)], blocked_paths=blocked,
         root_path=args.root_path or None,
+        max_file_size=security.quotas().upload_bytes if creds is not None else None,
         show_error=local_only, ssr_mode=False, enable_monitoring=False, mcp_server=False,
         # run_history would keep every call's inputs (a typed hub token too) in the browser.
         pwa=False, run_history=False, app_kwargs=app_kwargs, quiet=False,
         prevent_thread_lock=True)
+
+
+def start_sweeper(workspace: Path) -> None:
+    """Every minute (or half the upload time, when shorter): expired downloads and raw
+    uploads past their time leave the server."""
+    import threading
+
+    every_s = min(60.0, security.quotas().upload_ttl_s / 2)
+
+    def sweep():
+        while True:
+            try:
+                security.expire_downloads(workspace)
+                security.expire_uploads(security.gradio_cache(workspace),
+                                        keep=security.served_dir(workspace))
+            except OSError:
+                pass
+            time.sleep(every_s)
+
+    threading.Thread(target=sweep, daemon=True, name="zerolora-sweeper").start()
 
 
 def serve(args: argparse.Namespace, workspace: Path, models_dir: Path | None,
@@ -352,6 +413,7 @@ def serve(args: argparse.Namespace, workspace: Path, models_dir: Path | None,
     settings = launch_settings(args, workspace, models_dir, creds)
     extra = webapp.launch_kwargs() if hasattr(webapp, "launch_kwargs") else {}
     demo.launch(**{**extra, **settings})
+    start_sweeper(workspace)
     local = f"http://{args.host}:{demo.server_port}{args.root_path or ''}/"
     if creds is not None:
         say(f"sign-in on for {len(creds)} user(s); admins: {', '.join(args.admin) or 'none'}")

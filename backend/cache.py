@@ -14,29 +14,35 @@ manifest.json::
      "samples": [{"key", "file", "image", "prompt", "width", "height"}, ...]}
 
 Stage 2 reads the samples in manifest order (``load_cached_samples`` / ``CachedDataset``).
+Images are read through the run's read gate (``backend.readgate``), and so are the cached
+samples when stage 2 passes its ``gate``; a manifest may name only plain file names inside
+its own folder.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
+from backend import readgate
 from backend.config import RunConfig
 from backend.data import Record, target_size
 
 FORMAT = 1
 MANIFEST = "manifest.json"
+SAMPLE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.safetensors$")
 
 
 class CacheError(RuntimeError):
     pass
 
 
-def _file_sha256(path: Path) -> str:
+def _file_sha256(path: Path, gate: readgate.ReadGate = readgate.UNRESTRICTED) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with gate.open(path, "image") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
@@ -44,7 +50,8 @@ def _file_sha256(path: Path) -> str:
 
 def sample_key(rec: Record, cfg: RunConfig, size: tuple[int, int], model_fp: list) -> str:
     payload = {
-        "format": FORMAT, "family": cfg.model_family, "image": _file_sha256(rec.image),
+        "format": FORMAT, "family": cfg.model_family,
+        "image": _file_sha256(rec.image, readgate.for_config(cfg)),
         "prompt": rec.prompt, "size": list(size),
         "resize": [cfg.height, cfg.width, cfg.max_pixels], "model": model_fp,
     }
@@ -55,9 +62,10 @@ def plan(cfg: RunConfig, records: list[Record], model_fp: list) -> list[dict[str
     """Manifest entries for ``records`` (key, file, image, prompt, width, height)."""
     from PIL import Image
 
+    gate = readgate.for_config(cfg)
     entries = []
     for rec in records:
-        with Image.open(rec.image) as im:
+        with gate.open(rec.image, "image") as f, Image.open(f) as im:
             size = target_size(*im.size, cfg)
         key = sample_key(rec, cfg, size, model_fp)
         entries.append({"key": key, "file": f"{key[:32]}.safetensors", "image": str(rec.image),
@@ -89,54 +97,85 @@ def save_sample(path: Path, tensors: dict[str, Any], meta: dict[str, str]) -> No
     os.replace(tmp, path)
 
 
-def load_sample(path: str | Path) -> dict[str, Any]:
-    from safetensors.torch import load_file
+def load_sample(path: str | Path, gate: readgate.ReadGate = readgate.UNRESTRICTED
+                ) -> dict[str, Any]:
+    from safetensors.torch import load
 
-    return load_file(str(path))
+    return load(gate.read_bytes(path, "cached sample"))
 
 
-def cached_files(cache_dir: str | Path) -> list[Path]:
-    """Sample files of a cache, in manifest order (else sorted)."""
+def cached_files(cache_dir: str | Path, gate: readgate.ReadGate = readgate.UNRESTRICTED
+                 ) -> list[Path]:
+    """Sample files of a cache, in manifest order (else sorted); a manifest entry that is
+    not a plain file name of this folder is an error."""
     cache_dir = Path(cache_dir)
-    manifest = read_manifest(cache_dir)
+    manifest = _read_manifest_gated(cache_dir, gate)
     if manifest is not None:
-        return [cache_dir / e["file"] for e in manifest["samples"]]
-    return sorted(p for p in cache_dir.glob("*.safetensors") if not p.name.startswith("."))
+        names = [str(e.get("file", "")) if isinstance(e, dict) else ""
+                 for e in manifest.get("samples", [])]
+        bad = [n for n in names if not SAMPLE_FILE.match(n)]
+        if bad:
+            raise CacheError(f"cache {MANIFEST}: a sample that is not a file of the cache "
+                             f"folder (got {bad[0]!r}; allowed a name like <key>.safetensors)")
+        return [cache_dir / n for n in names]
+    return [p for p in gate.list_dir(cache_dir, "cache folder")
+            if p.name.endswith(".safetensors") and not p.name.startswith(".")]
 
 
-def check_cache(cache_dir: str | Path) -> list[Path]:
-    """The sample files of a stage-1 cache; raises ``CacheError`` naming what is wrong."""
+def _read_manifest_gated(cache_dir: Path, gate: readgate.ReadGate) -> dict[str, Any] | None:
+    p = cache_dir / MANIFEST
+    if not gate.is_file(p):
+        return None
+    try:
+        data = json.loads(gate.read_text(p, MANIFEST))
+    except ValueError as e:
+        raise CacheError(f"cache {MANIFEST}: not valid JSON ({e}); run --task "
+                         f"sft:data_process again") from None
+    if not isinstance(data, dict):
+        raise CacheError(f"cache {MANIFEST}: not a mapping (got {type(data).__name__})")
+    return data
+
+
+def check_cache(cache_dir: str | Path, gate: readgate.ReadGate = readgate.UNRESTRICTED
+                ) -> list[Path]:
+    """The sample files of a stage-1 cache; raises ``CacheError`` naming what is wrong.
+
+    ``gate`` (stage 2: ``readgate.for_config(cfg)``): a cache folder or sample outside the
+    run's read roots reads as missing."""
     cache_dir = Path(cache_dir)
-    if not cache_dir.is_dir():
+    if not gate.is_dir(cache_dir):
         raise CacheError(f"dataset_base_path: cache folder not found (got {str(cache_dir)!r}); "
                          f"run --task sft:data_process with --output_path {cache_dir} first")
-    files = cached_files(cache_dir)
+    files = cached_files(cache_dir, gate)
     if not files:
         raise CacheError(f"dataset_base_path: no cached samples in {cache_dir}; run --task "
                          f"sft:data_process with --output_path {cache_dir} first")
-    missing = [str(p) for p in files if not p.is_file()]
+    missing = [p.name for p in files if not gate.is_file(p)]
     if missing:
         raise CacheError(f"cache {cache_dir} is incomplete, missing: {', '.join(missing[:5])}"
                          f"; run --task sft:data_process again")
     return files
 
 
-def load_cached_samples(cache_dir: str | Path) -> list[dict[str, Any]]:
-    return [load_sample(p) for p in check_cache(cache_dir)]
+def load_cached_samples(cache_dir: str | Path,
+                        gate: readgate.ReadGate = readgate.UNRESTRICTED) -> list[dict[str, Any]]:
+    return [load_sample(p, gate) for p in check_cache(cache_dir, gate)]
 
 
 class CachedDataset:
-    """Cached samples repeated ``repeat`` times (stage 2)."""
+    """Cached samples repeated ``repeat`` times (stage 2), read through ``gate``."""
 
-    def __init__(self, cache_dir: str | Path, repeat: int = 1):
-        self.files = check_cache(cache_dir)
+    def __init__(self, cache_dir: str | Path, repeat: int = 1,
+                 gate: readgate.ReadGate = readgate.UNRESTRICTED):
+        self.files = check_cache(cache_dir, gate)
         self.repeat = repeat
+        self.gate = gate
 
     def __len__(self) -> int:
         return len(self.files) * self.repeat
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        return load_sample(self.files[i % len(self.files)])
+        return load_sample(self.files[i % len(self.files)], self.gate)
 
 
 def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp: list,
@@ -193,7 +232,8 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
         if not stopped:  # only files this cache listed before, never anything else
             keep = {e["file"] for e in entries}
             for old in {e["file"] for e in previous["samples"]} - keep:
-                (out / old).unlink(missing_ok=True)
+                if SAMPLE_FILE.match(str(old)):  # a plain name of this folder, nothing else
+                    (out / old).unlink(missing_ok=True)
         write_manifest(out, done, model_fp, cfg.model_family)
     encoded = len(todo) if not stopped else sum(1 for _, e in todo
                                                 if (out / e["file"]).is_file())

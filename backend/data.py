@@ -12,16 +12,22 @@ to multiples of 16, never upscale, then cover-resize and centre-crop. Pixels map
 
 ``check_dataset(cfg)`` raises ``DatasetError`` listing every bad file and row before any model
 is loaded; ``validate_dataset(cfg)`` returns the same findings as dicts for the UI.
+
+Every file is opened through the run's read gate (``backend.readgate.for_config(cfg)``): with
+``read_roots`` set, a metadata file, caption or image outside them reads as missing, and the
+messages name files as the dataset names them, never where a refused path leads.
 """
 from __future__ import annotations
 
 import csv
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backend import readgate
 from backend.config import RunConfig
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
@@ -44,6 +50,7 @@ class Record:
     prompt: str            # caption with the trigger word
     where: str             # "metadata.csv row 3" or "cat.png" (for messages)
     row: int | None = None  # 1-based data row / item of the metadata file
+    name: str = ""         # the image as the dataset names it (for messages)
 
 
 # ------------------------------------------------------------------------------------------
@@ -74,12 +81,13 @@ def cover_crop(image, width: int, height: int):
 
 
 def load_pixels(path: str | Path, cfg: RunConfig):
-    """The training tensor of an image: [1, 3, H, W] float32 in [-1, 1]."""
+    """The training tensor of an image: [1, 3, H, W] float32 in [-1, 1] (opened through the
+    run's read gate)."""
     import numpy as np
     import torch
     from PIL import Image
 
-    with Image.open(path) as im:
+    with readgate.for_config(cfg).open(path, "image") as f, Image.open(f) as im:
         im = im.convert("RGB")
     w, h = target_size(*im.size, cfg)
     im = cover_crop(im, w, h)
@@ -97,10 +105,12 @@ def with_trigger(caption: str, trigger: str) -> str:
 # ------------------------------------------------------------------------------------------
 # Reading
 # ------------------------------------------------------------------------------------------
-def _read_metadata(meta: Path) -> list[dict[str, Any]]:
+def _read_metadata(meta: Path, gate: readgate.ReadGate = readgate.UNRESTRICTED
+                   ) -> list[dict[str, Any]]:
     suffix = meta.suffix.lower()
     if suffix == ".csv":
-        with open(meta, newline="", encoding="utf-8-sig") as f:
+        with gate.open_text(meta, "dataset_metadata_path", encoding="utf-8-sig",
+                            newline="") as f:
             reader = csv.DictReader(f)
             columns = reader.fieldnames or []
             rows = list(reader)
@@ -110,14 +120,15 @@ def _read_metadata(meta: Path) -> list[dict[str, Any]]:
                                     f"{', '.join(columns) or 'none'}; allowed image,prompt)"])
         return rows
     if suffix == ".json":
-        data = json.loads(meta.read_text(encoding="utf-8"))
+        data = json.loads(gate.read_text(meta, "dataset_metadata_path"))
         if not isinstance(data, list):
             raise DatasetError([f"{meta}: expected a JSON list of objects with image and "
                                 f"prompt (got {type(data).__name__})"])
         return data
     if suffix == ".jsonl":
         rows = []
-        for i, line in enumerate(meta.read_text(encoding="utf-8").splitlines(), 1):
+        for i, line in enumerate(gate.read_text(meta, "dataset_metadata_path").splitlines(),
+                                 1):
             if line.strip():
                 try:
                     rows.append(json.loads(line))
@@ -128,18 +139,20 @@ def _read_metadata(meta: Path) -> list[dict[str, Any]]:
 
 
 def read_records(cfg: RunConfig) -> tuple[list[Record], list[str]]:
-    """(records, problems) of the dataset without opening images."""
+    """(records, problems) of the dataset without opening images (the metadata file and the
+    captions are read through the run's read gate)."""
+    gate = readgate.for_config(cfg)
     base = Path(cfg.dataset_base_path).expanduser()
-    if not cfg.dataset_base_path or not base.is_dir():
+    if not cfg.dataset_base_path or not gate.is_dir(base):
         return [], [f"dataset_base_path: folder not found (got {cfg.dataset_base_path!r})"]
     problems: list[str] = []
     records: list[Record] = []
     if cfg.dataset_metadata_path:
         meta = Path(cfg.dataset_metadata_path).expanduser()
-        if not meta.is_file():
+        if not gate.is_file(meta):
             return [], [f"dataset_metadata_path: file not found (got {str(meta)!r})"]
         try:
-            rows = _read_metadata(meta)
+            rows = _read_metadata(meta, gate)
         except DatasetError as e:
             return [], e.problems
         except (OSError, ValueError) as e:
@@ -160,30 +173,35 @@ def read_records(cfg: RunConfig) -> tuple[list[Record], list[str]]:
                     continue
                 image = image[0]
             prompt = "" if prompt is None else str(prompt)
-            records.append(Record((base / str(image)).resolve(),
+            # The path as the row names it, made absolute without following links: the
+            # gate resolves links when the image is opened.
+            records.append(Record(Path(os.path.abspath(base / str(image))),
                                   with_trigger(prompt, cfg.trigger_word) if prompt.strip()
-                                  else "", where, i))
+                                  else "", where, i, str(image)))
     else:
-        images = sorted(p for p in base.iterdir()
-                        if p.is_file() and p.suffix.lower() in IMAGE_EXTS)
+        images = [p for p in gate.list_dir(base, "dataset_base_path")
+                  if p.suffix.lower() in IMAGE_EXTS and (p.is_symlink() or gate.is_file(p))]
         if not images:
             problems.append(f"dataset_base_path: no images ({', '.join(IMAGE_EXTS)}) in "
                             f"{base} and no dataset_metadata_path")
         for p in images:
             txt = p.with_suffix(".txt")
-            if not txt.is_file():
+            if not gate.is_file(txt):
                 problems.append(f"{p.name}: caption file {txt.name} not found")
                 continue
-            caption = txt.read_text(encoding="utf-8", errors="replace")
-            records.append(Record(p.resolve(), with_trigger(caption, cfg.trigger_word)
-                                  if caption.strip() else "", p.name))
+            caption = gate.read_text(txt, "caption file", errors="replace")
+            records.append(Record(Path(os.path.abspath(p)),
+                                  with_trigger(caption, cfg.trigger_word)
+                                  if caption.strip() else "", p.name, None, p.name))
     if cfg.dataset_metadata_path and not records and not problems:
         problems.append(f"dataset_metadata_path: no rows in {cfg.dataset_metadata_path}")
     return records, problems
 
 
 def inspect_record(rec: Record, cfg: RunConfig) -> dict[str, Any]:
-    """One finding per record: level ok | error, message, sizes before/after resize."""
+    """One finding per record: level ok | error, message, sizes before/after resize.
+
+    An image outside the run's read roots is "not found", worded as for a missing file."""
     from PIL import Image, UnidentifiedImageError
 
     info: dict[str, Any] = {"level": "ok", "file": str(rec.image), "row": rec.row,
@@ -192,11 +210,13 @@ def inspect_record(rec: Record, cfg: RunConfig) -> dict[str, Any]:
     errs = []
     if not rec.prompt.strip():
         errs.append("empty caption")
-    if not rec.image.is_file():
-        errs.append(f"image not found: {rec.image}")
+    try:
+        f = readgate.for_config(cfg).open(rec.image, "image")
+    except OSError:  # missing, refused by the gate, a folder: one answer
+        errs.append(f"image not found (got {rec.name or rec.image.name!r})")
     else:
         try:
-            with Image.open(rec.image) as im:
+            with f, Image.open(f) as im:
                 im.load()
                 w, h = im.size
             info["original_size"] = [w, h]
@@ -206,7 +226,8 @@ def inspect_record(rec: Record, cfg: RunConfig) -> dict[str, Any]:
             else:
                 info["size"] = [tw, th]
         except (UnidentifiedImageError, OSError, ValueError) as e:
-            errs.append(f"cannot read image {rec.image.name}: {' '.join(str(e).split())}")
+            text = " ".join(str(e).replace(repr(f), repr(rec.image.name)).split())
+            errs.append(f"cannot read image {rec.image.name}: {text}")
     if errs:
         info["level"] = "error"
         info["message"] = f"{rec.where}: " + "; ".join(errs)

@@ -462,7 +462,8 @@ def file_url(path) -> str:
 def test_without_signing_in_there_is_nothing_but_the_login_page(app):
     anon = httpx.Client(base_url=app.url, timeout=30, trust_env=False)
     served = security.stage_download(
-        registry_file(app.runner, app.ids["bob"], "output/notes.txt", "bob"), app.workspace)
+        registry_file(app.runner, app.ids["bob"], "output/notes.txt", "bob"), app.workspace,
+        "bob")
     secrets_of_the_app = [*app.ids.values(), "list_runs", "start_run", "fetch_output",
                           str(app.workspace), "lora weights", "run notes 7c1f"]
 
@@ -556,11 +557,12 @@ def test_signed_in_users_get_no_file_outside_the_served_copies(app):
 
     # What a registry check handed out is served, to signed-in users.
     served = security.stage_download(
-        registry_file(app.runner, app.ids["bob"], "output/step-1.safetensors", "bob"), ws)
+        registry_file(app.runner, app.ids["bob"], "output/step-1.safetensors", "bob"), ws,
+        "bob")
     r = bob.get(file_url(served))
     assert r.status_code == 200 and r.content == b"lora weights"
     # A link planted among the served copies does not turn into a way out.
-    planted = security.served_dir(ws) / "planted"
+    planted = security.served_dir(ws) / "bob" / "planted"
     planted.mkdir()
     (planted / "db").symlink_to(ws / "zerolora.sqlite")
     assert bob.get(file_url(planted / "db")).status_code == 403

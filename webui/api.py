@@ -35,6 +35,7 @@ was wrong, one ``field: problem`` per line; the client raises it as ``AppError``
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -114,19 +115,24 @@ def parse_config(config: Any) -> dict:
     return data
 
 
-def build_config(config: Any, preset: str, workspace: Path):
-    """Validate ``preset`` + ``config`` into a RunConfig (every problem reported at once)."""
+def build_config(config: Any, preset: str, workspace: Path, user: str | None = None):
+    """Validate ``preset`` (a name among ``user``'s presets) + ``config`` into a RunConfig
+    (every problem reported at once)."""
     from backend import config as schema
 
     data: dict[str, Any] = {}
     preset = (preset or "").strip()
     if preset:
         # Names only: a path here would read any YAML file on the server.
-        known = dict(schema.list_presets(workspace))
+        owner = security.preset_owner(user)
+        known = dict(schema.list_presets(workspace, owner["user"]))
         if preset not in known:
             raise _Fail(f"preset: no preset with this name (got {preset!r}; allowed "
                         f"{' | '.join(sorted(known)) or 'none'})")
-        data, _ = schema.read_preset(known[preset], workspace)
+        try:
+            data, _ = schema.read_preset(preset, workspace, **owner)
+        except schema.ConfigError as e:
+            raise _Fail(str(e)) from None
     overrides = parse_config(config)
     overrides.pop("schema_version", None)
     data.update(overrides)
@@ -164,7 +170,10 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
 
     def checked_run(run_id: str, request: gr.Request) -> dict:
         try:
-            return security.get_run_checked(runner, run_id, who(request))
+            run = security.get_run_checked(runner, run_id, who(request))
+            # Progress, config and logs are read by path: none may lead out of the run.
+            security.check_run_reads(runner, run)
+            return run
         except security.AccessDenied as e:
             raise _Fail(str(e)) from None
 
@@ -172,7 +181,7 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
                   hub_token: str = "", request: gr.Request = None) -> dict:
         """Start a run from run options (YAML text or a mapping) on top of a preset."""
         user = who(request)
-        cfg = build_config(config, preset, workspace)
+        cfg = build_config(config, preset, workspace, user)
         # Which server paths this user's run may read (datasets, models, checkpoints):
         # refused before any run folder exists.
         problems = security.check_run_paths(cfg, user, workspace, models_dir=models_dir,
@@ -181,6 +190,9 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
             from backend.config import ConfigError
 
             raise _Fail(str(ConfigError(problems)))
+        # The stages themselves read only there (backend.readgate), whatever changes on disk.
+        cfg = security.with_read_policy(cfg, user, workspace, models_dir=models_dir,
+                                        runner=runner)
         secret_env = _secret_env(hub_token, cfg.download_source)
         try:
             run_id = runner.submit(cfg, owner=user, name=(name or "").strip() or None,
@@ -253,25 +265,32 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
                 request: gr.Request = None) -> dict:
         """New log text of a stage from byte ``offset`` (tokens redacted)."""
         run = checked_run(run_id, request)
+        stage = str(stage or "")
+        if not re.match(r"^[A-Za-z0-9_.-]{1,64}$", stage) or stage.startswith("."):
+            raise _Fail(f"stage: not a stage name (got {stage!r}; allowed "
+                        f"{', '.join(s['name'] for s in run.get('stages', [])) or 'none'})")
         try:
-            text, new_offset = runner.tail_log(run["id"], str(stage), int(offset or 0))
-        except Exception as e:  # noqa: BLE001
+            text, new_offset = security.read_run_text(runner, run["id"], f"logs/{stage}.log",
+                                                      who(request), int(offset or 0))
+        except (security.AccessDenied, ValueError, OSError) as e:
             raise _Fail(str(e)) from None
         return {"text": security.redact(text), "offset": new_offset}
 
-    def list_presets() -> list:
-        """Preset names usable as start_run's ``preset``."""
+    def list_presets(request: gr.Request = None) -> list:
+        """Preset names usable as start_run's ``preset`` (bundled, shared, your own)."""
         from backend.config import list_presets as presets
 
-        return [name for name, _ in presets(workspace)]
+        return [name for name, _ in presets(workspace, security.preset_owner(who(request))
+                                            ["user"])]
 
     def fetch_output(run_id: str, path: str, request: gr.Request = None):
         """Download one file of a run (``path`` relative to the run folder)."""
+        user = who(request)
         try:
-            real = security.registry_file(runner, run_id, path, who(request))
+            real = security.registry_file(runner, run_id, path, user)
         except security.AccessDenied as e:
             raise _Fail(str(e)) from None
-        return str(security.stage_download(real, workspace))
+        return str(security.stage_download(real, workspace, user))
 
     fns = {}
     for fn in (start_run, run_status, run_progress, stop_run, resume_run, list_runs,

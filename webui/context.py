@@ -47,7 +47,10 @@ class Ctx:
         if not run_id:
             return None
         try:
-            return security.get_run_checked(self.runner, str(run_id), self.owner(request))
+            run = security.get_run_checked(self.runner, str(run_id), self.owner(request))
+            # Its log, progress and config files are read by path: none may lead out.
+            security.check_run_reads(self.runner, run)
+            return run
         except security.AccessDenied:
             return None
 
@@ -92,7 +95,7 @@ class Ctx:
                                           self.owner(request))
         except (ValueError, security.AccessDenied) as e:
             raise gr.Error(f"file: not a file of run {run['id']} (got {str(path)!r})") from e
-        return str(security.stage_download(real, self.workspace))
+        return str(security.stage_download(real, self.workspace, self.owner(request)))
 
 
 def persistent_secret(workspace: Path) -> str:

@@ -84,13 +84,15 @@ def new_dataset_dir(workspace: Path, name: str, user: str | None = None) -> Path
     return folder
 
 
-def _extract_zip(src: Path, dest: Path) -> list[Path]:
+def _extract_zip(src: Path, dest: Path, max_bytes: int | None = None) -> list[Path]:
     """Unpack a zip with the hosting layer's hardened ``safe_extract_zip`` (no absolute
-    paths, no ``..``, no links, size and count limits; images and captions only)."""
-    from webui.security import UnsafeArchiveError, safe_extract_zip
+    paths, no ``..``, no links, size and count limits -- ``max_bytes``: the user's quota
+    left; images and captions only)."""
+    from webui.security import MAX_ZIP_BYTES, UnsafeArchiveError, safe_extract_zip
 
+    limit = MAX_ZIP_BYTES if max_bytes is None else max(0, min(max_bytes, MAX_ZIP_BYTES))
     try:
-        return list(safe_extract_zip(src, dest))
+        return list(safe_extract_zip(src, dest, max_total_bytes=limit))
     except UnsafeArchiveError as e:
         raise DatasetFolderError(str(e)) from None
 
@@ -106,6 +108,12 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
     if not uploads:
         raise DatasetFolderError("files: nothing uploaded (allowed images, .txt captions, "
                                  "metadata.csv or a .zip of them)")
+    from webui.security import quota
+
+    refused = quota.dataset_problems(datasets_root(workspace, user), user)
+    if refused:
+        raise DatasetFolderError("\n".join(refused))
+    limit = quota.upload_limit(datasets_root(workspace, user), user)
     folder = new_dataset_dir(workspace, name, user)
     notes: list[str] = []
     try:
@@ -114,7 +122,8 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
             if src.suffix.lower() == ".zip":
                 staging = folder / ".unpack"
                 staging.mkdir()
-                _extract_zip(src, staging)
+                left = None if limit is None else limit - quota.folder_bytes(folder)
+                _extract_zip(src, staging, left)
                 tops = [p for p in staging.iterdir()]
                 root = tops[0] if len(tops) == 1 and tops[0].is_dir() else staging
                 for p in sorted(root.rglob("*")):
@@ -127,6 +136,9 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
                         notes.append(f"{p.name}: skipped (not an image or caption file)")
                 shutil.rmtree(staging)
             elif src.suffix.lower() in ALLOWED_UPLOADS:
+                if limit is not None and quota.folder_bytes(folder) + src.stat().st_size > limit:
+                    raise DatasetFolderError(f"files: the upload is larger than your quota "
+                                             f"allows (allowed up to {limit} bytes)")
                 shutil.copyfile(src, folder / _clean_name(src.name))
             else:
                 notes.append(f"{src.name}: skipped (allowed {', '.join(ALLOWED_UPLOADS)}, .zip)")
@@ -142,10 +154,13 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
             meta = str(folder / candidate)
             break
     images = [p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_EXTS]
-    if not images:
+    problems = [] if images else [f"files: no images among the uploads (allowed "
+                                  f"{', '.join(IMAGE_EXTS)})"]
+    # An upload is self-contained: its metadata names files of the upload only.
+    problems += _outside_rows(folder, Path(meta)) if meta else []
+    if problems:  # refused as a whole: nothing of it stays on disk
         shutil.rmtree(folder, ignore_errors=True)
-        raise DatasetFolderError(f"files: no images among the uploads (allowed "
-                                 f"{', '.join(IMAGE_EXTS)})")
+        raise DatasetFolderError("\n".join(problems))
     if meta is None:
         for img in images:
             txt = img.with_suffix(".txt")
@@ -154,6 +169,26 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
                 notes.append(f"{img.name}: no caption yet (an empty {txt.name} was created; "
                              f"write one in the table)")
     return folder, meta, notes
+
+
+def _outside_rows(folder: Path, meta: Path) -> list[str]:
+    """Rows of an uploaded metadata file that name a file outside the upload's folder (the
+    first one, worded without saying whether that file exists)."""
+    root = Path(os.path.realpath(folder))
+    try:
+        rows = _read_rows(meta)
+    except (OSError, ValueError, DatasetFolderError, csv.Error) as e:
+        return [f"{meta.name}: cannot read ({type(e).__name__}; allowed image,prompt rows)"]
+    for i, row in enumerate(rows, 1):
+        values = row.get(IMAGE_KEY) if isinstance(row, dict) else None
+        for value in values if isinstance(values, list) else [values]:
+            if not isinstance(value, str) or not value:
+                continue
+            real = Path(os.path.realpath(root / os.path.expanduser(value)))
+            if not (real == root or root in real.parents):
+                return [f"{meta.name} row {i}: names a file outside this upload (got "
+                        f"{value!r}; allowed paths of files in the upload, e.g. a.png)"]
+    return []
 
 
 def _clean_name(name: str) -> str:

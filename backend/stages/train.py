@@ -177,7 +177,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
         records = check_dataset(cfg)
     else:
         from backend.cache import CachedDataset, check_cache
-        check_cache(cfg.dataset_base_path)
+        from backend.readgate import for_config as read_gate
+        check_cache(cfg.dataset_base_path, read_gate(cfg))
         if cfg.dataset_metadata_path:
             log(f"[train] sft:train reads the stage-1 cache in {cfg.dataset_base_path}; "
                 f"dataset_metadata_path is not used")
@@ -235,7 +236,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     if one_shot:
         dataset = ImageDataset(records, cfg, repeat=cfg.dataset_repeat)
     else:
-        dataset = CachedDataset(cfg.dataset_base_path, repeat=cfg.dataset_repeat)
+        dataset = CachedDataset(cfg.dataset_base_path, repeat=cfg.dataset_repeat,
+                                gate=read_gate(cfg))
     # accelerate shards the loader across the processes it knows of; the rest we do here.
     shard = world // accelerator.num_processes
     sampler = EpochSampler(len(dataset), cfg.seed, rank if shard > 1 else 0, shard)

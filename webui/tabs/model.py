@@ -6,6 +6,7 @@ import gradio as gr
 
 from backend.config import (ConfigError, RunConfig, diff_configs, list_presets, load_preset,
                             save_preset, validate)
+from webui import security
 from webui.context import Ctx
 from webui.i18n import T
 
@@ -17,15 +18,16 @@ def base_config(ctx: Ctx) -> RunConfig:
     return RunConfig(models_dir=str(ctx.models_dir)) if ctx.models_dir else RunConfig()
 
 
-def preset_names(ctx: Ctx) -> list[str]:
-    return list(dict.fromkeys(name for name, _ in list_presets(ctx.workspace)))
+def preset_names(ctx: Ctx, user: str | None = None) -> list[str]:
+    return list(dict.fromkeys(name for name, _ in list_presets(ctx.workspace, user)))
 
 
-def preset_config(ctx: Ctx, name: str | None) -> dict:
+def preset_config(ctx: Ctx, name: str | None, user: str | None = None) -> dict:
     """The full config dict a preset gives (schema defaults under the preset's values)."""
     if not name:
         return base_config(ctx).to_dict()
-    return load_preset(name, ctx.workspace, base=base_config(ctx)).to_dict()
+    return load_preset(name, ctx.workspace, base=base_config(ctx),
+                       **security.preset_owner(user)).to_dict()
 
 
 def initial_config(ctx: Ctx) -> tuple[str | None, dict]:
@@ -42,8 +44,6 @@ TOKEN_ENV = {"huggingface": "HF_TOKEN", "modelscope": "MODELSCOPE_API_TOKEN"}
 
 def secret_env(token: str | None, download_source: str | None) -> dict[str, str] | None:
     """The run's in-memory environment for a typed hub token (None without one)."""
-    from webui import security
-
     token = (token or "").strip()
     if not token:
         return None
@@ -89,6 +89,8 @@ def create_ui(ctx: Ctx) -> None:
                                            placeholder=T("model.save_name_ph"),
                                            elem_id="preset-save-name", scale=3)
         c["preset_save"] = gr.Button(T("model.save"), elem_id="preset-save", scale=1)
+    c["preset_shared"] = gr.Checkbox(False, label="Share with every user (admins only)",
+                                     elem_id="preset-shared")
     with gr.Accordion(T("model.diff"), open=True):
         c["preset_diff"] = gr.Markdown("", elem_id="preset-diff")
 
@@ -96,10 +98,10 @@ def create_ui(ctx: Ctx) -> None:
 def bind_events(ctx: Ctx) -> None:
     c, form = ctx.c, ctx.form
 
-    def load(data: dict):
+    def load(data: dict, request: gr.Request):
         name = data[c["preset"]]
         try:
-            cfg = preset_config(ctx, name)
+            cfg = preset_config(ctx, name, ctx.owner(request))
         except ConfigError as e:
             return {c["preset_msg"]: "✗ " + "  \n".join(e.problems)}
         return {**form.to_updates(form.full_config(cfg)), c["loaded"]: cfg,
@@ -111,27 +113,30 @@ def bind_events(ctx: Ctx) -> None:
     for trigger in (c["preset"].input, c["preset_load"].click):
         trigger(load, inputs={c["preset"]}, outputs=outputs, api_visibility="private")
 
-    def presets_now(data: dict):
+    def presets_now(data: dict, request: gr.Request):
         """Presets saved since the app started (in any session) show up on page load."""
-        names = preset_names(ctx)
+        names = preset_names(ctx, ctx.owner(request))
         value = data[c["preset"]]
         return gr.Dropdown(choices=names, value=value if value in names else None)
 
     c["demo"].load(presets_now, inputs={c["preset"]}, outputs=[c["preset"]],
                    show_progress="hidden", api_visibility="private")
 
-    def save(data: dict):
+    def save(data: dict, request: gr.Request):
         name = (data[c["preset_save_name"]] or "").strip()
+        user = ctx.owner(request)
         cfg_dict, problems = form.to_config(data)
         if problems:
             return {c["preset_msg"]: "✗ " + "  \n".join(problems)}
         try:
             cfg = validate(cfg_dict, require_inputs=False)
-            path = save_preset(cfg, name, ctx.workspace, base=base_config(ctx))
+            path = save_preset(cfg, name, ctx.workspace, base=base_config(ctx),
+                               shared=bool(data[c["preset_shared"]]),
+                               **security.preset_owner(user))
         except ConfigError as e:
             return {c["preset_msg"]: "✗ " + "  \n".join(e.problems)}
         return {c["preset_msg"]: f"✓ Saved preset **{name}** ({path.name}).",
-                c["preset"]: gr.Dropdown(choices=preset_names(ctx), value=name),
+                c["preset"]: gr.Dropdown(choices=preset_names(ctx, user), value=name),
                 c["loaded"]: cfg.to_dict(), c["loaded_name"]: name,
                 c["preset_diff"]: diff_markdown(cfg.to_dict(), cfg_dict, name)}
 
@@ -151,7 +156,8 @@ def bind_events(ctx: Ctx) -> None:
                       outputs=list(form.components.values()) + [c["family_shown"]],
                       api_visibility="private")
 
-    c["preset_save"].click(save, inputs=form.inputs | {c["preset_save_name"]},
+    c["preset_save"].click(save, inputs=form.inputs | {c["preset_save_name"],
+                                                       c["preset_shared"]},
                            outputs=[c["preset_msg"], c["preset"], c["loaded"],
                                     c["loaded_name"], c["preset_diff"]],
                            api_visibility="private")

@@ -337,6 +337,8 @@ def bind_events(ctx: Ctx) -> None:
         if paths:
             return {c["run_msg"]: f"✗ Not started: {len(paths)} path(s) not allowed.",
                     c["run_problems"]: "\n".join(f"- `{p}`" for p in paths)}
+        cfg = security.with_read_policy(cfg, ctx.owner(request), ctx.workspace,
+                                        models_dir=ctx.models_dir, runner=ctx.runner)
         env = secret_env(data[c["hub_token"]], cfg.download_source)
         try:
             run_id = ctx.runner.submit(cfg, owner=ctx.owner(request),
