@@ -37,19 +37,20 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import gradio as gr
 import yaml
 
-from webui import security
+from backend.config import ConfigError
+from webui import security, services
 
 __all__ = ["add_api_endpoints", "ENDPOINTS"]
 
 ENDPOINTS = ("start_run", "run_status", "run_progress", "stop_run", "resume_run", "list_runs",
              "list_outputs", "fetch_output", "run_log", "list_presets")
 # Which environment variable carries a token for each download source.
-TOKEN_ENV = {"huggingface": "HF_TOKEN", "modelscope": "MODELSCOPE_API_TOKEN"}
 RUN_FIELDS = ("id", "name", "owner", "status", "created_at", "started_at", "ended_at",
               "failure_reason", "stop_reason", "note", "attempt", "current_stage", "gpu_ids")
 
@@ -142,15 +143,6 @@ def build_config(config: Any, preset: str, workspace: Path, user: str | None = N
         raise _Fail(str(e)) from None
 
 
-def _secret_env(token: str, download_source: str | None) -> dict[str, str] | None:
-    """The run's in-memory environment for a typed token (None without one)."""
-    token = (token or "").strip()
-    if not token:
-        return None
-    security.remember_secret(token)
-    return {TOKEN_ENV.get(download_source or "", "HF_TOKEN"): token}
-
-
 def add_api_endpoints(runner, workspace: str | os.PathLike,
                       user_getter: Callable[[Any], str | None] | None = None,
                       models_dir: str | os.PathLike | None = None) -> dict[str, Any]:
@@ -161,6 +153,7 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
     """
     workspace = Path(workspace).expanduser().resolve()
     get_user = user_getter or security.user_of
+    where = SimpleNamespace(runner=runner, workspace=workspace, models_dir=models_dir)
 
     def who(request: gr.Request) -> str | None:
         try:
@@ -182,23 +175,10 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
         """Start a run from run options (YAML text or a mapping) on top of a preset."""
         user = who(request)
         cfg = build_config(config, preset, workspace, user)
-        # Which server paths this user's run may read (datasets, models, checkpoints):
-        # refused before any run folder exists.
-        problems = security.check_run_paths(cfg, user, workspace, models_dir=models_dir,
-                                            runner=runner)
-        if problems:
-            from backend.config import ConfigError
-
-            raise _Fail(str(ConfigError(problems)))
-        # The stages themselves read only there (backend.readgate), whatever changes on disk.
-        cfg = security.with_read_policy(cfg, user, workspace, models_dir=models_dir,
-                                        runner=runner)
-        secret_env = _secret_env(hub_token, cfg.download_source)
         try:
-            run_id = runner.submit(cfg, owner=user, name=(name or "").strip() or None,
-                                   **({"secret_env": secret_env} if secret_env else {}))
-        except Exception as e:  # noqa: BLE001 - RunnerError and disk refusals, for people
-            raise _Fail(security.redact(str(e))) from None
+            run_id = services.start_run(where, cfg, user, name=name, hub_token=hub_token)
+        except services.Refused as e:
+            raise _Fail(str(ConfigError(e.problems)) if e.problems else e.headline) from None
         run = runner.get_run(run_id)
         return {"run_id": run_id, "status": run["status"], "name": run.get("name"),
                 "owner": run.get("owner")}
@@ -232,19 +212,10 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
     def resume_run(run_id: str, hub_token: str = "", request: gr.Request = None) -> dict:
         """Continue a stopped or failed run (training from its saved state)."""
         run = checked_run(run_id, request)
-        # Checked again: the run's files or the folders it reads may have changed since.
-        problems = security.check_resume_paths(runner, run, who(request), workspace,
-                                               models_dir=models_dir)
-        if problems:
-            from backend.config import ConfigError
-
-            raise _Fail(str(ConfigError(problems)))
-        source = (yaml.safe_load(run.get("config_yaml") or "") or {}).get("download_source")
-        secret_env = _secret_env(hub_token, source if isinstance(source, str) else None)
         try:
-            runner.resume(run["id"], **({"secret_env": secret_env} if secret_env else {}))
-        except Exception as e:  # noqa: BLE001
-            raise _Fail(security.redact(str(e))) from None
+            services.resume_run(where, run, who(request), hub_token=hub_token)
+        except services.Refused as e:
+            raise _Fail(str(ConfigError(e.problems)) if e.problems else e.headline) from None
         return _summary(runner.get_run(run["id"]))
 
     def list_runs(request: gr.Request = None) -> list:

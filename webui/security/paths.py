@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from backend.rundir import RunDir
 from backend.readgate import inside as _inside
 from backend.readgate import under_any as _under_any
 from webui.auth.passwords import USER_NAME
@@ -419,19 +420,20 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
         _, run_dir = _run_folder(runner, run)
     except AccessDenied as e:
         return [f"run_dir: {e}"]
-    yaml_file = Path(run["run_dir"]) / "run.yaml"
+    yaml_file = RunDir.of(run).run_yaml
+    name = yaml_file.name
     if os.path.lexists(yaml_file) and (yaml_file.is_symlink() or not yaml_file.is_file()):
-        return [f"run.yaml: not a regular file of run {run['id']} (got a link or special "
+        return [f"{name}: not a regular file of run {run['id']} (got a link or special "
                 f"file; allowed the file its plan wrote)"]
     try:
         text = yaml_file.read_text(encoding="utf-8") if yaml_file.is_file() else \
             run.get("config_yaml") or ""
         data = yaml.safe_load(text) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        return [f"run.yaml: cannot be read ({type(e).__name__}; allowed the file its plan "
+        return [f"{name}: cannot be read ({type(e).__name__}; allowed the file its plan "
                 f"wrote)"]
     if not isinstance(data, dict):
-        return [f"run.yaml: not a mapping of run options (got {type(data).__name__})"]
+        return [f"{name}: not a mapping of run options (got {type(data).__name__})"]
     data = dict(data)
     # The read policy the server gave the run at its start (the resumed stages keep it).
     data.pop("read_roots", None)

@@ -19,12 +19,13 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable
 
+from backend import rundir
 from backend.readgate import inside as _inside
 from webui.security.access import AccessDenied, get_run_checked
 
 DB_NAMES = ("zerolora.sqlite", "zerolora.sqlite-wal", "zerolora.sqlite-shm",
             "zerolora.sqlite-journal")
-DOWNLOADS_DIR = "downloads"
+DOWNLOADS_DIR = rundir.DOWNLOADS
 SERVED_DIR = "served"          # {workspace}/downloads/served: the only launch allowed_path
 SERVED_TTL_S = 3600.0
 
@@ -52,8 +53,8 @@ def _run_folder(runner: Any, run: dict) -> tuple[Path, Path]:
     run_dir_raw = Path(run["run_dir"])
     run_dir = run_dir_raw.resolve()
     # A run folder that is a link (e.g. swapped for one to /) is not trusted.
-    if run_dir_raw.is_symlink() or (run_dir_raw.parent == workspace / "runs"
-                                    and not _inside(run_dir, workspace / "runs")):
+    runs = rundir.runs_root(workspace)
+    if run_dir_raw.is_symlink() or (run_dir_raw.parent == runs and not _inside(run_dir, runs)):
         raise AccessDenied(f"run {run['id']}: its folder is a link; refused")
     if _inside(workspace, run_dir):
         # A "run folder" that holds the whole workspace (history, other runs) is not one.
@@ -92,7 +93,9 @@ def registry_file(runner: Any, run_id: str, relpath: str | os.PathLike, user: st
 
 # The files the pages and the API read for a user besides downloads: the progress events,
 # the run's config, the samples index and the stage logs.
-RUN_READS = ("progress.jsonl", "run.yaml", "samples/index.json")
+_READS = rundir.RunDir(".")
+RUN_READS = tuple(p.as_posix() for p in (_READS.progress, _READS.run_yaml,
+                                         _READS.samples_index))
 
 
 def check_run_reads(runner: Any, run: dict) -> None:
@@ -101,15 +104,16 @@ def check_run_reads(runner: Any, run: dict) -> None:
     ``runner.tail_log`` and the logs/configs zips read them by path. ``webui.context``'s
     ``Ctx.run`` and the API call this for every run they hand to a page or a script."""
     _, run_dir = _run_folder(runner, run)
-    logs = run_dir / "logs"
-    names = [*RUN_READS, "logs"] + ([f"logs/{n}" for n in sorted(os.listdir(logs))]
-                                    if logs.is_dir() and not logs.is_symlink() else [])
+    logs = rundir.RunDir(run_dir).logs
+    logs_rel = logs.name
+    names = [*RUN_READS, logs_rel] + ([f"{logs_rel}/{n}" for n in sorted(os.listdir(logs))]
+                                      if logs.is_dir() and not logs.is_symlink() else [])
     for rel in names:
         path = run_dir / rel
         if not os.path.lexists(path):
             continue
         real = Path(os.path.realpath(path))
-        if not _inside(real, run_dir) or (path.is_symlink() and rel == "logs"):
+        if not _inside(real, run_dir) or (path.is_symlink() and rel == logs_rel):
             raise AccessDenied(f"run {run['id']}: {rel} is a link out of its folder; refused")
 
 

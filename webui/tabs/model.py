@@ -39,16 +39,6 @@ def initial_config(ctx: Ctx) -> tuple[str | None, dict]:
         return None, base_config(ctx).to_dict()
 
 
-TOKEN_ENV = {"huggingface": "HF_TOKEN", "modelscope": "MODELSCOPE_API_TOKEN"}
-
-
-def secret_env(token: str | None, download_source: str | None) -> dict[str, str] | None:
-    """The run's in-memory environment for a typed hub token (None without one)."""
-    token = (token or "").strip()
-    if not token:
-        return None
-    security.remember_secret(token)  # hidden in any log text the UI shows
-    return {TOKEN_ENV.get(download_source or "", "HF_TOKEN"): token}
 
 
 def diff_markdown(loaded: dict | None, current: dict, name: str | None) -> str:

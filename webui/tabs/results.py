@@ -7,7 +7,7 @@ import gradio as gr
 
 from backend.config import ConfigError
 from backend.runner import RunnerError
-from webui import jobs
+from webui import jobs, services
 from webui.context import TERMINAL, Ctx
 from webui.form import from_widget_value, to_widget_value
 from webui.i18n import T
@@ -141,13 +141,10 @@ def bind_events(ctx: Ctx) -> None:
         if problems:
             return {c["res_status"]: "✗ " + "  \n".join(problems)}
         try:
-            job = jobs.submit_render(ctx.runner, run, settings,
-                                     list(data[c["res_checkpoints"]] or []),
-                                     ctx.owner(request))
-        except ConfigError as e:
-            return {c["res_status"]: "✗ " + "  \n".join(e.problems)}
-        except (RunnerError, ValueError, OSError) as e:
-            return {c["res_status"]: f"✗ {e}"}
+            job = services.render(ctx, run, settings, list(data[c["res_checkpoints"]] or []),
+                                  ctx.owner(request))
+        except services.Refused as e:
+            return {c["res_status"]: "✗ " + "  \n".join(e.problems or [e.headline])}
         return {c["res_status"]: f"○ Rendering (job `{job}`)… the grid fills in when it ends.",
                 c["res_render_state"]: {"job": job, "run": run["id"]},
                 c["res_timer"]: gr.Timer(active=True)}

@@ -16,10 +16,9 @@ import pandas as pd
 
 from backend.diagnose import clean_lines
 from backend.runner import RunnerError
-from webui import jobs, security
+from webui import jobs, security, services
 from webui.context import TERMINAL, Ctx, gpu_memory_text, human_seconds
 from webui.i18n import T
-from webui.tabs.model import secret_env
 
 TICK_S = 1.0
 LOG_KEEP_BYTES = 256 * 1024
@@ -332,20 +331,12 @@ def bind_events(ctx: Ctx) -> None:
             return {c["run_msg"]: f"✗ Not started: {len(problems)} problem(s) in the form. "
                     f"Each is shown next to its field (tabs Model, Dataset, Training).",
                     c["run_problems"]: "\n".join(f"- `{p}`" for p in problems)}
-        paths = security.check_run_paths(cfg, ctx.owner(request), ctx.workspace,
-                                         models_dir=ctx.models_dir, runner=ctx.runner)
-        if paths:
-            return {c["run_msg"]: f"✗ Not started: {len(paths)} path(s) not allowed.",
-                    c["run_problems"]: "\n".join(f"- `{p}`" for p in paths)}
-        cfg = security.with_read_policy(cfg, ctx.owner(request), ctx.workspace,
-                                        models_dir=ctx.models_dir, runner=ctx.runner)
-        env = secret_env(data[c["hub_token"]], cfg.download_source)
         try:
-            run_id = ctx.runner.submit(cfg, owner=ctx.owner(request),
-                                       name=cfg.run_name or None,
-                                       **({"secret_env": env} if env else {}))
-        except (RunnerError, ValueError, OSError) as e:
-            return {c["run_msg"]: f"✗ Not started: {security.redact(str(e))}"}
+            run_id = services.start_run(ctx, cfg, ctx.owner(request), name=cfg.run_name,
+                                        hub_token=data[c["hub_token"]])
+        except services.Refused as e:
+            return {c["run_msg"]: f"✗ Not started: {e.headline}.",
+                    c["run_problems"]: "\n".join(f"- `{p}`" for p in e.problems)}
         return follow(run_id, f"Started run `{run_id}`.")
 
     c["run_start"].click(start, inputs=form.inputs | {c["hub_token"]}, outputs=follow_outputs,
@@ -373,17 +364,12 @@ def bind_events(ctx: Ctx) -> None:
         run = ctx.run(data[c["run_id"]], request)
         if run is None:
             return {c["run_msg"]: "No run to resume."}
-        paths = security.check_resume_paths(ctx.runner, run, ctx.owner(request), ctx.workspace,
-                                            models_dir=ctx.models_dir)
-        if paths:
-            return {c["run_msg"]: f"✗ Not resumed: {len(paths)} path(s) not allowed.",
-                    c["run_problems"]: "\n".join(f"- `{p}`" for p in paths)}
-        source = jobs.run_config(run).get("download_source")
-        env = secret_env(data[c["hub_token"]], source if isinstance(source, str) else None)
         try:
-            run_id = ctx.runner.resume(run["id"], **({"secret_env": env} if env else {}))
-        except RunnerError as e:
-            return {c["run_msg"]: f"✗ {security.redact(str(e))}"}
+            run_id = services.resume_run(ctx, run, ctx.owner(request),
+                                         hub_token=data[c["hub_token"]])
+        except services.Refused as e:
+            return {c["run_msg"]: f"✗ Not resumed: {e.headline}.",
+                    c["run_problems"]: "\n".join(f"- `{p}`" for p in e.problems)}
         return follow(run_id, f"Resumed run `{run_id}` from its saved state.")
 
     c["run_resume"].click(resume, inputs={c["run_id"], c["hub_token"]}, outputs=follow_outputs,

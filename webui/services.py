@@ -1,0 +1,101 @@
+"""Start, resume and render: written once for the tabs and the API.
+
+Each checks what the signed-in user may read before anything is queued, gives the run the
+read policy its stages enforce (``backend.readgate``), hands a typed hub token to the run's
+stages only (never a file or the history), and refuses with ``Refused``: a headline and the
+problems, one per field, for each surface to show its own way.
+
+    run_id = start_run(ctx, cfg, user, name=..., hub_token=...)
+    run_id = resume_run(ctx, run, user, hub_token=...)
+    job_id = render(ctx, run, settings, checkpoint_names, user)
+
+``ctx`` is anything with ``runner``, ``workspace`` and ``models_dir`` (the tabs' ``Ctx``, the
+API's closure).
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import yaml
+
+from backend.config import ConfigError, RunConfig
+from backend.jobs.runner import RunnerError
+from webui import security
+
+# The environment variable each download source reads its token from.
+TOKEN_ENV = {"huggingface": "HF_TOKEN", "modelscope": "MODELSCOPE_API_TOKEN"}
+
+
+class Where(Protocol):
+    runner: Any
+    workspace: Any
+    models_dir: Any
+
+
+class Refused(Exception):
+    """Nothing was queued: ``headline`` says why, ``problems`` name the fields."""
+
+    def __init__(self, headline: str, problems: list[str] | None = None):
+        self.headline, self.problems = headline, list(problems or [])
+        super().__init__("\n".join([headline] + [f"  {p}" for p in self.problems]))
+
+
+def secret_env(token: str | None, download_source: str | None) -> dict[str, str] | None:
+    """The run's in-memory environment for a typed hub token (None without one); the
+    token is hidden from any log text shown from now on."""
+    token = (token or "").strip()
+    if not token:
+        return None
+    security.remember_secret(token)
+    return {TOKEN_ENV.get(download_source or "", "HF_TOKEN"): token}
+
+
+def _env_kwargs(env: dict[str, str] | None) -> dict[str, Any]:
+    return {"secret_env": env} if env else {}
+
+
+def start_run(where: Where, cfg: RunConfig, user: str | None, *, name: str | None = None,
+              hub_token: str | None = None) -> str:
+    """Queue ``cfg`` as ``user``'s run; returns its id."""
+    problems = security.check_run_paths(cfg, user, where.workspace,
+                                        models_dir=where.models_dir, runner=where.runner)
+    if problems:
+        raise Refused(f"{len(problems)} path(s) not allowed", problems)
+    cfg = security.with_read_policy(cfg, user, where.workspace, models_dir=where.models_dir,
+                                    runner=where.runner)
+    env = secret_env(hub_token, cfg.download_source)
+    try:
+        return where.runner.submit(cfg, owner=user, name=(name or "").strip() or None,
+                                   **_env_kwargs(env))
+    except (RunnerError, ValueError, OSError) as e:
+        raise Refused(security.redact(str(e))) from None
+
+
+def resume_run(where: Where, run: dict, user: str | None, *,
+               hub_token: str | None = None) -> str:
+    """Re-queue a stopped or failed run from its saved state (its paths checked again:
+    the files or the folders it reads may have changed since)."""
+    problems = security.check_resume_paths(where.runner, run, user, where.workspace,
+                                           models_dir=where.models_dir)
+    if problems:
+        raise Refused(f"{len(problems)} path(s) not allowed", problems)
+    source = (yaml.safe_load(run.get("config_yaml") or "") or {}).get("download_source")
+    env = secret_env(hub_token, source if isinstance(source, str) else None)
+    try:
+        return where.runner.resume(run["id"], **_env_kwargs(env))
+    except (RunnerError, ValueError, OSError) as e:
+        raise Refused(security.redact(str(e))) from None
+
+
+def render(where: Where, run: dict, settings: dict[str, Any], names: list[str],
+           user: str | None) -> str:
+    """Queue a render of ``run``'s checkpoints ``names`` with ``settings`` (sample_*
+    fields); returns the job's id."""
+    from webui import jobs
+
+    try:
+        return jobs.submit_render(where.runner, run, settings, list(names), user)
+    except ConfigError as e:
+        raise Refused("invalid sample settings", e.problems) from None
+    except (RunnerError, ValueError, OSError) as e:
+        raise Refused(security.redact(str(e))) from None
