@@ -323,7 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.lang:
         os.environ["ZEROLORA_LANG"] = args.lang
     security.configure(auth_enabled=creds is not None, admins=args.admin)
-    security.configure_quotas(**quota_settings(args))
+    try:
+        security.configure_quotas(**quota_settings(args))
+    except ValueError as e:
+        say(str(e))
+        return EXIT_UNSAFE
     # Forwarded client addresses count only from the proxies named here (uvicorn reads it).
     os.environ["FORWARDED_ALLOW_IPS"] = ",".join(args.trusted_proxy)
     return serve(args, workspace, models_dir, creds)
@@ -335,7 +339,7 @@ def quota_settings(args: argparse.Namespace) -> dict:
                 for name, value in vars(args).items()
                 if (name.startswith("quota_") or name == "upload_ttl_hours") and value <= 0]
     if problems:
-        raise SystemExit("[zerolora] " + "; ".join(problems))
+        raise ValueError("; ".join(problems))
     return {"upload_bytes": int(args.quota_upload_mb * (1 << 20)),
             "datasets_bytes": int(args.quota_datasets_gb * (1 << 30)),
             "datasets_count": args.quota_datasets,

@@ -24,13 +24,16 @@ Endpoints (all take ``run_id`` as text where they concern one run):
   ``/list_outputs(run_id) -> list[{file, bytes}]``;
   ``/fetch_output(run_id, path) -> file`` (``path``: a listed ``file``; the client downloads
   it and returns its local path);
-  ``/run_log(run_id, stage, offset) -> {text, offset}`` (tokens redacted);
-  ``/list_presets() -> list``.
+  ``/run_log(run_id, stage, offset) -> {text, offset}`` (tokens redacted; read through the
+  run registry like downloads);
+  ``/list_presets() -> list`` (bundled, shared and the caller's own presets).
 
 Refusals (unknown or someone else's run, paths outside the run, bad configs, and -- with
 sign-in on, for non-admins -- server paths outside the user's datasets, the models folder
 and their own runs: ``security.check_run_paths``) raise an error whose message says what
-was wrong, one ``field: problem`` per line; the client raises it as ``AppError``.
+was wrong, one ``field: problem`` per line; the client raises it as ``AppError``. A
+non-admin's run is started with its read policy (``security.with_read_policy``): its stages
+open files only inside that user's folders (``backend.readgate``).
 """
 from __future__ import annotations
 

@@ -82,7 +82,8 @@ class Ctx:
 
         ``security.registry_file`` checks that it is a regular file inside the folder of a
         run this user may read (after resolving links); ``security.stage_download`` hands
-        out a link to it under a random name in the only folder gradio may serve from.
+        out a link to it under a random name in this user's folder of the served downloads
+        (only they may fetch it, for an hour).
         """
         run = self.run(run_id, request)
         if run is None:

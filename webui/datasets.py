@@ -8,7 +8,9 @@ Who may touch which folder (``webui.security``): every function here takes the s
 ``user`` (None with sign-in off) and the ``workspace``. With sign-in on, uploads go under
 ``{workspace}/datasets/<user>/`` (``security.user_dataset_root``), where that user's runs
 may read them; a non-admin reads captions and thumbnails only where their runs may read
-(``security.check_dataset_paths``) and writes captions only under their own folder. A
+(``security.check_dataset_paths``) and writes captions only under their own folder. An
+upload is refused as a whole, leaving nothing on disk, when it is unsafe, larger than the
+user's quota (``security.quota``) or when its metadata names a file outside the upload. A
 refusal is a ``DatasetFolderError`` whose text names the field and what is allowed.
 """
 from __future__ import annotations

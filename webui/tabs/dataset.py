@@ -11,7 +11,7 @@ from pathlib import Path
 import gradio as gr
 
 from backend.config import ConfigError, validate
-from webui import datasets
+from webui import datasets, security
 from webui.context import Ctx
 from webui.i18n import T
 
@@ -149,7 +149,9 @@ def bind_events(ctx: Ctx) -> None:
         if refused:  # the check reads every image and caption: not outside your folders
             return {c["data_msg"]: "✗ " + "  \n".join(refused),
                     c["data_report"]: gr.Dataframe(visible=False)}
-        findings = validate_dataset(cfg)
+        cfg = security.with_read_policy(cfg, ctx.owner(request), ctx.workspace,
+                                        models_dir=ctx.models_dir, runner=ctx.runner)
+        findings = validate_dataset(cfg)  # every file through the read gate
         bad = [f for f in findings if f["level"] != "ok"]
         rows = [[("✗ " if f["level"] != "ok" else "✓ ") + f["level"], f.get("where") or "",
                  "×".join(map(str, f["size"])) if f.get("size") else "",
