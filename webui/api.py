@@ -47,6 +47,7 @@ import gradio as gr
 import yaml
 
 from backend.config import ConfigError
+from backend.rundir import RunDir
 from webui import security, services
 
 __all__ = ["add_api_endpoints", "ENDPOINTS"]
@@ -244,7 +245,7 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
             raise _Fail(f"stage: not a stage name (got {stage!r}; allowed "
                         f"{', '.join(s['name'] for s in run.get('stages', [])) or 'none'})")
         try:
-            text, new_offset = security.read_run_text(runner, run["id"], f"logs/{stage}.log",
+            text, new_offset = security.read_run_text(runner, run["id"], RunDir.log_relpath(stage),
                                                       who(request), int(offset or 0))
         except (security.AccessDenied, ValueError, OSError) as e:
             raise _Fail(str(e)) from None

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backend.rundir import RunDir
 from webui.security.access import is_admin, policy
 
 
@@ -109,7 +110,7 @@ def cache_problems(runner: Any, user: str | None) -> list[str]:
     except Exception:  # noqa: BLE001 - no registry: nothing to count
         return []
     for run in runs:
-        cache = Path(run.get("run_dir") or "") / "cache"
+        cache = RunDir(run.get("run_dir") or "").cache
         if run.get("owner") == user and cache.is_dir() and not cache.is_symlink():
             total += folder_bytes(cache, q.cache_bytes)
             if total > q.cache_bytes:

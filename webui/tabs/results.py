@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gradio as gr
 
-from backend.config import ConfigError
 from backend.runner import RunnerError
 from webui import jobs, services
 from webui.context import TERMINAL, Ctx
