@@ -73,6 +73,19 @@ class RunnerError(RuntimeError):
     """A request the runner refuses; the message is meant for people."""
 
 
+def check_before_start(cfg: "RunConfig") -> None:
+    """What a config's stages will need from the model, checked before any stage starts:
+    the LoRA target names against the trained component's modules. Raises ConfigError."""
+    if "train" not in cfg.stages:
+        return
+    from backend.config import ConfigError
+    from backend.lora import target_module_problems
+
+    problems = target_module_problems(cfg)
+    if problems:
+        raise ConfigError(problems)
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
@@ -244,6 +257,7 @@ class Runner:
         refusal = disk_refusal(self.workspace, self.min_free_disk_bytes)
         if refusal:
             raise RunnerError(refusal)
+        check_before_start(cfg)
         from backend.plan import plan_run
 
         run_id = new_run_id()

@@ -42,8 +42,16 @@ or ``step-{N}.safetensors`` (every ``save_steps`` plus a final one), ``training_
 ``tensorboard/``, and progress events to ``progress_file`` (default
 ``output_path/progress.jsonl``; rank 0 only). Stage 1 writes the cache (backend/cache.py).
 
+Options the launch decides: ``--mixed_precision`` given here (or in ``--config``) is
+applied over the launch config's; ``--zero_stage`` and the offload devices come from the
+launch (its DeepSpeed JSON), so a value given here that differs from what was launched is
+refused, naming the launch config and the ``accelerate launch --use_deepspeed ...`` flags
+that give it. ``training_args.json`` records what ran. ``--max_train_steps N`` trains N
+optimizer steps (the epochs follow from it); ``--max_steps`` only caps the epochs' steps.
+
 Exit codes: 0 succeeded; 1 failed (final event ``end`` status failed with a one-line
-reason; traceback in the log); 2 invalid options (nothing started); 143 stopped by SIGTERM
+reason; traceback in the log; a full disk names the file and the space left); 2 invalid
+options, also those that contradict the launch (nothing trained); 143 stopped by SIGTERM
 (SIGINT too): training finishes the current optimizer step, saves ``state/`` and a LoRA
 ``step-{N}.safetensors``, writes ``end`` status stopped, and exits 143. Stage 1 stops
 between samples (with ``data_process_offload model``, between two prompts or two images);
