@@ -704,7 +704,8 @@ class Runner:
         stage = failed[-1]
         log_text = read_tail(stage["log_path"], 256 * 1024)
         end = last_end_event(RunDir(Path(run["run_dir"])).progress, stage["name"])
-        lines = diagnosis.clean_lines(diagnosis.attempt_text(log_text))[-40:]
+        # The stage's own lines: the launcher's closing traceback stays in the log.
+        lines = diagnosis.clean_lines(diagnosis.stage_text(log_text))[-40:]
         summary = diagnosis.summarize(
             stage["name"], stage["exit_code"], log_text, end_reason=(end or {}).get("reason"),
             stop_requested=run["stop_requested"], config_yaml=run["config_yaml"],
