@@ -12,6 +12,7 @@ the ``transformer.``-prefixed form diffusers' ``load_lora_weights`` expects.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -231,22 +232,12 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
 # ------------------------------------------------------------------------------------------
 # Target modules against the model
 # ------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
 def _linear_names(family_name: str, config_json: str) -> tuple[str, ...]:
-    return tuple(_LINEAR_NAMES(family_name, config_json))
-
-
-def _build_linear_names(family_name: str, config_json: str) -> list[str]:
+    """Names of the trained component's Linear layers (built on the meta device, cached)."""
     from backend.families import get_family
 
-    return list(get_family(family_name).lora_module_map(json.loads(config_json)))
-
-
-def _cached(fn):
-    import functools
-    return functools.lru_cache(maxsize=8)(fn)
-
-
-_LINEAR_NAMES = _cached(_build_linear_names)
+    return tuple(get_family(family_name).lora_module_map(json.loads(config_json)))
 
 
 def matches(module: str, target: str) -> bool:
@@ -291,5 +282,5 @@ def target_module_problems(cfg, config: dict | None = None, where: str | None = 
     hints = "; ".join(f"{n} -> {c[0]}?" for n, c in close.items() if c)
     return [f"lora_target_modules: {', '.join(bad)} match no Linear layer of the {component} "
             f"(got {cfg.lora_target_modules!r}; allowed names that end a layer's path, e.g. "
-            f"{', '.join(ends[:12])}{'; did you mean ' + hints if hints else ''}; module "
+            f"{', '.join(ends[:30])}{'; did you mean ' + hints if hints else ''}; module "
             f"list from {where})"]
