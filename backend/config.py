@@ -78,16 +78,39 @@ BIG = 10**12
 
 
 class ConfigError(ValueError):
-    """Every problem of a config, one per line: ``field: problem (got X; allowed Y)``."""
+    """Every problem of a config, one per line: ``field: problem (got X; allowed Y)``.
 
-    def __init__(self, problems: list[str], source: str | None = None):
+    ``source`` says where the values came from (a file, ``the command line``, an API call);
+    ``sources`` maps a field to where its value came from when the values came from several
+    places (a ``--config`` file and flags, a preset and the values put on top of it). Each
+    problem is attributed to the source of the field it names (``source`` for the rest):
+    one source names it in the first line, several are named at the end of each line.
+    """
+
+    def __init__(self, problems: list[str], source: str | None = None,
+                 sources: dict[str, str] | None = None):
         self.problems = list(problems)
-        self.source = source
-        head = f"Invalid run config{f' in {source}' if source else ''}:"
-        super().__init__("\n".join([head] + [f"  {p}" for p in self.problems]))
+        where = [(sources or {}).get(_problem_field(p), source) for p in self.problems]
+        places = list(dict.fromkeys(w for w in where if w))
+        self.problem_sources = where
+        if len(places) <= 1 and (len(places) == 0 or None not in where):
+            self.source = places[0] if places else source
+            lines = [f"  {p}" for p in self.problems]
+        else:
+            self.source = " and ".join(places)
+            lines = [f"  {p}" + (f" [from {w}]" if w else "")
+                     for p, w in zip(self.problems, where)]
+        head = f"Invalid run config{f' in {self.source}' if self.source else ''}:"
+        super().__init__("\n".join([head] + lines))
 
     def fields(self) -> list[str]:
-        return [p.split(":", 1)[0] for p in self.problems]
+        return [_problem_field(p) for p in self.problems]
+
+
+def _problem_field(problem: str) -> str:
+    return problem.split(":", 1)[0]
+
+
 
 
 def F(default: Any, help: str, group: str, *, ui: str = "basic", **kw: Any) -> Any:
@@ -198,9 +221,16 @@ class RunConfig(BaseModel):
     lr_warmup_steps: int = F(0, "Linear warm-up steps.", "training", ui="advanced", ge=0,
                              le=10**7)
     weight_decay: float = F(0.01, "AdamW weight decay.", "training", ui="advanced", ge=0, le=1)
-    num_epochs: int = F(1, "Epochs.", "training", ge=1, le=100000)
-    max_steps: Optional[int] = F(None, "Stop after this many optimizer steps (empty: run all "
-                                 "epochs).", "training", ge=1, le=10**9)
+    num_epochs: int = F(1, "Epochs (max_train_steps, when set, decides instead).", "training",
+                        ge=1, le=100000)
+    max_train_steps: Optional[int] = F(
+        None, "Train exactly this many optimizer steps, overriding num_epochs (the epochs "
+        "follow from it: steps / steps per epoch, rounded up). Empty: num_epochs decides.",
+        "training", ge=1, le=10**9)
+    max_steps: Optional[int] = F(None, "A cap, not a target: stop after this many optimizer "
+                                 "steps if num_epochs would run longer; it never adds steps "
+                                 "(for a step target use max_train_steps). Empty: run all "
+                                 "epochs.", "training", ge=1, le=10**9)
     gradient_accumulation_steps: int = F(1, "Micro-steps per optimizer step.", "training",
                                          ui="advanced", ge=1, le=1024)
     save_steps: Optional[int] = F(None, "Save every N steps plus a final save (empty: each "
@@ -641,6 +671,10 @@ def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list
         p.append(f"lora_target_modules: at least one module name (got "
                  f"{c['lora_target_modules']!r}; allowed e.g. to_q,to_k,to_v)")
     # --- training ----------------------------------------------------------------------------
+    if c["max_train_steps"] and c["max_steps"] and c["max_steps"] < c["max_train_steps"]:
+        p.append(f"max_steps: a cap below the step target cuts it short (got "
+                 f"{c['max_steps']} with max_train_steps {c['max_train_steps']}; allowed "
+                 f"empty or ≥ {c['max_train_steps']})")
     if c["keep_last_n_checkpoints"] and not c["save_steps"]:
         p.append("keep_last_n_checkpoints: only step checkpoints are pruned (got "
                  f"{c['keep_last_n_checkpoints']} without save_steps; allowed with save_steps)")
@@ -675,11 +709,13 @@ def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list
 
 
 def validate(data: dict[str, Any], source: str | None = None, *,
-             require_inputs: bool = True) -> RunConfig:
+             require_inputs: bool = True, sources: dict[str, str] | None = None) -> RunConfig:
     """Validate a mapping of options (merged file + CLI) and report every problem at once.
 
     ``require_inputs=False`` accepts a config that still lacks the user's own inputs (the
     dataset folder), as a preset does; everything else is checked all the same.
+    ``source`` names where the values came from; ``sources`` where single fields came from
+    when that differs (see ``ConfigError``; ``validate_layers`` builds it).
     """
     data = dict(data)
     data.pop("schema_version", None)
@@ -692,8 +728,27 @@ def validate(data: dict[str, Any], source: str | None = None, *,
     problems += [p for p in cross_field_problems(merged, require_inputs)
                  if not any(re.search(rf"\b{k}\b", p) for k in failed)]
     if problems:
-        raise ConfigError(problems, source)
+        raise ConfigError(problems, source, sources)
     return RunConfig.model_validate(ok)
+
+
+def validate_layers(layers: list[tuple[str, dict[str, Any]]], *, require_inputs: bool = True
+                    ) -> RunConfig:
+    """Validate ``(source, values)`` layers merged in order (later layers win), each
+    problem attributed to the layer its field's value came from; a problem about a field
+    no layer set (a rule about a default) goes to the last layer. E.g. a preset file and
+    the values of an API call on top: ``[(str(preset_path), preset), ("start_run", values)]``.
+    """
+    data: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for where, values in layers:
+        for key, value in values.items():
+            if key == "schema_version":
+                continue
+            data[key] = value
+            sources[key] = where
+    last = layers[-1][0] if layers else None
+    return validate(data, last, require_inputs=require_inputs, sources=sources)
 
 
 # ------------------------------------------------------------------------------------------
@@ -746,6 +801,9 @@ def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None
 # ------------------------------------------------------------------------------------------
 # Command line (one parser for every stage; built from the schema)
 # ------------------------------------------------------------------------------------------
+COMMAND_LINE = "the command line"
+
+
 def build_parser(prog: str = "backend.stages.train", extra: argparse.ArgumentParser | None = None
                  ) -> argparse.ArgumentParser:
     """A parser with ``--config`` and one ``--<field>`` per schema field.
@@ -796,17 +854,18 @@ def parse_stage_args(argv: list[str] | None = None, prog: str = "backend.stages.
         flags = [u for u in unknown if u.startswith("-")] or unknown
         raise ConfigError([f"{u.lstrip('-').split('=')[0]}: unknown option (got {u!r}; "
                            f"allowed: see --help{_suggest(u.lstrip('-').split('=')[0])})"
-                           for u in flags])
+                           for u in flags], COMMAND_LINE)
     given = vars(ns)
     cli = {k: v for k, v in given.items() if k in FIELDS}
-    data: dict[str, Any] = {}
-    source = None
+    layers: list[tuple[str, dict[str, Any]]] = []
     if given.get("config"):
-        source = given["config"]
-        data = read_yaml(source)
-    data.update(cli)
+        layers.append((given["config"], read_yaml(given["config"])))
+    layers.append((COMMAND_LINE, cli))
+    # Where each option's value came from (file or flag; absent: the schema default), for
+    # messages and for the stage's checks against how accelerate launched it.
+    ns.option_sources = {k: where for where, values in layers for k in values if k in FIELDS}
     # The sample stage renders from the model (and LoRA files) alone: no dataset needed.
-    return validate(data, source, require_inputs=not prog.endswith(".sample")), ns
+    return validate_layers(layers, require_inputs=not prog.endswith(".sample")), ns
 
 
 def resolve_paths(cfg: RunConfig, base: str | os.PathLike | None = None) -> RunConfig:
@@ -968,9 +1027,9 @@ def load_preset(name_or_path: str | os.PathLike, workspace: str | os.PathLike | 
     ``admin`` as for ``read_preset``.
     """
     data, path = read_preset(name_or_path, workspace, user, admin)
-    merged = (base.to_dict() if base is not None else {})
-    merged.update(data)
-    return validate(merged, str(path) if admin else path.name, require_inputs=False)
+    return validate_layers([("the settings the preset is applied to", base.to_dict() if base
+                             is not None else {}), (str(path) if admin else path.name, data)],
+                           require_inputs=False)
 
 
 def save_preset(cfg: RunConfig, name: str, workspace: str | os.PathLike,

@@ -106,7 +106,44 @@ def parse_sources(cfg: RunConfig) -> list[Source]:
 # ------------------------------------------------------------------------------------------
 # Resolving (and downloading what is missing)
 # ------------------------------------------------------------------------------------------
+def _user() -> str:
+    try:
+        import pwd
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError, AttributeError):
+        return "this user"
+
+
+def unreadable(path: Path, what: str = "reading") -> HubError:
+    return HubError(f"permission denied {what} {path}: it exists, but this process (user "
+                    f"{_user()}) may not read it. Fix its permissions (e.g. chmod a+r on "
+                    f"files, a+rx on folders) or run as a user that may read it.")
+
+
+def check_readable(path: Path) -> None:
+    """Raise HubError naming ``path`` when it exists but cannot be read: a folder that
+    cannot be listed, a file whose first byte cannot be read (never reported as missing)."""
+    try:
+        if path.is_dir():
+            os.listdir(path)
+        elif path.exists():
+            with open(path, "rb") as f:
+                f.read(1)
+    except PermissionError:
+        raise unreadable(path, "listing" if path.is_dir() else "reading") from None
+
+
 def _local_matches(base: Path, src: Source) -> list[Path]:
+    # A folder on the way that exists but cannot be listed hides its files from the glob:
+    # say so instead of calling them missing.
+    folder = base
+    check_readable(folder)
+    for part in Path(src.pattern.rstrip("/")).parts[:-1] if not src.is_folder_pattern else \
+            Path(src.pattern.rstrip("/")).parts:
+        folder = folder / part
+        if any(ch in part for ch in "*?["):
+            break
+        check_readable(folder)
     if src.is_folder_pattern:
         folder = base / src.pattern
         return [folder] if folder.is_dir() and any(folder.iterdir()) else []
@@ -147,9 +184,14 @@ def download(cfg: RunConfig, model_id: str, allow_patterns: list[str], local_dir
 def resolve_source(cfg: RunConfig, src: Source) -> list[Path]:
     """Local files (or one folder) for a source, downloading them when missing."""
     if src.path is not None:
+        check_readable(src.path)
         return [src.path]
     base = models_dir(cfg) / src.model_id
     found = _local_matches(base, src)
+    for p in found:
+        check_readable(p)
+        if p.is_file():
+            check_readable(p.parent / "config.json")
     if _complete(found, src):
         return found
     where = base / src.pattern
@@ -183,6 +225,8 @@ def identify_folder(folder: Path, classes: dict[str, str],
     if cfg_file.is_file():
         try:
             data = json.loads(cfg_file.read_text(encoding="utf-8"))
+        except PermissionError:
+            raise unreadable(cfg_file) from None
         except (OSError, ValueError):
             data = {}
         names = [data.get("_class_name")] + list(data.get("architectures") or [])
@@ -250,6 +294,7 @@ def resolve_component_dirs(cfg: RunConfig, components: Iterable[str]) -> dict[st
         if guess is not None and guess not in wanted:
             continue  # e.g. text_encoder/... in stage 2: not needed, not fetched
         for folder in _folders_of(resolve_source(cfg, src)):
+            check_readable(folder)
             comp = identify_folder(folder, classes, kinds)
             if comp is None:
                 unrecognised.append(str(folder))
@@ -297,3 +342,29 @@ def fingerprint(folders: Iterable[Path]) -> list[list]:
             st = p.stat()
             out.append([str(p.resolve()), st.st_size, st.st_mtime_ns])
     return out
+
+
+def local_component_dir(cfg: RunConfig, component: str) -> Path | None:
+    """The folder of ``component`` among the model files already on disk for ``cfg``;
+    None when it is not there. Never downloads (checks made before a run starts)."""
+    spec = family_spec(cfg.model_family)
+    names = [c.name for c in spec.components]
+    classes = spec.class_map()
+    kinds = {c.kind: c.name for c in spec.components if c.kind != MODEL}
+    try:
+        sources = parse_sources(cfg)
+    except (HubError, ValueError):
+        return None
+    for src in sources:
+        guess = src.guess_component(names)
+        if guess is not None and guess != component:
+            continue
+        paths = [src.path] if src.path is not None else _local_matches(
+            models_dir(cfg) / src.model_id, src)
+        for folder in _folders_of(paths):
+            try:
+                if identify_folder(folder, classes, kinds) == component:
+                    return folder
+            except OSError:
+                continue
+    return None

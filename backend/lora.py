@@ -12,6 +12,7 @@ the ``transformer.``-prefixed form diffusers' ``load_lora_weights`` expects.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -96,7 +97,11 @@ def save_lora(path: str | os.PathLike, tensors: dict[str, Any], *, rank: int,
             "model_family": model_family or _default_family()}
     meta.update({k: str(v) for k, v in (extra or {}).items()})
     tmp = path.with_name(f".{path.name}.tmp")
-    save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=meta)
+    from backend.diskspace import writing
+
+    needed = sum(v.numel() * v.element_size() for v in tensors.values())
+    with writing(path, needed, partial=tmp):
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=meta)
     os.replace(tmp, path)
     return path
 
@@ -215,6 +220,67 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    from backend.diskspace import writing
+
+    text = json.dumps(data, indent=2, default=str)
+    with writing(path, len(text.encode()), partial=tmp):
+        tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+# ------------------------------------------------------------------------------------------
+# Target modules against the model
+# ------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def _linear_names(family_name: str, config_json: str) -> tuple[str, ...]:
+    """Names of the trained component's Linear layers (built on the meta device, cached)."""
+    from backend.families import get_family
+
+    return tuple(get_family(family_name).lora_module_map(json.loads(config_json)))
+
+
+def matches(module: str, target: str) -> bool:
+    """peft's rule for a list of target names: the module's name, or its last dotted parts."""
+    return module == target or module.endswith("." + target)
+
+
+def target_module_problems(cfg, config: dict | None = None, where: str | None = None
+                           ) -> list[str]:
+    """``lora_target_modules: ...`` naming every target that matches no Linear layer of the
+    trained component (as peft would match it), or []. The module list is the family's
+    ``lora_module_map`` on the meta device from ``config`` (default: the component's local
+    config.json when its folder is on disk, else the family's published config).
+
+    The one check the runner makes before a run's first stage and the train stage makes
+    before it loads the model."""
+    from backend.families import get_family
+
+    family = get_family(cfg.model_family)
+    component = family.spec.trained_component
+    if config is None:
+        from backend.hub import local_component_dir
+
+        folder = local_component_dir(cfg, component)
+        if folder is not None and (folder / "config.json").is_file():
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            where = where or f"{folder / 'config.json'}"
+        else:
+            config = family.published_configs()[component]
+            where = where or f"the published {family.spec.title} {component} config"
+    modules = _linear_names(family.spec.name, json.dumps(config, sort_keys=True))
+    names = cfg.target_modules()
+    bad = [n for n, t in zip(names, family.target_modules(names))
+           if not any(matches(m, t) for m in modules)]
+    if not bad:
+        return []
+    import difflib
+
+    ends = sorted({".".join(m.split(".")[-2:]) if m.split(".")[-1].isdigit()
+                   else m.split(".")[-1] for m in modules})
+    close = {n: difflib.get_close_matches(n, ends, n=1, cutoff=0.6) for n in bad}
+    hints = "; ".join(f"{n} -> {c[0]}?" for n, c in close.items() if c)
+    return [f"lora_target_modules: {', '.join(bad)} match no Linear layer of the {component} "
+            f"(got {cfg.lora_target_modules!r}; allowed names that end a layer's path, e.g. "
+            f"{', '.join(ends[:30])}{'; did you mean ' + hints if hints else ''}; module "
+            f"list from {where})"]

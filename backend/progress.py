@@ -4,7 +4,8 @@ Every event has ``time`` (unix seconds), ``stage`` (data_process | train | sampl
 ``event``:
 
 - ``start``       total (int, steps or samples), epochs (int, optional)
-- ``step``        step, total, epoch, loss, lr, samples_per_s, eta_s
+- ``step``        step, total, epoch, loss, lr, samples_per_s, eta_s (the sample stage:
+                  step, total, eta_s, one per image rendered)
 - ``checkpoint``  step, path
 - ``sample``      step, path (an image or an index JSON)
 - ``end``         status (succeeded | failed | stopped), reason (one line, for failed/stopped)
@@ -35,9 +36,14 @@ class ProgressWriter:
         record = {"time": round(time.time(), 3), "stage": self.stage, "event": event, **fields}
         line = json.dumps(record, default=str) + "\n"
         # One write per line in append mode: readers never see half a record from us.
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
+        try:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(line)
+                f.flush()
+        except OSError as e:  # e.g. a full disk: the stage goes on (or ends) all the same
+            import sys
+            print(f"[progress] could not write a {event} event to {self.path}: {e}",
+                  file=sys.stderr, flush=True)
 
     def end(self, status: str = "succeeded", reason: str | None = None) -> None:
         fields: dict[str, Any] = {"status": status}

@@ -240,7 +240,7 @@ def _render(pipe, cfg: RunConfig, prompt: str):
 
 def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], output_dir: str | os.PathLike,
                    progress: ProgressWriter | None = None, step: int | None = None,
-                   pipe=None, on_start=None) -> list[dict]:
+                   pipe=None, on_start=None, on_image=None) -> list[dict]:
     """Render the sample grid into ``output_dir``; return this call's index entries.
 
     ``checkpoints``: LoRA files or folders (a folder: its latest checkpoint). Emits one
@@ -248,7 +248,9 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
     start/end: the caller's stage owns those. Base images already in ``output_dir`` with the
     same prompt, settings and base model are reused (samples during training). Entries are
     merged into an existing index.json. ``pipe``: an already loaded pipeline to reuse;
-    ``on_start(total)`` is called with the number of images to render, before the first.
+    ``on_start(total)`` is called with the number of images to render, before the first;
+    ``on_image(entry)`` after each image rendered (not for reused ones), so the sample stage
+    can report its steps.
     """
     from backend.export import load_as_diffusers
 
@@ -296,6 +298,8 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
             if step is not None:
                 fields["step"] = step
             progress.emit("sample", **fields)
+        if on_image is not None and reused is None:
+            on_image(entry)
         print(f"[sample] {'reused' if reused else 'wrote'} {output_dir / entry['image']} "
               f"({job.checkpoint_name}, scale {job.scale:g}, prompt {job.prompt_index})", flush=True)
 

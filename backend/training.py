@@ -342,7 +342,10 @@ class Checkpointer:
             shutil.rmtree(tmp)
         acc.wait_for_everyone()
         kwargs = {"exclude_frozen_parameters": True} if self.deepspeed else {}
-        acc.save_state(str(tmp), **kwargs)
+        from backend.diskspace import writing
+
+        with writing(tmp, partial=tmp if self.is_main else None):
+            acc.save_state(str(tmp), **kwargs)
         acc.wait_for_everyone()
         if self.is_main:
             t = self.totals

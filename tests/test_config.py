@@ -313,3 +313,51 @@ def test_a_wrong_field_is_not_reported_again_by_the_rules_that_use_it():
         "zero_stage: input should be less than or equal to 3 (got 9; allowed ≥ 0 and ≤ 3)"]
     (p,) = problems_of({**OK, "tokenizer_pth": "x"})
     assert p.startswith("tokenizer_pth: unknown option") and "did you mean tokenizer_path" in p
+
+
+# ------------------------------------------------------------------------------ sources
+def test_a_bad_flag_is_reported_as_from_the_command_line_not_the_config_file(tmp_path):
+    path = write(tmp_path / "run.yaml", {**OK, "lora_rank": 8})
+    err = pytest.raises(ConfigError, parse_stage_args,
+                        ["--config", str(path), "--lora_rank", "many"]).value
+    assert err.source == "the command line"
+    assert str(err).splitlines()[0] == "Invalid run config in the command line:"
+    assert str(path) not in str(err)
+    err = pytest.raises(ConfigError, parse_stage_args,
+                        ["--config", str(path), "--lora_rnak", "4"]).value
+    assert err.source == "the command line" and err.fields() == ["lora_rnak"]
+
+
+def test_problems_from_the_file_and_the_flags_each_name_their_source(tmp_path):
+    path = write(tmp_path / "run.yaml", {**OK, "zero_stage": 9})
+    err = pytest.raises(ConfigError, parse_stage_args,
+                        ["--config", str(path), "--lora_rank", "many"]).value
+    lines = dict(zip(err.fields(), str(err).splitlines()[1:]))
+    assert lines["zero_stage"].endswith(f"[from {path}]")
+    assert lines["lora_rank"].endswith("[from the command line]")
+    # A file alone still names the file.
+    err = pytest.raises(ConfigError, parse_stage_args, ["--config", str(path)]).value
+    assert err.source == str(path)
+
+
+def test_a_bad_value_in_a_user_preset_names_the_preset_not_the_api_call(tmp_path):
+    """A preset file with the values of an API call on top (``validate_layers``): each
+    problem names the layer its value came from."""
+    from backend.config import read_preset, validate_layers
+
+    ws = tmp_path / "ws"
+    (ws / "presets").mkdir(parents=True)
+    write(ws / "presets" / "mine.yaml", {"schema_version": SCHEMA_VERSION, "lora_rank": 0})
+    data, path = read_preset("mine", ws)
+    err = pytest.raises(ConfigError, validate_layers,
+                        [(str(path), data), ("start_run", {**OK, "seed": 1})]).value
+    assert err.source == str(path) and err.fields() == ["lora_rank"]
+    err = pytest.raises(ConfigError, validate_layers,
+                        [(str(path), data), ("start_run", {**OK, "seed": -1})]).value
+    assert "lora_rank: " in str(err) and f"[from {path}]" in str(err)
+    assert "[from start_run]" in str(err)
+    # load_preset on top of the form's settings: the preset file is named.
+    from backend.config import load_preset
+
+    err = pytest.raises(ConfigError, load_preset, "mine", ws, base=RunConfig(**OK)).value
+    assert err.source == str(path)

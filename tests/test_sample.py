@@ -112,11 +112,22 @@ def test_sample_stage_under_accelerate_renders_base_and_lora_grid(
                               pixels(grid[(PROMPTS[1], None, 0.0, 7)]))
 
     events, _ = read_events(tmp_path / "progress.jsonl")
-    assert [e["event"] for e in events] == ["start"] + ["sample"] * 5 + ["end"]
+    assert [e["event"] for e in events] == ["start"] + ["sample", "step"] * 4 + ["sample",
+                                                                                 "end"]
     assert all(e["stage"] == "sample" for e in events)
     assert events[0]["total"] == 4 and events[-1]["status"] == "succeeded"
-    assert {Path(e["path"]) for e in events[1:5]} == set(grid.values())
-    assert Path(events[5]["path"]) == out / "index.json"
+    samples = [e for e in events if e["event"] == "sample"]
+    assert {Path(e["path"]) for e in samples[:4]} == set(grid.values())
+    assert Path(samples[4]["path"]) == out / "index.json"
+    # A step per image rendered: the runner's progress shows 4 / 4 when the stage ends.
+    assert [(e["step"], e["total"]) for e in events if e["event"] == "step"] == [
+        (1, 4), (2, 4), (3, 4), (4, 4)]
+    from backend.jobs.watch import ProgressState
+
+    state = ProgressState((0, 0))
+    for e in events:
+        state.apply(e)
+    assert (state.stages["sample"]["step"], state.stages["sample"]["total"]) == (4, 4)
 
 
 @pytest.mark.slow

@@ -5,7 +5,15 @@ wrong and which settings to change, tailored to the run's config when it is know
 stage's own ``end`` reason and the last log lines. The full traceback stays in the log.
 
 Only the text of the stage's latest attempt is read (a resumed run appends to its log), and
-the runner's own ``[zerolora]`` lines are ignored.
+the runner's own ``[zerolora]`` lines are ignored, except the supervisor's memory note
+(``backend.jobs.memory``): "out of host memory" is claimed for a SIGKILL only with its
+evidence (or an allocation failure in the log).
+
+Under ``accelerate launch`` the stage runs in a child of the launcher, which ends every
+failure with a traceback of its own (``CalledProcessError`` / torch elastic's
+``ChildFailedError``) and exit code 1. ``split_launcher`` sets that block apart, so messages
+show the stage's own error; ``stage_exit_code`` reads the stage's own exit status (its
+code, or the signal that ended it) from the launcher's report.
 """
 from __future__ import annotations
 
@@ -14,6 +22,7 @@ import signal
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from backend.jobs.memory import NO_OOM_NOTE, OOM_NOTE
 from backend.jobs.watch import LOG_PREFIX, STAGE_HEADER
 from backend.rundir import DEEPSPEED_JSON
 
@@ -57,6 +66,64 @@ def exit_code_text(code: int | None) -> str:
 
 def killed_by_sigkill(code: int | None) -> bool:
     return code in (-9, 137)
+
+
+# ----------------------------------------------------------------------------- the launcher
+MEMORY_NOTE = f"{LOG_PREFIX} memory: "
+_LAUNCHER_FRAME = re.compile(r"accelerate[/\\]commands[/\\](launch|accelerate_cli)\.py|"
+                             r"torch[/\\]distributed[/\\](run|launch)\.py")
+_ELASTIC_LOG = re.compile(r"^[EWI]\d{4} .*torch[/.]distributed[/.]elastic")
+
+
+def split_launcher(text: str) -> tuple[str, str]:
+    """(the stage's own output, the launcher's report): the launcher's closing traceback and
+    torch elastic's log lines are set apart from what the stage printed."""
+    lines = text.splitlines()
+    cut = len(lines)
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("Traceback (most recent call last):"):
+            block = lines[i:cut]
+            if any(_LAUNCHER_FRAME.search(b) for b in block):
+                cut = i
+            break
+    stage = [ln for ln in lines[:cut] if not _ELASTIC_LOG.match(ln)]
+    launcher = [ln for ln in lines[:cut] if _ELASTIC_LOG.match(ln)] + lines[cut:]
+    return "\n".join(stage), "\n".join(launcher)
+
+
+def stage_exit_code(code: int | None, log_text: str) -> int | None:
+    """The stage process's own exit status when a launcher reported it (negative: the signal
+    that ended it), else ``code``. Reads the latest attempt's launcher report:
+    ``died with <Signals.SIGKILL: 9>`` / ``returned non-zero exit status 2`` (one process),
+    or the root cause's ``exitcode : -9`` (torch elastic)."""
+    if not code:
+        return code
+    _, launcher = split_launcher(attempt_text(log_text))
+    if not launcher:
+        return code
+    root = launcher.split("Root Cause", 1)[-1] if "Root Cause" in launcher else launcher
+    for pattern, sign in ((r"died with <Signals\.\w+: (\d+)>", -1),
+                          (r"returned non-zero exit status (-?\d+)", 1),
+                          (r"exitcode\s*:\s*(-?\d+)", 1),
+                          (r"failed \(exitcode: (-?\d+)\)", 1)):
+        found = re.findall(pattern, root)
+        if found:
+            return sign * int(found[-1])
+    return code
+
+
+def memory_note(log_text: str) -> str | None:
+    """The supervisor's memory note of the latest attempt (``backend.jobs.memory``)."""
+    start = log_text.rfind(STAGE_HEADER)
+    text = log_text[start:] if start >= 0 else log_text
+    notes = [ln[len(MEMORY_NOTE):] for ln in text.splitlines() if ln.startswith(MEMORY_NOTE)]
+    return notes[-1] if notes else None
+
+
+def stage_text(log_text: str) -> str:
+    """The latest attempt's output as the stage printed it (no runner lines, no launcher
+    traceback)."""
+    return split_launcher(attempt_text(log_text))[0]
 
 
 # ----------------------------------------------------------------------------- config
@@ -228,11 +295,24 @@ def _host_oom(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     fixes.append("Lower max_pixels: smaller images need less RAM for cached activations.")
     settings.append("max_pixels")
     return Diagnosis(
-        "host_oom", "Killed by the operating system: most likely out of host memory (RAM)",
-        "The process was ended with SIGKILL without a stop request. On Linux this is almost "
-        "always the out-of-memory killer (`dmesg` or `journalctl -k` shows 'Out of memory: "
-        "Killed process'). Offloading to the CPU trades GPU memory for RAM.",
-        fixes, settings, evidence)
+        "host_oom", "The stage ran out of host memory (RAM)",
+        "The stage needed more host memory than there was: an allocation failed, or the "
+        "kernel's out-of-memory killer ended it (the evidence below; `dmesg` or `journalctl "
+        "-k` shows 'Out of memory: Killed process'). Offloading to the CPU trades GPU memory "
+        "for RAM.", fixes, settings, evidence)
+
+
+def _killed(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
+    return Diagnosis(
+        "killed", "Killed by signal 9 (SIGKILL) from outside the run",
+        "The stage's process was ended with SIGKILL without a stop request, and nothing shows "
+        "it ran out of memory (no OOM-killer record, memory below its limit). Something else "
+        "ended it: a person (kill -9), a job scheduler or time limit, or a container runtime.",
+        ["Check what else on this machine stops processes (schedulers, time limits, other "
+         "users).",
+         "Resume the run: training continues from its last saved state (more often with a "
+         "smaller save_steps)."],
+        ["save_steps"], evidence)
 
 
 def _disk_full(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
@@ -339,8 +419,8 @@ RULES: list[Rule] = [
         r"MissingCUDAException", re.I), _build_failed),
     ("host_oom", re.compile(
         r"DefaultCPUAllocator: (can't allocate memory|not enough memory)|\bMemoryError\b|"
-        r"std::bad_alloc|Cannot allocate memory|Signal 9 \(SIGKILL\)|exitcode\s*:\s*-9\b|"
-        r"<Signals\.SIGKILL: 9>|^Killed$", re.M), _host_oom),
+        r"std::bad_alloc|Cannot allocate memory|^" + re.escape(OOM_NOTE), re.M), _host_oom),
+    ("killed", re.compile(r"^" + re.escape(NO_OOM_NOTE), re.M), _killed),
 ]
 
 
@@ -358,28 +438,35 @@ def diagnose(exit_code: int | None, log_text: str, *, end_reason: str | None = N
              config_yaml: str | None = None, stage: str | None = None) -> list[Diagnosis]:
     """Known failures found in a stage's exit status and log, most likely first. ``stage``
     (data_process, train, sample) picks the advice: each stage holds different models."""
+    exit_code = stage_exit_code(exit_code, log_text)
     if exit_code == 0 or stop_requested:
         return []
     cfg = config if config is not None else parse_config(config_yaml)
-    text = attempt_text(log_text)
+    text = stage_text(log_text)
     if end_reason:
         text += "\n" + end_reason
+    note = memory_note(log_text)
+    if killed_by_sigkill(exit_code):
+        # Out of memory only with evidence: the supervisor's note, or the log's own words.
+        text += "\n" + (note or f"{NO_OOM_NOTE}no memory record for this attempt "
+                                f"({exit_code_text(exit_code)})")
     found: list[Diagnosis] = []
     for kind, pattern, build in RULES:
         match = None
         for match in pattern.finditer(text):
             pass  # the last match: closest to the failure
         if match is None:
-            if kind == "host_oom" and killed_by_sigkill(exit_code):
-                found.append(build(cfg, f"exit status: {exit_code_text(exit_code)}", stage))
             continue
         line_start = text.rfind("\n", 0, match.start()) + 1
         line_end = text.find("\n", match.end())
         evidence = text[line_start: line_end if line_end >= 0 else len(text)].strip()[:300]
         found.append(build(cfg, evidence, stage))
     if killed_by_sigkill(exit_code):
-        # SIGKILL without a stop request: the OS ended it, whatever else the log says.
-        found.sort(key=lambda d: d.kind != "host_oom")
+        # SIGKILL without a stop request: what ended it comes first, whatever else the log
+        # says (out of memory with evidence, else killed from outside).
+        if any(d.kind == "host_oom" for d in found):
+            found = [d for d in found if d.kind != "killed"]
+        found.sort(key=lambda d: d.kind not in ("host_oom", "killed"))
     return found
 
 
@@ -400,7 +487,13 @@ def clean_lines(text: str) -> list[str]:
 
 
 def last_error_line(log_text: str) -> str | None:
-    for line in reversed(clean_lines(attempt_text(log_text))):
+    """The stage's own last error line (never the launcher's closing traceback)."""
+    lines = clean_lines(stage_text(log_text))
+    for i in range(len(lines) - 1, -1, -1):
+        line = lines[i]
+        if line.startswith("Invalid run config"):  # a ConfigError: its first problem too
+            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            return f"{line.strip()} {nxt}".strip()[:300]
         if ERROR_LINE.match(line) and line.strip():
             return line.strip()[:300]
     return None
@@ -409,6 +502,7 @@ def last_error_line(log_text: str) -> str | None:
 def reason_line(stage: str, exit_code: int | None, log_text: str, *,
                 end_reason: str | None = None, config_yaml: str | None = None) -> str:
     """One line for the run history: what failed and the most likely why."""
+    exit_code = stage_exit_code(exit_code, log_text)
     head = f"stage '{stage}' {exit_code_text(exit_code)}"
     found = diagnose(exit_code, log_text, end_reason=end_reason, config_yaml=config_yaml,
                      stage=stage)
@@ -422,13 +516,16 @@ def summarize(stage: str, exit_code: int | None, log_text: str, *,
               end_reason: str | None = None, stop_requested: bool = False,
               config_yaml: str | None = None, last_lines: list[str] | None = None
               ) -> dict[str, Any]:
-    """Everything the UI shows for a failed stage."""
+    """Everything the UI shows for a failed stage: its own exit status, error line and last
+    lines (the launcher's closing traceback left in the log)."""
+    exit_code = stage_exit_code(exit_code, log_text)
     found = diagnose(exit_code, log_text, end_reason=end_reason,
                      stop_requested=stop_requested, config_yaml=config_yaml, stage=stage)
     if last_lines is None:
-        last_lines = clean_lines(attempt_text(log_text))[-40:]
+        last_lines = clean_lines(stage_text(log_text))[-40:]
+    own = end_reason or last_error_line(log_text)
     headline = (f"Stage '{stage}' {exit_code_text(exit_code)}"
-                + (f": {found[0].title}." if found else "."))
+                + (f": {found[0].title}." if found else f": {own}" if own else "."))
     return {
         "stage": stage,
         "exit_code": exit_code,

@@ -73,6 +73,19 @@ class RunnerError(RuntimeError):
     """A request the runner refuses; the message is meant for people."""
 
 
+def check_before_start(cfg: "RunConfig") -> None:
+    """What a config's stages will need from the model, checked before any stage starts:
+    the LoRA target names against the trained component's modules. Raises ConfigError."""
+    if "train" not in cfg.stages:
+        return
+    from backend.config import ConfigError
+    from backend.lora import target_module_problems
+
+    problems = target_module_problems(cfg)
+    if problems:
+        raise ConfigError(problems)
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
@@ -244,6 +257,7 @@ class Runner:
         refusal = disk_refusal(self.workspace, self.min_free_disk_bytes)
         if refusal:
             raise RunnerError(refusal)
+        check_before_start(cfg)
         from backend.plan import plan_run
 
         run_id = new_run_id()
@@ -690,7 +704,8 @@ class Runner:
         stage = failed[-1]
         log_text = read_tail(stage["log_path"], 256 * 1024)
         end = last_end_event(RunDir(Path(run["run_dir"])).progress, stage["name"])
-        lines = diagnosis.clean_lines(diagnosis.attempt_text(log_text))[-40:]
+        # The stage's own lines: the launcher's closing traceback stays in the log.
+        lines = diagnosis.clean_lines(diagnosis.stage_text(log_text))[-40:]
         summary = diagnosis.summarize(
             stage["name"], stage["exit_code"], log_text, end_reason=(end or {}).get("reason"),
             stop_requested=run["stop_requested"], config_yaml=run["config_yaml"],

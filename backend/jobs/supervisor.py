@@ -224,6 +224,15 @@ class Supervisor:
               flush=True)
 
     # -- one stage
+    @staticmethod
+    def stage_pids(leader: int) -> list[int]:
+        """The stage's processes: its leader and every descendant (the launcher's workers)."""
+        try:
+            proc = psutil.Process(leader)
+            return [leader] + [c.pid for c in proc.children(recursive=True)]
+        except psutil.Error:
+            return []
+
     def reap(self) -> None:
         """Reap finished children: the stage leader and orphans re-parented to us."""
         if self.proc is not None:
@@ -279,6 +288,9 @@ class Supervisor:
                 (proc.pid, proc.pid, process_start_time(proc.pid), started, self.run_id,
                  stage["idx"]))
 
+        from backend.jobs.memory import MemoryWatch
+
+        memory = MemoryWatch()
         stopped = killed = False
         last_reap = time.monotonic()
         while proc.poll() is None:
@@ -289,6 +301,7 @@ class Supervisor:
                 break
             if time.monotonic() - last_reap >= self.REAP_EVERY_S:
                 self.reap()
+                memory.sample(self.stage_pids(proc.pid))
                 last_reap = time.monotonic()
             time.sleep(self.POLL_S)
         code = proc.wait()
@@ -305,6 +318,15 @@ class Supervisor:
 
         from backend.jobs import diagnosis  # light; only needed at the end of a stage
 
+        # Under accelerate launch the leader is the launcher (exit 1 for any failure): keep
+        # the stage process's own exit status, which the launcher reports in the log.
+        own = diagnosis.stage_exit_code(code, read_tail(log_path, 64 * 1024))
+        if own != code:
+            note(f"the launcher exited with code {code}; the stage's own process "
+                 f"{diagnosis.exit_code_text(own)}")
+            code = own
+        if diagnosis.killed_by_sigkill(code) and not stopped:
+            note("memory: " + memory.note())  # evidence for (or against) out of memory
         stage_note = None
         if stopped or (code != 0 and self.stop_requested()):
             status = "stopped"

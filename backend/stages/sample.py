@@ -20,7 +20,8 @@ comes from the run schema (``sample_prompts``, ``sample_lora_scales``, ``sample_
 ``sample_negative_prompt``, ``sample_cpu_offload``, ``sample_vae_tiling``) via ``--config``
 and flags.
 Device: CUDA when present (bf16), else CPU (float32). Progress events (stage ``sample``):
-start{total}, sample{path} per image and for index.json, end{status, reason}.
+start{total}, per rendered image sample{path} then step{step, total, eta_s} (step n of
+total: the images rendered so far), sample{path} for index.json, end{status, reason}.
 
 The pipeline and its call are the family's (``Family.load_pipeline`` / ``Family.render``).
 
@@ -46,6 +47,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -112,13 +114,24 @@ def main(argv: list[str] | None = None) -> int:
         checkpoints = resolve_checkpoints(ns.checkpoints, ns.all_checkpoints)
         plan_samples(cfg, checkpoints)  # configuration errors before any model is loaded
 
+        count = {"total": 0, "done": 0, "t0": time.time()}
+
         def start(total: int) -> None:
             print(f"[sample] {len(cfg.sample_prompts)} prompt(s), scales "
                   f"{cfg.sample_lora_scales}, {len(checkpoints)} checkpoint(s): {total} "
                   f"image(s) -> {output_dir}", flush=True)
+            count.update(total=total, t0=time.time())
             progress.emit("start", total=total)
 
-        render_samples(cfg, checkpoints, output_dir, progress=progress, on_start=start)
+        def rendered(entry: dict) -> None:  # one step per image: the run shows n / total
+            count["done"] += 1
+            done, total = count["done"], count["total"]
+            per_image = (time.time() - count["t0"]) / done
+            progress.emit("step", step=done, total=total,
+                          eta_s=round(per_image * max(0, total - done), 1))
+
+        render_samples(cfg, checkpoints, output_dir, progress=progress, on_start=start,
+                       on_image=rendered)
     except Stopped as e:
         progress.end("stopped", str(e))
         return 143

@@ -42,8 +42,16 @@ or ``step-{N}.safetensors`` (every ``save_steps`` plus a final one), ``training_
 ``tensorboard/``, and progress events to ``progress_file`` (default
 ``output_path/progress.jsonl``; rank 0 only). Stage 1 writes the cache (backend/cache.py).
 
+Options the launch decides: ``--mixed_precision`` given here (or in ``--config``) is
+applied over the launch config's; ``--zero_stage`` and the offload devices come from the
+launch (its DeepSpeed JSON), so a value given here that differs from what was launched is
+refused, naming the launch config and the ``accelerate launch --use_deepspeed ...`` flags
+that give it. ``training_args.json`` records what ran. ``--max_train_steps N`` trains N
+optimizer steps (the epochs follow from it); ``--max_steps`` only caps the epochs' steps.
+
 Exit codes: 0 succeeded; 1 failed (final event ``end`` status failed with a one-line
-reason; traceback in the log); 2 invalid options (nothing started); 143 stopped by SIGTERM
+reason; traceback in the log; a full disk names the file and the space left); 2 invalid
+options, also those that contradict the launch (nothing trained); 143 stopped by SIGTERM
 (SIGINT too): training finishes the current optimizer step, saves ``state/`` and a LoRA
 ``step-{N}.safetensors``, writes ``end`` status stopped, and exits 143. Stage 1 stops
 between samples (with ``data_process_offload model``, between two prompts or two images);
@@ -51,6 +59,7 @@ finished samples stay cached.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -75,20 +84,37 @@ STAGE_OF_TASK = {"sft:data_process": "data_process", "sft:train": "train", "sft"
 def _user_errors() -> tuple[type, ...]:
     from backend.cache import CacheError
     from backend.data import DatasetError
+    from backend.diskspace import DiskFullError
     from backend.hub import HubError
-    return (ConfigError, StageError, DatasetError, CacheError, HubError)
+    return (ConfigError, StageError, DatasetError, CacheError, HubError, DiskFullError)
 
 
 # ------------------------------------------------------------------------------------------
 # Entry point
 # ------------------------------------------------------------------------------------------
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    """A flag's value in a command line that did not parse (to record why it failed)."""
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
-        cfg, _ = parse_stage_args(argv, prog="backend.stages.train")
+        cfg, ns = parse_stage_args(argv, prog="backend.stages.train")
         cfg = resolve_paths(cfg)
     except ConfigError as e:
-        print(e, file=sys.stderr)
+        print(e, file=sys.stderr, flush=True)
+        args = sys.argv[1:] if argv is None else list(argv)
+        early = _flag_value(args, "--progress_file")
+        if early:  # the runner reads the reason from here
+            stage = STAGE_OF_TASK.get(_flag_value(args, "--task") or "sft", "train")
+            ProgressWriter(early, stage, enabled=is_main_process()).end("failed", str(e))
         return EXIT_USAGE
+    given = ns.option_sources
     stage = STAGE_OF_TASK[cfg.task]
     progress_path = cfg.progress_file or str(Path(cfg.output_path) / rundir.PROGRESS)
     progress = ProgressWriter(progress_path, stage, enabled=is_main_process())
@@ -96,14 +122,25 @@ def main(argv: list[str] | None = None) -> int:
     stopper.install()
     try:
         if cfg.task == "sft:data_process":
-            status, fields = run_data_process(cfg, progress, stopper)
+            status, fields = run_data_process(cfg, progress, stopper, given)
         else:
-            status, fields = run_train(cfg, progress, stopper)
+            status, fields = run_train(cfg, progress, stopper, given)
+    except ConfigError as e:  # an option that contradicts the launch: nothing was trained
+        print(e, file=sys.stderr, flush=True)
+        progress.emit("end", status="failed", reason=one_line(e))
+        return EXIT_USAGE
     except _user_errors() as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         progress.emit("end", status="failed", reason=one_line(e))
         return EXIT_FAILED
     except BaseException as e:  # noqa: BLE001 - the stage must always end with an event
+        from backend.diskspace import disk_full_in, is_disk_full
+
+        if is_disk_full(e):  # a write not wrapped where it happens (e.g. a cache file)
+            e = disk_full_in(cfg.output_path, e)
+            print(f"error: {e}", file=sys.stderr, flush=True)
+            progress.emit("end", status="failed", reason=one_line(e))
+            return EXIT_FAILED
         traceback.print_exc()
         progress.emit("end", status="failed", reason=one_line(e, with_type=True))
         return EXIT_FAILED
@@ -114,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
 # ------------------------------------------------------------------------------------------
 # Stage 1
 # ------------------------------------------------------------------------------------------
-def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
-                     ) -> tuple[str, dict[str, Any]]:
+def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
+                     given: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
         raise StageError(
             "task sft:data_process runs without DeepSpeed (it trains nothing, and ZeRO "
@@ -134,8 +171,9 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     from accelerate import Accelerator
 
     from backend.cache import build_cache
+    from backend.launched import accelerator_kwargs
 
-    accelerator = Accelerator()
+    accelerator = Accelerator(**accelerator_kwargs(cfg, given or {}))
     rank, world = process_info(accelerator)
     check_processes(accelerator, world)
     dtype = weight_dtype(accelerator.mixed_precision)
@@ -162,8 +200,38 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
 # ------------------------------------------------------------------------------------------
 # Stage 2 and one-shot sft
 # ------------------------------------------------------------------------------------------
-def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
-              ) -> tuple[str, dict[str, Any]]:
+def check_not_raw_dataset(cfg: RunConfig) -> None:
+    """sft:train reads a stage-1 cache: a folder of images instead is refused with the two
+    commands that fit, the cache written to a folder of its own (never into the dataset)."""
+    from backend.cache import cached_files
+    from backend.data import IMAGE_EXTS
+
+    folder = Path(cfg.dataset_base_path)
+    if not folder.is_dir() or cached_files(folder):
+        return
+    raw = [p for p in folder.iterdir() if p.is_file() and (
+        p.suffix.lower() in IMAGE_EXTS or p.name.startswith("metadata."))]
+    if not raw:
+        return
+    cache = folder.parent / f"{folder.name}_cache"
+    n = 2
+    while cache.exists():
+        cache = folder.parent / f"{folder.name}_cache{n}"
+        n += 1
+    meta = (f" --dataset_metadata_path {cfg.dataset_metadata_path}"
+            if cfg.dataset_metadata_path else "")
+    raise StageError(
+        f"dataset_base_path: task sft:train trains from a stage-1 cache, not a raw dataset "
+        f"(got {folder}: {len(raw)} image or metadata files, no cache; allowed a cache "
+        f"folder). Write the cache to a folder of its own, e.g. {cache}, then train from it: "
+        f"accelerate launch -m backend.stages.train --task sft:data_process "
+        f"--dataset_base_path {folder}{meta} --output_path {cache} ...; then --task "
+        f"sft:train --dataset_base_path {cache}. Or train from the images directly "
+        f"(encoding every step): --task sft --dataset_base_path {folder}{meta}.")
+
+
+def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
+              given: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
     from backend.families import get_family
     from backend.hub import resolve_component_dirs
 
@@ -178,6 +246,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     else:
         from backend.cache import CachedDataset, check_cache
         from backend.readgate import for_config as read_gate
+        check_not_raw_dataset(cfg)
         check_cache(cfg.dataset_base_path, read_gate(cfg))
         if cfg.dataset_metadata_path:
             log(f"[train] sft:train reads the stage-1 cache in {cfg.dataset_base_path}; "
@@ -188,6 +257,13 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     if cfg.lora_checkpoint and not Path(cfg.lora_checkpoint).is_file():
         raise StageError(f"lora_checkpoint: file not found (got {cfg.lora_checkpoint!r})")
     dirs = resolve_component_dirs(cfg, components)
+    from backend.lora import target_module_problems
+    model_config = dirs[trained] / "config.json"
+    problems = target_module_problems(
+        cfg, json.loads(model_config.read_text(encoding="utf-8")), str(model_config)
+    ) if model_config.is_file() else target_module_problems(cfg)
+    if problems:  # before peft would fail on them, deep in the model load
+        raise ConfigError(problems)
 
     import torch
     from accelerate import Accelerator
@@ -202,10 +278,29 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     from backend import lora
     from backend.families.common import configure_deepspeed_checkpointing
 
-    accelerator = Accelerator(
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        kwargs_handlers=[DistributedDataParallelKwargs(
-            find_unused_parameters=cfg.find_unused_parameters)])
+    from backend.launched import (accelerator_kwargs, launch_description, launch_problems,
+                                  what_ran)
+
+    given = given or {}
+    launch = launch_description()
+    try:
+        accelerator = Accelerator(
+            gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+            kwargs_handlers=[DistributedDataParallelKwargs(
+                find_unused_parameters=cfg.find_unused_parameters)],
+            **accelerator_kwargs(cfg, given))
+    except ValueError as e:  # accelerate: the DeepSpeed JSON enables the other precision
+        if "mixed_precision" not in str(e):
+            raise
+        raise ConfigError([f"mixed_precision: {one_line(e)} (got {cfg.mixed_precision} from "
+                           f"{given.get('mixed_precision')}; allowed what the launch's "
+                           f"DeepSpeed config enables, or \"auto\" there)"],
+                          f"this launch ({launch})") from None
+    # The options the launch decides: what runs, or a refusal naming what to change.
+    ran = what_ran(accelerator)
+    problems = launch_problems(cfg, given, ran)
+    if problems:
+        raise ConfigError(problems, f"this launch ({launch})")
     ds_plugin = accelerator.state.deepspeed_plugin
     ds_config = ds_plugin.deepspeed_config if ds_plugin is not None else None
     zero_stage = int((ds_config or {}).get("zero_optimization", {}).get("stage", 0) or 0)
@@ -217,7 +312,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     out = Path(cfg.output_path)
     out.mkdir(parents=True, exist_ok=True)
     log(f"[train] task {cfg.task}, {world} process(es) on {accelerator.device}, "
-        f"{'ZeRO-%d' % zero_stage if ds_config else 'no DeepSpeed'}, weights {dtype}")
+        f"{'ZeRO-%d' % zero_stage if ds_config else 'no DeepSpeed'}, weights {dtype}, "
+        f"mixed precision {ran['mixed_precision']}; launched with {launch}")
 
     # --- model ---
     transformer = load_trainable_transformer(cfg, family, dirs[trained], dtype,
@@ -253,8 +349,13 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
 
     accum = accelerator.gradient_accumulation_steps  # a DeepSpeed config may set it
     steps_per_epoch = max(1, math.ceil(len(dataloader) / accum))
-    total_steps = cfg.num_epochs * steps_per_epoch
-    if cfg.max_steps:
+    if cfg.max_train_steps:  # a step target: the epochs follow from it
+        total_steps = cfg.max_train_steps
+        num_epochs = math.ceil(total_steps / steps_per_epoch)
+    else:
+        num_epochs = cfg.num_epochs
+        total_steps = num_epochs * steps_per_epoch
+    if cfg.max_steps:  # a cap: never more steps than the epochs give
         total_steps = min(total_steps, cfg.max_steps)
     schedule = family.training_schedule()
     unwrapped = accelerator.unwrap_model(transformer)
@@ -274,17 +375,18 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
 
     if is_main:
         args = cfg.to_dict()
-        args.update({"num_processes": world, "zero_stage": zero_stage,
-                     "mixed_precision": accelerator.mixed_precision,
+        args.update(ran)  # what ran, from accelerate's state and its DeepSpeed config
+        args.update({"num_processes": world, "launch": launch,
                      "resolved_components": {k: str(v) for k, v in dirs.items()}})
         lora.write_json_atomic(out / rundir.TRAINING_ARGS, args)
     tb = make_tensorboard(out / rundir.TENSORBOARD) if is_main else None
 
     start_epoch = global_step // steps_per_epoch
-    progress.emit("start", total=total_steps, epochs=cfg.num_epochs, step=global_step,
+    progress.emit("start", total=total_steps, epochs=num_epochs, step=global_step,
                   steps_per_epoch=steps_per_epoch, num_processes=world)
     log(f"[train] {total_steps} steps ({steps_per_epoch} per epoch, {len(dataset)} samples x "
-        f"{cfg.num_epochs} epochs, {world} process(es), accumulation {accum})")
+        f"{num_epochs} epochs{' from max_train_steps' if cfg.max_train_steps else ''}, "
+        f"{world} process(es), accumulation {accum})")
 
     # --- loop ---
     transformer.train()
@@ -293,7 +395,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper
     stopped = False
     last_saved_step = global_step
     epoch = start_epoch
-    for epoch in range(start_epoch, cfg.num_epochs):
+    for epoch in range(start_epoch, num_epochs):
         if global_step >= total_steps:
             break
         sampler.use_epoch(epoch)
