@@ -135,14 +135,15 @@ def build_config(config: Any, preset: str, workspace: Path, user: str | None = N
             raise _Fail(f"preset: no preset with this name (got {preset!r}; allowed "
                         f"{' | '.join(sorted(known)) or 'none'})")
         try:
-            data, _ = schema.read_preset(preset, workspace, **owner)
+            data, path = schema.read_preset(preset, workspace, **owner)
         except schema.ConfigError as e:
             raise _Fail(str(e)) from None
     overrides = parse_config(config)
     overrides.pop("schema_version", None)
-    data.update(overrides)
+    # Each problem names where its value came from: the preset, or this call's config.
+    layers = ([(f"preset {preset!r}", data)] if preset else []) + [("start_run", overrides)]
     try:
-        return schema.validate(data, "start_run")
+        return schema.validate_layers(layers)
     except schema.ConfigError as e:
         raise _Fail(str(e)) from None
 
