@@ -251,6 +251,33 @@ def test_exports_load_in_diffusers_and_map_in_comfyui(tmp_path, z_models, traine
     assert abs(render() - before).max() < 1e-5
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_sample_stage_renders_base_and_lora_images(tmp_path, z_models, trained_lora):
+    """The real sample stage: the base model and the trained LoRA at two strengths, from one
+    seed; the LoRA images differ from the base image and from each other."""
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    out = tmp_path / "samples"
+    acc = write_accelerate_config(tmp_path, "plain")
+    proc = run_stage(["--stages", "sample", "--models_dir", z_models, "--offline",
+                      "--model_id_with_origin_paths", str(z_models / BASE),
+                      "--checkpoints", trained_lora, "--output_dir", out,
+                      "--sample_prompts", "a red circle on a white background",
+                      "--sample_lora_scales", "0", "1", "2", "--sample_steps", "3",
+                      "--sample_height", "64", "--sample_width", "64"],
+                     config_file=acc, stage="sample")
+    assert_ok(proc)
+    images = json.loads((out / "index.json").read_text())["images"]
+    assert [e["scale"] for e in images] == [0.0, 1.0, 2.0]
+    assert all(e["steps"] == 3 and e["cfg"] == 5.0 for e in images)  # Base: guided
+    pixels = [np.asarray(Image.open(out / e["image"]), dtype=float) for e in images]
+    assert np.abs(pixels[1] - pixels[0]).max() > 0 and np.abs(pixels[2] - pixels[1]).max() > 0
+
+
 @pytest.mark.timeout(600)
 def test_the_family_renders_through_its_pipeline(z_models):
     """``load_pipeline`` + ``render`` with the schema's sample settings; cfg 1 is no
