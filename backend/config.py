@@ -70,7 +70,7 @@ NONE_WORDS = ("none", "null", "")
 # Options that hold a local path (made absolute by ``resolve_paths``).
 PATH_FIELDS = ("output_path", "resume_from", "progress_file", "models_dir",
                "dataset_base_path", "dataset_metadata_path", "lora_checkpoint",
-               "offload_nvme_path")
+               "preset_lora_path", "offload_nvme_path")
 MODELS_DIR_ENV = "ZEROLORA_MODELS_DIR"
 SAMPLE_SCALE_RANGE = (-4.0, 4.0)
 
@@ -213,6 +213,10 @@ class RunConfig(BaseModel):
     lora_rank: int = F(32, "LoRA rank (alpha = rank).", "lora", ge=1, le=1024)
     lora_checkpoint: Optional[str] = F(None, "Initialise the LoRA from this file.", "lora",
                                        ui="advanced")
+    preset_lora_path: Optional[str] = F(
+        None, "A LoRA merged into the model's weights before training (e.g. a "
+        "de-distillation adapter for a distilled model); it trains nothing and is not in "
+        "the saved LoRA.", "lora", ui="advanced")
     remove_prefix_in_ckpt: str = F(_family_default("remove_prefix_in_ckpt"), "Prefix stripped from saved keys.", "lora",
                                    ui="advanced")
 

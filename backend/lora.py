@@ -192,6 +192,8 @@ def merge_lora_file(model, path: str | os.PathLike, scale: float = 1.0,
     """Merge the LoRA in ``path`` into ``model``'s base weights at ``scale`` and remove the
     adapter again, so the model's parameters are the merged ones and no trace of the extra
     LoRA is left to be saved. Returns the number of merged modules."""
+    from contextlib import nullcontext
+
     from peft.tuners.tuners_utils import BaseTunerLayer
 
     load_lora(model, path, adapter_name=adapter_name)
@@ -200,7 +202,16 @@ def merge_lora_file(model, path: str | os.PathLike, scale: float = 1.0,
         if isinstance(module, BaseTunerLayer) and adapter_name in module.lora_A:
             if scale != 1.0:
                 module.scale_layer(scale)
-            module.merge(adapter_names=[adapter_name])
+            base = list(module.get_base_layer().parameters())
+            if any(hasattr(p, "ds_id") for p in base):
+                # ZeRO-3 partitioned (zero3_init_flag): merge into the gathered weight on
+                # rank 0, which is partitioned again on the way out.
+                import deepspeed
+                gathered = deepspeed.zero.GatheredParameters(base, modifier_rank=0)
+            else:
+                gathered = nullcontext()
+            with gathered:
+                module.merge(adapter_names=[adapter_name])
             merged += 1
     model.delete_adapters(adapter_name)
     return merged

@@ -180,6 +180,12 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
         log("[train] transformer built partitioned (ZeRO-3 zero3_init_flag)")
     else:
         model = family.load_transformer(folder, dtype, device)
+    if cfg.preset_lora_path:
+        if not Path(cfg.preset_lora_path).is_file():
+            raise StageError(f"preset_lora_path: file not found (got {cfg.preset_lora_path!r})")
+        merged = family.merge_lora(model, cfg.preset_lora_path)
+        log(f"[train] preset_lora_path {cfg.preset_lora_path} merged into {merged} modules "
+            f"(not part of the saved LoRA)")
     lora.add_lora(model, cfg.lora_rank, family.target_modules(cfg.target_modules()))
     if cfg.lora_checkpoint:
         lora.init_from_checkpoint(model, cfg.lora_checkpoint)

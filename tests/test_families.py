@@ -20,10 +20,19 @@ FAMILIES_DIR = REPO / "backend" / "families"
 
 
 def _words(spec: FamilySpec) -> list[str]:
-    """What names a family: its name, keywords, component classes and model ids."""
+    """What names a family: its name, keywords, pipeline and trained-component classes and
+    model ids. The other components' classes are shared library classes (a VAE class, a
+    text encoder several families use), so they name no family."""
     words = {spec.name, *spec.keywords, *spec.recognise_classes, *spec.model_ids()}
-    words |= {cls for c in spec.components for cls in c.classes}
+    words |= {cls for c in spec.components if c.trained for cls in c.classes}
     return sorted(w for w in words if w)
+
+
+def _pattern(spec: FamilySpec) -> re.Pattern:
+    """The words as whole words: ``AutoencoderKL`` is not found in ``AutoencoderKLFoo``, a
+    keyword ``qwen`` not in ``Qwen3Model`` (another family's text encoder)."""
+    return re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(w)}(?![A-Za-z0-9])"
+                               for w in _words(spec)), re.IGNORECASE)
 
 
 def _python_files() -> list[Path]:
@@ -37,7 +46,7 @@ def test_no_family_is_named_outside_its_folder(name):
     the family's own folder (presets, tests, docs and the per-family bench scripts may)."""
     spec = family_spec(name)
     own = FAMILIES_DIR / name
-    pattern = re.compile("|".join(re.escape(w) for w in _words(spec)), re.IGNORECASE)
+    pattern = _pattern(spec)
     offenders = []
     for path in _python_files():
         if own in path.parents:
@@ -52,8 +61,9 @@ def test_the_layering_scan_finds_a_planted_name(tmp_path):
     """The scan above would catch a class name in another module (it is not vacuous)."""
     spec = family_spec(family_names()[0])
     word = next(cls for c in spec.components for cls in c.classes)
-    pattern = re.compile("|".join(re.escape(w) for w in _words(spec)), re.IGNORECASE)
+    pattern = _pattern(spec)
     assert pattern.search(f"from diffusers import {word}")
+    assert pattern.search(f"family = '{spec.name}'")
     assert not pattern.search("from diffusers import AutoencoderKL")
 
 

@@ -7,11 +7,13 @@ import pytest
 import yaml
 
 from backend.config import (PRESETS_DIR, REPO_ROOT, SCHEMA_VERSION, ConfigError, RunConfig,
-                            diff_configs, list_presets, load_preset, save_preset, validate)
+                            diff_configs, family_defaults, list_presets, load_preset,
+                            save_preset, validate)
 from backend.plan import deepspeed_config, plan_run
 
 BUNDLED = ["cpu_demo", "cpu_demo_zero3", "qwen_image_low_vram", "qwen_image_multi_gpu_zero2",
-           "qwen_image_single_gpu"]
+           "qwen_image_single_gpu", "z_image_low_vram", "z_image_single_gpu",
+           "z_image_turbo_dedistill"]
 
 
 def test_the_bundled_presets_are_listed():
@@ -26,10 +28,12 @@ def test_every_preset_loads_and_holds_only_what_it_changes(name):
     assert raw.pop("schema_version") == SCHEMA_VERSION
     cfg = load_preset(name)
     assert isinstance(cfg, RunConfig)
-    defaults = RunConfig().to_dict()
-    same = [k for k, v in raw.items() if defaults[k] == v]
-    assert not same, f"{name} repeats schema defaults: {same}"
-    assert set(raw) == {k for k, _, _ in diff_configs(RunConfig(), cfg)}
+    # The defaults are those of the preset's family (the schema's for the default family).
+    family = RunConfig(**family_defaults(cfg.model_family))
+    defaults = family.to_dict()
+    same = [k for k, v in raw.items() if defaults[k] == v and k != "model_family"]
+    assert not same, f"{name} repeats its family's defaults: {same}"
+    assert set(raw) - {"model_family"} == {k for k, _, _ in diff_configs(family, cfg)}
     # Ready to run once the user names a dataset (the demos bring theirs).
     data = cfg.to_dict()
     data["dataset_base_path"] = data["dataset_base_path"] or "my_dataset"

@@ -1,0 +1,354 @@
+"""Z-Image family adapter: components, prompt/image encoding, the training loss, samples.
+
+Components are diffusers' ``ZImageTransformer2DModel`` and ``AutoencoderKL``, transformers'
+``Qwen3Model`` text encoder and its tokenizer. Prompt encoding is diffusers'
+``ZImagePipeline._encode_prompt`` (chat template, padding to 512 tokens, the second-to-last
+hidden state, padding dropped), run through a pipeline object holding only the encoders, so
+the cached embedding is exactly what the pipeline feeds the transformer. Latents are the VAE
+posterior mean normalised as the pipeline undoes it before decoding:
+``(z - shift_factor) * scaling_factor``.
+
+The loss is diffusers' Z-Image LoRA example (``train_dreambooth_lora_z_image.py``) with its
+default uniform weighting: the 1000 training sigmas of the released scheduler
+(``FlowMatchEulerDiscreteScheduler``, shift 3.0), a uniform index, x_t = (1 - s) x0 + s noise;
+the transformer takes the time as (1000 - t) / 1000 = 1 - s and predicts x0 - noise (the
+pipeline negates it), so the loss is MSE(-pred, noise - x0).
+
+Cached sample tensors (one safetensors file per sample, see backend/cache.py):
+``prompt_emb`` [1, L, D] (L the prompt's own tokens: lengths differ between samples, as
+in the pipeline; stage 2 reads one sample per step), ``prompt_emb_mask`` [1, L] (all true),
+``latents`` [1, 16, H/8, W/8], ``height``, ``width``.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from backend.families.base import Family
+
+NUM_TRAIN_TIMESTEPS = 1000
+MAX_SEQUENCE_LENGTH = 512          # ZImagePipeline's default
+OFFLOAD_MODES = ("none", "model", "sequential")
+
+
+# ------------------------------------------------------------------------------------------
+# Loading
+# ------------------------------------------------------------------------------------------
+def transformer_class():
+    from diffusers import ZImageTransformer2DModel
+    return ZImageTransformer2DModel
+
+
+def load_transformer(folder: str | Path, dtype=None, device: str | Any = "cpu"):
+    model = transformer_class().from_pretrained(str(folder), torch_dtype=dtype)
+    return model.to(device)
+
+
+def load_text_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu"):
+    """The text encoder as the pipeline holds it: a ``Qwen3Model`` (the released folder says
+    ``Qwen3ForCausalLM``; the base model's weights load into it without the LM head)."""
+    from transformers import Qwen3Model
+
+    model = Qwen3Model.from_pretrained(str(folder), dtype=dtype)
+    return model.to(device).eval().requires_grad_(False)
+
+
+def load_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
+    from diffusers import AutoencoderKL
+
+    model = AutoencoderKL.from_pretrained(str(folder), torch_dtype=dtype)
+    return model.to(device).eval().requires_grad_(False)
+
+
+def load_tokenizer(folder: str | Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+class Encoder:
+    """Text encoder + VAE (+ tokenizer), frozen: prompts → embeddings, images → latents.
+
+    ``offload`` (``data_process_offload``): ``none`` (both on ``device``), ``model`` (weights in
+    host RAM, each moved to ``device`` for its phase: every prompt, then every image),
+    ``sequential`` (accelerate's ``cpu_offload`` hooks stream each module's weights). Every
+    mode computes the same tensors.
+    """
+
+    def __init__(self, text_encoder, tokenizer, vae, device=None, offload: str = "none"):
+        import torch
+        from diffusers import ZImagePipeline
+
+        if offload not in OFFLOAD_MODES:
+            raise ValueError(f"offload: unknown mode (got {offload!r}; allowed "
+                             f"{' | '.join(OFFLOAD_MODES)})")
+        self.pipe = ZImagePipeline(scheduler=None, vae=vae, text_encoder=text_encoder,
+                                   tokenizer=tokenizer, transformer=None)
+        self.text_encoder, self.vae = text_encoder, vae
+        self.device = torch.device(device) if device is not None else text_encoder.device
+        self.offload = offload
+        if offload == "sequential":
+            from accelerate import cpu_offload
+
+            for module in (text_encoder, vae):
+                cpu_offload(module, execution_device=self.device)
+
+    @contextmanager
+    def on_device(self, name: str):
+        if self.offload != "model":
+            yield
+            return
+        import torch
+
+        module = getattr(self, name)
+        module.to(self.device)
+        try:
+            yield
+        finally:
+            module.to("cpu")
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+
+    def encode_prompt(self, prompt: str):
+        """(prompt_emb [1, L, D], prompt_emb_mask [1, L]) as ``ZImagePipeline`` computes the
+        embedding (L: the prompt's tokens under the chat template, padding dropped)."""
+        import torch
+
+        with torch.no_grad():
+            emb = self.pipe._encode_prompt([prompt], device=self.device,
+                                           max_sequence_length=MAX_SEQUENCE_LENGTH)[0]
+        emb = emb.unsqueeze(0)
+        return emb, torch.ones(emb.shape[:2], dtype=torch.bool, device=emb.device)
+
+    def encode_image(self, pixels):
+        """Pixels [B, 3, H, W] in [-1, 1] → normalised latents [B, 16, H/8, W/8]."""
+        import torch
+
+        vae = self.vae
+        with torch.no_grad():
+            z = vae.encode(pixels.to(device=self.device, dtype=vae.dtype)).latent_dist.mean
+            return (z - vae.config.shift_factor) * vae.config.scaling_factor
+
+    def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
+        emb, mask = self.encode_prompt(prompt)
+        return _sample(emb, mask, self.encode_image(pixels), pixels)
+
+    def encode_samples(self, items: list[tuple[Callable[[], Any], str]],
+                       should_stop: Callable[[], bool] = lambda: False, log=print
+                       ) -> Iterator[dict[str, Any]]:
+        """Each (load_pixels, prompt) item's sample, in order; with ``model`` offload every
+        prompt first, then every image. Returns early once ``should_stop()``."""
+        if self.offload != "model":
+            for load, prompt in items:
+                if should_stop():
+                    return
+                yield self.encode_sample(load(), prompt)
+            return
+        prompts = []
+        with self.on_device("text_encoder"):
+            for _, prompt in items:
+                if should_stop():
+                    return
+                emb, mask = self.encode_prompt(prompt)
+                prompts.append((emb.cpu(), mask.cpu()))
+        log(f"[encoder] model offload: {len(prompts)} prompt(s) encoded; text encoder back "
+            f"in host RAM, VAE to {self.device}")
+        with self.on_device("vae"):
+            for (load, _), (emb, mask) in zip(items, prompts):
+                if should_stop():
+                    return
+                pixels = load()
+                yield _sample(emb, mask, self.encode_image(pixels), pixels)
+
+
+def _sample(emb, mask, latents, pixels) -> dict[str, Any]:
+    import torch
+
+    return {"prompt_emb": emb, "prompt_emb_mask": mask, "latents": latents,
+            "height": torch.tensor([pixels.shape[-2]]),
+            "width": torch.tensor([pixels.shape[-1]])}
+
+
+def load_encoder(dirs, dtype=None, device: str | Any = "cpu", offload: str = "none") -> Encoder:
+    place = device if offload == "none" else "cpu"
+    return Encoder(load_text_encoder(dirs["text_encoder"], dtype, place),
+                   load_tokenizer(dirs["tokenizer"]),
+                   load_vae(dirs["vae"], dtype, place), device=device, offload=offload)
+
+
+# ------------------------------------------------------------------------------------------
+# Training loss
+# ------------------------------------------------------------------------------------------
+@dataclass
+class Schedule:
+    sigmas: Any      # [1000], from 1 down to about 0.003 (shift 3)
+    timesteps: Any   # [1000], 1000 * sigma
+    weights: Any     # [1000], all 1 (uniform weighting)
+
+
+def training_schedule() -> Schedule:
+    import torch
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    from backend.families.z_image.published import SCHEDULER
+
+    sched = FlowMatchEulerDiscreteScheduler(**SCHEDULER)
+    sigmas = sched.sigmas[:NUM_TRAIN_TIMESTEPS].float()
+    timesteps = sched.timesteps[:NUM_TRAIN_TIMESTEPS].float()
+    return Schedule(sigmas, timesteps, torch.ones_like(sigmas))
+
+
+def pack_latents(latents):
+    """[B, C, h, w] → the transformer's input: a list of B tensors [C, 1, h, w] (one frame
+    each; the model patchifies them itself)."""
+    return list(latents.unsqueeze(2).unbind(0))
+
+
+def predict(transformer, noisy_latents, sigma, prompt_emb, prompt_mask=None):
+    """The flow (noise - x0) the transformer predicts for [B, C, h, w] latents at noise level
+    ``sigma`` (a 0-d tensor), as the pipeline computes it (time 1 - sigma, output negated).
+    ``prompt_emb`` [B, L, D]; ``prompt_mask`` [B, L] drops padding (none in a cache)."""
+    import torch
+
+    b = noisy_latents.shape[0]
+    caps = [prompt_emb[i] if prompt_mask is None else prompt_emb[i][prompt_mask[i].bool()]
+            for i in range(b)]
+    t = (1 - sigma).to(noisy_latents.dtype).expand(b)
+    out = transformer(pack_latents(noisy_latents), t, caps, return_dict=False)[0]
+    return -torch.stack(out, dim=0).squeeze(2)
+
+
+def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
+                       index: int, noise, dtype):
+    """Flow-matching MSE for one sample at schedule ``index`` with ``noise``."""
+    import torch.nn.functional as F
+
+    x0 = sample["latents"].to(dtype)
+    device = x0.device
+    sigma = schedule.sigmas[index].to(device)
+    noise = noise.to(device=device, dtype=dtype)
+    x_t = (1 - sigma) * x0 + sigma * noise
+    pred = predict(transformer, x_t.to(dtype), sigma.to(dtype),
+                   sample["prompt_emb"].to(device, dtype), sample.get("prompt_emb_mask"))
+    loss = F.mse_loss(pred.float(), (noise - x0).float())
+    return loss * schedule.weights[index].to(device)
+
+
+def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, generator, dtype):
+    """One step's loss: a uniform schedule index and fresh noise from ``generator``."""
+    import torch
+
+    index = int(torch.randint(0, len(schedule.sigmas), (1,), generator=generator))
+    noise = torch.randn(sample["latents"].shape, generator=generator)
+    return flow_matching_loss(transformer, sample, schedule, index, noise, dtype)
+
+
+def eval_loss(transformer, samples: list[dict[str, Any]], seed: int = 0,
+              indices: tuple[int, ...] = (100, 300, 500, 700, 900)) -> float:
+    """Mean loss over ``samples`` × ``indices`` with noise fixed by ``seed``."""
+    import torch
+
+    schedule = training_schedule()
+    dtype = next(transformer.parameters()).dtype
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for si, sample in enumerate(samples):
+            for index in indices:
+                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
+                noise = torch.randn(sample["latents"].shape, generator=g)
+                total += float(flow_matching_loss(transformer, sample, schedule, index,
+                                                  noise, dtype))
+                n += 1
+    return total / max(n, 1)
+
+
+# ------------------------------------------------------------------------------------------
+# Samples
+# ------------------------------------------------------------------------------------------
+def load_pipeline(dirs, dtype=None):
+    """``ZImagePipeline`` from the resolved component folders, on the CPU in ``dtype``."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, ZImagePipeline
+
+    return ZImagePipeline(
+        transformer=load_transformer(dirs["transformer"], dtype),
+        text_encoder=load_text_encoder(dirs["text_encoder"], dtype),
+        vae=load_vae(dirs["vae"], dtype),
+        tokenizer=load_tokenizer(dirs["tokenizer"]),
+        scheduler=FlowMatchEulerDiscreteScheduler.from_pretrained(dirs["scheduler"]),
+    )
+
+
+def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cfg: float,
+           height: int, width: int):
+    """One image. ``cfg`` counts as in the schema (1 = no guidance); ZImagePipeline's
+    ``guidance_scale`` counts only the push away from the negative prompt (0 = none), so it
+    gets ``cfg - 1``."""
+    import torch
+
+    guidance = max(0.0, float(cfg) - 1.0)
+    with torch.inference_mode():
+        return pipe(prompt=prompt, negative_prompt=negative_prompt if guidance > 0 else None,
+                    guidance_scale=guidance, num_inference_steps=steps, height=height,
+                    width=width, generator=generator).images[0]
+
+
+# ------------------------------------------------------------------------------------------
+# The contract
+# ------------------------------------------------------------------------------------------
+class Adapter(Family):
+    """Z-Image (Base and Turbo) through the family contract (``backend/families/base.py``)."""
+
+    # ComfyUI maps diffusers' Z-Image names under ``diffusion_model.`` onto its own fused
+    # qkv weights (comfy/lora.py, the Lumina2 branch, through z_image_to_diffusers); the
+    # base class's prefixes are exactly that, restated here because the family relies on it.
+    export_prefixes = {"reference": "", "diffusers": "transformer.",
+                       "comfyui": "diffusion_model."}
+    vae_scale_factor = 8
+    resolution_multiple = 16
+    offload_blocks = ("layers", "noise_refiner", "context_refiner")
+    # Embedders, the final layer and the modulation stay in full precision (diffusers keeps
+    # t_embedder and cap_embedder out of layerwise casting for the same reason).
+    quantize_skip = ("all_x_embedder", "all_final_layer", "t_embedder", "cap_embedder",
+                     "*.adaLN_modulation.*")
+
+    def transformer_class(self):
+        return transformer_class()
+
+    def load_transformer(self, folder, dtype=None, device="cpu"):
+        return load_transformer(folder, dtype, device)
+
+    def load_encoder(self, dirs, dtype=None, device="cpu", offload="none"):
+        return load_encoder(dirs, dtype, device, offload)
+
+    def training_schedule(self):
+        return training_schedule()
+
+    def training_loss(self, transformer, sample, schedule, generator, dtype):
+        return training_loss(transformer, sample, schedule, generator, dtype)
+
+    def eval_loss(self, transformer, samples, seed=0):
+        return eval_loss(transformer, samples, seed)
+
+    def pack_latents(self, latents):
+        return pack_latents(latents)
+
+    def load_pipeline(self, dirs, dtype=None):
+        return load_pipeline(dirs, dtype)
+
+    def render(self, pipe, prompt, *, negative_prompt, generator, steps, cfg, height, width):
+        return render(pipe, prompt, negative_prompt=negative_prompt, generator=generator,
+                      steps=steps, cfg=cfg, height=height, width=width)
+
+    def published_configs(self):
+        from backend.families.z_image.published import CONFIGS
+        return {k: dict(v) for k, v in CONFIGS.items()}
+
+    def transformer_shape(self, config):
+        """(main blocks, hidden size): Z-Image names them ``n_layers`` and ``dim``."""
+        return int(config["n_layers"]), int(config["dim"])
+
+    def build_tiny(self, out_dir, seed=0):
+        from backend.families.z_image.tiny import build_tiny_z_image
+        return build_tiny_z_image(out_dir, seed)
