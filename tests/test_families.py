@@ -19,11 +19,17 @@ REPO = Path(__file__).resolve().parent.parent
 FAMILIES_DIR = REPO / "backend" / "families"
 
 
-def _words(spec: FamilySpec) -> list[str]:
-    """What names a family: its name, keywords, component classes and model ids."""
+def _own_words(spec: FamilySpec) -> set[str]:
     words = {spec.name, *spec.keywords, *spec.recognise_classes, *spec.model_ids()}
     words |= {cls for c in spec.components for cls in c.classes}
-    return sorted(w for w in words if w)
+    return {w for w in words if w}
+
+
+def _words(spec: FamilySpec) -> list[str]:
+    """What names a family: its name, keywords, component classes and model ids, less the
+    ones another family shares (a text encoder class two families use names neither)."""
+    shared = set().union(*(_own_words(s) for s in _discover().values() if s is not spec))
+    return sorted(_own_words(spec) - shared)
 
 
 def _python_files() -> list[Path]:
