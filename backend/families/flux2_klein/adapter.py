@@ -346,6 +346,18 @@ class Adapter(Family):
         from backend.families.flux2_klein.published import CONFIGS
         return {k: dict(v) for k, v in CONFIGS.items()}
 
+    def variant_configs(self, variant):
+        from backend.families.flux2_klein.published import CONFIGS, CONFIGS_9B
+        return {k: dict(v) for k, v in (CONFIGS_9B if variant == "base_9b" else CONFIGS).items()}
+
+    def lora_module_map(self, config=None):
+        """Module map of ``config``; without one the 9B model's, whose names hold the 4B's
+        (5 of its 8 double blocks, 20 of its 24 single blocks), so a LoRA of either size
+        checks against the published names (sizes are not checked then)."""
+        if config is None:
+            config = self.variant_configs("base_9b")["transformer"]
+        return super().lora_module_map(config)
+
     def transformer_shape(self, config):
         """(double + single blocks, heads x head dim)."""
         return (int(config["num_layers"]) + int(config["num_single_layers"]),
