@@ -428,7 +428,10 @@ def model_configs(cfg, model_config: dict[str, Any] | None = None
             given = {comp: model_config}
     local = local_model_configs(cfg) if cfg is not None else {}
     family = get_family(cfg.model_family if cfg is not None else default_family())
-    published = family.published_configs()
+    from backend.config import family_of
+
+    variant = family_of(cfg.to_dict())[1] if cfg is not None else None
+    published = family.variant_configs(variant)
     out, source = {}, {}
     for comp in ("transformer", "text_encoder", "vae"):
         if comp in given:

@@ -15,7 +15,8 @@ Formats (one safetensors file each; tensors unchanged unless noted):
   (it strips ``diffusion_model.``).
 
 The prefixes are the family's (``Family.export_prefixes``: a family whose loaders want
-other names says so there). ``<module>`` is a module name of the family's trained
+other names says so there, e.g. one whose ComfyUI loader maps diffusers names only with
+``transformer.``). ``<module>`` is a module name of the family's trained
 component (diffusers' class), e.g. ``transformer_blocks.0.attn.to_q``. Any of the three
 formats is accepted as the source.
 A LoRA whose alpha differs from its rank (only possible in a comfyui source) has the scale
@@ -187,12 +188,19 @@ def _folded(a: torch.Tensor, b: torch.Tensor, alpha: float | None) -> tuple[torc
     return (b.float() * (alpha / rank)).to(b.dtype), True
 
 
+def family_prefixes(family: str | None = None) -> dict[str, str]:
+    """Key prefix of the trained component per format, as the family's loaders want them."""
+    return dict(get_family(family or default_family()).export_prefixes)
+
+
 def build_state_dict(modules: Mapping[str, tuple[torch.Tensor, torch.Tensor, float | None]],
-                     fmt: str) -> tuple[dict[str, torch.Tensor], bool]:
-    """The state dict of ``fmt``; also whether an alpha was folded into lora_B."""
+                     fmt: str, prefixes: Mapping[str, str] | None = None
+                     ) -> tuple[dict[str, torch.Tensor], bool]:
+    """The state dict of ``fmt`` (key prefixes: ``prefixes``, default the contract's); also
+    whether an alpha was folded into lora_B."""
     if fmt not in FORMATS:
         raise ValueError(f"format: unknown (got {fmt!r}; allowed {' | '.join(FORMATS)})")
-    prefix = _PREFIX[fmt]
+    prefix = (prefixes or _PREFIX)[fmt]
     a_suffix, b_suffix, alpha_suffix = _SUFFIX[fmt]
     out: dict[str, torch.Tensor] = {}
     folded_any = False
@@ -271,9 +279,10 @@ def _config_from_training_args(src: Path) -> tuple[dict[str, Any], str, str] | N
 
 
 def verify_state_dict(state_dict: Mapping[str, torch.Tensor], fmt: str,
-                      shapes: Mapping[str, tuple[int, int]], check_sizes: bool = True) -> None:
+                      shapes: Mapping[str, tuple[int, int]], check_sizes: bool = True,
+                      prefixes: Mapping[str, str] | None = None) -> None:
     """Raise LoraFormatError unless every key has ``fmt``'s form and maps to a Linear module."""
-    prefix = _PREFIX[fmt]
+    prefix = (prefixes or _PREFIX)[fmt]
     a_suffix, b_suffix, alpha_suffix = _SUFFIX[fmt]
     problems: list[str] = []
     seen: dict[str, dict[str, torch.Tensor]] = {}
@@ -338,7 +347,6 @@ def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
     src = Path(src)
     tensors, metadata = load_lora_file(src)
     modules = split_modules(tensors, metadata, str(src))
-    state_dict, folded = build_state_dict(modules, fmt)
 
     family = family or metadata.get("model_family")
     if transformer_config is not None:
@@ -356,7 +364,10 @@ def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
                          f"{' | '.join(family_names())})")
     family = family or default_family()
     against = against or f"the published {family} module names"
-    verify_state_dict(state_dict, fmt, transformer_linear_shapes(config, family), check_sizes)
+    prefixes = family_prefixes(family)
+    state_dict, folded = build_state_dict(modules, fmt, prefixes)
+    verify_state_dict(state_dict, fmt, transformer_linear_shapes(config, family), check_sizes,
+                      prefixes)
 
     meta = {str(k): str(v) for k, v in metadata.items()}
     if folded:

@@ -48,6 +48,12 @@ SAMPLE_MODULE = "backend.stages.sample"
 PLUMBING_ENV = ("PYTHONUNBUFFERED", "PYTHONPATH", "ACCELERATE_USE_CPU", "OMP_NUM_THREADS",
                 "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM", "HF_HUB_DISABLE_TELEMETRY")
 ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+# The reference's flags whose job ZeroLoRA's stages do by themselves: {flag: note}.
+SELF_EVIDENT_FLAGS = {
+    "--offload_models": "the reference's --offload_models (models a stage loads but does not "
+                        "use) is not needed: each stage loads only the components it uses "
+                        "(stage 1 the text encoder and VAE, stage 2 the transformer)",
+}
 SEPARATORS = {";", "&&", "||", "&", "|"}
 
 # DeepSpeed JSON (zero_optimization) keys that map one-to-one onto schema fields.
@@ -246,6 +252,10 @@ def _read_command(index: int, argv: list[str], base: Path, nu: list[str], notes:
     if cmd.is_sample:
         # The sample stage's own options point into the run folder.
         rest = _drop_options(rest, ("--output_dir", "--checkpoints", "--all_checkpoints"))
+    for flag, note in SELF_EVIDENT_FLAGS.items():
+        if any(tok.split("=", 1)[0] == flag for tok in rest):
+            rest = _drop_options(rest, (flag,))
+            notes.append(f"{cmd.label}: {note}")
     _parse_trainer_args(cmd, rest, nu)
     if cmd.launch.pop("_no_config_file", False) and cmd.task != "sft:data_process":
         notes.append(f"{cmd.label}: no --config_file (accelerate uses that machine's default "

@@ -19,13 +19,19 @@ REPO = Path(__file__).resolve().parent.parent
 FAMILIES_DIR = REPO / "backend" / "families"
 
 
-def _words(spec: FamilySpec) -> list[str]:
+def _own_words(spec: FamilySpec) -> set[str]:
     """What names a family: its name, keywords, pipeline and trained-component classes and
     model ids. The other components' classes are shared library classes (a VAE class, a
     text encoder several families use), so they name no family."""
     words = {spec.name, *spec.keywords, *spec.recognise_classes, *spec.model_ids()}
     words |= {cls for c in spec.components if c.trained for cls in c.classes}
-    return sorted(w for w in words if w)
+    return {w for w in words if w}
+
+
+def _words(spec: FamilySpec) -> list[str]:
+    """A family's own words, less the ones another family shares."""
+    shared = set().union(*(_own_words(s) for s in _discover().values() if s is not spec))
+    return sorted(_own_words(spec) - shared)
 
 
 def _pattern(spec: FamilySpec) -> re.Pattern:

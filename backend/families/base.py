@@ -229,6 +229,11 @@ class Family(abc.ABC):
         """{component: config.json contents} of the released model, for estimates made
         before anything is downloaded."""
 
+    def variant_configs(self, variant: str | None) -> dict[str, dict[str, Any]]:
+        """``published_configs`` of one of the spec's variants (by ``Variant.name``; None:
+        the family's default model). Default: the variants share the published sizes."""
+        return self.published_configs()
+
     def transformer_shape(self, config: Mapping[str, Any]) -> tuple[int, int]:
         """(blocks, hidden size) of the trained component from its config: the estimator's
         activation model counts hidden-state tensors of blocks x tokens x hidden size."""

@@ -44,7 +44,8 @@ SPEC = FamilySpec(
     },
     recognise_classes=("QwenImagePipeline", "QwenImageTransformer2DModel"),
     variants=(Variant("qwen_image", "Qwen-Image", (REPO,)),),
-    keywords=("qwen",),
+    # "qwen" alone would also name the Qwen3 text encoders other families use.
+    keywords=("qwen-image", "qwenimage"),
     presets_by_vram=("qwen_image_multi_gpu_zero2", "qwen_image_single_gpu",
                      "qwen_image_low_vram"),
     help={

@@ -1,0 +1,368 @@
+"""FLUX.2 [klein] family adapter: components, prompt/image encoding, the training loss,
+samples, exports.
+
+Components are diffusers' ``Flux2Transformer2DModel`` and ``AutoencoderKLFlux2``,
+transformers' ``Qwen3ForCausalLM`` and its tokenizer. Stage 1 encodes as
+``Flux2KleinPipeline`` does, through its own static methods: the prompt under Qwen3's chat
+template (thinking off), padded to 512 tokens, the hidden states of layers 9, 18 and 27
+stacked into [1, 512, 3 x hidden]; the image by the VAE's posterior mode, patchified 2x2 and
+normalised by the VAE's batch-norm statistics ([1, 4 x latent channels, H/16, W/16]). The
+encoders can keep their weights in host RAM (offload none | model | sequential) without
+changing what they compute.
+
+The loss is diffusers' klein LoRA example's (``train_dreambooth_lora_flux2_klein.py`` with
+its default ``--weighting_scheme none``): a uniform index into the scheduler's 1000
+training sigmas (dynamic shifting leaves them unshifted: 1.000, 0.999 ... 0.001),
+x_t = (1 - s) x0 + s noise, the transformer sees timestep s, target noise - x0, plain MSE.
+
+Cached sample tensors: ``prompt_emb`` [1, 512, 3 x hidden], ``latents`` [1, C, H/16, W/16]
+(normalised, patchified), ``height``, ``width``.
+
+Exports: diffusers loads ``transformer.<module>`` keys (``Flux2KleinPipeline.
+load_lora_weights``); ComfyUI maps diffusers-style FLUX keys only with the ``transformer.``
+prefix or none (its ``flux_to_diffusers`` key map, which knows FLUX.2's ``linear_in`` /
+``to_qkv_mlp_proj`` names; ``diffusion_model.`` + diffusers names is not loaded), so the
+ComfyUI export uses ``transformer.`` with ``lora_down`` / ``lora_up`` / ``alpha``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from backend.families.base import Family
+
+NUM_TRAIN_TIMESTEPS = 1000
+MAX_SEQUENCE_LENGTH = 512
+TEXT_LAYERS = (9, 18, 27)
+OFFLOAD_MODES = ("none", "model", "sequential")
+
+
+# ------------------------------------------------------------------------------------------
+# Loading
+# ------------------------------------------------------------------------------------------
+def transformer_class():
+    from diffusers import Flux2Transformer2DModel
+    return Flux2Transformer2DModel
+
+
+def load_transformer(folder, dtype=None, device: Any = "cpu"):
+    model = transformer_class().from_pretrained(str(folder), torch_dtype=dtype)
+    return model.to(device)
+
+
+def load_text_encoder(folder, dtype=None, device: Any = "cpu"):
+    from transformers import Qwen3ForCausalLM
+
+    model = Qwen3ForCausalLM.from_pretrained(str(folder), dtype=dtype)
+    return model.to(device).eval().requires_grad_(False)
+
+
+def load_vae(folder, dtype=None, device: Any = "cpu"):
+    from diffusers import AutoencoderKLFlux2
+
+    model = AutoencoderKLFlux2.from_pretrained(str(folder), torch_dtype=dtype)
+    return model.to(device).eval().requires_grad_(False)
+
+
+def load_tokenizer(folder):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+# ------------------------------------------------------------------------------------------
+# Stage 1
+# ------------------------------------------------------------------------------------------
+class Encoder:
+    """Text encoder + VAE (+ tokenizer), frozen: prompts -> stacked hidden states, images ->
+    normalised patchified latents, as ``Flux2KleinPipeline`` computes them.
+
+    ``offload``: ``none`` (both on ``device``), ``model`` (weights in host RAM; the text
+    encoder on ``device`` for all prompts, then the VAE for all images), ``sequential``
+    (accelerate's hooks stream each module's weights to ``device`` for its forward). Every
+    mode runs the same operations on the same inputs.
+    """
+
+    def __init__(self, text_encoder, tokenizer, vae, device=None, offload: str = "none"):
+        import torch
+
+        if offload not in OFFLOAD_MODES:
+            raise ValueError(f"offload: unknown mode (got {offload!r}; allowed "
+                             f"{' | '.join(OFFLOAD_MODES)})")
+        self.text_encoder, self.tokenizer, self.vae = text_encoder, tokenizer, vae
+        self.device = torch.device(device) if device is not None else text_encoder.device
+        self.offload = offload
+        if offload == "sequential":
+            from accelerate import cpu_offload
+
+            for module in (text_encoder, vae):
+                cpu_offload(module, execution_device=self.device)
+
+    def on_device(self, name: str):
+        from contextlib import contextmanager
+
+        @contextmanager
+        def moved():
+            if self.offload != "model":
+                yield
+                return
+            import torch
+
+            module = getattr(self, name)
+            module.to(self.device)
+            try:
+                yield
+            finally:
+                module.to("cpu")
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+        return moved()
+
+    def encode_prompt(self, prompt: str | list[str]):
+        """[B, 512, 3 x hidden] as ``Flux2KleinPipeline.encode_prompt`` computes it."""
+        import torch
+        from diffusers import Flux2KleinPipeline
+
+        with torch.no_grad():
+            return Flux2KleinPipeline._get_qwen3_prompt_embeds(
+                self.text_encoder, self.tokenizer, prompt, dtype=self.text_encoder.dtype,
+                device=self.device, max_sequence_length=MAX_SEQUENCE_LENGTH,
+                hidden_states_layers=TEXT_LAYERS)
+
+    def encode_image(self, pixels):
+        """Pixels [B, 3, H, W] in [-1, 1] -> [B, 4 x latent channels, H/16, W/16]: the VAE's
+        posterior mode, patchified and normalised (the pipeline's ``_encode_vae_image``)."""
+        import torch
+        from diffusers import Flux2KleinPipeline
+
+        vae = self.vae
+        with torch.no_grad():
+            x = pixels.to(device=self.device, dtype=vae.dtype)
+            z = Flux2KleinPipeline._patchify_latents(vae.encode(x).latent_dist.mode())
+            mean = vae.bn.running_mean.view(1, -1, 1, 1).to(z)
+            std = torch.sqrt(vae.bn.running_var.view(1, -1, 1, 1) +
+                             vae.config.batch_norm_eps).to(z)
+            return (z - mean) / std
+
+    def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
+        return _sample(self.encode_prompt([prompt]), self.encode_image(pixels), pixels)
+
+    def encode_samples(self, items: list[tuple[Callable[[], Any], str]],
+                       should_stop: Callable[[], bool] = lambda: False, log=print
+                       ) -> Iterator[dict[str, Any]]:
+        """Each (load_pixels, prompt) item's sample, in order; ``model`` offload encodes
+        every prompt first, then every image. Stops between two encodings when asked."""
+        if self.offload != "model":
+            for load, prompt in items:
+                if should_stop():
+                    return
+                yield self.encode_sample(load(), prompt)
+            return
+        prompts = []
+        with self.on_device("text_encoder"):
+            for _, prompt in items:
+                if should_stop():
+                    return
+                prompts.append(self.encode_prompt([prompt]).cpu())
+        log(f"[encoder] model offload: {len(prompts)} prompt(s) encoded; text encoder back "
+            f"in host RAM, VAE to {self.device}")
+        with self.on_device("vae"):
+            for (load, _), emb in zip(items, prompts):
+                if should_stop():
+                    return
+                pixels = load()
+                yield _sample(emb, self.encode_image(pixels), pixels)
+
+
+def _sample(emb, latents, pixels) -> dict[str, Any]:
+    import torch
+
+    return {"prompt_emb": emb, "latents": latents,
+            "height": torch.tensor([pixels.shape[-2]]), "width": torch.tensor([pixels.shape[-1]])}
+
+
+def load_encoder(dirs, dtype=None, device: Any = "cpu", offload: str = "none") -> Encoder:
+    place = device if offload == "none" else "cpu"
+    return Encoder(load_text_encoder(dirs["text_encoder"], dtype, place),
+                   load_tokenizer(dirs["tokenizer"]), load_vae(dirs["vae"], dtype, place),
+                   device=device, offload=offload)
+
+
+# ------------------------------------------------------------------------------------------
+# Training loss
+# ------------------------------------------------------------------------------------------
+@dataclass
+class Schedule:
+    sigmas: Any      # [1000]: 1.000, 0.999 ... 0.001 (the scheduler's training sigmas)
+
+
+def training_schedule() -> Schedule:
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    from backend.families.flux2_klein.published import SCHEDULER
+
+    return Schedule(FlowMatchEulerDiscreteScheduler(**SCHEDULER).sigmas.float())
+
+
+def pack_latents(latents):
+    """[B, C, h, w] (patchified) -> [B, h * w, C] (the pipeline's ``_pack_latents``)."""
+    from diffusers import Flux2KleinPipeline
+    return Flux2KleinPipeline._pack_latents(latents)
+
+
+def predict(transformer, noisy_latents, sigma, prompt_emb):
+    """The flow prediction for patchified latents [B, C, h, w], packed [B, h * w, C]."""
+    import torch
+    from diffusers import Flux2KleinPipeline
+
+    b = noisy_latents.shape[0]
+    img_ids = Flux2KleinPipeline._prepare_latent_ids(noisy_latents).to(noisy_latents.device)
+    txt_ids = Flux2KleinPipeline._prepare_text_ids(prompt_emb).to(prompt_emb.device)
+    config = getattr(transformer, "config", None)
+    guidance = (torch.ones(b, device=noisy_latents.device)
+                if config is not None and getattr(config, "guidance_embeds", False) else None)
+    packed = pack_latents(noisy_latents)
+    out = transformer(hidden_states=packed, timestep=sigma.expand(b), guidance=guidance,
+                      encoder_hidden_states=prompt_emb, txt_ids=txt_ids, img_ids=img_ids,
+                      return_dict=False)[0]
+    return out[:, : packed.shape[1]]
+
+
+def flow_matching_loss(transformer, sample, schedule: Schedule, index: int, noise, dtype):
+    """MSE of the flow prediction at schedule ``index`` with ``noise`` (no weighting)."""
+    import torch.nn.functional as F
+
+    x0 = sample["latents"].to(dtype)
+    device = x0.device
+    sigma = schedule.sigmas[index].to(device=device, dtype=dtype)
+    noise = noise.to(device=device, dtype=dtype)
+    x_t = (1 - sigma) * x0 + sigma * noise
+    pred = predict(transformer, x_t, sigma, sample["prompt_emb"].to(device=device, dtype=dtype))
+    return F.mse_loss(pred.float(), pack_latents(noise - x0).float())
+
+
+def training_loss(transformer, sample, schedule: Schedule, generator, dtype):
+    """One step: u ~ U(0, 1), index = int(u * 1000) (the example's ``weighting_scheme
+    none``), fresh noise; both drawn from ``generator``."""
+    import torch
+
+    u = torch.rand((1,), generator=generator)
+    index = min(int(u * NUM_TRAIN_TIMESTEPS), NUM_TRAIN_TIMESTEPS - 1)
+    noise = torch.randn(sample["latents"].shape, generator=generator)
+    return flow_matching_loss(transformer, sample, schedule, index, noise, dtype)
+
+
+def eval_loss(transformer, samples, seed: int = 0,
+              indices: tuple[int, ...] = (100, 300, 500, 700, 900)) -> float:
+    """Mean loss over ``samples`` x ``indices`` with noise fixed by ``seed``."""
+    import torch
+
+    schedule = training_schedule()
+    dtype = next(transformer.parameters()).dtype
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for si, sample in enumerate(samples):
+            for index in indices:
+                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
+                noise = torch.randn(sample["latents"].shape, generator=g)
+                total += float(flow_matching_loss(transformer, sample, schedule, index, noise,
+                                                  dtype))
+                n += 1
+    return total / max(n, 1)
+
+
+# ------------------------------------------------------------------------------------------
+# Samples
+# ------------------------------------------------------------------------------------------
+def load_pipeline(dirs, dtype=None):
+    """``Flux2KleinPipeline`` from the resolved folders, on the CPU in ``dtype``."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, Flux2KleinPipeline
+
+    return Flux2KleinPipeline(
+        transformer=load_transformer(dirs["transformer"], dtype),
+        text_encoder=load_text_encoder(dirs["text_encoder"], dtype),
+        vae=load_vae(dirs["vae"], dtype), tokenizer=load_tokenizer(dirs["tokenizer"]),
+        scheduler=FlowMatchEulerDiscreteScheduler.from_pretrained(str(dirs["scheduler"])))
+
+
+def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cfg: float,
+           height: int, width: int):
+    """One image; ``cfg`` is the pipeline's ``guidance_scale`` (classifier-free guidance
+    against the empty prompt when above 1; the pipeline has no negative prompt, so
+    ``negative_prompt`` is not used)."""
+    import torch
+
+    with torch.inference_mode():
+        return pipe(prompt=prompt, guidance_scale=cfg, num_inference_steps=steps,
+                    height=height, width=width, generator=generator).images[0]
+
+
+# ------------------------------------------------------------------------------------------
+# The contract
+# ------------------------------------------------------------------------------------------
+class Adapter(Family):
+    """FLUX.2 [klein] through the family contract (``backend/families/base.py``)."""
+
+    # ComfyUI maps diffusers-style FLUX keys with the ``transformer.`` prefix (or none).
+    export_prefixes = {"reference": "", "diffusers": "transformer.",
+                       "comfyui": "transformer."}
+    vae_scale_factor = 8
+    resolution_multiple = 16
+    offload_blocks = ("transformer_blocks", "single_transformer_blocks")
+    # In/out projections, the shared modulations and the time embedding stay in full precision.
+    quantize_skip = ("x_embedder", "context_embedder", "proj_out", "norm_out",
+                     "time_guidance_embed", "double_stream_modulation_img",
+                     "double_stream_modulation_txt", "single_stream_modulation")
+
+    def transformer_class(self):
+        return transformer_class()
+
+    def load_transformer(self, folder, dtype=None, device="cpu"):
+        return load_transformer(folder, dtype, device)
+
+    def load_encoder(self, dirs, dtype=None, device="cpu", offload="none"):
+        return load_encoder(dirs, dtype, device, offload)
+
+    def training_schedule(self):
+        return training_schedule()
+
+    def training_loss(self, transformer, sample, schedule, generator, dtype):
+        return training_loss(transformer, sample, schedule, generator, dtype)
+
+    def eval_loss(self, transformer, samples, seed=0):
+        return eval_loss(transformer, samples, seed)
+
+    def pack_latents(self, latents):
+        return pack_latents(latents)
+
+    def load_pipeline(self, dirs, dtype=None):
+        return load_pipeline(dirs, dtype)
+
+    def render(self, pipe, prompt, *, negative_prompt, generator, steps, cfg, height, width):
+        return render(pipe, prompt, negative_prompt=negative_prompt, generator=generator,
+                      steps=steps, cfg=cfg, height=height, width=width)
+
+    def published_configs(self):
+        from backend.families.flux2_klein.published import CONFIGS
+        return {k: dict(v) for k, v in CONFIGS.items()}
+
+    def variant_configs(self, variant):
+        from backend.families.flux2_klein.published import CONFIGS, CONFIGS_9B
+        return {k: dict(v) for k, v in (CONFIGS_9B if variant == "base_9b" else CONFIGS).items()}
+
+    def lora_module_map(self, config=None):
+        """Module map of ``config``; without one the 9B model's, whose names hold the 4B's
+        (5 of its 8 double blocks, 20 of its 24 single blocks), so a LoRA of either size
+        checks against the published names (sizes are not checked then)."""
+        if config is None:
+            config = self.variant_configs("base_9b")["transformer"]
+        return super().lora_module_map(config)
+
+    def transformer_shape(self, config):
+        """(double + single blocks, heads x head dim)."""
+        return (int(config["num_layers"]) + int(config["num_single_layers"]),
+                int(config["num_attention_heads"]) * int(config["attention_head_dim"]))
+
+    def build_tiny(self, out_dir, seed=0):
+        from backend.families.flux2_klein.tiny import build_tiny_flux2_klein
+        return build_tiny_flux2_klein(out_dir, seed)

@@ -1,0 +1,473 @@
+"""FLUX.2 [klein] through the family contract, on a tiny real-architecture pipeline (CPU).
+
+- stage 1 encodes exactly as ``Flux2KleinPipeline`` does, in every offload mode;
+- stage 1 + stage 2 under DeepSpeed ZeRO-3 with parameter and optimizer offload lower the
+  held-out loss; the diffusers export changes what ``Flux2KleinPipeline.load_lora_weights``
+  renders; every ComfyUI key is one ComfyUI's FLUX key map accepts and maps to a Linear of
+  the model;
+- the reference trainer's klein-base LoRA commands and its split-training script import
+  into configs of this family with the flags' values.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from backend.families.flux2_klein import (BASE_4B, BASE_9B, BLOCK_TARGETS, DISTILLED_4B,
+                                          DISTILLED_9B, SPEC, single_block_targets)
+from tests.conftest import make_dataset, run_stage, write_accelerate_config
+
+FAMILY = SPEC.name
+RANK = 4
+
+
+# ------------------------------------------------------------------------------------------
+# Fixtures: the tiny pipeline under both repo names, a data set, the stage-1 cache
+# ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def models_root(tmp_path_factory) -> Path:
+    """The tiny pipeline as the distilled repo (stage 1: text encoder, VAE, tokenizer) and
+    as the base repo (stage 2: transformer), as the reference's script names them."""
+    from backend.families import get_family
+
+    root = tmp_path_factory.mktemp("flux2_models")
+    tiny = get_family(FAMILY).build_tiny(root / DISTILLED_4B, seed=0)
+    shutil.copytree(tiny, root / BASE_4B)
+    return root
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(models_root) -> Path:
+    return models_root / BASE_4B
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    return make_dataset(tmp_path_factory.mktemp("flux2_data") / "images")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory, models_root, dataset) -> Path:
+    """Stage 1 under ``accelerate launch`` with the family's default sources (offline)."""
+    folder = tmp_path_factory.mktemp("flux2_cache")
+    acc = write_accelerate_config(folder, "plain")
+    out = folder / "cache"
+    proc = run_stage(["--task", "sft:data_process", "--model_family", FAMILY,
+                      "--models_dir", models_root, "--offline",
+                      "--dataset_base_path", dataset,
+                      "--dataset_metadata_path", dataset / "metadata.csv",
+                      "--output_path", out], config_file=acc)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return out
+
+
+def _pipeline(tiny_dir):
+    import torch
+    from diffusers import Flux2KleinPipeline
+
+    pipe = Flux2KleinPipeline.from_pretrained(str(tiny_dir), torch_dtype=torch.float32)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def _render(pipe, prompt="a red circle on a white background"):
+    import numpy as np
+    import torch
+
+    from backend.families import get_family
+
+    image = get_family(FAMILY).render(pipe, prompt, negative_prompt="",
+                                      generator=torch.Generator().manual_seed(0), steps=2,
+                                      cfg=1.0, height=64, width=64)
+    return np.asarray(image, dtype=np.float32)
+
+
+# ------------------------------------------------------------------------------------------
+# Stage 1
+# ------------------------------------------------------------------------------------------
+def test_stage1_encodes_as_the_pipeline_does_in_every_offload_mode(tiny_dir):
+    import torch
+
+    from backend.families import get_family
+
+    family = get_family(FAMILY)
+    pipe = _pipeline(tiny_dir)
+    prompt = "a blue triangle on a white background"
+    expected, _ = pipe.encode_prompt(prompt, device=torch.device("cpu"))
+    pixels = torch.rand(1, 3, 64, 64) * 2 - 1
+    expected_latents = pipe._encode_vae_image(pixels, generator=None)
+    dirs = {c: tiny_dir / c for c in ("text_encoder", "vae", "tokenizer")}
+    for offload in ("none", "model", "sequential"):
+        enc = family.load_encoder(dirs, torch.float32, "cpu", offload=offload)
+        samples = list(enc.encode_samples([(lambda: pixels, prompt)]))
+        assert len(samples) == 1
+        s = samples[0]
+        # 512 tokens x 3 stacked layers of the 16-wide tiny Qwen3.
+        assert s["prompt_emb"].shape == (1, 512, 48), offload
+        assert torch.equal(s["prompt_emb"], expected), offload
+        assert s["latents"].shape == (1, 16, 4, 4), offload
+        assert torch.allclose(s["latents"], expected_latents, atol=1e-6), offload
+        assert (int(s["height"]), int(s["width"])) == (64, 64)
+
+
+def test_the_cache_holds_what_stage_2_reads(cache):
+    from backend.cache import load_cached_samples, read_manifest
+
+    assert read_manifest(cache)["family"] == FAMILY
+    samples = load_cached_samples(cache)
+    assert len(samples) == 4
+    assert {k for s in samples for k in s} == {"prompt_emb", "latents", "height", "width"}
+
+
+# ------------------------------------------------------------------------------------------
+# Stage 2 under ZeRO-3 offload, exports, diffusers and ComfyUI
+# ------------------------------------------------------------------------------------------
+def comfyui_flux_lora_keys(double_blocks: int, single_blocks: int) -> set[str]:
+    """The diffusers-style FLUX LoRA module keys ComfyUI's loader maps, with the
+    ``transformer.`` prefix: a transcription of ``comfy/utils.py`` ``flux_to_diffusers``
+    (the FLUX.1 and FLUX.2 names) as ``comfy/lora.py`` ``model_lora_keys_unet`` uses it for
+    FLUX models (``transformer.<name>``, also bare; never ``diffusion_model.<name>``)."""
+    names: set[str] = set()
+    for i in range(double_blocks):
+        p = f"transformer_blocks.{i}."
+        names |= {p + n for n in (
+            "attn.to_q", "attn.to_k", "attn.to_v", "attn.add_q_proj", "attn.add_k_proj",
+            "attn.add_v_proj", "attn.to_out.0", "attn.to_add_out", "norm1.linear",
+            "norm1_context.linear", "ff.net.0.proj", "ff.net.2", "ff_context.net.0.proj",
+            "ff_context.net.2", "ff.linear_in", "ff.linear_out", "ff_context.linear_in",
+            "ff_context.linear_out", "attn.norm_q", "attn.norm_k", "attn.norm_added_q",
+            "attn.norm_added_k")}
+    for i in range(single_blocks):
+        p = f"single_transformer_blocks.{i}."
+        names |= {p + n for n in (
+            "attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp", "norm.linear", "proj_out",
+            "attn.norm_q", "attn.norm_k", "attn.to_qkv_mlp_proj", "attn.to_out")}
+    names |= {"proj_out", "x_embedder", "context_embedder", "norm_out.linear",
+              "time_text_embed.timestep_embedder.linear_1",
+              "time_text_embed.timestep_embedder.linear_2",
+              "time_text_embed.text_embedder.linear_1", "time_text_embed.text_embedder.linear_2",
+              "time_text_embed.guidance_embedder.linear_1",
+              "time_text_embed.guidance_embedder.linear_2", "controlnet_x_embedder"}
+    return {f"transformer.{n}" for n in names}
+
+
+def check_comfyui_export(path: Path, transformer) -> int:
+    """Every key: ``transformer.<module>.lora_down/lora_up.weight`` or ``.alpha``, the
+    module one ComfyUI maps, and a Linear of the model with matching sizes."""
+    import torch
+    from safetensors.torch import load_file
+
+    cfg = transformer.config
+    accepted = comfyui_flux_lora_keys(cfg.num_layers, cfg.num_single_layers)
+    linears = {n: m for n, m in transformer.named_modules() if isinstance(m, torch.nn.Linear)}
+    tensors = load_file(str(path))
+    modules = set()
+    for key, value in tensors.items():
+        for suffix in (".lora_down.weight", ".lora_up.weight", ".alpha"):
+            if key.endswith(suffix):
+                module = key[: -len(suffix)]
+                break
+        else:
+            pytest.fail(f"{key}: not a ComfyUI LoRA key")
+        assert module in accepted, f"{key}: ComfyUI's FLUX key map has no {module}"
+        name = module[len("transformer."):]
+        assert name in linears, f"{key}: no Linear {name} in the model"
+        if key.endswith(".lora_down.weight"):
+            assert value.shape[1] == linears[name].in_features, key
+        if key.endswith(".lora_up.weight"):
+            assert value.shape[0] == linears[name].out_features, key
+        modules.add(module)
+    assert not any(k.startswith("diffusion_model.") for k in tensors)
+    return len(modules)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_split_training_under_zero3_offload_lowers_the_loss_and_exports_load(
+        tmp_path, models_root, tiny_dir, cache):
+    import numpy as np
+    import torch
+
+    from backend import lora
+    from backend.cache import load_cached_samples
+    from backend.export import export_lora
+    from backend.families import get_family
+    from backend.families.flux2_klein import adapter as fa
+    from tests.test_train import SEED_ZERO3
+
+    family = get_family(FAMILY)
+    acc = write_accelerate_config(tmp_path, "z3", ds_config=SEED_ZERO3, zero3_init_flag=True)
+    out = tmp_path / "out"
+    proc = run_stage(["--task", "sft:train", "--model_family", FAMILY,
+                      "--models_dir", models_root, "--offline",
+                      "--dataset_base_path", cache, "--output_path", out,
+                      "--lora_rank", RANK, "--learning_rate", "2e-2", "--seed", "0",
+                      "--num_epochs", "100", "--max_steps", "60", "--save_steps", "60",
+                      "--use_gradient_checkpointing", "--initialize_model_on_cpu"],
+                     config_file=acc, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-8000:]
+    assert "DeepSpeed activation checkpointing configured" in proc.stdout
+    assert "transformer built partitioned" in proc.stdout
+    ckpt = out / "step-60.safetensors"
+    args = json.loads((out / "training_args.json").read_text())
+    assert args["zero_stage"] == 3 and args["model_family"] == FAMILY
+    assert Path(args["resolved_components"]["transformer"]) == tiny_dir / "transformer"
+
+    # Keys: to_out.0 of the double blocks and each single block's to_out, all trained.
+    tensors, meta = lora.read_lora(ckpt)
+    assert meta["model_family"] == FAMILY
+    for key in ("transformer_blocks.0.attn.to_out.0.lora_A.default.weight",
+                "single_transformer_blocks.1.attn.to_out.lora_B.default.weight",
+                "single_transformer_blocks.0.attn.to_qkv_mlp_proj.lora_B.default.weight",
+                "transformer_blocks.1.ff_context.linear_out.lora_B.default.weight"):
+        assert key in tensors, key
+    assert all(v.abs().sum() > 0 for k, v in tensors.items() if ".lora_B." in k)
+
+    # Held-out loss (fixed timesteps and noise) before and after.
+    samples = load_cached_samples(cache)
+    base = family.load_transformer(tiny_dir / "transformer", torch.float32).eval()
+    before = family.eval_loss(base, samples)
+    trained = family.load_transformer(tiny_dir / "transformer", torch.float32).eval()
+    lora.load_lora(trained, ckpt)
+    after = family.eval_loss(trained, samples)
+    print(f"[flux2_klein] held-out loss {before:.4f} -> {after:.4f}")
+    assert after < before, (before, after)
+
+    # diffusers: the pipeline loads the export and renders something else.
+    exported = export_lora(ckpt, "diffusers")
+    assert exported == out / "export" / "step-60.diffusers.safetensors"
+    pipe = _pipeline(tiny_dir)
+    plain = _render(pipe)
+    assert np.isfinite(plain).all()
+    pipe.load_lora_weights(str(exported))
+    with_lora = _render(pipe)
+    print(f"[flux2_klein] mean |image change| with the LoRA: "
+          f"{np.abs(with_lora - plain).mean():.3f} / 255")
+    assert np.abs(with_lora - plain).mean() > 0.01, "the LoRA did not change the image"
+    # ... and diffusers applies exactly the LoRA training saved.
+    sample = samples[0]
+    x = torch.randn(sample["latents"].shape, generator=torch.Generator().manual_seed(1))
+    sigma = torch.tensor(0.5)
+    with torch.no_grad():
+        ours = fa.predict(trained, x, sigma, sample["prompt_emb"])
+        theirs = fa.predict(pipe.transformer, x, sigma, sample["prompt_emb"])
+    assert torch.allclose(ours, theirs, atol=1e-5)
+
+    # ComfyUI: every key is one its FLUX key map accepts and a Linear of the model.
+    comfy = export_lora(ckpt, "comfyui")
+    n = check_comfyui_export(comfy, base)
+    assert n == len({k.split(".lora_")[0] for k in tensors})
+
+
+def test_comfyui_export_of_every_target_maps_to_the_model(tmp_path, tiny_dir):
+    """Without training: a LoRA on the family's default targets (the published 4B names,
+    cut to the tiny model's blocks) exports to keys ComfyUI maps, each a Linear."""
+    import torch
+
+    from backend import lora
+    from backend.export import export_lora
+    from backend.families import get_family
+
+    family = get_family(FAMILY)
+    model = family.load_transformer(tiny_dir / "transformer", torch.float32)
+    targets = f"{BLOCK_TARGETS},{single_block_targets(2)}".split(",")
+    lora.add_lora(model, RANK, family.target_modules(targets))
+    for name, p in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p)
+    state = lora.collect_lora_state(model)
+    path = lora.save_lora(tmp_path / "step-1.safetensors", state, rank=RANK,
+                          target_modules=targets, model_family=FAMILY)
+    comfy = export_lora(path, "comfyui", transformer_config=tiny_dir / "transformer")
+    fresh = family.load_transformer(tiny_dir / "transformer", torch.float32)
+    # 2 double blocks x (8 attention + 4 feed-forward Linears) + 2 single blocks x 2.
+    assert check_comfyui_export(comfy, fresh) == 2 * 12 + 2 * 2
+    # ... and it reads back as the same LoRA.
+    back = export_lora(comfy, "reference", out_dir=tmp_path / "back")
+    from safetensors.torch import load_file
+    assert {k: v.shape for k, v in load_file(str(back)).items()} == {
+        k: v.shape for k, v in state.items()}
+
+
+def test_diffusers_loads_the_diffusers_export(tmp_path, tiny_dir):
+    """A LoRA on the default targets, exported for diffusers, loads with
+    ``Flux2KleinPipeline.load_lora_weights`` and changes the rendered image."""
+    import numpy as np
+    import torch
+
+    from backend import lora
+    from backend.export import export_lora
+    from backend.families import get_family
+
+    family = get_family(FAMILY)
+    model = family.load_transformer(tiny_dir / "transformer", torch.float32)
+    targets = f"{BLOCK_TARGETS},{single_block_targets(2)}".split(",")
+    lora.add_lora(model, RANK, targets)
+    torch.manual_seed(0)
+    for name, p in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.5)
+    path = lora.save_lora(tmp_path / "step-1.safetensors", lora.collect_lora_state(model),
+                          rank=RANK, target_modules=targets, model_family=FAMILY)
+    exported = export_lora(path, "diffusers", transformer_config=tiny_dir / "transformer")
+    pipe = _pipeline(tiny_dir)
+    plain = _render(pipe)
+    pipe.load_lora_weights(str(exported))
+    assert np.abs(_render(pipe) - plain).mean() > 1.0
+
+
+def test_published_configs_hold_the_default_targets():
+    from backend.families import get_family
+    from backend.families.flux2_klein.published import CONFIGS_9B
+
+    family = get_family(FAMILY)
+    shapes = family.lora_module_map(CONFIGS_9B["transformer"])
+    targets = f"{BLOCK_TARGETS},{single_block_targets(24)}".split(",")
+    for t in targets:
+        assert any(n == t or n.endswith("." + t) for n in shapes), t
+    # The double blocks' to_out is a list: only to_out.0 is a Linear.
+    assert "transformer_blocks.0.attn.to_out.0" in shapes
+    assert "transformer_blocks.0.attn.to_out" not in shapes
+    assert "single_transformer_blocks.23.attn.to_out" in shapes
+    assert family.transformer_shape(CONFIGS_9B["transformer"]) == (32, 4096)
+    params = sum(i * o for i, o in shapes.values())
+    assert 8.5e9 < params < 9.5e9, params
+
+
+# ------------------------------------------------------------------------------------------
+# The reference's commands
+# ------------------------------------------------------------------------------------------
+def _targets(n: int) -> str:
+    return f"{BLOCK_TARGETS},{single_block_targets(n)}"
+
+
+def _sources(distilled: str, base: str) -> str:
+    return (f"{distilled}:text_encoder/*.safetensors,{base}:transformer/*.safetensors,"
+            f"{distilled}:vae/diffusion_pytorch_model.safetensors")
+
+
+def reference_lora_script(size: str) -> str:
+    """The reference's lora/FLUX.2-klein-base-{size}.sh, the script path changed."""
+    distilled, base = (DISTILLED_4B, BASE_4B) if size == "4B" else (DISTILLED_9B, BASE_9B)
+    n = 20 if size == "4B" else 24
+    return f"""modelscope download --dataset DiffSynth-Studio/diffsynth_example_dataset --include "flux2/FLUX.2-klein-base-{size}/*" --local_dir ./data/diffsynth_example_dataset
+
+accelerate launch backend/stages/train.py \\
+  --dataset_base_path data/diffsynth_example_dataset/flux2/FLUX.2-klein-base-{size} \\
+  --dataset_metadata_path data/diffsynth_example_dataset/flux2/FLUX.2-klein-base-{size}/metadata.csv \\
+  --max_pixels 1048576 \\
+  --dataset_repeat 50 \\
+  --model_id_with_origin_paths "{_sources(distilled, base)}" \\
+  --tokenizer_path "{distilled}:tokenizer/" \\
+  --learning_rate 1e-4 \\
+  --num_epochs 5 \\
+  --remove_prefix_in_ckpt "pipe.dit." \\
+  --output_path "./models/train/FLUX.2-klein-base-{size}_lora" \\
+  --lora_base_model "dit" \\
+  --lora_target_modules "{_targets(n)}" \\
+  --lora_rank 32 \\
+  --use_gradient_checkpointing
+
+# Edit
+# accelerate launch examples/flux2/model_training/train.py \\
+#   --dataset_base_path data/example_image_dataset \\
+#   --lora_rank 32 \\
+#   --use_gradient_checkpointing
+"""
+
+
+SPLIT_SCRIPT = f"""modelscope download --dataset DiffSynth-Studio/diffsynth_example_dataset --include "flux2/FLUX.2-klein-base-4B/*" --local_dir ./data/diffsynth_example_dataset
+
+# Stage 1: cache deterministic preprocessing outputs.
+accelerate launch backend/stages/train.py \\
+  --dataset_base_path data/diffsynth_example_dataset/flux2/FLUX.2-klein-base-4B \\
+  --dataset_metadata_path data/diffsynth_example_dataset/flux2/FLUX.2-klein-base-4B/metadata.csv \\
+  --max_pixels 1048576 \\
+  --dataset_repeat 1 \\
+  --model_id_with_origin_paths '{_sources(DISTILLED_4B, BASE_4B)}' \\
+  --tokenizer_path {DISTILLED_4B}:tokenizer/ \\
+  --learning_rate 1e-4 \\
+  --num_epochs 5 \\
+  --remove_prefix_in_ckpt pipe.dit. \\
+  --output_path ./models/train/FLUX.2-klein-base-4B_lora_cache \\
+  --lora_base_model dit \\
+  --lora_target_modules {_targets(20)} \\
+  --lora_rank 32 \\
+  --use_gradient_checkpointing \\
+  --offload_models '{BASE_4B}:transformer/*.safetensors' \\
+  --task sft:data_process
+
+# Stage 2: train LoRA from the cached dataset.
+accelerate launch backend/stages/train.py \\
+  --dataset_base_path ./models/train/FLUX.2-klein-base-4B_lora_cache \\
+  --max_pixels 1048576 \\
+  --dataset_repeat 50 \\
+  --model_id_with_origin_paths '{_sources(DISTILLED_4B, BASE_4B)}' \\
+  --tokenizer_path {DISTILLED_4B}:tokenizer/ \\
+  --learning_rate 1e-4 \\
+  --num_epochs 5 \\
+  --remove_prefix_in_ckpt pipe.dit. \\
+  --output_path ./models/train/FLUX.2-klein-base-4B_lora \\
+  --lora_base_model dit \\
+  --lora_target_modules {_targets(20)} \\
+  --lora_rank 32 \\
+  --use_gradient_checkpointing \\
+  --offload_models '{DISTILLED_4B}:text_encoder/*.safetensors,{DISTILLED_4B}:vae/diffusion_pytorch_model.safetensors' \\
+  --task sft:train
+"""
+
+
+@pytest.mark.parametrize("size", ["4B", "9B"])
+def test_the_reference_lora_scripts_import_into_this_family(tmp_path, size):
+    from backend.importer import import_commands
+
+    result = import_commands(reference_lora_script(size), base_dir=tmp_path)
+    cfg = result.config
+    distilled, base = (DISTILLED_4B, BASE_4B) if size == "4B" else (DISTILLED_9B, BASE_9B)
+    assert cfg.model_family == FAMILY
+    assert not cfg.split_training  # one sft command
+    assert cfg.model_id_with_origin_paths == _sources(distilled, base)
+    assert cfg.tokenizer_path == f"{distilled}:tokenizer/"
+    assert cfg.lora_target_modules == _targets(20 if size == "4B" else 24)
+    assert (cfg.lora_rank, cfg.learning_rate, cfg.num_epochs, cfg.dataset_repeat,
+            cfg.max_pixels) == (32, 1e-4, 5, 50, 1048576)
+    assert cfg.use_gradient_checkpointing and cfg.remove_prefix_in_ckpt == "pipe.dit."
+    assert cfg.dataset_base_path == str(
+        tmp_path / f"data/diffsynth_example_dataset/flux2/FLUX.2-klein-base-{size}")
+    assert result.not_understood == []
+
+
+def test_the_reference_split_training_script_imports_into_this_family(tmp_path):
+    from backend.importer import import_commands
+
+    result = import_commands(SPLIT_SCRIPT, base_dir=tmp_path)
+    cfg = result.config
+    assert cfg.model_family == FAMILY
+    assert cfg.split_training and cfg.stages[:2] == ["data_process", "train"]
+    # Data from stage 1, training from stage 2.
+    assert cfg.dataset_base_path == str(
+        tmp_path / "data/diffsynth_example_dataset/flux2/FLUX.2-klein-base-4B")
+    assert cfg.dataset_repeat == 50
+    assert cfg.model_id_with_origin_paths == _sources(DISTILLED_4B, BASE_4B)
+    assert cfg.tokenizer_path == f"{DISTILLED_4B}:tokenizer/"
+    assert cfg.lora_target_modules == _targets(20)
+    assert (cfg.lora_rank, cfg.learning_rate, cfg.num_epochs) == (32, 1e-4, 5)
+    assert result.not_understood == []
+    notes = "\n".join(result.notes)
+    assert "--offload_models" in notes
+
+
+def test_the_estimator_reads_each_variants_published_sizes():
+    from backend import estimator
+    from backend.config import load_preset
+
+    params = {}
+    for size in ("4b", "9b"):
+        cfg = load_preset(f"flux2_klein_{size}_low_vram")
+        params[size] = estimator.estimate_memory(cfg).params
+    assert 3.5e9 < params["4b"]["transformer"] < 4.2e9
+    assert 8.5e9 < params["9b"]["transformer"] < 9.5e9
+    assert params["9b"]["text_encoder"] > params["4b"]["text_encoder"]
