@@ -29,7 +29,7 @@ from typing import Any
 
 from backend import readgate
 from backend.config import RunConfig
-from backend.data import Record, target_size
+from backend.data import IMAGE_LOADING, Record, target_size, upright_size
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -54,6 +54,9 @@ def sample_key(rec: Record, cfg: RunConfig, size: tuple[int, int], model_fp: lis
         "image": _file_sha256(rec.image, readgate.for_config(cfg)),
         "prompt": rec.prompt, "size": list(size),
         "resize": [cfg.height, cfg.width, cfg.max_pixels], "model": model_fp,
+        # How images are read (2: EXIF orientation, 16-bit scaled, alpha on white): a
+        # sample cached by older loading is encoded again.
+        "loading": IMAGE_LOADING,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -66,7 +69,7 @@ def plan(cfg: RunConfig, records: list[Record], model_fp: list) -> list[dict[str
     entries = []
     for rec in records:
         with gate.open(rec.image, "image") as f, Image.open(f) as im:
-            size = target_size(*im.size, cfg)
+            size = target_size(*upright_size(im), cfg)
         key = sample_key(rec, cfg, size, model_fp)
         entries.append({"key": key, "file": f"{key[:32]}.safetensors", "image": str(rec.image),
                         "prompt": rec.prompt, "width": size[0], "height": size[1]})
@@ -211,6 +214,11 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
     stopped = False
     if mine:
         encoder = encoder_factory()
+        overflow = getattr(encoder, "prompt_overflow", None)
+        for rec, _ in mine if overflow is not None else ():
+            cut = overflow(rec.prompt)
+            if cut:
+                log(f"[data] warning: {rec.where}: {cut}")
         items = [(lambda rec=rec: load_pixels(rec.image, cfg), rec.prompt) for rec, _ in mine]
         t0 = time.time()
         i = 0

@@ -775,19 +775,35 @@ def migrate(data: dict[str, Any], source: str | None = None) -> dict[str, Any]:
     return data
 
 
-def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
-    """A config or preset file as a mapping of the current schema version."""
+def read_yaml(path: str | os.PathLike, what: str = "config") -> dict[str, Any]:
+    """A config or preset file (``what``) as a mapping of the current schema version.
+
+    Every way a file can be unreadable is a ``ConfigError`` naming it (never a traceback);
+    an empty preset is refused (it would load as the defaults without a word)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError([f"config: file not found (got {str(path)!r}; allowed an existing "
+        raise ConfigError([f"{what}: file not found (got {str(path)!r}; allowed an existing "
                            f"YAML file)"])
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError([f"{what}: not UTF-8 text (byte {e.start}; allowed a YAML file)"],
+                          str(path)) from None
+    except OSError as e:
+        raise ConfigError([f"{what}: cannot read ({e.strerror or e}; allowed a readable "
+                           f"YAML file)"], str(path)) from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError([f"config: not valid YAML ({' '.join(str(e).split())})"], str(path))
+        raise ConfigError([f"{what}: not valid YAML ({' '.join(str(e).split())})"], str(path))
+    if data is None:
+        if what == "preset":
+            raise ConfigError(["preset: empty file (got no options; allowed schema_version "
+                               "and the options the preset changes)"], str(path))
+        data = {}
     if not isinstance(data, dict):
-        raise ConfigError([f"config: top level must be a mapping (got {type(data).__name__})"],
-                          str(path))
+        raise ConfigError([f"{what}: top level must be a mapping (got "
+                           f"{type(data).__name__})"], str(path))
     bad = [k for k in data if not isinstance(k, str)]
     if bad:
         raise ConfigError([f"{k!r}: keys must be option names (got {k!r}; allowed the fields "
@@ -999,7 +1015,7 @@ def read_preset(name_or_path: str | os.PathLike, workspace: str | os.PathLike | 
     names are taken (no paths), and the user's own presets may not hold
     ``ADMIN_PRESET_FIELDS``."""
     path = _find_preset(name_or_path, workspace, user, by_path=admin)
-    data = read_yaml(path)
+    data = read_yaml(path, "preset")
     own = _preset_folder(workspace, user) if user is not None and workspace else None
     if not admin and own is not None and path.parent == own:
         problems = admin_field_problems(data, workspace)

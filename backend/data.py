@@ -10,6 +10,11 @@ A dataset is either
 ``max_pixels`` (dividing both sides by sqrt(area / max_pixels), truncated), floor both sides
 to multiples of 16, never upscale, then cover-resize and centre-crop. Pixels map to [-1, 1].
 
+Images are read as shown: EXIF orientation applied, 16-bit images scaled (not clipped) to 8
+bits, transparency composited on white. An image upscaled to a fixed ``height`` x ``width``
+or composited is a warning (``validate_dataset``, and the stage log through
+``check_dataset(cfg, log)``), naming the file and row.
+
 ``check_dataset(cfg)`` raises ``DatasetError`` listing every bad file and row before any model
 is loaded; ``validate_dataset(cfg)`` returns the same findings as dicts for the UI.
 
@@ -34,6 +39,9 @@ IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
 PROMPT_KEY = "prompt"
 IMAGE_KEY = "image"
 DIVISOR = 16
+# The version of how images are read (part of a stage-1 cache key): 2 applies EXIF
+# orientation, scales 16-bit images to 8 bits and composites transparency on white.
+IMAGE_LOADING = 2
 
 
 class DatasetError(ValueError):
@@ -80,17 +88,80 @@ def cover_crop(image, width: int, height: int):
     return image.crop((left, top, left + width, top + height))
 
 
-def load_pixels(path: str | Path, cfg: RunConfig):
-    """The training tensor of an image: [1, 3, H, W] float32 in [-1, 1] (opened through the
-    run's read gate)."""
+def upright_size(im) -> tuple[int, int]:
+    """(width, height) of a PIL image as shown, its EXIF orientation applied."""
+    w, h = im.size
+    return (h, w) if im.getexif().get(0x0112, 1) in (5, 6, 7, 8) else (w, h)
+
+
+def _to_rgb(im) -> tuple[Any, list[str]]:
+    """A PIL image as 8-bit RGB, upright, and what was done to get there (for warnings):
+    EXIF orientation applied; 16-bit and 32-bit greyscale scaled to 8 bits (not clipped);
+    transparency composited on white."""
     import numpy as np
-    import torch
+    from PIL import Image, ImageOps
+
+    notes: list[str] = []
+    orientation = im.getexif().get(0x0112, 1)
+    upright = ImageOps.exif_transpose(im)
+    if orientation not in (1, None):
+        notes.append(f"EXIF orientation {orientation} applied")
+    im = upright if upright is not None else im
+    if im.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
+        arr = np.asarray(im).astype(np.float64)
+        if im.mode == "I" and arr.size and (arr.max() > 65535 or arr.min() < 0):
+            lo, hi = float(arr.min()), float(arr.max())
+            arr = (arr - lo) / max(hi - lo, 1.0) * 255.0
+        else:  # 16-bit: 0..65535 -> 0..255
+            arr = arr / 257.0
+        im = Image.fromarray(np.clip(np.rint(arr), 0, 255).astype(np.uint8), "L")
+        notes.append("16-bit image scaled to 8 bits")
+    elif im.mode == "F":
+        arr = np.asarray(im).astype(np.float64)
+        scale = 255.0 if arr.size and arr.max() <= 1.0 else 1.0
+        im = Image.fromarray(np.clip(np.rint(arr * scale), 0, 255).astype(np.uint8), "L")
+    if im.mode == "P" and "transparency" in im.info:
+        im = im.convert("RGBA")
+    if im.mode in ("RGBA", "LA", "PA", "La", "RGBa"):
+        rgba = im.convert("RGBA")
+        if rgba.getextrema()[3][0] < 255:
+            notes.append("transparent pixels composited on white")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        im = Image.alpha_composite(white, rgba)
+    return im.convert("RGB"), notes
+
+
+def upscale_note(w: int, h: int, tw: int, th: int) -> str | None:
+    """What cover-resizing a ``w`` x ``h`` image to ``tw`` x ``th`` upscales, or None."""
+    scale = max(tw / w, th / h)
+    if scale <= 1.0:
+        return None
+    return (f"upscaled {scale:.2g}x ({w}x{h} is smaller than the training size {tw}x{th}; "
+            f"set height and width to at most the image's size, or use a larger image)")
+
+
+def load_image(path: str | Path, cfg: RunConfig):
+    """(PIL RGB image at its training size, notes on what loading changed) of an image,
+    opened through the run's read gate."""
     from PIL import Image
 
     with readgate.for_config(cfg).open(path, "image") as f, Image.open(f) as im:
-        im = im.convert("RGB")
-    w, h = target_size(*im.size, cfg)
-    im = cover_crop(im, w, h)
+        im.load()
+        rgb, notes = _to_rgb(im)
+    w, h = target_size(*rgb.size, cfg)
+    up = upscale_note(*rgb.size, w, h)
+    if up:
+        notes.append(up)
+    return cover_crop(rgb, w, h), notes
+
+
+def load_pixels(path: str | Path, cfg: RunConfig):
+    """The training tensor of an image: [1, 3, H, W] float32 in [-1, 1] (opened through the
+    run's read gate; see ``load_image``)."""
+    import numpy as np
+    import torch
+
+    im, _ = load_image(path, cfg)
     arr = torch.from_numpy(np.asarray(im, dtype=np.float32).copy())
     return (arr / 127.5 - 1.0).permute(2, 0, 1).unsqueeze(0).contiguous()
 
@@ -199,7 +270,9 @@ def read_records(cfg: RunConfig) -> tuple[list[Record], list[str]]:
 
 
 def inspect_record(rec: Record, cfg: RunConfig) -> dict[str, Any]:
-    """One finding per record: level ok | error, message, sizes before/after resize.
+    """One finding per record: level ok | warning | error, message, sizes before/after
+    resize. Warnings: an image upscaled to the training size, transparency composited on
+    white.
 
     An image outside the run's read roots is "not found", worded as for a missing file."""
     from PIL import Image, UnidentifiedImageError
@@ -207,7 +280,8 @@ def inspect_record(rec: Record, cfg: RunConfig) -> dict[str, Any]:
     info: dict[str, Any] = {"level": "ok", "file": str(rec.image), "row": rec.row,
                             "where": rec.where, "caption": rec.prompt, "message": "",
                             "original_size": None, "size": None}
-    errs = []
+    errs: list[str] = []
+    warns: list[str] = []
     if not rec.prompt.strip():
         errs.append("empty caption")
     try:
@@ -218,24 +292,30 @@ def inspect_record(rec: Record, cfg: RunConfig) -> dict[str, Any]:
         try:
             with f, Image.open(f) as im:
                 im.load()
-                w, h = im.size
+                rgb, notes = _to_rgb(im)
+                w, h = rgb.size
             info["original_size"] = [w, h]
             tw, th = target_size(w, h, cfg)
             if tw < DIVISOR or th < DIVISOR:
                 errs.append(f"image too small ({w}x{h}; at least {DIVISOR}x{DIVISOR})")
             else:
                 info["size"] = [tw, th]
+                up = upscale_note(w, h, tw, th)
+                warns += [n for n in notes if "composited" in n] + ([up] if up else [])
         except (UnidentifiedImageError, OSError, ValueError) as e:
             text = " ".join(str(e).replace(repr(f), repr(rec.image.name)).split())
             errs.append(f"cannot read image {rec.image.name}: {text}")
     if errs:
         info["level"] = "error"
         info["message"] = f"{rec.where}: " + "; ".join(errs)
+    elif warns:
+        info["level"] = "warning"
+        info["message"] = f"{rec.where} ({rec.name or rec.image.name}): " + "; ".join(warns)
     return info
 
 
 def validate_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
-    """Findings for the UI: one dict per record (level ok | error, file, row, where,
+    """Findings for the UI: one dict per record (level ok | warning | error, file, row, where,
     caption, message, original_size [w, h], size [w, h] after resize), plus dataset-level
     errors (file/row None)."""
     records, problems = read_records(cfg)
@@ -245,13 +325,18 @@ def validate_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
     return out
 
 
-def check_dataset(cfg: RunConfig) -> list[Record]:
-    """The dataset's records; raises ``DatasetError`` listing every problem."""
+def check_dataset(cfg: RunConfig, log=None) -> list[Record]:
+    """The dataset's records; raises ``DatasetError`` listing every problem. Warnings
+    (an image upscaled, transparency composited on white) go to ``log``, one a line."""
     records, problems = read_records(cfg)
-    problems += [i["message"] for i in (inspect_record(r, cfg) for r in records)
-                 if i["level"] == "error"]
+    findings = [inspect_record(r, cfg) for r in records]
+    problems += [i["message"] for i in findings if i["level"] == "error"]
     if problems:
         raise DatasetError(problems)
+    if log is not None:
+        for i in findings:
+            if i["level"] == "warning":
+                log(f"[data] warning: {i['message']}")
     return records
 
 

@@ -117,3 +117,59 @@ def test_structural_problems(tmp_path):
     with pytest.raises(DatasetError, match="m.jsonl row 1: missing prompt"):
         check_dataset(cfg(dataset_base_path=str(tmp_path),
                           dataset_metadata_path=str(tmp_path / "m.jsonl")))
+
+
+# ------------------------------------------------------------------------------------------
+# Image modes, orientation, transparency, upscaling (issue 21)
+# ------------------------------------------------------------------------------------------
+def test_16bit_png_is_scaled_not_clipped(tmp_path):
+    import numpy as np
+
+    # Mid grey at 16 bits (32768 of 65535): clipping to 8 bits made it white.
+    Image.fromarray(np.full((32, 32), 32768, dtype=np.uint16)).save(tmp_path / "g16.png")
+    assert Image.open(tmp_path / "g16.png").mode.startswith("I")
+    x = load_pixels(tmp_path / "g16.png", cfg())
+    assert tuple(x.shape) == (1, 3, 32, 32)
+    assert abs(float(x.mean())) < 0.02  # 32768/65535 -> 127.5/255 -> 0 in [-1, 1]
+
+
+def test_exif_orientation_is_applied(tmp_path):
+    # Stored 64 wide x 32 high, left half red; orientation 6 says "rotate 90° clockwise to
+    # view": upright it is 32 wide x 64 high with red on top.
+    im = Image.new("RGB", (64, 32), (0, 0, 255))
+    im.paste((255, 0, 0), (0, 0, 32, 32))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    im.save(tmp_path / "phone.jpg", exif=exif, quality=95)
+    x = load_pixels(tmp_path / "phone.jpg", cfg())
+    assert tuple(x.shape) == (1, 3, 64, 32)
+    assert float(x[0, 0, 8, 16]) > 0.8 and float(x[0, 2, 8, 16]) < -0.8  # top: red
+    assert float(x[0, 2, 56, 16]) > 0.8 and float(x[0, 0, 56, 16]) < -0.8  # bottom: blue
+
+
+def test_rgba_is_composited_on_white_and_said(tmp_path):
+    im = Image.new("RGBA", (32, 32), (0, 0, 0, 0))  # fully transparent black
+    im.paste((255, 0, 0, 255), (0, 0, 16, 32))    # opaque red left half
+    im.save(tmp_path / "logo.png")
+    x = load_pixels(tmp_path / "logo.png", cfg())
+    assert float(x[0, :, 16, 24].min()) > 0.99  # transparent -> white, not black
+    assert float(x[0, 0, 16, 4]) > 0.99 and float(x[0, 1, 16, 4]) < -0.99
+    (tmp_path / "logo.txt").write_text("a logo")
+    found = validate_dataset(cfg(dataset_base_path=str(tmp_path)))
+    assert found[0]["level"] == "warning"
+    assert "logo.png" in found[0]["message"] and "composited on white" in found[0]["message"]
+
+
+def test_tiny_image_upscale_is_warned_in_check_and_stage_log(tmp_path):
+    save(tmp_path / "tiny.png", size=(20, 20))
+    save(tmp_path / "big.png", size=(64, 64))
+    (tmp_path / "m.csv").write_text("image,prompt\nbig.png,big\ntiny.png,tiny\n")
+    c = cfg(dataset_base_path=str(tmp_path), dataset_metadata_path=str(tmp_path / "m.csv"),
+            height=64, width=64)
+    found = validate_dataset(c)
+    assert [f["level"] for f in found] == ["ok", "warning"]
+    assert found[1]["message"].startswith("m.csv row 2 (tiny.png): upscaled")
+    assert "20x20" in found[1]["message"] and "64x64" in found[1]["message"]
+    lines: list[str] = []
+    assert len(check_dataset(c, lines.append)) == 2  # a warning, not a refusal
+    assert lines == [f"[data] warning: {found[1]['message']}"]

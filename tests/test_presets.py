@@ -162,3 +162,54 @@ def test_save_refuses_bad_names(tmp_path):
 def test_unknown_preset_lists_the_known_ones():
     err = pytest.raises(ConfigError, load_preset, "nope").value
     assert err.fields() == ["preset"] and "cpu_demo" in str(err)
+
+
+# ------------------------------------------------------------------------------------------
+# Bad preset files: a clear error through the preset loader and the API's config builder
+# (issue 21)
+# ------------------------------------------------------------------------------------------
+BAD_PRESETS = {
+    "empty": (b"", "preset: empty file"),
+    "comments_only": (b"# nothing here\n", "preset: empty file"),
+    "future": (b"schema_version: 99\nlora_rank: 4\n", "schema_version: unsupported (got 99"),
+    "broken": (b"lora_rank: [1\n", "preset: not valid YAML"),
+    "binary": (b"\xff\xfe\x00bad", "preset: not UTF-8 text"),
+    "listed": (b"- a\n", "preset: top level must be a mapping"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_PRESETS))
+def test_bad_preset_files_are_a_clear_config_error(tmp_path, name):
+    from webui.api import build_config
+
+    body, text = BAD_PRESETS[name]
+    (tmp_path / "presets").mkdir()
+    (tmp_path / "presets" / f"{name}.yaml").write_bytes(body)
+    with pytest.raises(ConfigError) as e:
+        load_preset(name, tmp_path)
+    assert text in str(e.value) and f"{name}.yaml" in str(e.value)
+    # The API answers with the same words (gradio's Error, nothing left for the log).
+    with pytest.raises(Exception) as e:
+        build_config("", name, tmp_path)
+    assert type(e.value).__name__ == "_Fail" and text in str(e.value)
+
+
+def test_a_user_preset_cannot_take_a_bundled_name(tmp_path):
+    """One resolution for the API and the form: a bundled name always means the bundled
+    preset, and saving under it is refused."""
+    from types import SimpleNamespace
+
+    from webui.api import build_config
+    from webui.tabs.model import preset_config
+
+    cfg = RunConfig(lora_rank=4)
+    with pytest.raises(ConfigError, match="name: a bundled preset has this name"):
+        save_preset(cfg, "cpu_demo", tmp_path, user="bob", admin=False)
+    own = tmp_path / "presets" / "users" / "bob"
+    own.mkdir(parents=True)
+    (own / "cpu_demo.yaml").write_text("schema_version: 1\nlora_rank: 4\n")  # by hand
+    assert [n for n, _ in list_presets(tmp_path, "bob")].count("cpu_demo") == 1
+    api = build_config("", "cpu_demo", tmp_path, "bob")
+    ui = preset_config(SimpleNamespace(workspace=tmp_path, models_dir=None), "cpu_demo",
+                       "bob")
+    assert api.lora_rank == ui["lora_rank"] == load_preset("cpu_demo").lora_rank == 8

@@ -719,6 +719,35 @@ def test_lora_targets_that_match_nothing_are_refused_before_any_stage(ws):
     assert r.list_runs() == [] and not list((ws / "runs").glob("*"))
 
 
+def test_what_each_planned_stage_reads_is_checked_before_the_run_is_accepted(ws, tmp_path):
+    """A train-only split run on a cache folder that does not exist, a dataset folder or
+    metadata file that is not there: refused at submission, naming the field; nothing is
+    queued (issue 21)."""
+    from backend.config import ConfigError, load_preset
+
+    r = Runner(ws, stop_grace_s=2)
+    demo = load_preset("cpu_demo")
+    cases = [
+        ({"stages": ["train", "sample"], "dataset_base_path": str(tmp_path / "no_cache"),
+          "dataset_metadata_path": ""}, ["dataset_base_path"], "cache folder not found"),
+        ({"stages": ["train"], "dataset_base_path": demo.dataset_base_path,
+          "dataset_metadata_path": ""}, ["dataset_base_path"], "no cached samples"),
+        ({"dataset_base_path": str(tmp_path / "no_images")}, ["dataset_base_path"],
+         "folder not found"),
+        ({"dataset_metadata_path": str(tmp_path / "gone.csv")}, ["dataset_metadata_path"],
+         "file not found"),
+        ({"split_training": False, "stages": ["train"],
+          "dataset_metadata_path": str(tmp_path / "gone.csv")}, ["dataset_metadata_path"],
+         "file not found"),
+    ]
+    for changes, fields, text in cases:
+        with pytest.raises(ConfigError) as e:
+            r.submit(demo.model_copy(update=changes))
+        assert e.value.fields() == fields, (changes, str(e.value))
+        assert text in str(e.value), (changes, str(e.value))
+    assert r.list_runs() == [] and not list((ws / "runs").glob("*"))
+
+
 def test_processes_a_stage_leaves_behind_are_ended_with_it(ws):
     r = Runner(ws, stop_grace_s=2)
     rd = ws / "runs" / "leaky"

@@ -16,7 +16,9 @@ Endpoints (all take ``run_id`` as text where they concern one run):
 - ``/start_run(config, preset, name, hub_token) -> {run_id, status, name, owner}``:
   ``config`` is YAML text (JSON is YAML) or a mapping of run options, put on top of
   ``preset`` (a preset name; empty: schema defaults). ``hub_token`` (optional) reaches the
-  run's stages through their environment only.
+  run's stages through their environment only. ``output_path`` and ``progress_file`` are
+  refused: the run plan puts every file of a run in its own folder. ``name`` has
+  ``run_name``'s length limit.
 - ``/run_status(run_id) -> dict``; ``/run_progress(run_id) -> dict``;
   ``/stop_run(run_id) -> dict``; ``/resume_run(run_id, hub_token) -> dict`` (a stopped or
   failed run continues from its saved state, after its paths pass the start checks again:

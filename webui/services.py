@@ -54,11 +54,41 @@ def _env_kwargs(env: dict[str, str] | None) -> dict[str, Any]:
     return {"secret_env": env} if env else {}
 
 
+def run_name_problem(name: str | None, field: str = "name") -> str | None:
+    """The schema's ``run_name`` limit applied to a run name given beside the config."""
+    from backend.config import field_meta
+
+    limit = field_meta("run_name").get("max_length")
+    text = (name or "").strip()
+    if limit is not None and len(text) > limit:
+        return (f"{field}: too long (got {len(text)} characters; allowed at most {limit}, "
+                f"as run_name)")
+    return None
+
+
+# Where a run's files go: the run plan sets these for every run, so a value given with the
+# run would be silently replaced; refused for everyone, admins included.
+PLAN_FIELDS = ("output_path", "progress_file")
+
+
+def plan_field_problems(cfg: RunConfig) -> list[str]:
+    return [f"{k}: set by the run plan (got {getattr(cfg, k)!r}; allowed leave it out: "
+            f"each run writes into its own folder under the workspace's runs/)"
+            for k in PLAN_FIELDS
+            if getattr(cfg, k) not in (security.PLAN_ONLY_DEFAULTS[k], None, "")]
+
+
 def start_run(where: Where, cfg: RunConfig, user: str | None, *, name: str | None = None,
               hub_token: str | None = None) -> str:
-    """Queue ``cfg`` as ``user``'s run; returns its id."""
+    """Queue ``cfg`` as ``user``'s run; returns its id. ``name`` (the history's name; the
+    form passes ``run_name``) has the schema's ``run_name`` length limit."""
+    name_problem = run_name_problem(name)
+    if name_problem:
+        raise Refused("invalid run name", [name_problem])
     problems = security.check_run_paths(cfg, user, where.workspace,
                                         models_dir=where.models_dir, runner=where.runner)
+    named = {p.split(":", 1)[0] for p in problems}
+    problems += [p for p in plan_field_problems(cfg) if p.split(":", 1)[0] not in named]
     if problems:
         raise Refused(f"{len(problems)} path(s) not allowed", problems)
     cfg = security.with_read_policy(cfg, user, where.workspace, models_dir=where.models_dir,

@@ -73,15 +73,50 @@ class RunnerError(RuntimeError):
     """A request the runner refuses; the message is meant for people."""
 
 
-def check_before_start(cfg: "RunConfig") -> None:
-    """What a config's stages will need from the model, checked before any stage starts:
-    the LoRA target names against the trained component's modules. Raises ConfigError."""
-    if "train" not in cfg.stages:
-        return
-    from backend.config import ConfigError
-    from backend.lora import target_module_problems
+def input_problems(cfg: "RunConfig") -> list[str]:
+    """What the planned stages will read and is not there, as ``field: problem`` lines:
+    the dataset folder and metadata file for data_process and one-shot training, the
+    stage-1 cache for a train-only split run (data_process not planned). Read through the
+    run's read gate, so a folder outside the user's roots reads as missing."""
+    from backend import readgate
 
-    problems = target_module_problems(cfg)
+    stages = list(cfg.stages)
+    gate = readgate.for_config(cfg)
+    base, meta = cfg.dataset_base_path, cfg.dataset_metadata_path
+    reads_cache = "train" in stages and cfg.split_training and "data_process" not in stages
+    reads_raw = "data_process" in stages or ("train" in stages and not cfg.split_training)
+    problems = []
+    if reads_raw:
+        if not base or not gate.is_dir(Path(base).expanduser()):
+            problems.append(f"dataset_base_path: folder not found (got {base!r}; allowed an "
+                            f"existing dataset folder)")
+        if meta and not gate.is_file(Path(meta).expanduser()):
+            problems.append(f"dataset_metadata_path: file not found (got {meta!r}; allowed "
+                            f"an existing .csv, .json or .jsonl file, or empty for .txt "
+                            f"captions next to the images)")
+    if reads_cache:
+        from backend.cache import CacheError, check_cache
+
+        try:
+            check_cache(Path(base).expanduser(), gate)
+        except CacheError as e:
+            text = str(e)
+            problems.append(text if text.startswith("dataset_base_path:")
+                            else f"dataset_base_path: {text}")
+    return problems
+
+
+def check_before_start(cfg: "RunConfig") -> None:
+    """What a config's stages will need, checked before any stage starts: the files each
+    planned stage reads (``input_problems``) and the LoRA target names against the trained
+    component's modules. Raises ConfigError listing every problem."""
+    from backend.config import ConfigError
+
+    problems = input_problems(cfg)
+    if "train" in cfg.stages:
+        from backend.lora import target_module_problems
+
+        problems += target_module_problems(cfg)
     if problems:
         raise ConfigError(problems)
 

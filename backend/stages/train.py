@@ -163,7 +163,7 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     from backend.hub import fingerprint, resolve_component_dirs
 
     family = get_family(cfg.model_family)
-    records = check_dataset(cfg)  # before any model is touched
+    records = check_dataset(cfg, log)  # before any model is touched
     components = family.spec.stage_components("data_process")
     dirs = resolve_component_dirs(cfg, components)
     model_fp = fingerprint(dirs[c] for c in components)
@@ -242,7 +242,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     # --- check inputs before any heavy import or model load ---
     if one_shot:
         from backend.data import ImageDataset, check_dataset
-        records = check_dataset(cfg)
+        records = check_dataset(cfg, log)
     else:
         from backend.cache import CachedDataset, check_cache
         from backend.readgate import for_config as read_gate

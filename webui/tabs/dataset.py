@@ -152,13 +152,18 @@ def bind_events(ctx: Ctx) -> None:
         cfg = security.with_read_policy(cfg, ctx.owner(request), ctx.workspace,
                                         models_dir=ctx.models_dir, runner=ctx.runner)
         findings = validate_dataset(cfg)  # every file through the read gate
-        bad = [f for f in findings if f["level"] != "ok"]
-        rows = [[("✗ " if f["level"] != "ok" else "✓ ") + f["level"], f.get("where") or "",
+        bad = [f for f in findings if f["level"] == "error"]
+        warned = [f for f in findings if f["level"] == "warning"]
+        mark = {"ok": "✓ ", "warning": "⚠ "}
+        rows = [[mark.get(f["level"], "✗ ") + f["level"], f.get("where") or "",
                  "×".join(map(str, f["size"])) if f.get("size") else "",
                  f.get("caption") or "", f.get("message") or ""] for f in findings]
         head = (f"✗ {len(bad)} problem(s) in {len(findings)} item(s) — fix them before "
                 f"training." if bad else f"✓ {len(findings)} image(s), all readable and "
                 f"captioned.")
+        if warned and not bad:
+            head += (f" ⚠ {len(warned)} warning(s): " +
+                     "  \n".join(f["message"] for f in warned))
         return {c["data_msg"]: head, c["data_report"]: gr.Dataframe(value=rows, visible=True)}
 
     c["data_check"].click(check, inputs=form.inputs, outputs=[c["data_msg"], c["data_report"]],

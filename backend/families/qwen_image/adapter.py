@@ -149,6 +149,23 @@ class Encoder:
             return self.pipe._get_qwen_prompt_embeds(
                 prompt, device=self.device, dtype=self.text_encoder.dtype)
 
+    def prompt_overflow(self, prompt: str) -> str | None:
+        """What the text encoder's token limit cuts from ``prompt`` (the pipeline truncates
+        the templated prompt at ``tokenizer_max_length`` tokens after the template's
+        prefix), as words for a warning; None when it fits."""
+        tok, limit = self.pipe.tokenizer, self.pipe.tokenizer_max_length
+        drop = self.pipe.prompt_template_encode_start_idx
+        ids = tok(self.pipe.prompt_template_encode.format(prompt))["input_ids"]
+        if len(ids) <= limit + drop:
+            return None
+        own = tok(prompt)["input_ids"]
+        cut = max(len(ids) - (limit + drop) - (len(ids) - drop - len(own)), 0)
+        tail = tok.decode(own[len(own) - cut:]) if cut else ""
+        words = " ".join(tail.split())
+        shown = words if len(words) <= 80 else f"{words[:40]} ... {words[-36:]}"
+        return (f"prompt cut at the text encoder's limit of {limit} tokens ({len(own)} "
+                f"tokens; dropped {cut}: {shown!r})")
+
     def encode_image(self, pixels):
         """Pixels [B, 3, H, W] in [-1, 1] → normalised latents [B, 16, H/8, W/8]."""
         import torch
