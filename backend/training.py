@@ -181,7 +181,10 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
     else:
         model = family.load_transformer(folder, dtype, device)
     if cfg.preset_lora_path:
-        if not Path(cfg.preset_lora_path).is_file():
+        from backend.readgate import for_config as read_gate
+
+        # Through the run's read gate: a signed-in user's run reads only their own files.
+        if not read_gate(cfg).is_file(cfg.preset_lora_path):
             raise StageError(f"preset_lora_path: file not found (got {cfg.preset_lora_path!r})")
         merged = family.merge_lora(model, cfg.preset_lora_path)
         log(f"[train] preset_lora_path {cfg.preset_lora_path} merged into {merged} modules "

@@ -343,6 +343,13 @@ def test_non_admins_point_runs_only_at_their_own_data_models_and_runs(registry, 
     refused("dataset_base_path", dataset_base_path=f"{own}\x00")
     refused("tokenizer_path", tokenizer_path="Qwen/Qwen-Image:../../../../etc/")
 
+    # An extra LoRA merged before training: their uploads or their runs, nothing else.
+    (own / "dedistill.safetensors").write_bytes(b"lora")
+    assert check(preset_lora_path=str(own / "dedistill.safetensors")) == []
+    assert check(preset_lora_path=str(bob_run / "output" / "step-1.safetensors")) == []
+    for path in (carols / "a.png", Path("/etc/passwd"), carol_run / "output"):
+        refused("preset_lora_path", preset_lora_path=str(path))
+
     # Checkpoints: only from their own runs (the job registry's), never carol's or legacy.
     for path in (carol_run / "output" / "step-1.safetensors", legacy_run / "output",
                  Path("/etc/passwd"), ws / "zerolora.sqlite"):

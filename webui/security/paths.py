@@ -34,8 +34,8 @@ MAX_DATASET_ENTRIES = 200_000
 # Every option that names a server path (backend.config.PATH_FIELDS and the model sources).
 PATH_OPTIONS = ("output_path", "resume_from", "progress_file", "models_dir",
                 "dataset_base_path", "dataset_metadata_path", "lora_checkpoint",
-                "offload_nvme_path", "model_id_with_origin_paths", "model_paths",
-                "tokenizer_path")
+                "preset_lora_path", "offload_nvme_path", "model_id_with_origin_paths",
+                "model_paths", "tokenizer_path")
 
 
 def user_dataset_root(workspace: str | os.PathLike, user: str | None) -> Path:
@@ -269,6 +269,8 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
       likewise; ``model_id:glob`` entries without ``..``, ``~`` or absolute globs;
     - ``lora_checkpoint`` / ``resume_from``: inside one of their own runs (``runner``'s
       registry; without a runner: refused);
+    - ``preset_lora_path`` (an extra LoRA merged before training): where their datasets
+      may be (an uploaded adapter) or inside one of their own runs;
     - ``output_path`` / ``progress_file`` / ``offload_nvme_path``: set by the run plan only
       (their defaults);
     - ``hub_endpoint``: empty (a download mirror is for admins).
@@ -355,6 +357,10 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
         if value and not _under_any(_real(value, base), roots.runs):
             problems.append(f"{name}: not inside one of your runs "
                             f"({_got(getattr(cfg, name), base)}; allowed {roots.runs_text})")
+    if resolved.preset_lora_path and not _under_any(_real(resolved.preset_lora_path, base),
+                                                    roots.readable_data()):
+        problems.append(f"preset_lora_path: not inside your dataset folders or runs "
+                        f"({_got(cfg.preset_lora_path, base)}; allowed {roots.data_text()})")
     from webui.security.quota import cache_problems
 
     return problems + cache_problems(runner, user)
