@@ -358,7 +358,7 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
             problems.append(f"{name}: not inside one of your runs "
                             f"({_got(getattr(cfg, name), base)}; allowed {roots.runs_text})")
     if resolved.preset_lora_path and not _under_any(_real(resolved.preset_lora_path, base),
-                                                    roots.readable_data()):
+                                                    roots.readable_data):
         problems.append(f"preset_lora_path: not inside your dataset folders or runs "
                         f"({_got(cfg.preset_lora_path, base)}; allowed {roots.data_text()})")
     from webui.security.quota import cache_problems
