@@ -176,20 +176,17 @@ def with_trigger(caption: str, trigger: str) -> str:
 # ------------------------------------------------------------------------------------------
 # Reading
 # ------------------------------------------------------------------------------------------
-def _read_metadata(meta: Path, gate: readgate.ReadGate = readgate.UNRESTRICTED
-                   ) -> list[dict[str, Any]]:
+def read_metadata_rows(meta: Path, gate: readgate.ReadGate = readgate.UNRESTRICTED
+                       ) -> list[Any]:
+    """The rows of a metadata file (.csv with a header, a .json list, .jsonl lines), as
+    written: the one reader of metadata files (the stages, the Dataset tab, the path
+    checks). Read through ``gate``; a file that is not one of the formats is a
+    ``DatasetError`` naming it."""
     suffix = meta.suffix.lower()
     if suffix == ".csv":
         with gate.open_text(meta, "dataset_metadata_path", encoding="utf-8-sig",
                             newline="") as f:
-            reader = csv.DictReader(f)
-            columns = reader.fieldnames or []
-            rows = list(reader)
-        for key in (IMAGE_KEY, PROMPT_KEY):
-            if key not in columns:
-                raise DatasetError([f"{meta}: missing column {key!r} (columns: "
-                                    f"{', '.join(columns) or 'none'}; allowed image,prompt)"])
-        return rows
+            return list(csv.DictReader(f))
     if suffix == ".json":
         data = json.loads(gate.read_text(meta, "dataset_metadata_path"))
         if not isinstance(data, list):
@@ -207,6 +204,24 @@ def _read_metadata(meta: Path, gate: readgate.ReadGate = readgate.UNRESTRICTED
                     raise DatasetError([f"{meta} line {i}: not valid JSON ({e})"]) from e
         return rows
     raise DatasetError([f"{meta}: unknown metadata format (allowed .csv, .json, .jsonl)"])
+
+
+def _read_metadata(meta: Path, gate: readgate.ReadGate = readgate.UNRESTRICTED
+                   ) -> list[dict[str, Any]]:
+    rows = read_metadata_rows(meta, gate)
+    if meta.suffix.lower() == ".csv":
+        columns = list(rows[0]) if rows else _csv_header(meta, gate)
+        for key in (IMAGE_KEY, PROMPT_KEY):
+            if key not in columns:
+                raise DatasetError([f"{meta}: missing column {key!r} (columns: "
+                                    f"{', '.join(columns) or 'none'}; allowed image,prompt)"])
+    return rows
+
+
+def _csv_header(meta: Path, gate: readgate.ReadGate) -> list[str]:
+    with gate.open_text(meta, "dataset_metadata_path", encoding="utf-8-sig",
+                        newline="") as f:
+        return csv.DictReader(f).fieldnames or []
 
 
 def read_records(cfg: RunConfig) -> tuple[list[Record], list[str]]:

@@ -225,18 +225,17 @@ def read_captions(base: str, metadata: str | None, *, user: str | None, workspac
 
 
 def _read_rows(meta: Path) -> list[dict]:
-    suffix = meta.suffix.lower()
-    if suffix == ".csv":
-        with open(meta, newline="", encoding="utf-8-sig") as f:
-            return list(csv.DictReader(f))
-    if suffix == ".json":
-        data = json.loads(meta.read_text(encoding="utf-8"))
-        return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
-    if suffix == ".jsonl":
-        return [json.loads(line) for line in meta.read_text(encoding="utf-8").splitlines()
-                if line.strip()]
-    raise DatasetFolderError(f"dataset_metadata_path: unknown format (got {meta.name}; "
-                             f"allowed .csv, .json, .jsonl)")
+    from backend.data import DatasetError, read_metadata_rows
+
+    if meta.suffix.lower() not in (".csv", ".json", ".jsonl"):
+        raise DatasetFolderError(f"dataset_metadata_path: unknown format (got {meta.name}; "
+                                 f"allowed .csv, .json, .jsonl)")
+    try:
+        rows = read_metadata_rows(meta)
+    except DatasetError as e:
+        raise DatasetFolderError(f"dataset_metadata_path: {'; '.join(e.problems)}"
+                                 ) from None
+    return [r for r in rows if isinstance(r, dict)]
 
 
 def save_captions(base: str, metadata: str | None, rows: list[list], *, user: str | None,

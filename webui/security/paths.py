@@ -187,22 +187,13 @@ def _link_problems(folder: Path, allowed: list[Path], roots: _Roots, write: bool
 
 def _metadata_rows(meta: Path) -> list[Any]:
     import csv
-    import json
 
-    suffix = meta.suffix.lower()
+    from backend.data import DatasetError, read_metadata_rows
+
     try:
-        if suffix == ".csv":
-            with open(meta, newline="", encoding="utf-8-sig") as f:
-                return list(csv.DictReader(f))
-        text = meta.read_text(encoding="utf-8")
-        if suffix == ".json":
-            data = json.loads(text)
-            return data if isinstance(data, list) else []
-        if suffix == ".jsonl":
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
-    except (OSError, ValueError, UnicodeDecodeError, csv.Error):
+        return read_metadata_rows(meta)
+    except (OSError, ValueError, UnicodeDecodeError, csv.Error, DatasetError):
         return []  # unreadable: the stage refuses it on its own, reading nothing else
-    return []
 
 
 def _row_problems(meta: Path, folder: Path, allowed: list[Path], roots: _Roots, write: bool,
