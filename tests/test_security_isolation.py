@@ -213,23 +213,29 @@ class Page:
 
 
 def test_a_run_never_reads_another_users_files_planted_after_its_check(served):
-    """The leak: bob starts a run on a folder of his that does not exist yet, then fills
-    it with a metadata file naming carol's images. The stage opens nothing of carol's, and
-    says the same for her existing file and for a path that does not exist."""
+    """The leak: bob starts a run on a folder of his, then (while it waits in the queue)
+    rewrites its metadata to name carol's images. The stage opens nothing of carol's, and
+    says the same for her existing file and for a path that does not exist. (A folder that
+    does not exist yet is refused before the run is accepted.)"""
     ws = served.workspace
     carols = ws / "datasets" / "carol" / "private"
     carols.mkdir(parents=True)
     (carols / "face.png").write_bytes(png_bytes((1, 2, 3), 32))
     later = ws / "datasets" / "bob" / "later"
     bob = client(served, "bob")
+    config = {"stages": ["data_process"], "offline": True, "dataset_base_path": str(later),
+              "dataset_metadata_path": str(later / "metadata.csv")}
+    with pytest.raises(Exception, match="dataset_base_path: folder not found"):
+        bob.predict(config=config, preset="cpu_demo", name="probe", hub_token="",
+                    api_name="/start_run")
+    later.mkdir(parents=True)
+    (later / "own.png").write_bytes(png_bytes((4, 5, 6), 32))
+    (later / "metadata.csv").write_text("image,prompt\nown.png,my own\n")
     hold = hold_the_queue(served)
     try:
-        started = bob.predict(config={
-            "stages": ["data_process"], "offline": True, "dataset_base_path": str(later),
-            "dataset_metadata_path": str(later / "metadata.csv")}, preset="cpu_demo",
-            name="probe", hub_token="", api_name="/start_run")
+        started = bob.predict(config=config, preset="cpu_demo", name="probe", hub_token="",
+                              api_name="/start_run")
         assert started["status"] == "queued"
-        later.mkdir(parents=True)
         (later / "metadata.csv").write_text(
             f"image,prompt\n{carols / 'face.png'},a face\n{carols / 'none.png'},nothing\n")
         (later / "mine.png").symlink_to(carols / "face.png")
