@@ -319,12 +319,27 @@ def test_import_a_reference_command_into_the_form(page):
     expect(page.locator("#gen-run-yaml")).to_contain_text("lora_rank: 16", timeout=STEP_S * 1000)
 
 
-def test_a_failed_stage_shows_what_went_wrong(page, server):
-    """A dataset folder that is not there: stage 1 fails and the page says why."""
+def test_a_failed_stage_shows_what_went_wrong(page, server, tmp_path):
+    """A dataset folder that is not there is refused before anything starts, naming the
+    field; an image that cannot be read fails stage 1 and the page says why."""
     tab(page, "dataset")
     src = field(page, "dataset_base_path")
     src.fill("/nonexistent/zerolora-dataset")
     src.press("Tab")
+    tab(page, "run")
+    page.click("#run-start")
+    expect(md(page, "run-message")).to_contain_text("Not started", timeout=STEP_S * 1000)
+    expect(md(page, "run-message")).to_contain_text("dataset_base_path: folder not found")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "photo.png").write_bytes(b"not a png at all")
+    (broken / "photo.txt").write_text("a photo", encoding="utf-8")
+    tab(page, "dataset")
+    src.fill(str(broken))
+    src.press("Tab")
+    meta = field(page, "dataset_metadata_path")
+    meta.fill("")
+    meta.press("Tab")
     tab(page, "run")
     page.click("#run-start")
     expect(md(page, "run-message")).to_contain_text("Started run", timeout=STEP_S * 1000)
@@ -332,7 +347,7 @@ def test_a_failed_stage_shows_what_went_wrong(page, server):
     failure = md(page, "run-failure")
     expect(failure).to_contain_text("Stage 'data_process'", timeout=DEMO_RUN_S * 1000)
     expect(failure).to_contain_text("exited with code")
-    expect(failure).to_contain_text("/nonexistent/zerolora-dataset")
+    expect(failure).to_contain_text("photo.png")
     expect(failure).to_contain_text("Last log lines")
     expect(md(page, "run-current")).to_contain_text("failed")
     expect(page.locator("#run-stages")).to_contain_text("failed")
