@@ -27,7 +27,6 @@ ComfyUI export uses ``transformer.`` with ``lora_down`` / ``lora_up`` / ``alpha`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from backend.families.base import Family
@@ -314,33 +313,16 @@ class Adapter(Family):
                      "time_guidance_embed", "double_stream_modulation_img",
                      "double_stream_modulation_txt", "single_stream_modulation")
 
-    def transformer_class(self):
-        return transformer_class()
-
-    def load_transformer(self, folder, dtype=None, device="cpu"):
-        return load_transformer(folder, dtype, device)
-
-    def load_encoder(self, dirs, dtype=None, device="cpu", offload="none"):
-        return load_encoder(dirs, dtype, device, offload)
-
-    def training_schedule(self):
-        return training_schedule()
-
-    def training_loss(self, transformer, sample, schedule, generator, dtype):
-        return training_loss(transformer, sample, schedule, generator, dtype)
-
-    def eval_loss(self, transformer, samples, seed=0):
-        return eval_loss(transformer, samples, seed)
-
-    def pack_latents(self, latents):
-        return pack_latents(latents)
-
-    def load_pipeline(self, dirs, dtype=None):
-        return load_pipeline(dirs, dtype)
-
-    def render(self, pipe, prompt, *, negative_prompt, generator, steps, cfg, height, width):
-        return render(pipe, prompt, negative_prompt=negative_prompt, generator=generator,
-                      steps=steps, cfg=cfg, height=height, width=width)
+    # The contract's members are this module's functions.
+    transformer_class = staticmethod(transformer_class)
+    load_transformer = staticmethod(load_transformer)
+    load_encoder = staticmethod(load_encoder)
+    training_schedule = staticmethod(training_schedule)
+    training_loss = staticmethod(training_loss)
+    eval_loss = staticmethod(eval_loss)
+    pack_latents = staticmethod(pack_latents)
+    load_pipeline = staticmethod(load_pipeline)
+    render = staticmethod(render)
 
     def published_configs(self):
         from backend.families.flux2_klein.published import CONFIGS
