@@ -328,7 +328,6 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
 
     # --- optimizer, data ---
     optimizer = make_optimizer(cfg, params, ds_config)
-    lr_scheduler = make_lr_scheduler(cfg, optimizer)  # on the optimizer DeepSpeed wraps
     if one_shot:
         dataset = ImageDataset(records, cfg, repeat=cfg.dataset_repeat)
     else:
@@ -341,6 +340,9 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
         dataset, batch_size=1, sampler=sampler, collate_fn=first_item,
         num_workers=cfg.dataset_num_workers)
     transformer, optimizer, dataloader = accelerator.prepare(transformer, optimizer, dataloader)
+    # On the prepared optimizer: with the optimizer offloaded, accelerate replaced ours.
+    lr_scheduler = make_lr_scheduler(cfg, optimizer,
+                                     deepspeed_owns=bool(ds_config and "optimizer" in ds_config))
     if configure_deepspeed_checkpointing(ds_config):
         log("[train] DeepSpeed activation checkpointing configured")
     elif ds_config is not None and cfg.use_gradient_checkpointing:
