@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,7 +241,8 @@ def _render(pipe, cfg: RunConfig, prompt: str):
 
 def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], output_dir: str | os.PathLike,
                    progress: ProgressWriter | None = None, step: int | None = None,
-                   pipe=None, on_start=None, on_image=None) -> list[dict]:
+                   pipe=None, on_start=None, on_image=None,
+                   reuse_from: Iterable[str | os.PathLike] = ()) -> list[dict]:
     """Render the sample grid into ``output_dir``; return this call's index entries.
 
     ``checkpoints``: LoRA files or folders (a folder: its latest checkpoint). Emits one
@@ -250,7 +252,8 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
     merged into an existing index.json. ``pipe``: an already loaded pipeline to reuse;
     ``on_start(total)`` is called with the number of images to render, before the first;
     ``on_image(entry)`` after each image rendered (not for reused ones), so the sample stage
-    can report its steps.
+    can report its steps. ``reuse_from``: other sample folders whose base images (same
+    prompt, settings and base model) are copied instead of rendered again.
     """
     from backend.export import load_as_diffusers
 
@@ -270,6 +273,16 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
     done: list[dict] = []
     reuse = {id(j): _reusable_base(j, old, settings, base_model, output_dir)
              for j in jobs if j.checkpoint is None}
+    for folder in map(Path, reuse_from):  # copied into this set, which stays self-contained
+        found = read_index(folder)
+        for j in jobs:
+            if j.checkpoint is None and reuse[id(j)] is None:
+                e = _reusable_base(j, found, settings, base_model, folder)
+                if e is not None:
+                    dest = output_dir / j.image
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(folder / e["image"], dest)
+                    reuse[id(j)] = dict(e, image=j.image)
     if on_start is not None:
         on_start(len(jobs) - sum(1 for r in reuse.values() if r is not None))
     if pipe is None:

@@ -73,6 +73,9 @@ def stage_parser() -> argparse.ArgumentParser:
                    help=f"Folder for the PNGs and {rundir.SAMPLES_INDEX}.")
     g.add_argument("--checkpoints", nargs="*", default=[],
                    help="LoRA files or folders (a folder: its latest step-/epoch- checkpoint).")
+    g.add_argument("--reuse_base_from", nargs="*", default=[],
+                   help="Other sample folders whose base-model images (same prompt and "
+                        "settings) are copied instead of rendered again.")
     g.add_argument("--all_checkpoints", action="store_true",
                    help="Folders give all their checkpoints, not only the latest.")
     return p
@@ -131,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                           eta_s=round(per_image * max(0, total - done), 1))
 
         render_samples(cfg, checkpoints, output_dir, progress=progress, on_start=start,
-                       on_image=rendered)
+                       on_image=rendered, reuse_from=ns.reuse_base_from)
     except Stopped as e:
         progress.end("stopped", str(e))
         return 143
