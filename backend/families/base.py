@@ -151,6 +151,9 @@ class Family(abc.ABC):
     # names of its ModuleLists) and module names left unquantized.
     offload_blocks: tuple[str, ...] = ()
     quantize_skip: tuple[str, ...] = ()
+    # What a sample is: "image" (PNG files) or "video" (clips: datasets of videos decoded by
+    # ``backend.video``, samples written as WebM with a frame strip beside each).
+    media: Literal["image", "video"] = "image"
 
     # --- components ------------------------------------------------------------------------
     @abc.abstractmethod
@@ -196,9 +199,35 @@ class Family(abc.ABC):
     @abc.abstractmethod
     def render(self, pipe, prompt: str, *, negative_prompt: str, generator, steps: int,
                cfg: float, height: int, width: int):
-        """One sample image (PIL) with the schema's sample settings."""
+        """One sample image (PIL) with the schema's sample settings; a ``video`` family's
+        also takes ``num_frames`` and returns the clip's frames."""
+
+    @property
+    def sample_suffix(self) -> str:
+        """The file suffix of one rendered sample."""
+        return ".webm" if self.media == "video" else ".png"
+
+    def save_sample(self, result, path: str | Path, cfg: Any) -> list[Path]:
+        """Write what ``render`` returned to ``path`` (atomically); return the files written.
+        Default: an image saved as PNG."""
+        import os
+
+        path = Path(path)
+        tmp = path.with_name(path.stem + ".tmp" + path.suffix)
+        result.save(tmp)
+        os.replace(tmp, path)
+        return [path]
 
     # --- LoRA ------------------------------------------------------------------------------
+    def export_module_name(self, module: str, fmt: str) -> str:
+        """A trained module's name in export format ``fmt`` (default: diffusers' name in
+        every format; a family whose tools load other names maps them here)."""
+        return module
+
+    def import_module_name(self, name: str, fmt: str) -> str:
+        """The inverse of ``export_module_name``, for reading an export back."""
+        return name
+
     def lora_module_map(self, config: Mapping[str, Any] | None = None
                         ) -> dict[str, tuple[int, int]]:
         """{module name: (in_features, out_features)} of every Linear of the trained
@@ -244,6 +273,10 @@ class Family(abc.ABC):
         """Tokens one image of this size becomes in the trained component."""
         cell = self.vae_scale_factor * 2
         return (height // cell) * (width // cell)
+
+    def video_tokens(self, height: int, width: int, frames: int) -> int:
+        """Tokens one clip of ``frames`` frames becomes (image families: one image)."""
+        return self.image_tokens(height, width)
 
     # --- tests and the demo ----------------------------------------------------------------
     @abc.abstractmethod
