@@ -80,6 +80,11 @@ class FamilySpec:
     presets_by_vram: tuple[str, ...] = ()    # its presets, most GPU memory first
     help: Mapping[str, str] = field(default_factory=dict)  # field -> family-specific note
     is_default: bool = False                 # the family of a config that names none
+    # The reference trainer's files of an original repository -> the same component in the
+    # repository ``<id><reference_repo_suffix>`` (e.g. a pickled .pth -> a safetensors
+    # folder): {file pattern: component glob}. Never read, only renamed.
+    reference_files: Mapping[str, str] = field(default_factory=dict)
+    reference_repo_suffix: str = ""
 
     def component(self, name: str) -> Component:
         for c in self.components:
@@ -113,6 +118,31 @@ class FamilySpec:
             if c.source and ":" in c.source:
                 ids.append(c.source.rsplit(":", 1)[0])
         return tuple(dict.fromkeys(ids))
+
+    def map_reference_sources(self, sources: str | None) -> tuple[str | None, list[str]]:
+        """(``sources`` with each reference-trainer file of an original repository renamed to
+        the same component of the ``reference_repo_suffix`` repository, one note per
+        renamed entry). Entries this family does not know stay as they are."""
+        if not sources or not self.reference_files:
+            return sources, []
+        ids = set(self.model_ids())
+        out, notes = [], []
+        for entry in (e.strip() for e in sources.split(",")):
+            if not entry:
+                continue
+            repo, _, pattern = entry.rpartition(":")
+            target = self.reference_files.get(pattern) if repo in ids else None
+            if target is None or repo.endswith(self.reference_repo_suffix):
+                out.append(entry)
+                continue
+            new = f"{repo}{self.reference_repo_suffix}:{target}"
+            what = " (a pickle: never read)" if pattern.endswith((".pth", ".pt", ".bin")) \
+                else ""
+            notes.append(f"model_id_with_origin_paths: {entry}{what} -> {new}, the same "
+                         f"component in the diffusers layout")
+            if new not in out:
+                out.append(new)
+        return ",".join(out), notes
 
     def variant_of(self, model_id: str) -> Variant | None:
         for var in self.variants:

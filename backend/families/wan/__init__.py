@@ -85,6 +85,14 @@ SPEC = FamilySpec(
                     "ffn.0": "ffn.net.0.proj", "ffn.2": "ffn.net.2"},
     keywords=("wan", "wan2", "wanvideo"),
     presets_by_vram=("wan_14b_zero3_offload", "wan_1_3b_12gb"),
+    # The reference trainer's Wan commands name the original repositories' files.
+    reference_files={
+        "diffusion_pytorch_model*.safetensors": "transformer/*.safetensors",
+        "models_t5_umt5-xxl-enc-bf16.pth": "text_encoder/*.safetensors",
+        "Wan2.1_VAE.pth": "vae/diffusion_pytorch_model.safetensors",
+        "google/umt5-xxl/": "tokenizer/",
+    },
+    reference_repo_suffix=DIFFUSERS,
     help={
         "lora_target_modules": (
             "Wan: q,k,v,o,ffn.0,ffn.2 (the reference's original names) and "

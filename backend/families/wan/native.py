@@ -1,5 +1,4 @@
-"""Wan's native (original-repository) names: LoRA module names for ComfyUI, and the
-reference trainer's model files mapped to the ``-Diffusers`` components.
+"""Wan's native (original-repository) module names, for ComfyUI's LoRA loader.
 
 ComfyUI loads Wan LoRAs only under the original model's names
 (``diffusion_model.blocks.N.self_attn.q``, ``.cross_attn.k``, ``.ffn.0``, ...). The table
@@ -49,31 +48,3 @@ def from_native(name: str) -> str:
     if m:
         return f"blocks.{m[1]}.{_BACK_BLOCK[m[2]]}"
     return _BACK_OTHER[name]
-
-
-# The reference trainer's Wan files (original repositories) -> the same component of the
-# -Diffusers repository. The pickled ones (.pth) are never read.
-REFERENCE_FILES = {
-    "diffusion_pytorch_model*.safetensors": "transformer/*.safetensors",
-    "models_t5_umt5-xxl-enc-bf16.pth": "text_encoder/*.safetensors",
-    "Wan2.1_VAE.pth": "vae/diffusion_pytorch_model.safetensors",
-    "google/umt5-xxl/": "tokenizer/",
-}
-
-
-def map_reference_source(entry: str, repos: tuple[str, ...]) -> tuple[str, str] | None:
-    """(the -Diffusers source, a note) for one of the reference's ``model_id:file`` entries
-    naming an original Wan repository, else None."""
-    if ":" not in entry:
-        return None
-    repo, pattern = entry.rsplit(":", 1)
-    if repo not in repos or repo.endswith("-Diffusers"):
-        return None
-    target = REFERENCE_FILES.get(pattern)
-    if target is None and pattern.startswith("diffusion_pytorch_model"):
-        target = REFERENCE_FILES["diffusion_pytorch_model*.safetensors"]
-    if target is None:
-        return None
-    new = f"{repo}-Diffusers:{target}"
-    pickled = " (a pickle, never read)" if pattern.endswith(".pth") else ""
-    return new, f"{entry}{pickled} -> {new}: the same component in the diffusers layout"
