@@ -315,3 +315,21 @@ def test_samples_are_webm_clips_with_frame_strips(tmp_path, wan_models, wan_trai
         assert strip.size == (4 * SIZE, SIZE)
         clips.append(np.stack(frames).astype(np.float32))
     assert float(np.abs(clips[0] - clips[1]).mean()) > 0.5  # the LoRA changes the clip
+
+
+def test_estimator_counts_clip_tokens_and_the_presets_fit_their_cards():
+    """A clip is latent frames x latent area tokens: 81 frames at 480x832 are 21 x 30 x 52;
+    the 1.3B preset fits a 12 GB card, the 14B ZeRO-3 offload preset a 24 GB one and not a
+    12 GB one, and more frames need more memory."""
+    from backend.config import load_preset
+    from backend.estimator import estimate_memory, fits
+
+    small = estimate_memory(load_preset("wan_1_3b_12gb"))
+    assert small.image_tokens == 21 * 30 * 52
+    assert fits(small, 12, 64)[0], fits(small, 12, 64)[1]
+    big = estimate_memory(load_preset("wan_14b_zero3_offload"))
+    assert big.params["transformer"] > 13e9 and small.params["transformer"] < 1.5e9
+    assert fits(big, 24, 128)[0] and not fits(big, 12, 128)[0]
+    fewer = estimate_memory(load_preset("wan_1_3b_12gb").model_copy(update={"num_frames": 33}))
+    assert fewer.image_tokens == 9 * 30 * 52
+    assert fewer.stages["train"].gpu_gb < small.stages["train"].gpu_gb
