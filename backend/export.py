@@ -350,6 +350,11 @@ def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
     modules = split_modules(tensors, metadata, str(src))
 
     family = family or metadata.get("model_family")
+    source_format = detect_format(tensors)
+    if family in family_names() and source_format != "reference":
+        # A family whose tools name modules their own way: back to diffusers' names.
+        back = get_family(family).import_module_name
+        modules = {back(m, source_format): v for m, v in modules.items()}
     if transformer_config is not None:
         config, against = read_transformer_config(transformer_config), str(transformer_config)
         check_sizes = True

@@ -284,6 +284,11 @@ def test_zero3_training_lowers_the_loss_and_its_exports_change_the_clip(
     assert set(load_file(str(c_path))) == native
     pipe.load_lora_weights(str(c_path), adapter_name="c")
     assert float(abs(clip(pipe) - with_lora).max()) < 1e-4
+    # ... and the ComfyUI file exports back to the same diffusers LoRA.
+    back = load_file(str(export_lora(c_path, "diffusers", tmp_path / "back")))
+    ours = load_file(str(d_path))
+    assert set(back) == set(ours)
+    assert all(torch.allclose(back[k], ours[k]) for k in ours)
 
 
 @pytest.mark.slow

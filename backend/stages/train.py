@@ -214,12 +214,13 @@ def check_not_raw_dataset(cfg: RunConfig) -> None:
     commands that fit, the cache written to a folder of its own (never into the dataset)."""
     from backend.cache import cached_files
     from backend.data import IMAGE_EXTS
+    from backend.video import VIDEO_EXTS
 
     folder = Path(cfg.dataset_base_path)
     if not folder.is_dir() or cached_files(folder):
         return
     raw = [p for p in folder.iterdir() if p.is_file() and (
-        p.suffix.lower() in IMAGE_EXTS or p.name.startswith("metadata."))]
+        p.suffix.lower() in IMAGE_EXTS + VIDEO_EXTS or p.name.startswith("metadata."))]
     if not raw:
         return
     cache = folder.parent / f"{folder.name}_cache"
@@ -231,7 +232,7 @@ def check_not_raw_dataset(cfg: RunConfig) -> None:
             if cfg.dataset_metadata_path else "")
     raise StageError(
         f"dataset_base_path: task sft:train trains from a stage-1 cache, not a raw dataset "
-        f"(got {folder}: {len(raw)} image or metadata files, no cache; allowed a cache "
+        f"(got {folder}: {len(raw)} image, video or metadata files, no cache; allowed a cache "
         f"folder). Write the cache to a folder of its own, e.g. {cache}, then train from it: "
         f"accelerate launch -m backend.stages.train --task sft:data_process "
         f"--dataset_base_path {folder}{meta} --output_path {cache} ...; then --task "
