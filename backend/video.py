@@ -75,20 +75,21 @@ def frame_files(folder: Path, gate: readgate.ReadGate = readgate.UNRESTRICTED) -
                    if p.suffix.lower() in IMAGE_EXTS), key=lambda p: p.name)
 
 
-def _decode(path: Path, gate: readgate.ReadGate, limit: int | None = None
-            ) -> tuple[list[Any], float]:
-    """(PIL frames, fps) of a video file, read through the gate; at most ``limit`` frames."""
+def _decode(path: Path, gate: readgate.ReadGate, cfg: RunConfig) -> tuple[list[Any], float]:
+    """(PIL frames, fps) of a video file, read through the gate: decoding stops once the
+    frames the clip reaches into are in (the whole file only when it is too short)."""
     av = need_av()
     frames: list[Any] = []
     with gate.open(path, "video") as f:
         with av.open(f, mode="r") as container:
             stream = container.streams.video[0]
-            rate = stream.average_rate or stream.guessed_rate or Fraction(16)
+            rate = float(stream.average_rate or stream.guessed_rate or Fraction(16))
+            limit = frames_needed(cfg, rate)
             for frame in container.decode(stream):
                 frames.append(frame.to_image())
-                if limit is not None and len(frames) >= limit:
+                if len(frames) >= limit:
                     break
-    return frames, float(rate)
+    return frames, rate
 
 
 def _indices(available: int, fps: float, cfg: RunConfig, wanted: int) -> list[int] | None:
@@ -138,8 +139,8 @@ def read_frames(path: str | Path, cfg: RunConfig) -> tuple[list[Any], list[str]]
                 frames.append(_to_rgb(im)[0])
     elif kind == "video":
         try:
-            frames_all, fps = _decode(path, gate)
-        except OSError:
+            frames_all, fps = _decode(path, gate, cfg)
+        except FileNotFoundError:
             raise
         except Exception as e:  # noqa: BLE001 - PyAV's own errors name the codec problem
             raise ValueError(f"cannot decode video {path.name}: {' '.join(str(e).split())}"

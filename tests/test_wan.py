@@ -220,6 +220,10 @@ def test_bad_clips_are_refused_naming_their_rows(tmp_path):
     # A stride reaches further into the clip: ok.webm's 9 frames are too few for stride 2.
     with pytest.raises(DatasetError, match=r"row 1: too short: 9 frames.*frame_stride 2"):
         check_video_dataset(cfg.model_copy(update={"frame_stride": 2}))
+    # Or a rate in the clip's own time: 9 frames at 8 fps hold 1 s, 4 fps x 9 frames need 2.
+    with pytest.raises(DatasetError, match=r"row 1: too short: 9 frames at 8 fps, 17 needed"
+                                           r".*video_fps 4"):
+        check_video_dataset(cfg.model_copy(update={"video_fps": 4.0}))
     with pytest.raises(ConfigError, match=r"num_frames: must be 4k\+1 \(got 8; allowed e.g. "
                                           r"5 or 9\)"):
         validate({"model_family": "wan", "num_frames": 8,
