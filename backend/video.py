@@ -279,6 +279,17 @@ def validate_video_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
     return out + [inspect_video_record(r, cfg) for r in records]
 
 
+def validate_any_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
+    """The Dataset tab's findings for the config's family: clips for a video family
+    (``validate_video_dataset``), images otherwise (``backend.data.validate_dataset``)."""
+    from backend.data import validate_dataset
+    from backend.families import get_family
+
+    if get_family(cfg.model_family).media == "video":
+        return validate_video_dataset(cfg)
+    return validate_dataset(cfg)
+
+
 def check_video_dataset(cfg: RunConfig, log=None) -> list[Record]:
     """The video dataset's records; raises ``DatasetError`` listing every problem (each
     naming its row: missing, unreadable, too short)."""

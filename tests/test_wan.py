@@ -217,6 +217,11 @@ def test_bad_clips_are_refused_naming_their_rows(tmp_path):
     assert f"{FRAMES} needed for num_frames {FRAMES}" in problems[0]
     assert problems[1].startswith("metadata.csv row 3: cannot decode video broken.mp4")
     assert problems[2] == "metadata.csv row 4: video not found (got 'gone.webm')"
+    # The Dataset tab's findings: one per row, the good clip with its frame count and size.
+    from backend.video import validate_any_dataset
+    findings = validate_any_dataset(cfg)
+    assert [f["level"] for f in findings] == ["ok", "error", "error", "error"]
+    assert findings[0]["frames"] == FRAMES and findings[0]["size"] == [SIZE, SIZE]
     # A stride reaches further into the clip: ok.webm's 9 frames are too few for stride 2.
     with pytest.raises(DatasetError, match=r"row 1: too short: 9 frames.*frame_stride 2"):
         check_video_dataset(cfg.model_copy(update={"frame_stride": 2}))
