@@ -347,3 +347,33 @@ def test_estimator_counts_clip_tokens_and_the_presets_fit_their_cards():
     fewer = estimate_memory(load_preset("wan_1_3b_12gb").model_copy(update={"num_frames": 33}))
     assert fewer.image_tokens == 9 * 30 * 52
     assert fewer.stages["train"].gpu_gb < small.stages["train"].gpu_gb
+
+
+def test_the_reference_wan_command_imports_onto_the_diffusers_layout():
+    """The reference's Wan2.1-T2V-1.3B LoRA command imports with only the script path
+    changed: its original-repository files (pickles among them) become the -Diffusers
+    components, never read; its targets, frames and size are kept; --fp8_models is named as
+    not understood and --offload_models explained."""
+    from backend.importer import import_commands
+
+    result = import_commands(
+        "accelerate launch examples/wanvideo/model_training/train.py \\\n"
+        "  --dataset_base_path data/example_video_dataset \\\n"
+        "  --dataset_metadata_path data/example_video_dataset/metadata.csv \\\n"
+        "  --height 480 --width 832 --num_frames 81 --dataset_repeat 100 \\\n"
+        f"  --model_id_with_origin_paths \"{REFERENCE_STAGE2},{REFERENCE_STAGE1}\" \\\n"
+        "  --learning_rate 1e-4 --num_epochs 5 --remove_prefix_in_ckpt pipe.dit. \\\n"
+        "  --output_path ./models/train/Wan2.1-T2V-1.3B_lora --lora_base_model dit \\\n"
+        "  --lora_target_modules q,k,v,o,ffn.0,ffn.2 --lora_rank 32 \\\n"
+        "  --offload_models dit --fp8_models dit\n")
+    cfg = result.config
+    assert cfg.model_family == "wan"
+    assert cfg.model_id_with_origin_paths == (
+        f"{DIFFUSERS}:transformer/*.safetensors,{DIFFUSERS}:text_encoder/*.safetensors,"
+        f"{DIFFUSERS}:vae/diffusion_pytorch_model.safetensors")
+    assert (cfg.num_frames, cfg.height, cfg.width, cfg.lora_rank) == (81, 480, 832, 32)
+    assert cfg.lora_target_modules == "q,k,v,o,ffn.0,ffn.2"
+    pickles = [n for n in result.notes if "a pickle: never read" in n]
+    assert len(pickles) == 2 and any("Wan2.1_VAE.pth" in n for n in pickles)
+    assert any("--fp8_models" in n for n in result.not_understood), result.not_understood
+    assert any("--offload_models" in n for n in result.notes), result.notes
