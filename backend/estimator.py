@@ -339,7 +339,9 @@ def _text_encoder_stats(key: str) -> ComponentStats:
     text = getattr(conf, "text_config", conf)
     return ComponentStats(params=sum(p.numel() for p in model.parameters()),
                           hidden=int(text.hidden_size),
-                          intermediate=int(text.intermediate_size),
+                          # T5-style encoders name it d_ff.
+                          intermediate=int(getattr(text, "intermediate_size", None)
+                                           or getattr(text, "d_ff")),
                           largest_module=_largest_own(model),
                           layers=int(text.num_hidden_layers), vocab=int(text.vocab_size))
 
@@ -473,6 +475,15 @@ def image_tokens(height: int, width: int) -> int:
     return (height // 16) * (width // 16)
 
 
+def clip_tokens(cfg, height: int, width: int, frames: int) -> int:
+    """Tokens of one training item: an image's, or for a video family a clip's (latent
+    frames x latent area, the family's count)."""
+    family = get_family(cfg.model_family)
+    if family.media == "video":
+        return family.video_tokens(height, width, frames)
+    return image_tokens(height, width)
+
+
 def compute_bytes(cfg) -> int:
     return 2 if cfg.mixed_precision in ("bf16", "fp16") else 4
 
@@ -509,7 +520,8 @@ def estimate_memory(cfg, model_config: dict[str, Any] | None = None, *,
     if not cfg.split_training:
         planned = [s for s in planned if s != "data_process"]
     return Estimate(stages=stages, device=device, height=h, width=w,
-                    image_tokens=image_tokens(h, w), text_tokens=text_tokens,
+                    image_tokens=clip_tokens(cfg, h, w, cfg.num_frames),
+                    text_tokens=text_tokens,
                     checkpointing=checkpointing_mode(cfg),
                     params={"transformer": tr.params, "text_encoder": te.params,
                             "vae": vae.params, "lora": lora},
@@ -554,7 +566,7 @@ def _train(cfg, tr: TransformerStats, lora: int, h: int, w: int, text_tokens: in
     zs = cfg.zero_stage
     p_off = zs == 3 and cfg.offload_param_device != "none"
     o_off = ds and cfg.offload_optimizer_device != "none"
-    n_tok = image_tokens(h, w) + text_tokens
+    n_tok = clip_tokens(cfg, h, w, cfg.num_frames) + text_tokens
     unit = n_tok * tr.dim * b
     n = tr.num_layers
 
@@ -699,7 +711,7 @@ def _sample(cfg, tr: TransformerStats, te: ComponentStats, vae: ComponentStats, 
     s = StageEstimate("sample")
     b = 2 if device == "cuda" else 4  # the sample stage renders in bf16 on CUDA, else fp32
     h, w = int(cfg.sample_height), int(cfg.sample_width)
-    unit = (image_tokens(h, w) + SAMPLE_TEXT_TOKENS) * tr.dim * b
+    unit = (clip_tokens(cfg, h, w, cfg.sample_num_frames) + SAMPLE_TEXT_TOKENS) * tr.dim * b
     mode = cfg.sample_cpu_offload if device == "cuda" else "none"
     weights = {"transformer weights": tr.params * b, "text encoder weights": te.params * b,
                "vae weights": vae.params * b, "lora weights": lora * b}

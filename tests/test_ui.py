@@ -682,3 +682,87 @@ def test_delete_a_run(demo_run, page, server):
     assert not Path(victim["run_dir"]).exists()
     expect(page.locator("#runs-table")).not_to_contain_text(victim["id"])
     expect(page.locator("#runs-table")).to_contain_text(demo_run["run_id"])
+
+
+# ---------------------------------------------------------------------- a video family's clips
+# A finished training run in the app's history whose samples/ hold what the sample stage
+# writes for a video family (WebM clips, base and LoRA at the same seed, and index.json),
+# encoded with PyAV: the Results tab shows them as videos Chromium decodes and plays, with
+# no ffmpeg program involved.
+VIDEO_PROMPT = "a red ball, zlr style"
+
+
+def _moving_square(colour, dx, n=9, size=64):
+    import numpy as np
+
+    frames = []
+    for t in range(n):
+        a = np.full((size, size, 3), 255, np.uint8)
+        x = (8 + t * dx) % (size - 16)
+        a[24:40, x:x + 16] = colour
+        frames.append(a)
+    return frames
+
+
+def _finished_video_run(ws) -> str:
+    """A succeeded run with a train stage whose samples are two WebM clips."""
+    from backend.jobs.runner import Runner
+    from backend.plan import StagePlan
+    from backend.rundir import SAMPLES_INDEX, RunDir
+    from backend.video import frame_strip, write_video
+
+    run_dir = ws / "runs" / "wan-video-run"
+    files = RunDir(run_dir)
+    files.samples.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for name, ckpt, scale, colour in (("base/p00-seed0.webm", None, 0.0, (230, 30, 30)),
+                                      ("step-24/p00-x1-seed0.webm", "step-24", 1.0,
+                                       (30, 60, 230))):
+        path = files.samples / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frames = _moving_square(colour, 4 if ckpt else -4)
+        write_video(frames, path, fps=8)
+        frame_strip(frames, 4).save(path.with_name(path.stem + ".strip.png"))
+        entries.append({"prompt": VIDEO_PROMPT, "prompt_index": 0,
+                        "checkpoint": str(run_dir / "output" / "step-24.safetensors")
+                        if ckpt else None, "checkpoint_name": ckpt or "base", "scale": scale,
+                        "image": name, "seed": 0, "steps": 2, "cfg": 1.0, "height": 64,
+                        "width": 64, "negative_prompt": "", "num_frames": 9, "fps": 8})
+    (files.samples / SAMPLES_INDEX).write_text(json.dumps({"version": 1, "images": entries}))
+    yaml = ("schema_version: 1\nmodel_family: wan\nsample_prompts: ['" + VIDEO_PROMPT + "']\n")
+    runner = Runner(ws)
+    run_id = runner.submit_stages([StagePlan("train", [sys.executable, "-c", "pass"])],
+                                  run_dir, yaml, name="wan video")
+    deadline = time.monotonic() + STEP_S
+    while runner.get_run(run_id)["status"] != "succeeded":
+        assert time.monotonic() < deadline, runner.get_run(run_id)
+        time.sleep(0.5)
+    return run_id
+
+
+def test_a_video_runs_samples_play_in_the_results_tab(browser, server):
+    url, ws = server
+    run_id = _finished_video_run(ws)
+    page = new_page(browser, url)
+    try:
+        tab(page, "results")
+        page.click("#res-refresh")
+        page.click("#res-run input")
+        page.click(f"ul[role=listbox] li:has-text('{run_id}')")
+        expect(md(page, "res-columns")).to_contain_text("base model", timeout=STEP_S * 1000)
+        expect(md(page, "res-columns")).to_contain_text("step-24 × 1")
+        videos = page.locator("#res-grid video")
+        expect(videos).to_have_count(2, timeout=STEP_S * 1000)
+        # Chromium decodes each clip: its size is known and it plays forward.
+        for i in range(2):
+            handle = videos.nth(i)
+            page.wait_for_function("v => v.readyState >= 1 && v.videoWidth === 64",
+                                   arg=handle.element_handle(), timeout=STEP_S * 1000)
+            played = handle.evaluate(
+                "async v => { v.muted = true; await v.play(); "
+                "await new Promise(r => setTimeout(r, 600)); return v.currentTime; }")
+            assert played > 0, f"clip {i} did not play"
+        srcs = videos.evaluate_all("vs => vs.map(v => v.currentSrc || v.src)")
+        assert all(s.split("?")[0].endswith(".webm") for s in srcs), srcs
+    finally:
+        page.context.close()

@@ -16,7 +16,7 @@ from backend.plan import plan_render
 from backend.rundir import ZIP_SKIP, RunDir
 from backend.runner import Runner, new_run_id
 
-STORED = (".safetensors", ".png", ".jpg", ".jpeg", ".webp", ".zip")
+STORED = (".safetensors", ".png", ".jpg", ".jpeg", ".webp", ".webm", ".mp4", ".zip")
 
 
 def run_config(run: dict) -> dict[str, Any]:
@@ -204,6 +204,7 @@ def sample_images(progress: dict) -> list[str]:
     out = []
     for s in progress.get("samples", []):
         p = str(s.get("path") or "")
-        if p.lower().endswith((".png", ".jpg", ".jpeg", ".webp")) and Path(p).is_file():
+        if p.lower().endswith((".png", ".jpg", ".jpeg", ".webp", ".webm", ".mp4")) and \
+                Path(p).is_file():  # video families' samples are clips
             out.append(p)
     return out

@@ -11,6 +11,9 @@ non-zero scale of ``sample_lora_scales``, all from the same seed, and writes PNG
                                            steps, cfg, height, width, negative_prompt, ...}]}
 
 Base entries have ``checkpoint: null``. ``image`` is relative to ``--output_dir``.
+A video family (``Family.media == "video"``) writes each sample as a VP9 WebM clip
+(``p00-seed0.webm``: ``sample_num_frames`` frames at ``sample_fps``, encoded with PyAV) and a
+strip of four of its frames beside it (``p00-seed0.strip.png``, the entry's ``strip``).
 A LoRA file (reference, diffusers or ComfyUI keys) is converted to diffusers keys in memory
 and loaded with ``pipe.load_lora_weights``; its strength is ``pipe.set_adapters``.
 ``--checkpoints`` takes files or folders; a folder means its latest ``step-N`` /
