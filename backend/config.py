@@ -354,6 +354,17 @@ class RunConfig(BaseModel):
         "stops growing with the image size. Seams are blended; pixels differ slightly from "
         "an untiled decode.", "samples", ui="advanced")
 
+    # --- edit models: input images beside the target (the reference's flags) ----------
+    extra_inputs: str = F(
+        "", "Metadata columns passed to the model besides image and prompt: edit_image for "
+        "edit models (one path or a list per row: the input images; the image column is "
+        "the target). Empty: text-to-image.", "data", ui="advanced",
+        pattern=r"^(edit_image)?$")
+    zero_cond_t: bool = F(
+        False, "Qwen-Image-Edit-2511: input-image tokens get timestep 0 in the "
+        "transformer's modulation (the model's own config turns it on; this forces it).",
+        "training", ui="advanced")
+
     # -----------------------------------------------------------------------------------
     @property
     def uses_deepspeed(self) -> bool:

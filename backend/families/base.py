@@ -63,6 +63,11 @@ class Variant:
     title: str
     model_ids: tuple[str, ...]
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    # Pipeline ``_class_name`` values (a local pipeline folder's model_index.json) that name
+    # this variant when no known model id does.
+    classes: tuple[str, ...] = ()
+    # Input images one sample takes beside its target (edit models); 0: text-to-image.
+    input_images: int = 0
 
 
 @dataclass(frozen=True)
@@ -122,7 +127,12 @@ class FamilySpec:
 
 
 class Encoder(Protocol):
-    """Stage 1's frozen encoders: raw samples in, the tensors a cache file holds out."""
+    """Stage 1's frozen encoders: raw samples in, the tensors a cache file holds out.
+
+    An item of ``encode_samples`` is ``(load_pixels, prompt)``; for a model that takes input
+    images (``Family.input_images`` > 0) it is ``(load_pixels, prompt, load_inputs)``,
+    ``load_inputs()`` giving the row's input images (PIL RGB, as stored, upright).
+    """
 
     def encode_sample(self, pixels: Any, prompt: str) -> dict[str, Any]:
         """One training sample: pixels [1, 3, H, W] in [-1, 1] and its caption."""
@@ -151,6 +161,15 @@ class Family(abc.ABC):
     # names of its ModuleLists) and module names left unquantized.
     offload_blocks: tuple[str, ...] = ()
     quantize_skip: tuple[str, ...] = ()
+    # Input images one sample takes beside its target (edit models; 0: text-to-image). A
+    # dataset's ``edit_image`` column is checked against it before any model loads.
+    input_images: int = 0
+
+    def for_config(self, cfg: Any) -> "Family":
+        """The adapter for one run's config: a family whose variants behave differently
+        (an edit model's encoder, a flag its loss reads) returns one bound to them.
+        Default: the adapter itself."""
+        return self
 
     # --- components ------------------------------------------------------------------------
     @abc.abstractmethod

@@ -158,12 +158,14 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
             "task sft:data_process runs without DeepSpeed (it trains nothing, and ZeRO "
             "wrapping breaks it). Launch it plainly: accelerate launch -m "
             "backend.stages.train --task sft:data_process ... (no DeepSpeed --config_file).")
-    from backend.data import check_dataset
+    from backend.data import check_dataset, check_input_images
     from backend.families import get_family
     from backend.hub import fingerprint, resolve_component_dirs
 
-    family = get_family(cfg.model_family)
+    family = get_family(cfg.model_family).for_config(cfg)
     records = check_dataset(cfg, log)  # before any model is touched
+    records = check_input_images(cfg, records, family.input_images,
+                                 getattr(family, "title", family.spec.title))
     components = family.spec.stage_components("data_process")
     dirs = resolve_component_dirs(cfg, components)
     model_fp = fingerprint(dirs[c] for c in components)
@@ -235,9 +237,13 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     from backend.families import get_family
     from backend.hub import resolve_component_dirs
 
-    family = get_family(cfg.model_family)
+    family = get_family(cfg.model_family).for_config(cfg)
     trained = family.spec.trained_component
     one_shot = cfg.task == "sft"
+    if one_shot and family.input_images:
+        raise StageError("task: one-shot sft does not take input images (got sft with "
+                         "extra_inputs edit_image; allowed sft:data_process then sft:train, "
+                         "split_training true)")
     components = family.spec.stage_components("train", split=not one_shot)
     # --- check inputs before any heavy import or model load ---
     if one_shot:
