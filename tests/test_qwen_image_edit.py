@@ -126,7 +126,7 @@ def edit_training(tmp_path_factory, edit_models, edit_cache):
                       f"{EDIT_2511}:transformer/diffusion_pytorch_model*.safetensors",
                       "--dataset_base_path", edit_cache, "--output_path", out,
                       "--extra_inputs", "edit_image", "--zero_cond_t",
-                      "--lora_rank", RANK, "--learning_rate", "5e-3", "--seed", "0",
+                      "--lora_rank", RANK, "--learning_rate", "1e-2", "--seed", "0",
                       "--dataset_repeat", "4", "--save_steps", "12",
                       "--use_gradient_checkpointing", "--initialize_model_on_cpu"],
                      config_file=acc)
@@ -256,14 +256,17 @@ def test_train_zero3_offload_lowers_the_held_out_loss(edit_models, edit_cache, e
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_exported_lora_changes_the_diffusers_edit_pipeline(tmp_path, edit_models, edit_data,
-                                                            edit_training):
+def test_exported_lora_changes_the_diffusers_edit_pipeline(tmp_path, monkeypatch, edit_models,
+                                                            edit_data, edit_training):
     """The diffusers export loads with ``QwenImageEditPlusPipeline.load_lora_weights`` and
     changes the edited image; unloading gives the base image back. The ComfyUI export
-    holds the same modules under ``diffusion_model.``."""
+    holds the same modules under ``diffusion_model.``. (The pipeline's VAE area for input
+    images is set to the training run's, 64x64, as ``max_pixels`` capped it.)"""
     import numpy as np
     import torch
     from PIL import Image
+
+    from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit_plus
 
     from backend.export import export_lora, load_lora_file
     from backend.families import get_family
@@ -280,6 +283,7 @@ def test_exported_lora_changes_the_diffusers_edit_pipeline(tmp_path, edit_models
     pipe = family.load_pipeline(dirs, torch.float32)
     assert type(pipe).__name__ == "QwenImageEditPlusPipeline" and pipe.transformer.zero_cond_t
     image = Image.open(edit_data / "i_red.png").convert("RGB")
+    monkeypatch.setattr(pipeline_qwenimage_edit_plus, "VAE_IMAGE_SIZE", SIZE * SIZE)
 
     def render():
         return np.asarray(family.render(
