@@ -364,6 +364,10 @@ class RunConfig(BaseModel):
         False, "Qwen-Image-Edit-2511: input-image tokens get timestep 0 in the "
         "transformer's modulation (the model's own config turns it on; this forces it).",
         "training", ui="advanced")
+    sample_images: list[str] = F(
+        [], "Edit models: the input images of each sample prompt, one line per prompt in "
+        "the order of sample_prompts; several images of one prompt separated by |.",
+        "samples")
 
     # -----------------------------------------------------------------------------------
     @property

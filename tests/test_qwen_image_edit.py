@@ -420,3 +420,34 @@ def test_edit_variants_and_2512_presets():
                     cfg.offload_optimizer_device) == (3, "cpu", "cpu"), name
         else:
             assert cfg.zero_stage == 0, name
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_samples_render_input_base_and_lora(tmp_path, monkeypatch, edit_models, edit_data,
+                                            edit_training):
+    """Samples take input images per prompt: the index records them beside the base and the
+    LoRA image, which differ; a prompt without input images is refused naming the field."""
+    import numpy as np
+    from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit_plus
+    from PIL import Image
+
+    from backend.config import ConfigError, RunConfig
+    from backend.samples import plan_samples, render_samples
+
+    monkeypatch.setattr(pipeline_qwenimage_edit_plus, "VAE_IMAGE_SIZE", SIZE * SIZE)
+    out, _, _ = edit_training
+    inputs = f"{edit_data / 'i_blue.png'}|{edit_data / 'i_red.png'}"
+    cfg = RunConfig(model_id_with_origin_paths=str(edit_models / EDIT_2511), offline=True,
+                    models_dir=str(edit_models), sample_prompts=["put the circle in it"],
+                    sample_images=[inputs], sample_lora_scales=[0.0, 1.0], sample_steps=2,
+                    sample_cfg=1.0, sample_height=SIZE, sample_width=SIZE)
+    entries = render_samples(cfg, [out / "step-12.safetensors"], tmp_path / "samples")
+    assert [e["scale"] for e in entries] == [0.0, 1.0]
+    assert all(e["inputs"] == inputs.split("|") for e in entries)
+    base, lora = (np.asarray(Image.open(tmp_path / "samples" / e["image"]), dtype=float)
+                  for e in entries)
+    assert base.shape == (SIZE, SIZE, 3) and np.abs(lora - base).max() > 0
+    with pytest.raises(ConfigError, match="sample_images: the edit model renders from input"):
+        plan_samples(cfg.model_copy(update={"sample_images": []}),
+                     [out / "step-12.safetensors"])
