@@ -361,8 +361,8 @@ class RunConfig(BaseModel):
         "the target). Empty: text-to-image.", "data", ui="advanced",
         pattern=r"^(edit_image)?$")
     zero_cond_t: bool = F(
-        False, "Qwen-Image-Edit-2511: input-image tokens get timestep 0 in the "
-        "transformer's modulation (the model's own config turns it on; this forces it).",
+        False, "Edit models: input-image tokens get timestep 0 in the transformer's "
+        "modulation (a model whose config sets it uses it anyway; this forces it on).",
         "training", ui="advanced")
     sample_images: list[str] = F(
         [], "Edit models: the input images of each sample prompt, one line per prompt in "
