@@ -472,3 +472,14 @@ def load_input_image(path: str | Path, cfg: RunConfig):
         im.load()
         return _to_rgb(im)[0]
 
+
+class PairDataset(ImageDataset):
+    """Edit records as training items {"pixels", "prompt", "inputs": ([PIL images],)}
+    (one-shot ``sft`` of an edit model), repeated ``repeat`` times."""
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        rec = self.records[i % len(self.records)]
+        item = super().__getitem__(i)
+        item["inputs"] = ([load_input_image(p, self.cfg) for p in rec.inputs],)
+        return item
+

@@ -451,3 +451,37 @@ def test_samples_render_input_base_and_lora(tmp_path, monkeypatch, edit_models, 
     with pytest.raises(ConfigError, match="sample_images: the edit model renders from input"):
         plan_samples(cfg.model_copy(update={"sample_images": []}),
                      [out / "step-12.safetensors"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_reference_edit_command_runs_with_only_the_script_path_changed(tmp_path, edit_models,
+                                                                        edit_data):
+    """The reference's lora/Qwen-Image-Edit-2511.sh (one-shot sft: the prompt and images
+    encoded every step) trains with the script path changed; the test's own flags after it
+    point at the tiny models and data and keep it small. Its sources name Qwen-Image's text
+    encoder and VAE, which the released edit models share: the tiny model's are put there."""
+    from backend.importer import split_commands
+    from backend.lora import read_lora
+
+    shared = edit_models / "Qwen" / "Qwen-Image"
+    for comp in ("text_encoder", "vae", "tokenizer"):
+        if not (shared / comp).exists():
+            shutil.copytree(edit_models / EDIT_2511 / comp, shared / comp)
+    text = reference_edit_command(EDIT_2511, "metadata_qwen_imgae_edit_multi.json",
+                                  " \\\n  --zero_cond_t # a special parameter of 2511")
+    argv = split_commands(text.replace(SCRIPT, "-m backend.stages.train"))[0]
+    args = argv[argv.index("backend.stages.train") + 1:]
+    out = tmp_path / "out"
+    args += ["--dataset_base_path", edit_data, "--dataset_metadata_path",
+             edit_data / "metadata.json", "--output_path", out, "--models_dir", edit_models,
+             "--offline", "--max_pixels", SIZE * SIZE, "--dataset_num_workers", "0",
+             "--max_train_steps", "2", "--lora_rank", RANK]
+    acc = write_accelerate_config(tmp_path, "plain")
+    assert_ok(run_stage(args, config_file=acc))
+    check_progress(out, total=2)
+    tensors, meta = read_lora(out / "step-2.safetensors")
+    assert meta["model_family"] == "qwen_image" and tensors
+    ran = json.loads((out / "training_args.json").read_text())
+    assert ran["extra_inputs"] == "edit_image" and ran["zero_cond_t"] is True
+    assert ran["task"] == "sft" and ran["find_unused_parameters"] is True

@@ -240,15 +240,13 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     family = get_family(cfg.model_family).for_config(cfg)
     trained = family.spec.trained_component
     one_shot = cfg.task == "sft"
-    if one_shot and family.input_images:
-        raise StageError("task: one-shot sft does not take input images (got sft with "
-                         "extra_inputs edit_image; allowed sft:data_process then sft:train, "
-                         "split_training true)")
     components = family.spec.stage_components("train", split=not one_shot)
     # --- check inputs before any heavy import or model load ---
     if one_shot:
-        from backend.data import ImageDataset, check_dataset
+        from backend.data import ImageDataset, PairDataset, check_dataset, check_input_images
         records = check_dataset(cfg, log)
+        records = check_input_images(cfg, records, family.input_images,
+                                     getattr(family, "title", family.spec.title))
     else:
         from backend.cache import CachedDataset, check_cache
         from backend.readgate import for_config as read_gate
@@ -336,7 +334,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     optimizer = make_optimizer(cfg, params, ds_config)
     lr_scheduler = make_lr_scheduler(cfg, optimizer)  # on the optimizer DeepSpeed wraps
     if one_shot:
-        dataset = ImageDataset(records, cfg, repeat=cfg.dataset_repeat)
+        dataset = (PairDataset if family.input_images else ImageDataset)(
+            records, cfg, repeat=cfg.dataset_repeat)
     else:
         dataset = CachedDataset(cfg.dataset_base_path, repeat=cfg.dataset_repeat,
                                 gate=read_gate(cfg))
@@ -411,7 +410,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
             micro = epoch * len(dataloader) + i
             with accelerator.accumulate(transformer):
                 if one_shot:
-                    batch = encoder.encode_sample(batch["pixels"], batch["prompt"])
+                    batch = encoder.encode_sample(batch["pixels"], batch["prompt"],
+                                                  *batch.get("inputs", ()))
                 loss = family.training_loss(transformer, batch, schedule,
                                              step_generator(cfg.seed, rank, micro), dtype)
                 accelerator.backward(loss)
