@@ -462,6 +462,27 @@ def check_input_images(cfg: RunConfig, records: list[Record], takes: int,
     return out
 
 
+def validate_input_images(cfg: RunConfig) -> list[dict[str, Any]]:
+    """The Dataset tab's findings for an edit dataset's input images (``check_input_images``
+    against the config's model), in ``validate_dataset``'s form; [] for a text-to-image
+    config or a dataset whose own rows are already wrong."""
+    from backend.families import get_family
+
+    family = get_family(cfg.model_family).for_config(cfg)
+    if not family.input_images and not cfg.extra_inputs:
+        return []
+    records, problems = read_records(cfg)
+    if problems or not records:
+        return []
+    try:
+        check_input_images(cfg, records, family.input_images,
+                           getattr(family, "title", family.spec.title))
+    except DatasetError as e:
+        return [{"level": "error", "file": None, "row": None, "where": "", "caption": "",
+                 "message": p, "original_size": None, "size": None} for p in e.problems]
+    return []
+
+
 def load_input_image(path: str | Path, cfg: RunConfig):
     """An input image of an edit sample: PIL RGB as shown (EXIF orientation applied, 16-bit
     scaled, transparency on white), at its own size (the model's encoder resizes it),

@@ -230,6 +230,16 @@ def test_bad_pair_rows_are_refused_naming_the_row(tmp_path):
         check_input_images(good, check_dataset(good), 0, "Qwen-Image")
     ok = check_input_images(good, check_dataset(good), 3)
     assert [len(r.inputs) for r in ok] == [1, 1, 2]
+    # The Dataset tab's check: the same problems, against the config's own model.
+    from backend.data import validate_input_images
+
+    bad = cfg.model_copy(update={"model_id_with_origin_paths": f"{EDIT_2511}:transformer/"})
+    findings = validate_input_images(bad)
+    assert [f["message"] for f in findings] == problems[:2] + [
+        problems[2].replace("Qwen-Image-Edit-2509", "Qwen-Image-Edit-2511")] + problems[3:]
+    assert all(f["level"] == "error" for f in findings)
+    assert validate_input_images(good.model_copy(update={
+        "model_id_with_origin_paths": f"{EDIT_2511}:transformer/"})) == []
 
 
 # ------------------------------------------------------------------------------------------
