@@ -19,8 +19,12 @@ Variants. Models that share an architecture (an image model and its edit models,
 releases of one video model) are variants of one family: each ``Variant`` lists the model
 ids it recognises and the schema values it changes on top of the family's ``defaults``
 (e.g. other default sources, a flag the loss reads). A config names its family in
-``model_family``; its variant follows from its model sources (``recognise``). A model that
-needs other classes or another loss is a family of its own.
+``model_family``; its variant follows from its model sources (``recognise``: a model id, or
+a local pipeline's ``_class_name`` listed in ``Variant.classes``). A variant that behaves
+differently with the same trained component (an edit model: input images beside the
+target, its own pipeline class) is bound by ``Family.for_config(cfg)``, which the stages
+call; ``Variant.input_images`` / ``Family.input_images`` say how many input images a
+sample takes. A model that needs another trained component is a family of its own.
 
 Adding a family: copy a folder, write its ``SPEC`` and ``Adapter``, add presets in
 ``presets/`` and tests; the registry finds the folder by itself.
