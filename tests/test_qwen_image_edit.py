@@ -495,3 +495,40 @@ def test_reference_edit_command_runs_with_only_the_script_path_changed(tmp_path,
     ran = json.loads((out / "training_args.json").read_text())
     assert ran["extra_inputs"] == "edit_image" and ran["zero_cond_t"] is True
     assert ran["task"] == "sft" and ran["find_unused_parameters"] is True
+
+
+def test_pair_uploads_and_instruction_edits_keep_the_input_images(tmp_path):
+    """A zip of a pair dataset uploads as it is (its metadata.json found); its instructions
+    are edited in the Dataset tab's table and the edit_image column survives the save; an
+    upload whose edit_image names a file outside it is refused as a whole."""
+    import zipfile
+
+    from webui.datasets import DatasetFolderError, add_uploads, read_captions, save_captions
+
+    data = make_edit_dataset(tmp_path / "pairs")
+    archive = tmp_path / "pairs.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for p in sorted(data.iterdir()):
+            z.write(p, f"pairs/{p.name}")
+    ws = tmp_path / "ws"
+    folder, meta, _ = add_uploads(ws, "pairs", [str(archive)])
+    assert meta and meta.endswith("metadata.json")
+    rows = read_captions(str(folder), meta, user=None, workspace=ws)
+    assert rows == [[t, p] for t, _, p in ROWS]
+    rows[0][1] = "make the circle dark blue"
+    assert save_captions(str(folder), meta, rows, user=None, workspace=ws) == 3
+    saved = json.loads(Path(meta).read_text(encoding="utf-8"))
+    assert saved[0] == {"image": "t_red.png", "edit_image": "i_red.png",
+                        "prompt": "make the circle dark blue"}
+    assert saved[2]["edit_image"] == ["i_blue.png", "i_red.png"]
+
+    rows = json.loads((data / "metadata.json").read_text(encoding="utf-8"))
+    rows[1]["edit_image"] = ["i_green.png", "../../outside.png"]
+    (data / "metadata.json").write_text(json.dumps(rows), encoding="utf-8")
+    escape = tmp_path / "escape.zip"
+    with zipfile.ZipFile(escape, "w") as z:
+        for p in sorted(data.iterdir()):
+            z.write(p, f"pairs/{p.name}")
+    with pytest.raises(DatasetFolderError, match=r"metadata.json row 2: names a file outside"):
+        add_uploads(ws, "escape", [str(escape)])
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # nothing of it stays
