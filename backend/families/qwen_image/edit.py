@@ -304,7 +304,16 @@ class EditAdapter(Adapter):
             return load_text_to_image_pipeline(dirs, dtype)
         return load_edit_pipeline(dirs, dtype, plus=self.plus, zero_cond_t=self.zero_cond_t)
 
-    render = staticmethod(render_edit)
+    def render(self, pipe, prompt, *, negative_prompt, generator, steps, cfg, height, width,
+               images=None):
+        """The edit pipeline's image from ``images`` and the instruction (see
+        ``render_edit``); text-to-image without input images when the model takes none."""
+        if not self.input_images:
+            return super().render(pipe, prompt, negative_prompt=negative_prompt,
+                                  generator=generator, steps=steps, cfg=cfg, height=height,
+                                  width=width)
+        return render_edit(pipe, prompt, negative_prompt=negative_prompt, generator=generator,
+                           steps=steps, cfg=cfg, height=height, width=width, images=images)
 
 
 def edit_adapter_for(base: Adapter, cfg) -> Adapter:
