@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from backend.families.qwen_image import EDIT_CLASSES
-from backend.families.qwen_image.adapter import Adapter, Encoder, _sample, eval_loss
+from backend.families.qwen_image.adapter import (Adapter, Encoder, _sample, eval_loss,
+                                                 input_latents)
 from backend.families.qwen_image.adapter import load_pipeline as load_text_to_image_pipeline
 from backend.families.qwen_image.adapter import (load_text_encoder, load_tokenizer,
                                                  load_transformer, load_vae, training_loss)
@@ -290,6 +291,10 @@ class EditAdapter(Adapter):
                                  vae_area=self.vae_area)
 
     def training_loss(self, transformer, sample, schedule, generator, dtype):
+        if self.input_images and not input_latents(sample):
+            raise ValueError("dataset_base_path: a cached sample has no input-image latents "
+                             "(got a text-to-image cache; allowed a cache written by "
+                             "sft:data_process with extra_inputs edit_image)")
         if self.zero_cond_t:
             force_zero_cond_t(transformer)
         return training_loss(transformer, sample, schedule, generator, dtype)
