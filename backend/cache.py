@@ -58,6 +58,9 @@ def sample_key(rec: Record, cfg: RunConfig, size: tuple[int, int], model_fp: lis
         # sample cached by older loading is encoded again.
         "loading": IMAGE_LOADING,
     }
+    if rec.inputs:  # an edit sample: its input images too (text-to-image keys unchanged)
+        gate = readgate.for_config(cfg)
+        payload["inputs"] = [_file_sha256(p, gate) for p in rec.inputs]
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -73,6 +76,8 @@ def plan(cfg: RunConfig, records: list[Record], model_fp: list) -> list[dict[str
         key = sample_key(rec, cfg, size, model_fp)
         entries.append({"key": key, "file": f"{key[:32]}.safetensors", "image": str(rec.image),
                         "prompt": rec.prompt, "width": size[0], "height": size[1]})
+        if rec.inputs:
+            entries[-1]["inputs"] = [str(p) for p in rec.inputs]
     return entries
 
 
@@ -224,6 +229,11 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
             if cut:
                 log(f"[data] warning: {rec.where}: {cut}")
         items = [(lambda rec=rec: load(rec.image, cfg), rec.prompt) for rec, _ in mine]
+        if any(rec.inputs for rec, _ in mine):  # edit samples: their input images too
+            from backend.data import load_input_image
+            items = [(pixels, prompt, lambda rec=rec: [load_input_image(p, cfg)
+                                                      for p in rec.inputs])
+                     for (pixels, prompt), (rec, _) in zip(items, mine)]
         t0 = time.time()
         i = 0
         for i, tensors in enumerate(encoder.encode_samples(items, should_stop, log), 1):

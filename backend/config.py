@@ -367,6 +367,21 @@ class RunConfig(BaseModel):
         "stops growing with the image size. Seams are blended; pixels differ slightly from "
         "an untiled decode.", "samples", ui="advanced")
 
+    # --- edit models: input images beside the target (the reference's flags) ----------
+    extra_inputs: str = F(
+        "", "Metadata columns passed to the model besides image and prompt: edit_image for "
+        "edit models (one path or a list per row: the input images; the image column is "
+        "the target). Empty: text-to-image.", "data", ui="advanced",
+        pattern=r"^(edit_image)?$")
+    zero_cond_t: bool = F(
+        False, "Edit models: input-image tokens get timestep 0 in the transformer's "
+        "modulation (a model whose config sets it uses it anyway; this forces it on).",
+        "training", ui="advanced")
+    sample_images: list[str] = F(
+        [], "Edit models: the input images of each sample prompt, one line per prompt in "
+        "the order of sample_prompts; several images of one prompt separated by |.",
+        "samples")
+
     # -----------------------------------------------------------------------------------
     @property
     def uses_deepspeed(self) -> bool:

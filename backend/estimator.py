@@ -484,6 +484,20 @@ def clip_tokens(cfg, height: int, width: int, frames: int) -> int:
     return image_tokens(height, width)
 
 
+# An edit model's input image as the estimate counts it: one, at the target's size, plus
+# its vision tokens in the prompt (a 384x384 view: 27 x 27 patches of 14, merged 2 x 2).
+VISION_TOKENS_PER_INPUT = (384 // 28) ** 2
+
+
+def input_image_tokens(cfg, h: int, w: int) -> int:
+    """Tokens an edit model's input image adds to a training step (0 for text-to-image)."""
+    try:
+        takes = get_family(cfg.model_family).for_config(cfg).input_images
+    except Exception:  # noqa: BLE001 - an estimate never fails on a config it cannot bind
+        takes = 0
+    return image_tokens(h, w) + VISION_TOKENS_PER_INPUT if takes else 0
+
+
 def compute_bytes(cfg) -> int:
     return 2 if cfg.mixed_precision in ("bf16", "fp16") else 4
 
@@ -566,7 +580,8 @@ def _train(cfg, tr: TransformerStats, lora: int, h: int, w: int, text_tokens: in
     zs = cfg.zero_stage
     p_off = zs == 3 and cfg.offload_param_device != "none"
     o_off = ds and cfg.offload_optimizer_device != "none"
-    n_tok = clip_tokens(cfg, h, w, cfg.num_frames) + text_tokens
+    n_tok = (clip_tokens(cfg, h, w, cfg.num_frames) + text_tokens
+             + input_image_tokens(cfg, h, w))
     unit = n_tok * tr.dim * b
     n = tr.num_layers
 

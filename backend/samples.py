@@ -87,7 +87,7 @@ def load_pipeline(cfg: RunConfig, device: str | None = None, dtype: Any = None,
     auto_device, auto_dtype = pick_device()
     device, dtype = device or auto_device, dtype or auto_dtype
     dirs = dirs or component_dirs(cfg)
-    pipe = get_family(cfg.model_family).load_pipeline(dirs, dtype)
+    pipe = get_family(cfg.model_family).for_config(cfg).load_pipeline(dirs, dtype)
     offload = cfg.sample_cpu_offload
     if offload == "none":
         pipe.to(device)
@@ -147,6 +147,7 @@ class Job:
     checkpoint_name: str
     scale: float
     image: str  # relative to output_dir
+    inputs: tuple[str, ...] = ()  # edit models: the prompt's input images
 
     @property
     def key(self) -> tuple:
@@ -178,16 +179,59 @@ def plan_samples(cfg: RunConfig, checkpoints: list[Path]) -> list[Job]:
 
     seed = cfg.sample_seed
     ext = get_family(cfg.model_family).sample_suffix
+    inputs = sample_inputs(cfg)
+    takes = get_family(cfg.model_family).for_config(cfg).input_images
+    missing = [str(i + 1) for i, paths in enumerate(inputs) if takes and not paths]
+    too_many = [str(i + 1) for i, paths in enumerate(inputs) if len(paths) > takes]
+    if missing or too_many:
+        allowed = f"at most {takes}" if takes else "none for a text-to-image model"
+        raise ConfigError(
+            ([f"sample_images: the edit model renders from input images; line(s) "
+              f"{', '.join(missing)} give none (allowed 1 to {takes} images per prompt, "
+              f"separated by |)"] if missing else []) +
+            ([f"sample_images: line(s) {', '.join(too_many)} give more images than the model "
+              f"takes (allowed {allowed})"] if too_many else []))
     jobs: list[Job] = []
     if 0.0 in scales:
         for i, prompt in enumerate(cfg.sample_prompts):
-            jobs.append(Job(i, prompt, None, "base", 0.0, f"base/p{i:02d}-seed{seed}{ext}"))
+            jobs.append(Job(i, prompt, None, "base", 0.0, f"base/p{i:02d}-seed{seed}{ext}",
+                            inputs[i]))
     for ckpt, name in zip(checkpoints, _checkpoint_names(checkpoints)):
         for scale in lora_scales:
             for i, prompt in enumerate(cfg.sample_prompts):
                 jobs.append(Job(i, prompt, ckpt, name, scale,
-                                f"{name}/p{i:02d}-x{scale:g}-seed{seed}{ext}"))
+                                f"{name}/p{i:02d}-x{scale:g}-seed{seed}{ext}", inputs[i]))
     return jobs
+
+
+def sample_inputs(cfg: RunConfig) -> list[tuple[str, ...]]:
+    """Each sample prompt's input images (edit models), from ``sample_images``: one line
+    per prompt, images separated by ``|``; every file is checked through the run's read
+    gate. A ``ConfigError`` names what is wrong."""
+    from backend import readgate
+
+    lines = list(cfg.sample_images)
+    if len(lines) > len(cfg.sample_prompts):
+        raise ConfigError([f"sample_images: more lines than sample_prompts (got {len(lines)} "
+                           f"for {len(cfg.sample_prompts)} prompts; allowed one line per "
+                           f"prompt)"])
+    gate = readgate.for_config(cfg)
+    out, problems = [], []
+    for i, line in enumerate(lines + [""] * (len(cfg.sample_prompts) - len(lines))):
+        paths = tuple(p.strip() for p in line.split("|") if p.strip())
+        for p in paths:
+            if not gate.is_file(Path(p).expanduser()):
+                problems.append(f"sample_images: line {i + 1}: image not found (got {p!r}; "
+                                f"allowed an image file)")
+        out.append(paths)
+    if problems:
+        raise ConfigError(problems)
+    return out
+
+
+def _input_images(cfg: RunConfig, paths: tuple[str, ...]) -> list:
+    from backend.data import load_input_image
+    return [load_input_image(Path(p).expanduser(), cfg) for p in paths]
 
 
 def _settings(cfg: RunConfig) -> dict[str, Any]:
@@ -221,7 +265,8 @@ def _write_index(output_dir: Path, images: list[dict]) -> Path:
 
 
 def _entry_key(e: dict) -> tuple:
-    return (e.get("prompt"), e.get("checkpoint"), float(e.get("scale", 0.0)), e.get("seed"))
+    return (e.get("prompt"), e.get("checkpoint"), float(e.get("scale", 0.0)), e.get("seed"),
+            tuple(e.get("inputs") or ()))
 
 
 def _reusable_base(job: Job, old: list[dict], settings: dict, base_model: str,
@@ -229,20 +274,23 @@ def _reusable_base(job: Job, old: list[dict], settings: dict, base_model: str,
     for e in old:
         if (e.get("checkpoint") is None and e.get("prompt") == job.prompt
                 and e.get("base_model") == base_model
+                and list(e.get("inputs") or []) == list(job.inputs)
                 and all(e.get(k) == v for k, v in settings.items())
                 and (output_dir / e.get("image", "")).is_file()):
             return e
     return None
 
 
-def _render(pipe, cfg: RunConfig, prompt: str):
+def _render(pipe, cfg: RunConfig, prompt: str, inputs: tuple[str, ...] = ()):
     import torch
 
     from backend.families import get_family
 
     generator = torch.Generator(device="cpu").manual_seed(cfg.sample_seed)
-    family = get_family(cfg.model_family)
+    family = get_family(cfg.model_family).for_config(cfg)
     extra = {"num_frames": cfg.sample_num_frames} if family.media == "video" else {}
+    if inputs:
+        extra["images"] = _input_images(cfg, inputs)
     return family.render(
         pipe, prompt, negative_prompt=cfg.sample_negative_prompt, generator=generator,
         steps=cfg.sample_steps, cfg=cfg.sample_cfg, height=cfg.sample_height,
@@ -313,6 +361,8 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
                      "image": job.image, **settings, "base_model": base_model}
             if len(written) > 1:  # a clip's frame strip
                 entry["strip"] = str(written[1].relative_to(output_dir))
+            if job.inputs:
+                entry["inputs"] = list(job.inputs)
             if step is not None:
                 entry["step"] = step
         index[:] = [e for e in index if _entry_key(e) != _entry_key(entry)] + [entry]
@@ -331,7 +381,7 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
     # Base images first, before any adapter exists: exactly the base pipeline's output.
     for job in (j for j in jobs if j.checkpoint is None):
         reused = reuse[id(job)]
-        record(job, None if reused else _render(pipe, cfg, job.prompt), reused)
+        record(job, None if reused else _render(pipe, cfg, job.prompt, job.inputs), reused)
 
     by_ckpt: dict[Path, list[Job]] = {}
     for job in jobs:
@@ -343,7 +393,7 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
         try:
             for job in ckpt_jobs:
                 pipe.set_adapters([adapter], adapter_weights=[job.scale])
-                record(job, _render(pipe, cfg, job.prompt))
+                record(job, _render(pipe, cfg, job.prompt, job.inputs))
         finally:
             pipe.delete_adapters(adapter)
 

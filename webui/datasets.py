@@ -24,7 +24,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
-from backend.data import IMAGE_EXTS, IMAGE_KEY, PROMPT_KEY
+from backend.data import EDIT_IMAGE_KEY, IMAGE_EXTS, IMAGE_KEY, PROMPT_KEY
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 from backend.video import VIDEO_EXTS  # noqa: E402
@@ -185,8 +185,10 @@ def _outside_rows(folder: Path, meta: Path) -> list[str]:
     except (OSError, ValueError, DatasetFolderError, csv.Error) as e:
         return [f"{meta.name}: cannot read ({type(e).__name__}; allowed image,prompt rows)"]
     for i, row in enumerate(rows, 1):
-        values = row.get(IMAGE_KEY) if isinstance(row, dict) else None
-        for value in values if isinstance(values, list) else [values]:
+        # The target and, in a pair dataset (edit models), the input images.
+        values = [v for key in (IMAGE_KEY, EDIT_IMAGE_KEY)
+                  for v in _as_list(row.get(key) if isinstance(row, dict) else None)]
+        for value in values:
             if not isinstance(value, str) or not value:
                 continue
             real = Path(os.path.realpath(root / os.path.expanduser(value)))
@@ -194,6 +196,15 @@ def _outside_rows(folder: Path, meta: Path) -> list[str]:
                 return [f"{meta.name} row {i}: names a file outside this upload (got "
                         f"{value!r}; allowed paths of files in the upload, e.g. a.png)"]
     return []
+
+
+def _as_list(value) -> list:
+    if isinstance(value, str) and value.strip().startswith("["):  # a CSV cell's JSON list
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    return value if isinstance(value, list) else [value]
 
 
 def _clean_name(name: str) -> str:

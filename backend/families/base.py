@@ -19,8 +19,12 @@ Variants. Models that share an architecture (an image model and its edit models,
 releases of one video model) are variants of one family: each ``Variant`` lists the model
 ids it recognises and the schema values it changes on top of the family's ``defaults``
 (e.g. other default sources, a flag the loss reads). A config names its family in
-``model_family``; its variant follows from its model sources (``recognise``). A model that
-needs other classes or another loss is a family of its own.
+``model_family``; its variant follows from its model sources (``recognise``: a model id, or
+a local pipeline's ``_class_name`` listed in ``Variant.classes``). A variant that behaves
+differently with the same trained component (an edit model: input images beside the
+target, its own pipeline class) is bound by ``Family.for_config(cfg)``, which the stages
+call; ``Variant.input_images`` / ``Family.input_images`` say how many input images a
+sample takes. A model that needs another trained component is a family of its own.
 
 Adding a family: copy a folder, write its ``SPEC`` and ``Adapter``, add presets in
 ``presets/`` and tests; the registry finds the folder by itself.
@@ -63,6 +67,11 @@ class Variant:
     title: str
     model_ids: tuple[str, ...]
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    # Pipeline ``_class_name`` values (a local pipeline folder's model_index.json) that name
+    # this variant when no known model id does.
+    classes: tuple[str, ...] = ()
+    # Input images one sample takes beside its target (edit models); 0: text-to-image.
+    input_images: int = 0
 
 
 @dataclass(frozen=True)
@@ -152,7 +161,12 @@ class FamilySpec:
 
 
 class Encoder(Protocol):
-    """Stage 1's frozen encoders: raw samples in, the tensors a cache file holds out."""
+    """Stage 1's frozen encoders: raw samples in, the tensors a cache file holds out.
+
+    An item of ``encode_samples`` is ``(load_pixels, prompt)``; for a model that takes input
+    images (``Family.input_images`` > 0) it is ``(load_pixels, prompt, load_inputs)``,
+    ``load_inputs()`` giving the row's input images (PIL RGB, as stored, upright).
+    """
 
     def encode_sample(self, pixels: Any, prompt: str) -> dict[str, Any]:
         """One training sample: pixels [1, 3, H, W] in [-1, 1] and its caption."""
@@ -184,6 +198,15 @@ class Family(abc.ABC):
     # What a sample is: "image" (PNG files) or "video" (clips: datasets of videos decoded by
     # ``backend.video``, samples written as WebM with a frame strip beside each).
     media: Literal["image", "video"] = "image"
+    # Input images one sample takes beside its target (edit models; 0: text-to-image). A
+    # dataset's ``edit_image`` column is checked against it before any model loads.
+    input_images: int = 0
+
+    def for_config(self, cfg: Any) -> "Family":
+        """The adapter for one run's config: a family whose variants behave differently
+        (an edit model's encoder, a flag its loss reads) returns one bound to them.
+        Default: the adapter itself."""
+        return self
 
     # --- components ------------------------------------------------------------------------
     @abc.abstractmethod

@@ -158,11 +158,11 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
             "task sft:data_process runs without DeepSpeed (it trains nothing, and ZeRO "
             "wrapping breaks it). Launch it plainly: accelerate launch -m "
             "backend.stages.train --task sft:data_process ... (no DeepSpeed --config_file).")
-    from backend.data import check_dataset
+    from backend.data import check_dataset, check_input_images
     from backend.families import get_family
     from backend.hub import fingerprint, resolve_component_dirs
 
-    family = get_family(cfg.model_family)
+    family = get_family(cfg.model_family).for_config(cfg)
     media: dict[str, Any] = {}
     if family.media == "video":  # clips decoded with PyAV (backend/video.py)
         from backend.video import check_video_dataset, load_clip, plan_clips
@@ -173,6 +173,8 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
                else f"frame_stride {cfg.frame_stride}"))
     else:
         records = check_dataset(cfg, log)  # before any model is touched
+        records = check_input_images(cfg, records, family.input_images,
+                                     getattr(family, "title", family.spec.title))
     components = family.spec.stage_components("data_process")
     dirs = resolve_component_dirs(cfg, components)
     model_fp = fingerprint(dirs[c] for c in components)
@@ -245,7 +247,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     from backend.families import get_family
     from backend.hub import resolve_component_dirs
 
-    family = get_family(cfg.model_family)
+    family = get_family(cfg.model_family).for_config(cfg)
     trained = family.spec.trained_component
     one_shot = cfg.task == "sft"
     components = family.spec.stage_components("train", split=not one_shot)
@@ -255,8 +257,10 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
         from backend.video import check_video_dataset
         records = check_video_dataset(cfg, log)
     elif one_shot:
-        from backend.data import ImageDataset, check_dataset
+        from backend.data import ImageDataset, PairDataset, check_dataset, check_input_images
         records = check_dataset(cfg, log)
+        records = check_input_images(cfg, records, family.input_images,
+                                     getattr(family, "title", family.spec.title))
     else:
         from backend.cache import CachedDataset, check_cache
         from backend.readgate import for_config as read_gate
@@ -343,7 +347,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     # --- optimizer, data ---
     optimizer = make_optimizer(cfg, params, ds_config)
     if one_shot:
-        dataset = ImageDataset(records, cfg, repeat=cfg.dataset_repeat)
+        dataset = (PairDataset if family.input_images else ImageDataset)(
+            records, cfg, repeat=cfg.dataset_repeat)
     else:
         dataset = CachedDataset(cfg.dataset_base_path, repeat=cfg.dataset_repeat,
                                 gate=read_gate(cfg))
@@ -421,7 +426,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
             micro = epoch * len(dataloader) + i
             with accelerator.accumulate(transformer):
                 if one_shot:
-                    batch = encoder.encode_sample(batch["pixels"], batch["prompt"])
+                    batch = encoder.encode_sample(batch["pixels"], batch["prompt"],
+                                                  *batch.get("inputs", ()))
                 loss = family.training_loss(transformer, batch, schedule,
                                              step_generator(cfg.seed, rank, micro), dtype)
                 accelerator.backward(loss)

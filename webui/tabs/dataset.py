@@ -132,6 +132,7 @@ def bind_events(ctx: Ctx) -> None:
                                    c["upload_files"], c["thumbs"]], api_visibility="private")
 
     def check(data: dict, request: gr.Request):
+        from backend.data import validate_input_images
         from backend.video import validate_any_dataset
 
         cfg_dict, problems = form.to_config(data)
@@ -158,6 +159,7 @@ def bind_events(ctx: Ctx) -> None:
         cfg = security.with_read_policy(cfg, ctx.owner(request), ctx.workspace,
                                         models_dir=ctx.models_dir, runner=ctx.runner)
         findings = validate_any_dataset(cfg)  # every file through the read gate
+        findings += validate_input_images(cfg)  # edit models: the rows' input images
         bad = [f for f in findings if f["level"] == "error"]
         warned = [f for f in findings if f["level"] == "warning"]
         mark = {"ok": "✓ ", "warning": "⚠ "}

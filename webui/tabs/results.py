@@ -28,6 +28,8 @@ def create_ui(ctx: Ctx) -> None:
         with gr.Column(scale=2):
             c["res_prompts"] = gr.Textbox(label=T("res.prompts"), lines=4,
                                           elem_id="res-prompts")
+            c["res_images"] = gr.Textbox(label=T("res.images"), lines=2,
+                                         elem_id="res-images")
             c["res_checkpoints"] = gr.CheckboxGroup(choices=[], label=T("res.checkpoints"),
                                                     elem_id="res-checkpoints")
             c["res_scales"] = gr.Textbox(label=T("res.scales"), value="0, 1",
@@ -53,7 +55,8 @@ def create_ui(ctx: Ctx) -> None:
                                object_fit="contain", height="auto", buttons=["download"])
 
 
-SETTINGS = {"res_prompts": "sample_prompts", "res_seed": "sample_seed",
+SETTINGS = {"res_prompts": "sample_prompts", "res_images": "sample_images",
+            "res_seed": "sample_seed",
             "res_steps": "sample_steps", "res_cfg": "sample_cfg",
             "res_height": "sample_height", "res_width": "sample_width",
             "res_scales": "sample_lora_scales"}
