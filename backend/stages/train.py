@@ -320,7 +320,9 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
                                              accelerator, ds_plugin, zero_stage)
     encoder = None
     if one_shot:
-        encoder = load_frozen_encoder(family, dirs, dtype, accelerator.device, ds_plugin)
+        from backend.lowvram import offloaded_models
+        encoder = load_frozen_encoder(family, dirs, dtype, accelerator.device, ds_plugin,
+                                      "model" if offloaded_models(cfg) else "none")
     params = [p for p in transformer.parameters() if p.requires_grad]
     n_params = sum(p.numel() for p in params)
     log(f"[train] LoRA rank {cfg.lora_rank} on {len(cfg.target_modules())} module names: "
