@@ -42,12 +42,12 @@ def _require(package: str, method: str):
 
 
 def quantize_model(model, entry: QuantEntry, default_skip: tuple[str, ...] = (),
-                   compute_dtype=None, device=None, log: Callable[[str], None] = print
-                   ) -> dict[str, int]:
+                   compute_dtype=None, device=None, log: Callable[[str], None] = print,
+                   defer: bool = False) -> dict[str, int]:
     """Quantize ``model``'s linear layers in place. With ``device`` each quantized layer
-    moves there as it is quantized (so the full-precision model never sits on the GPU);
-    without, bitsandbytes' layers are quantized wherever they next move (layer offload
-    moves one block at a time) and torchao's where they are. Returns counts:
+    moves there as it is quantized (so the full-precision model never sits on the GPU),
+    else it is quantized where it is; ``defer``: bitsandbytes' layers are quantized where
+    they next move (layer offload moves one block at a time). Returns counts:
     ``quantized``, ``skipped`` and the quantized layers' weight ``bytes`` before."""
     import torch
 
@@ -57,7 +57,7 @@ def quantize_model(model, entry: QuantEntry, default_skip: tuple[str, ...] = (),
     counts = {"quantized": len(chosen), "skipped": len(targets) - len(chosen),
               "bytes": sum(m.weight.numel() * m.weight.element_size() for _, m in chosen)}
     if entry.backend == "bitsandbytes":
-        _bnb(model, chosen, entry.method, compute_dtype, device)
+        _bnb(model, chosen, entry.method, compute_dtype, device, defer)
     else:
         _torchao(model, {id(m) for _, m in chosen}, entry.method, device)
     for p in model.parameters():
@@ -67,7 +67,7 @@ def quantize_model(model, entry: QuantEntry, default_skip: tuple[str, ...] = (),
     return counts
 
 
-def _bnb(model, chosen, method: str, compute_dtype, device) -> None:
+def _bnb(model, chosen, method: str, compute_dtype, device, defer: bool) -> None:
     _require("bitsandbytes", method)
     import warnings
 
@@ -94,7 +94,7 @@ def _bnb(model, chosen, method: str, compute_dtype, device) -> None:
                                          has_fp16_weights=False)
         if bias:
             q.bias = torch.nn.Parameter(lin.bias.data.to(dtype), requires_grad=False)
-        if device is not None or weight.device.type != "cpu":
+        if not defer:
             q = q.to(device or weight.device)  # quantizes (on the CPU as on a GPU)
         parent, _, child = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, child, q)
@@ -112,13 +112,27 @@ def _torchao(model, chosen_ids: set[int], method: str, device) -> None:
 
 
 def quantize_component(cfg, model, component: str, default_skip: tuple[str, ...] = (),
-                       compute_dtype=None, device=None, log: Callable[[str], None] = print):
+                       compute_dtype=None, device=None, log: Callable[[str], None] = print,
+                       defer: bool = False):
     """Apply the run's quant_options / fp8_models entry for ``component`` (if any)."""
     from backend.lowvram import entries_for
 
     for entry in entries_for(cfg, component):
-        quantize_model(model, entry, default_skip, compute_dtype, device, log)
+        quantize_model(model, entry, default_skip, compute_dtype, device, log, defer)
     return model
+
+
+def quantize_frozen(cfg, holder, components=("text_encoder", "vae"),
+                    log: Callable[[str], None] = print):
+    """Quantize the frozen encoders of stage 1, one-shot training and samples in place:
+    ``holder`` is a family's ``Encoder`` or a diffusers pipeline (both name them
+    ``text_encoder`` and ``vae``). Each is quantized where it sits; returns ``holder``."""
+    for component in components:
+        module = getattr(holder, component, None)
+        if module is not None:
+            dtype = getattr(module, "dtype", None)
+            quantize_component(cfg, module, component, (), dtype, None, log)
+    return holder
 
 
 def is_quantized(module) -> bool:

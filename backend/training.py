@@ -195,8 +195,8 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
     if quantized:  # a quantized frozen base (backend/quantize.py); the LoRA stays float32
         from backend.quantize import quantize_component
         quantize_component(cfg, model, "transformer", family.quantize_skip, dtype,
-                           device=None if cfg.enable_model_cpu_offload else accelerator.device,
-                           log=log)
+                           device=accelerator.device, log=log,
+                           defer=cfg.enable_model_cpu_offload)
     lora.add_lora(model, cfg.lora_rank, family.target_modules(cfg.target_modules()))
     if cfg.lora_checkpoint:
         lora.init_from_checkpoint(model, cfg.lora_checkpoint)

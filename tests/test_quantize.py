@@ -165,3 +165,57 @@ def test_stage_cli_reads_the_reference_flags():
     assert [e.method for e in entries_for(cfg, "text_encoder")] == ["torchao_int8"]
     assert [e.method for e in entries_for(cfg, "vae")] == ["torchao_fp8"]
     assert offloaded_models(cfg) == ["text_encoder"]
+
+
+def test_importer_maps_the_reference_low_vram_flags(tmp_path):
+    from backend.importer import import_commands
+
+    script = f"""accelerate launch examples/qwen_image/model_training/train.py \\
+  --dataset_base_path data/example_image_dataset \\
+  --dataset_metadata_path data/example_image_dataset/metadata.csv \\
+  --model_id_with_origin_paths "{SOURCE},Qwen/Qwen-Image:text_encoder/model*.safetensors,Qwen/Qwen-Image:vae/diffusion_pytorch_model.safetensors" \\
+  --learning_rate 1e-4 --num_epochs 5 --remove_prefix_in_ckpt "pipe.dit." \\
+  --output_path ./models/train/Qwen-Image_lora --lora_base_model dit \\
+  --lora_target_modules "to_q,to_k,to_v,add_q_proj,add_k_proj,add_v_proj,to_out.0" \\
+  --lora_rank 32 --use_gradient_checkpointing \\
+  --enable_model_cpu_offload --enable_optimizer_cpu_offload \\
+  --quant_options "{SOURCE}:bitsandbytes_nf4/{REFERENCE_SKIP};Qwen/Qwen-Image:text_encoder/model*.safetensors:bitsandbytes_nf4" \\
+  --offload_models "Qwen/Qwen-Image:text_encoder/model*.safetensors,Qwen/Qwen-Image:vae/diffusion_pytorch_model.safetensors" \\
+  --task sft
+"""
+    result = import_commands(script, base_dir=tmp_path)
+    cfg = result.config
+    assert result.not_understood == []
+    assert cfg.enable_model_cpu_offload and cfg.enable_optimizer_cpu_offload
+    assert cfg.quant_options.startswith(f"{SOURCE}:bitsandbytes_nf4/img_mod.1")
+    assert cfg.offload_models.startswith("Qwen/Qwen-Image:text_encoder")  # one-shot: kept
+    assert (cfg.task, cfg.split_training, cfg.zero_stage) == ("sft", False, 0)
+
+
+@pytest.mark.parametrize("method", ["bitsandbytes_nf4", "torchao_int8"])
+def test_stage1_text_encoder_quantized(method, tiny_model_dir):
+    """quant_options for the text encoder (what dominates stage 1 on a small card): the
+    encoder's linear layers are quantized and the cached embeddings stay close to the
+    full-precision ones without being equal."""
+    import torch
+
+    from backend.config import validate
+    from backend.families import get_family
+    from backend.quantize import is_quantized, quantize_frozen
+
+    family = get_family("qwen_image")
+    dirs = {c: tiny_model_dir / c for c in ("text_encoder", "tokenizer", "vae")}
+    cfg = validate({"dataset_base_path": "/data", "quant_options":
+                    f"Qwen/Qwen-Image:text_encoder/model*.safetensors:{method}"})
+    pixels = torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    enc = family.load_encoder(dirs, torch.float32, "cpu")
+    ref = enc.encode_sample(pixels, "a red circle on a white background")
+    quantize_frozen(cfg, enc, log=lambda m: None)
+    assert sum(is_quantized(m) for m in enc.text_encoder.modules()) > 0
+    assert not any(is_quantized(m) for m in enc.vae.modules())
+    out = enc.encode_sample(pixels, "a red circle on a white background")
+    key = next(k for k in ref if "prompt_emb" in k or "encoder_hidden" in k or "text" in k)
+    a, b = ref[key].float(), out[key].float()
+    assert a.shape == b.shape and not torch.equal(a, b)
+    assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.9
+    torch.testing.assert_close(out["latents"], ref["latents"])  # the VAE is untouched
