@@ -8,7 +8,7 @@ frozen base) and ``backend.layer_offload`` (stage 2 with only the running block 
 ``quant_options`` follows the reference trainer: entries separated by ``;``, each
 ``<model_id>:<glob>:<method>`` optionally followed by ``/<modules left unquantized>``
 (comma-separated names or ``fnmatch`` patterns of module paths), e.g.
-``Qwen/Qwen-Image:transformer/*.safetensors:bitsandbytes_nf4/img_in,txt_in,proj_out``.
+``org/model:transformer/*.safetensors:bitsandbytes_nf4/img_in,txt_in,proj_out``.
 Without a skip list the family's own (``Family.quantize_skip``) applies. The entry's glob
 names the component it quantizes by its folder (``transformer/``, ``text_encoder/``,
 ``vae/``). ``fp8_models`` (the reference's Wan low-VRAM scripts) is a comma list of
@@ -89,7 +89,7 @@ def parse_quant_options(text: str | None, fp8_models: str | None = None
         model_id, sep, glob = raw.partition(":")
         if not sep:
             problems.append(f"fp8_models: each entry is <model_id>:<glob> (got {raw!r}; allowed "
-                            f"e.g. Qwen/Qwen-Image:transformer/*.safetensors)")
+                            f"e.g. org/model:transformer/*.safetensors)")
             continue
         entries.append(QuantEntry(model_id, glob, "torchao_fp8", None))
     seen: dict[str, str] = {}
