@@ -9,7 +9,8 @@ frozen base) and ``backend.layer_offload`` (stage 2 with only the running block 
 ``<model_id>:<glob>:<method>`` optionally followed by ``/<modules left unquantized>``
 (comma-separated names or ``fnmatch`` patterns of module paths), e.g.
 ``org/model:transformer/*.safetensors:bitsandbytes_nf4/img_in,txt_in,proj_out``.
-Without a skip list the family's own (``Family.quantize_skip``) applies. The entry's glob
+Without a skip list the family's own (``Family.quantize_skip``) applies; an empty one
+(``<method>/``) quantizes every linear layer. The entry's glob
 names the component it quantizes by its folder (``transformer/``, ``text_encoder/``,
 ``vae/``). ``fp8_models`` (the reference's Wan low-VRAM scripts) is a comma list of
 ``<model_id>:<glob>`` read as the same entries with method ``torchao_fp8``.
@@ -73,14 +74,14 @@ def parse_quant_options(text: str | None, fp8_models: str | None = None
             problems.append(f"quant_options: each entry is <model_id>:<glob>:<method>[/<modules "
                             f"left unquantized>] (got {raw!r}; allowed methods {allowed})")
             continue
-        method, _, skip = tail.partition("/")
+        method, slash, skip = tail.partition("/")
         model_id, _, glob = head.partition(":")
         method = ALIASES.get(method.strip(), method.strip())
         if method not in METHODS:
             problems.append(f"quant_options: unknown method in {raw!r} (got {method!r}; allowed "
                             f"{allowed})")
             continue
-        names = tuple(s.strip() for s in skip.split(",") if s.strip()) if skip else None
+        names = tuple(s.strip() for s in skip.split(",") if s.strip()) if slash else None
         entries.append(QuantEntry(model_id.strip(), glob.strip(), method, names))
     for raw in (fp8_models or "").split(","):
         raw = raw.strip()

@@ -115,3 +115,98 @@ def test_layer_offload_matches_plain_training(base, checkpointing):
     # recompute stops early, before the block's forward hook would drop it).
     assert off.loads == 2 * n * STEPS - (STEPS - 1)
     assert off.arena_bytes >= sum(v.nbytes for b in off.blocks for v in b.views)
+
+
+# Published peak VRAM for Qwen-Image LoRA at 1024² (GB = 10^9 bytes; GiB converted).
+PUBLISHED = {"bf16 + checkpointing (musubi-tuner)": 42.0,
+             "bf16 + checkpointing (SimpleTuner)": 41 * 1.073741824,
+             "int8 + checkpointing (SimpleTuner)": 24.1 * 1.073741824,
+             "fp8 + 45 of 60 blocks swapped (musubi-tuner)": 12.0}
+
+
+def test_estimator_methods_for_real_qwen_image():
+    """Real Qwen-Image (published config), rank 32, 1024²: each method's GPU peak and bus
+    bytes derived from parameter counts, beside the peers' published figures, and the
+    recommendation per card."""
+    import fnmatch
+
+    import diffusers
+    import torch
+    from accelerate import init_empty_weights
+
+    from backend import estimator
+    from backend.config import load_preset
+    from backend.families import get_family
+
+    cfg = load_preset("qwen_image_single_gpu").model_copy(
+        update={"height": 1024, "width": 1024, "lora_rank": 32})
+    family = get_family("qwen_image")
+    configs, _ = estimator.model_configs(cfg)
+    conf = configs["transformer"]
+    with init_empty_weights():
+        meta = getattr(diffusers, conf["_class_name"]).from_config(conf)
+    params = sum(p.numel() for p in meta.parameters())
+    assert 20.0e9 < params < 20.6e9
+    skip = family.quantize_skip
+    block_q = block_s = 0
+    for name, m in meta.named_modules():
+        if isinstance(m, torch.nn.Linear) and name.startswith("transformer_blocks."):
+            if any(name == s or name.startswith(s + ".") or fnmatch.fnmatchcase(name, s)
+                   for s in skip):
+                block_s += m.weight.numel()
+            else:
+                block_q += m.weight.numel()
+    GB = 1e9
+    rows, _ = estimator.compare_methods(cfg, None, bandwidth=25e9)
+    by = {r.name: r for r in rows}
+    table = {r.name: (round(r.gpu_bytes / GB, 1), round(r.bus_bytes_per_step / GB, 1))
+             for r in rows}
+    print("method: (GPU GB incl. CUDA context, GB over the bus per step)", table)
+    print("published:", PUBLISHED)
+
+    # Bus bytes per step: every block's weights forward and backward, at their stored size,
+    # plus the updated float32 LoRA from the offloaded optimizer.
+    lora = estimator.estimate_memory(cfg).params["lora"]
+    assert 0.2e9 < lora < 0.3e9
+    assert by["layer_offload"].bus_bytes_per_step == pytest.approx(
+        2 * 2 * (block_q + block_s) + 4 * lora, rel=0.01)
+    nf4_bits = 4 + 8 / 64 + 32 / (64 * 256)
+    assert by["layer_offload_nf4"].bus_bytes_per_step == pytest.approx(
+        2 * (block_q * nf4_bits / 8 + block_s * 2) + 4 * lora, rel=0.01)
+    assert by["zero3_offload"].bus_bytes_per_step == pytest.approx(2 * 2 * params, rel=0.01)
+    for quiet in ("plain", "int8", "fp8", "nf4"):
+        assert by[quiet].bus_bytes_per_step == 0
+    assert by["layer_offload"].transfer_bound_s == pytest.approx(
+        by["layer_offload"].bus_bytes_per_step / 25e9)
+
+    # GPU peaks beside the published figures.
+    assert by["plain"].gpu_bytes / GB == pytest.approx(42.0, rel=0.2)
+    int8_all = estimator.estimate_memory(cfg.model_copy(update={
+        "quant_options": "Qwen/Qwen-Image:transformer/*.safetensors:torchao_int8/",
+        "use_gradient_checkpointing": True}))
+    assert int8_all.stages["train"].gpu_gb == pytest.approx(
+        PUBLISHED["int8 + checkpointing (SimpleTuner)"], rel=0.15)
+    # The family's skip list keeps the per-block modulation in bf16: a third of the model.
+    assert by["int8"].gpu_bytes > int8_all.stages["train"].gpu_bytes + 6 * GB
+    assert by["nf4"].gpu_bytes < by["int8"].gpu_bytes < by["plain"].gpu_bytes
+    assert by["layer_offload_nf4"].gpu_bytes < by["layer_offload"].gpu_bytes < 8 * GB
+    assert by["layer_offload"].gpu_bytes < PUBLISHED[
+        "fp8 + 45 of 60 blocks swapped (musubi-tuner)"] * GB  # every block swapped here
+    assert by["zero3_offload"].gpu_bytes < by["layer_offload_nf4"].gpu_bytes
+
+    # The fastest that fits: resident first, then the least traffic; None when none fits.
+    def best(gb):
+        return estimator.compare_methods(cfg, gb * GB, bandwidth=25e9)[1]
+
+    assert best(80) == "plain"
+    assert best(40) in ("fp8", "int8")
+    assert best(30) == "nf4"
+    assert best(24) == "layer_offload_nf4"
+    assert best(5) == "zero3_offload"
+    assert best(2) is None
+    # A suggestion: the row's changes, applied, give that method; the config is untouched.
+    applied = cfg.model_copy(update=by["layer_offload_nf4"].changes)
+    assert applied.enable_model_cpu_offload and "bitsandbytes_nf4" in applied.quant_options
+    assert not cfg.enable_model_cpu_offload and cfg.quant_options is None
+    from backend.config import validate
+    validate({**applied.to_dict(), "dataset_base_path": "/data"})  # a valid combination
