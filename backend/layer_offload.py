@@ -37,6 +37,22 @@ from typing import Any, Callable
 ALIGN = 64  # bytes: every tensor in an arena starts on a 64-byte boundary
 
 
+def _pinned_arena(nbytes: int):
+    """``nbytes`` of pinned host memory without rounding: ordinary memory registered with
+    ``cudaHostRegister`` (PyTorch's pinned allocator rounds every allocation up to a power
+    of two, up to twice the bytes); its pinned allocation when registering fails."""
+    import torch
+
+    arena = torch.empty(nbytes, dtype=torch.uint8)
+    try:
+        err = torch.cuda.cudart().cudaHostRegister(arena.data_ptr(), nbytes, 0)
+        if int(err) == 0:
+            return arena
+    except (AttributeError, RuntimeError):
+        pass
+    return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+
+
 class _Block:
     """One block's frozen parameters: their host arena views and the load state."""
 
@@ -56,6 +72,8 @@ class LayerOffload:
 
         self.device = torch.device(device)
         self.cuda = self.device.type == "cuda"
+        if self.cuda and self.device.index is None:  # tensors report cuda:N
+            self.device = torch.device("cuda", torch.cuda.current_device())
         self.checkpointing = checkpointing
         self.blocks: list[_Block] = []
         self.order: list[int] = []       # execution order, recorded in the first forward
@@ -111,7 +129,8 @@ class LayerOffload:
         for p in frozen:
             offsets.append(total)
             total += -(-p.data.nbytes // ALIGN) * ALIGN
-        arena = torch.empty(max(total, 1), dtype=torch.uint8, pin_memory=self.cuda)
+        arena = _pinned_arena(max(total, 1)) if self.cuda else torch.empty(
+            max(total, 1), dtype=torch.uint8)
         views = []
         for p, off in zip(frozen, offsets):
             v = arena[off:off + p.data.nbytes].view(p.dtype).view(p.shape)
