@@ -686,7 +686,7 @@ def _data_process(cfg, te: ComponentStats, vae: ComponentStats, h: int, w: int,
     b = compute_bytes(cfg)
     procs = max(1, cfg.processes_per_machine)
     mode = cfg.data_process_offload if device == "cuda" else "none"
-    te_w, vae_w = te.params * b, vae.params * b
+    te_w, vae_w = _encoder_bytes(cfg, "text_encoder", te, b), vae.params * b
     text = {"text encode": _text_encode(te, text_tokens + PROMPT_TEMPLATE_TOKENS, b)}
     image = {"vae encode": VAE_ENCODE_UNITS * vae.base_dim * h * w * b}
     if mode == "none":
@@ -723,7 +723,8 @@ def _sample(cfg, tr: TransformerStats, te: ComponentStats, vae: ComponentStats, 
     h, w = int(cfg.sample_height), int(cfg.sample_width)
     unit = (image_tokens(h, w) + SAMPLE_TEXT_TOKENS) * tr.dim * b
     mode = cfg.sample_cpu_offload if device == "cuda" else "none"
-    weights = {"transformer weights": tr.params * b, "text encoder weights": te.params * b,
+    weights = {"transformer weights": tr.params * b,
+               "text encoder weights": _encoder_bytes(cfg, "text_encoder", te, b),
                "vae weights": vae.params * b, "lora weights": lora * b}
     text = {"text encode": _text_encode(te, SAMPLE_TEXT_TOKENS + PROMPT_TEMPLATE_TOKENS, b)}
     denoise = {"denoise": ACT_UNITS_INFERENCE * unit}
@@ -959,6 +960,19 @@ def _lowvram_train(cfg, tr: TransformerStats, lora: int, s: StageEstimate) -> St
     if load > steady:
         s.host["loading"] = load - steady
     return s
+
+
+def _encoder_bytes(cfg, component: str, stats: ComponentStats, b: int) -> float:
+    """A frozen encoder's weight bytes; with a ``quant_options`` entry for it, every linear
+    layer at the method's size (counted as all parameters but the token embedding and the
+    LM head, vocab x hidden each; the skip list is taken as small)."""
+    from backend.lowvram import entries_for
+
+    entry = next(iter(entries_for(cfg, component)), None)
+    if entry is None:
+        return stats.params * b
+    kept = min(stats.params, 2 * stats.vocab * stats.hidden)
+    return (stats.params - kept) * QUANT_BITS[entry.method] / 8 + kept * b
 
 
 @dataclass

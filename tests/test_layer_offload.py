@@ -210,3 +210,22 @@ def test_estimator_methods_for_real_qwen_image():
     assert not cfg.enable_model_cpu_offload and cfg.quant_options is None
     from backend.config import validate
     validate({**applied.to_dict(), "dataset_base_path": "/data"})  # a valid combination
+
+
+def test_estimator_stage1_with_a_quantized_text_encoder():
+    """The 8B text encoder dominates stage 1 on a small card: nf4 cuts its weights to about
+    a third (embedding and LM head stay bf16), and the stage's GPU figure with them."""
+    from backend import estimator
+    from backend.config import load_preset
+
+    cfg = load_preset("qwen_image_single_gpu")
+    plain = estimator.estimate_memory(cfg)
+    q = estimator.estimate_memory(cfg.model_copy(update={
+        "quant_options": "Qwen/Qwen-Image:text_encoder/model*.safetensors:bitsandbytes_nf4"}))
+    te = plain.params["text_encoder"]
+    w0 = plain.stages["data_process"].gpu["text encoder weights"]
+    w1 = q.stages["data_process"].gpu["text encoder weights"]
+    assert w0 == te * 2 and 0.25 * w0 < w1 < 0.45 * w0
+    assert q.stages["data_process"].gpu_bytes == pytest.approx(
+        plain.stages["data_process"].gpu_bytes - (w0 - w1))
+    assert q.stages["train"].gpu_bytes == plain.stages["train"].gpu_bytes  # stage 2 untouched
