@@ -877,7 +877,7 @@ def estimate_for_preset(name: str, model_config: dict[str, Any] | None = None,
 QUANT_BITS = {"bitsandbytes_nf4": 4 + 8 / 64 + 32 / (64 * 256), "bitsandbytes_int8": 8,
               "torchao_int8": 8, "torchao_fp8": 8}
 # Relative compute time of a step on a resident quantized base against bf16 (dequantizing
-# every weight on the fly): SimpleTuner's published Qwen-Image figures on an H100, int8
+# every weight on the fly): SimpleTuner's published figures for the default family on an H100, int8
 # 2.64 s vs bf16 1.20 s per step; nf4 and fp8 weight-only dequantize the same way.
 QUANT_COMPUTE_FACTOR = 2.2
 
