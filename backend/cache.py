@@ -183,7 +183,8 @@ class CachedDataset:
 
 def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp: list,
                 *, rank: int = 0, world: int = 1, barrier=None, progress=None,
-                should_stop=lambda: False, log=print) -> dict[str, int]:
+                should_stop=lambda: False, log=print, planner=None, loader=None
+                ) -> dict[str, int]:
     """Encode what is not cached yet into ``cfg.output_path``.
 
     ``encoder_factory()`` loads the encoder (only called when something needs encoding);
@@ -191,6 +192,8 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
     ``(load_pixels, prompt)`` item, in order, in whatever order of work its offload mode
     needs (the files do not depend on it). Each rank encodes its share; rank 0 writes the
     manifest and removes stale files.
+    ``planner(cfg, records, model_fp)`` and ``loader(path, cfg)`` replace ``plan`` and
+    ``backend.data.load_pixels`` for other media (video families: ``backend.video``).
     Returns {"total", "encoded", "reused", "stopped"}.
     """
     import time
@@ -200,7 +203,8 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
     out = Path(cfg.output_path)
     out.mkdir(parents=True, exist_ok=True)
     previous = read_manifest(out) or {"samples": []}
-    entries = plan(cfg, records, model_fp)
+    entries = (planner or plan)(cfg, records, model_fp)
+    load = loader or load_pixels
     todo, seen = [], set()
     for rec, e in zip(records, entries):
         if not (out / e["file"]).is_file() and e["key"] not in seen:
@@ -219,7 +223,7 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
             cut = overflow(rec.prompt)
             if cut:
                 log(f"[data] warning: {rec.where}: {cut}")
-        items = [(lambda rec=rec: load_pixels(rec.image, cfg), rec.prompt) for rec, _ in mine]
+        items = [(lambda rec=rec: load(rec.image, cfg), rec.prompt) for rec, _ in mine]
         t0 = time.time()
         i = 0
         for i, tensors in enumerate(encoder.encode_samples(items, should_stop, log), 1):

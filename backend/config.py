@@ -202,6 +202,19 @@ class RunConfig(BaseModel):
     width: Optional[int] = F(None, "Fixed width (set with height; empty: dynamic "
                              "resolution).", "data", ge=16, le=4096, multiple_of=16)
     dataset_repeat: int = F(1, "Dataset length multiplier per epoch.", "data", ge=1, le=100000)
+    # --- video datasets and clips (video families) -------------------------------------
+    num_frames: int = F(81, "Video families: frames per training clip (4k+1: the VAE groups "
+                        "frames by 4 after the first; 1 trains on single frames). Images "
+                        "are one-frame clips.", "data", ui="advanced", ge=1, le=1025)
+    frame_stride: int = F(1, "Video families: take every N-th frame of a clip (1: every "
+                          "frame).", "data", ui="advanced", ge=1, le=1000)
+    video_fps: Optional[float] = F(None, "Video families: sample a clip's frames at this rate "
+                                   "in its own time instead of by frame_stride (empty: use "
+                                   "frame_stride).", "data", ui="advanced", gt=0, le=240)
+    sample_num_frames: int = F(81, "Video families: frames of a sample clip (4k+1).",
+                               "samples", ui="advanced", ge=1, le=1025)
+    sample_fps: int = F(16, "Video families: frames per second of a sample clip.",
+                        "samples", ui="advanced", ge=1, le=120)
     dataset_num_workers: int = F(0, "DataLoader worker processes.", "data", ui="advanced",
                                  ge=0, le=64)
 
@@ -731,10 +744,22 @@ def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list
     if bad:
         p.append(f"sample_lora_scales: scales must lie between {lo:g} and {hi:g} (got "
                  f"{bad}; allowed e.g. 0, 0.5, 1)")
+    p += video_field_problems(c)
     if c["sample_every_n_steps"] and "train" not in stages:
         p.append("sample_every_n_steps: renders during training (got "
                  f"{c['sample_every_n_steps']} without the train stage; allowed empty)")
     p += combination_problems(c)  # low VRAM (backend/lowvram.py)
+    return p
+
+
+def video_field_problems(c: dict[str, Any]) -> list[str]:
+    """Video options: frame counts the VAE's temporal grouping accepts (4k+1)."""
+    p: list[str] = []
+    for name in ("num_frames", "sample_num_frames"):
+        n = c.get(name)
+        if isinstance(n, int) and (n - 1) % 4:
+            lo = (n - 1) // 4 * 4 + 1
+            p.append(f"{name}: must be 4k+1 (got {n}; allowed e.g. {lo} or {lo + 4})")
     return p
 
 

@@ -357,7 +357,9 @@ def _text_encoder_stats(key: str) -> ComponentStats:
     text = getattr(conf, "text_config", conf)
     return ComponentStats(params=sum(p.numel() for p in model.parameters()),
                           hidden=int(text.hidden_size),
-                          intermediate=int(text.intermediate_size),
+                          # T5-style encoders name it d_ff.
+                          intermediate=int(getattr(text, "intermediate_size", None)
+                                           or getattr(text, "d_ff")),
                           largest_module=_largest_own(model),
                           layers=int(text.num_hidden_layers), vocab=int(text.vocab_size))
 
@@ -491,6 +493,15 @@ def image_tokens(height: int, width: int) -> int:
     return (height // 16) * (width // 16)
 
 
+def clip_tokens(cfg, height: int, width: int, frames: int) -> int:
+    """Tokens of one training item: an image's, or for a video family a clip's (latent
+    frames x latent area, the family's count)."""
+    family = get_family(cfg.model_family)
+    if family.media == "video":
+        return family.video_tokens(height, width, frames)
+    return image_tokens(height, width)
+
+
 def compute_bytes(cfg) -> int:
     return 2 if cfg.mixed_precision in ("bf16", "fp16") else 4
 
@@ -527,7 +538,8 @@ def estimate_memory(cfg, model_config: dict[str, Any] | None = None, *,
     if not cfg.split_training:
         planned = [s for s in planned if s != "data_process"]
     return Estimate(stages=stages, device=device, height=h, width=w,
-                    image_tokens=image_tokens(h, w), text_tokens=text_tokens,
+                    image_tokens=clip_tokens(cfg, h, w, cfg.num_frames),
+                    text_tokens=text_tokens,
                     checkpointing=checkpointing_mode(cfg),
                     params={"transformer": tr.params, "text_encoder": te.params,
                             "vae": vae.params, "lora": lora},
@@ -576,7 +588,7 @@ def _train(cfg, tr: TransformerStats, lora: int, h: int, w: int, text_tokens: in
     zs = cfg.zero_stage
     p_off = zs == 3 and cfg.offload_param_device != "none"
     o_off = ds and cfg.offload_optimizer_device != "none"
-    n_tok = image_tokens(h, w) + text_tokens
+    n_tok = clip_tokens(cfg, h, w, cfg.num_frames) + text_tokens
     unit = n_tok * tr.dim * b
     n = tr.num_layers
 
@@ -721,7 +733,7 @@ def _sample(cfg, tr: TransformerStats, te: ComponentStats, vae: ComponentStats, 
     s = StageEstimate("sample")
     b = 2 if device == "cuda" else 4  # the sample stage renders in bf16 on CUDA, else fp32
     h, w = int(cfg.sample_height), int(cfg.sample_width)
-    unit = (image_tokens(h, w) + SAMPLE_TEXT_TOKENS) * tr.dim * b
+    unit = (clip_tokens(cfg, h, w, cfg.sample_num_frames) + SAMPLE_TEXT_TOKENS) * tr.dim * b
     mode = cfg.sample_cpu_offload if device == "cuda" else "none"
     weights = {"transformer weights": tr.params * b,
                "text encoder weights": _encoder_bytes(cfg, "text_encoder", te, b),
@@ -877,7 +889,7 @@ def estimate_for_preset(name: str, model_config: dict[str, Any] | None = None,
 QUANT_BITS = {"bitsandbytes_nf4": 4 + 8 / 64 + 32 / (64 * 256), "bitsandbytes_int8": 8,
               "torchao_int8": 8, "torchao_fp8": 8}
 # Relative compute time of a step on a resident quantized base against bf16 (dequantizing
-# every weight on the fly): SimpleTuner's published figures for the default family on an H100, int8
+# every weight on the fly): published figures for the default family (SimpleTuner, H100): int8
 # 2.64 s vs bf16 1.20 s per step; nf4 and fp8 weight-only dequantize the same way.
 QUANT_COMPUTE_FACTOR = 2.2
 

@@ -194,7 +194,7 @@ def family_prefixes(family: str | None = None) -> dict[str, str]:
 
 
 def build_state_dict(modules: Mapping[str, tuple[torch.Tensor, torch.Tensor, float | None]],
-                     fmt: str, prefixes: Mapping[str, str] | None = None
+                     fmt: str, prefixes: Mapping[str, str] | None = None, rename=None
                      ) -> tuple[dict[str, torch.Tensor], bool]:
     """The state dict of ``fmt`` (key prefixes: ``prefixes``, default the contract's); also
     whether an alpha was folded into lora_B."""
@@ -205,7 +205,7 @@ def build_state_dict(modules: Mapping[str, tuple[torch.Tensor, torch.Tensor, flo
     out: dict[str, torch.Tensor] = {}
     folded_any = False
     for module, (a, b, alpha) in modules.items():
-        key = prefix + module
+        key = prefix + (rename(module, fmt) if rename is not None else module)
         if alpha_suffix:
             out[key + a_suffix] = a.contiguous()
             out[key + b_suffix] = b.contiguous()
@@ -280,7 +280,7 @@ def _config_from_training_args(src: Path) -> tuple[dict[str, Any], str, str] | N
 
 def verify_state_dict(state_dict: Mapping[str, torch.Tensor], fmt: str,
                       shapes: Mapping[str, tuple[int, int]], check_sizes: bool = True,
-                      prefixes: Mapping[str, str] | None = None) -> None:
+                      prefixes: Mapping[str, str] | None = None, unrename=None) -> None:
     """Raise LoraFormatError unless every key has ``fmt``'s form and maps to a Linear module."""
     prefix = (prefixes or _PREFIX)[fmt]
     a_suffix, b_suffix, alpha_suffix = _SUFFIX[fmt]
@@ -300,19 +300,20 @@ def verify_state_dict(state_dict: Mapping[str, torch.Tensor], fmt: str,
             problems.append(f"{key}: {fmt} keys end with "
                             f"{' | '.join(s for s in _SUFFIX[fmt] if s)}")
     need = {"A", "B"} | ({"alpha"} if alpha_suffix else set())
-    for module, got in sorted(seen.items()):
+    for named, got in sorted(seen.items()):
+        module = unrename(named, fmt) if unrename is not None else named
         if module not in shapes:
-            problems.append(f"{prefix}{module}: no Linear module {module!r} in the "
+            problems.append(f"{prefix}{named}: no Linear module {module!r} in the "
                             f"model")
             continue
         if need - set(got):
-            problems.append(f"{prefix}{module}: missing {sorted(need - set(got))}")
+            problems.append(f"{prefix}{named}: missing {sorted(need - set(got))}")
             continue
         if check_sizes:
             fin, fout = shapes[module]
             a, b = got["A"], got["B"]
             if a.shape[1] != fin or b.shape[0] != fout:
-                problems.append(f"{prefix}{module}: LoRA maps {a.shape[1]} -> {b.shape[0]} "
+                problems.append(f"{prefix}{named}: LoRA maps {a.shape[1]} -> {b.shape[0]} "
                                 f"features, the module maps {fin} -> {fout}")
     if not seen:
         problems.append("no LoRA keys")
@@ -349,6 +350,11 @@ def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
     modules = split_modules(tensors, metadata, str(src))
 
     family = family or metadata.get("model_family")
+    source_format = detect_format(tensors)
+    if family in family_names() and source_format != "reference":
+        # A family whose tools name modules their own way: back to diffusers' names.
+        back = get_family(family).import_module_name
+        modules = {back(m, source_format): v for m, v in modules.items()}
     if transformer_config is not None:
         config, against = read_transformer_config(transformer_config), str(transformer_config)
         check_sizes = True
@@ -365,9 +371,10 @@ def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
     family = family or default_family()
     against = against or f"the published {family} module names"
     prefixes = family_prefixes(family)
-    state_dict, folded = build_state_dict(modules, fmt, prefixes)
+    adapter = get_family(family)
+    state_dict, folded = build_state_dict(modules, fmt, prefixes, adapter.export_module_name)
     verify_state_dict(state_dict, fmt, transformer_linear_shapes(config, family), check_sizes,
-                      prefixes)
+                      prefixes, adapter.import_module_name)
 
     meta = {str(k): str(v) for k, v in metadata.items()}
     if folded:

@@ -186,6 +186,7 @@ def import_commands(text: str, base_dir: str | os.PathLike | None = None) -> Imp
                      "the trainer's flags); the config holds the defaults")
     data = dict(base_config)
     data.update(_assemble(trainers, notes))
+    _map_reference_files(data, notes)
     for cmd in samples:
         data.update({k: v for k, v in cmd.args.items() if k.startswith("sample_")})
     if base_dir is not None:
@@ -558,6 +559,21 @@ def _assemble(trainers: list[_Command], notes: list[str]) -> dict[str, Any]:
                              f"checkpoints and samples into the run folder")
             data.pop(key)
     return data
+
+
+def _map_reference_files(data: dict[str, Any], notes: list[str]) -> None:
+    """The reference's files of an original repository (pickles among them) named as the
+    same components of the family's diffusers-layout repository; never read."""
+    from backend.config import family_of
+    from backend.families import family_spec
+
+    sources = data.get("model_id_with_origin_paths")
+    if not isinstance(sources, str):
+        return
+    mapped, said = family_spec(family_of(data)[0]).map_reference_sources(sources)
+    if said:
+        data["model_id_with_origin_paths"] = mapped
+        notes.extend(said)
 
 
 def _args(cmd: _Command) -> dict[str, Any]:

@@ -129,6 +129,11 @@ def lora_rank_and_targets(tensors: dict[str, Any], meta: dict[str, str]
     alpha = int(meta.get("alpha") or rank)
     if meta.get("target_modules"):
         targets = meta["target_modules"].split(",")
+        family = meta.get("model_family")
+        from backend.families import family_names
+        if family in family_names():  # the reference's spellings, as training mapped them
+            from backend.families import get_family
+            targets = get_family(family).target_modules(targets)
     else:  # the full module paths, which peft accepts as exact names
         targets = sorted({k.split(".lora_A.")[0] for k in tensors if ".lora_A." in k})
     return rank, alpha, targets

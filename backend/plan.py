@@ -294,7 +294,8 @@ def plan_run(cfg: RunConfig, run_dir: str | os.PathLike, *, cuda: bool | None = 
 
 
 def plan_render(cfg: RunConfig, job_dir: str | os.PathLike, samples_dir: str | os.PathLike,
-                checkpoints: list[str | os.PathLike]) -> tuple[StagePlan, RunConfig]:
+                checkpoints: list[str | os.PathLike],
+                reuse_base_from: list[str | os.PathLike] = ()) -> tuple[StagePlan, RunConfig]:
     """A sample-stage job rendering ``checkpoints`` into ``samples_dir`` (usually another
     run's samples folder). Writes the job's run.yaml and commands.sh into ``job_dir``;
     returns its one stage and the resolved config."""
@@ -304,6 +305,8 @@ def plan_render(cfg: RunConfig, job_dir: str | os.PathLike, samples_dir: str | o
     cfg.save(files.run_yaml)
     argv = [sys.executable, "-m", SAMPLE_MODULE, "--config", str(files.run_yaml),
             "--output_dir", str(samples_dir), "--checkpoints", *map(str, checkpoints)]
+    if reuse_base_from:
+        argv += ["--reuse_base_from", *map(str, reuse_base_from)]
     plan = StagePlan("sample", argv, stage_env(cfg, "sample", cuda=False))
     files.commands.write_text(commands_script([plan], [], files.run_dir), encoding="utf-8")
     return plan, cfg

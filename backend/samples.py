@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,23 +176,31 @@ def plan_samples(cfg: RunConfig, checkpoints: list[Path]) -> list[Job]:
         raise ConfigError([f"checkpoints: LoRA scales {lora_scales} need a LoRA checkpoint (got "
                            f"none; allowed --checkpoints FILE_OR_FOLDER, or sample_lora_scales "
                            f"[0] for base images only)"])
+    from backend.families import get_family
+
     seed = cfg.sample_seed
+    ext = get_family(cfg.model_family).sample_suffix
     jobs: list[Job] = []
     if 0.0 in scales:
         for i, prompt in enumerate(cfg.sample_prompts):
-            jobs.append(Job(i, prompt, None, "base", 0.0, f"base/p{i:02d}-seed{seed}.png"))
+            jobs.append(Job(i, prompt, None, "base", 0.0, f"base/p{i:02d}-seed{seed}{ext}"))
     for ckpt, name in zip(checkpoints, _checkpoint_names(checkpoints)):
         for scale in lora_scales:
             for i, prompt in enumerate(cfg.sample_prompts):
                 jobs.append(Job(i, prompt, ckpt, name, scale,
-                                f"{name}/p{i:02d}-x{scale:g}-seed{seed}.png"))
+                                f"{name}/p{i:02d}-x{scale:g}-seed{seed}{ext}"))
     return jobs
 
 
 def _settings(cfg: RunConfig) -> dict[str, Any]:
-    return {"seed": cfg.sample_seed, "steps": cfg.sample_steps, "cfg": cfg.sample_cfg,
-            "height": cfg.sample_height, "width": cfg.sample_width,
-            "negative_prompt": cfg.sample_negative_prompt}
+    from backend.families import get_family
+
+    out = {"seed": cfg.sample_seed, "steps": cfg.sample_steps, "cfg": cfg.sample_cfg,
+           "height": cfg.sample_height, "width": cfg.sample_width,
+           "negative_prompt": cfg.sample_negative_prompt}
+    if get_family(cfg.model_family).media == "video":
+        out.update(num_frames=cfg.sample_num_frames, fps=cfg.sample_fps)
+    return out
 
 
 def read_index(output_dir: str | os.PathLike) -> list[dict]:
@@ -234,15 +243,18 @@ def _render(pipe, cfg: RunConfig, prompt: str):
     from backend.families import get_family
 
     generator = torch.Generator(device="cpu").manual_seed(cfg.sample_seed)
-    return get_family(cfg.model_family).render(
+    family = get_family(cfg.model_family)
+    extra = {"num_frames": cfg.sample_num_frames} if family.media == "video" else {}
+    return family.render(
         pipe, prompt, negative_prompt=cfg.sample_negative_prompt, generator=generator,
         steps=cfg.sample_steps, cfg=cfg.sample_cfg, height=cfg.sample_height,
-        width=cfg.sample_width)
+        width=cfg.sample_width, **extra)
 
 
 def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], output_dir: str | os.PathLike,
                    progress: ProgressWriter | None = None, step: int | None = None,
-                   pipe=None, on_start=None, on_image=None) -> list[dict]:
+                   pipe=None, on_start=None, on_image=None,
+                   reuse_from: Iterable[str | os.PathLike] = ()) -> list[dict]:
     """Render the sample grid into ``output_dir``; return this call's index entries.
 
     ``checkpoints``: LoRA files or folders (a folder: its latest checkpoint). Emits one
@@ -252,7 +264,8 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
     merged into an existing index.json. ``pipe``: an already loaded pipeline to reuse;
     ``on_start(total)`` is called with the number of images to render, before the first;
     ``on_image(entry)`` after each image rendered (not for reused ones), so the sample stage
-    can report its steps.
+    can report its steps. ``reuse_from``: other sample folders whose base images (same
+    prompt, settings and base model) are copied instead of rendered again.
     """
     from backend.export import load_as_diffusers
 
@@ -272,6 +285,16 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
     done: list[dict] = []
     reuse = {id(j): _reusable_base(j, old, settings, base_model, output_dir)
              for j in jobs if j.checkpoint is None}
+    for folder in map(Path, reuse_from):  # copied into this set, which stays self-contained
+        found = read_index(folder)
+        for j in jobs:
+            if j.checkpoint is None and reuse[id(j)] is None:
+                e = _reusable_base(j, found, settings, base_model, folder)
+                if e is not None:
+                    dest = output_dir / j.image
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(folder / e["image"], dest)
+                    reuse[id(j)] = dict(e, image=j.image)
     if on_start is not None:
         on_start(len(jobs) - sum(1 for r in reuse.values() if r is not None))
     if pipe is None:
@@ -281,15 +304,17 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
         if reused is not None:
             entry = dict(reused, prompt_index=job.prompt_index)
         else:
+            from backend.families import get_family
+
             path = output_dir / job.image
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.stem + ".tmp.png")
-            image.save(tmp)
-            os.replace(tmp, path)
+            written = get_family(cfg.model_family).save_sample(image, path, cfg)
             entry = {"prompt": job.prompt, "prompt_index": job.prompt_index,
                      "checkpoint": str(job.checkpoint.resolve()) if job.checkpoint else None,
                      "checkpoint_name": job.checkpoint_name, "scale": job.scale,
                      "image": job.image, **settings, "base_model": base_model}
+            if len(written) > 1:  # a clip's frame strip
+                entry["strip"] = str(written[1].relative_to(output_dir))
             if step is not None:
                 entry["step"] = step
         index[:] = [e for e in index if _entry_key(e) != _entry_key(entry)] + [entry]

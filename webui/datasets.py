@@ -27,7 +27,10 @@ from pathlib import Path
 from backend.data import IMAGE_EXTS, IMAGE_KEY, PROMPT_KEY
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
-ALLOWED_UPLOADS = IMAGE_EXTS + (".txt", ".csv", ".json", ".jsonl")
+from backend.video import VIDEO_EXTS  # noqa: E402
+
+MEDIA_EXTS = IMAGE_EXTS + VIDEO_EXTS  # an upload is images, or clips of a video dataset
+ALLOWED_UPLOADS = MEDIA_EXTS + (".txt", ".csv", ".json", ".jsonl")
 
 
 class DatasetFolderError(ValueError):
@@ -155,9 +158,9 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
         if (folder / candidate).is_file():
             meta = str(folder / candidate)
             break
-    images = [p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_EXTS]
-    problems = [] if images else [f"files: no images among the uploads (allowed "
-                                  f"{', '.join(IMAGE_EXTS)})"]
+    images = [p for p in folder.rglob("*") if p.suffix.lower() in MEDIA_EXTS]
+    problems = [] if images else [f"files: no images or videos among the uploads (allowed "
+                                  f"{', '.join(MEDIA_EXTS)})"]
     # An upload is self-contained: its metadata names files of the upload only.
     problems += _outside_rows(folder, Path(meta)) if meta else []
     if problems:  # refused as a whole: nothing of it stays on disk
@@ -213,10 +216,10 @@ def read_captions(base: str, metadata: str | None, *, user: str | None, workspac
         meta = Path(metadata).expanduser()
         if not meta.is_file():
             raise DatasetFolderError(f"dataset_metadata_path: file not found (got {metadata!r})")
-        return [[str(r.get(IMAGE_KEY, "")), "" if r.get(PROMPT_KEY) is None
+        return [[str(r.get(IMAGE_KEY) or r.get("video") or ""), "" if r.get(PROMPT_KEY) is None
                  else str(r.get(PROMPT_KEY))] for r in _read_rows(meta)]
     rows = []
-    for img in sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTS):
+    for img in sorted(p for p in folder.iterdir() if p.suffix.lower() in MEDIA_EXTS):
         txt = img.with_suffix(".txt")
         caption = txt.read_text(encoding="utf-8", errors="replace").strip() if txt.is_file() \
             else ""

@@ -80,6 +80,11 @@ class FamilySpec:
     presets_by_vram: tuple[str, ...] = ()    # its presets, most GPU memory first
     help: Mapping[str, str] = field(default_factory=dict)  # field -> family-specific note
     is_default: bool = False                 # the family of a config that names none
+    # The reference trainer's files of an original repository -> the same component in the
+    # repository ``<id><reference_repo_suffix>`` (e.g. a pickled .pth -> a safetensors
+    # folder): {file pattern: component glob}. Never read, only renamed.
+    reference_files: Mapping[str, str] = field(default_factory=dict)
+    reference_repo_suffix: str = ""
 
     def component(self, name: str) -> Component:
         for c in self.components:
@@ -113,6 +118,31 @@ class FamilySpec:
             if c.source and ":" in c.source:
                 ids.append(c.source.rsplit(":", 1)[0])
         return tuple(dict.fromkeys(ids))
+
+    def map_reference_sources(self, sources: str | None) -> tuple[str | None, list[str]]:
+        """(``sources`` with each reference-trainer file of an original repository renamed to
+        the same component of the ``reference_repo_suffix`` repository, one note per
+        renamed entry). Entries this family does not know stay as they are."""
+        if not sources or not self.reference_files:
+            return sources, []
+        ids = set(self.model_ids())
+        out, notes = [], []
+        for entry in (e.strip() for e in sources.split(",")):
+            if not entry:
+                continue
+            repo, _, pattern = entry.rpartition(":")
+            target = self.reference_files.get(pattern) if repo in ids else None
+            if target is None or repo.endswith(self.reference_repo_suffix):
+                out.append(entry)
+                continue
+            new = f"{repo}{self.reference_repo_suffix}:{target}"
+            what = " (a pickle: never read)" if pattern.endswith((".pth", ".pt", ".bin")) \
+                else ""
+            notes.append(f"model_id_with_origin_paths: {entry}{what} -> {new}, the same "
+                         f"component in the diffusers layout")
+            if new not in out:
+                out.append(new)
+        return ",".join(out), notes
 
     def variant_of(self, model_id: str) -> Variant | None:
         for var in self.variants:
@@ -151,6 +181,9 @@ class Family(abc.ABC):
     # names of its ModuleLists) and module names left unquantized.
     offload_blocks: tuple[str, ...] = ()
     quantize_skip: tuple[str, ...] = ()
+    # What a sample is: "image" (PNG files) or "video" (clips: datasets of videos decoded by
+    # ``backend.video``, samples written as WebM with a frame strip beside each).
+    media: Literal["image", "video"] = "image"
 
     # --- components ------------------------------------------------------------------------
     @abc.abstractmethod
@@ -196,9 +229,35 @@ class Family(abc.ABC):
     @abc.abstractmethod
     def render(self, pipe, prompt: str, *, negative_prompt: str, generator, steps: int,
                cfg: float, height: int, width: int):
-        """One sample image (PIL) with the schema's sample settings."""
+        """One sample image (PIL) with the schema's sample settings; a ``video`` family's
+        also takes ``num_frames`` and returns the clip's frames."""
+
+    @property
+    def sample_suffix(self) -> str:
+        """The file suffix of one rendered sample."""
+        return ".webm" if self.media == "video" else ".png"
+
+    def save_sample(self, result, path: str | Path, cfg: Any) -> list[Path]:
+        """Write what ``render`` returned to ``path`` (atomically); return the files written.
+        Default: an image saved as PNG."""
+        import os
+
+        path = Path(path)
+        tmp = path.with_name(path.stem + ".tmp" + path.suffix)
+        result.save(tmp)
+        os.replace(tmp, path)
+        return [path]
 
     # --- LoRA ------------------------------------------------------------------------------
+    def export_module_name(self, module: str, fmt: str) -> str:
+        """A trained module's name in export format ``fmt`` (default: diffusers' name in
+        every format; a family whose tools load other names maps them here)."""
+        return module
+
+    def import_module_name(self, name: str, fmt: str) -> str:
+        """The inverse of ``export_module_name``, for reading an export back."""
+        return name
+
     def lora_module_map(self, config: Mapping[str, Any] | None = None
                         ) -> dict[str, tuple[int, int]]:
         """{module name: (in_features, out_features)} of every Linear of the trained
@@ -244,6 +303,10 @@ class Family(abc.ABC):
         """Tokens one image of this size becomes in the trained component."""
         cell = self.vae_scale_factor * 2
         return (height // cell) * (width // cell)
+
+    def video_tokens(self, height: int, width: int, frames: int) -> int:
+        """Tokens one clip of ``frames`` frames becomes (image families: one image)."""
+        return self.image_tokens(height, width)
 
     # --- tests and the demo ----------------------------------------------------------------
     @abc.abstractmethod

@@ -164,7 +164,16 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     from backend.quantize import quantize_frozen
 
     family = get_family(cfg.model_family)
-    records = check_dataset(cfg, log)  # before any model is touched
+    media: dict[str, Any] = {}
+    if family.media == "video":  # clips decoded with PyAV (backend/video.py)
+        from backend.video import check_video_dataset, load_clip, plan_clips
+        records = check_video_dataset(cfg, log)  # before any model is touched
+        media = {"planner": plan_clips, "loader": load_clip}
+        log(f"[data_process] video clips: num_frames {cfg.num_frames}, "
+            + (f"video_fps {cfg.video_fps:g}" if cfg.video_fps
+               else f"frame_stride {cfg.frame_stride}"))
+    else:
+        records = check_dataset(cfg, log)  # before any model is touched
     components = family.spec.stage_components("data_process")
     dirs = resolve_component_dirs(cfg, components)
     model_fp = fingerprint(dirs[c] for c in components)
@@ -194,7 +203,7 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
                                                          offload=offload), log=log),
         model_fp, rank=rank, world=world,
         barrier=accelerator.wait_for_everyone, progress=progress, should_stop=stopper.is_set,
-        log=log)
+        log=log, **media)
     accelerator.end_training()  # tear the process group down before the interpreter exits
     fields = {k: result[k] for k in ("total", "encoded", "reused")}
     if result["stopped"]:
@@ -211,12 +220,13 @@ def check_not_raw_dataset(cfg: RunConfig) -> None:
     commands that fit, the cache written to a folder of its own (never into the dataset)."""
     from backend.cache import cached_files
     from backend.data import IMAGE_EXTS
+    from backend.video import VIDEO_EXTS
 
     folder = Path(cfg.dataset_base_path)
     if not folder.is_dir() or cached_files(folder):
         return
     raw = [p for p in folder.iterdir() if p.is_file() and (
-        p.suffix.lower() in IMAGE_EXTS or p.name.startswith("metadata."))]
+        p.suffix.lower() in IMAGE_EXTS + VIDEO_EXTS or p.name.startswith("metadata."))]
     if not raw:
         return
     cache = folder.parent / f"{folder.name}_cache"
@@ -228,7 +238,7 @@ def check_not_raw_dataset(cfg: RunConfig) -> None:
             if cfg.dataset_metadata_path else "")
     raise StageError(
         f"dataset_base_path: task sft:train trains from a stage-1 cache, not a raw dataset "
-        f"(got {folder}: {len(raw)} image or metadata files, no cache; allowed a cache "
+        f"(got {folder}: {len(raw)} image, video or metadata files, no cache; allowed a cache "
         f"folder). Write the cache to a folder of its own, e.g. {cache}, then train from it: "
         f"accelerate launch -m backend.stages.train --task sft:data_process "
         f"--dataset_base_path {folder}{meta} --output_path {cache} ...; then --task "
@@ -246,7 +256,11 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     one_shot = cfg.task == "sft"
     components = family.spec.stage_components("train", split=not one_shot)
     # --- check inputs before any heavy import or model load ---
-    if one_shot:
+    if one_shot and family.media == "video":
+        from backend.video import ClipDataset as ImageDataset
+        from backend.video import check_video_dataset
+        records = check_video_dataset(cfg, log)
+    elif one_shot:
         from backend.data import ImageDataset, check_dataset
         records = check_dataset(cfg, log)
     else:
@@ -338,7 +352,6 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
 
     # --- optimizer, data ---
     optimizer = make_optimizer(cfg, params, ds_config)
-    lr_scheduler = make_lr_scheduler(cfg, optimizer)  # on the optimizer DeepSpeed wraps
     if one_shot:
         dataset = ImageDataset(records, cfg, repeat=cfg.dataset_repeat)
     else:
@@ -351,6 +364,9 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
         dataset, batch_size=1, sampler=sampler, collate_fn=first_item,
         num_workers=cfg.dataset_num_workers)
     transformer, optimizer, dataloader = accelerator.prepare(transformer, optimizer, dataloader)
+    # On the prepared optimizer: with the optimizer offloaded, accelerate replaced ours.
+    lr_scheduler = make_lr_scheduler(cfg, optimizer,
+                                     deepspeed_owns=bool(ds_config and "optimizer" in ds_config))
     if configure_deepspeed_checkpointing(ds_config):
         log("[train] DeepSpeed activation checkpointing configured")
     elif ds_config is not None and cfg.use_gradient_checkpointing:

@@ -135,13 +135,16 @@ def bind_events(ctx: Ctx) -> None:
             return {c["dl_msg"]: "✗ This run's settings no longer validate:  \n" +
                     "  \n".join(e.problems)}
         form = ctx.form
-        return {**form.to_updates(form.full_config(cfg)),
-                c["dl_msg"]: f"✓ The form now holds the settings of run `{run['id']}`: change "
-                             f"what you like and press **Start training** for a new run.",
+        # Said on the Training tab, where the user lands, not on the tab just left.
+        return {**form.to_updates(form.full_config(cfg)), c["dl_msg"]: "",
+                c["train_notice"]: f"✓ The form now holds the settings of run `{run['id']}`: "
+                                   f"change what you like and press **Start training** (Run "
+                                   f"tab) for a new run.",
                 c["tabs"]: gr.Tabs(selected="tab-training")}
 
     c["runs_reuse"].click(reuse, inputs={c["runs_pick"]},
-                          outputs=list(ctx.form.components.values()) + [c["dl_msg"], c["tabs"]],
+                          outputs=list(ctx.form.components.values()) + [
+                              c["dl_msg"], c["train_notice"], c["tabs"]],
                           api_visibility="private")
 
     def download(kind: str):

@@ -31,6 +31,8 @@ GEN_RUN_YAML = PREVIEW.run_yaml.name
 def create_ui(ctx: Ctx) -> None:
     c, form = ctx.c, ctx.form
     groups = [g for g in GROUP_ORDER if g not in OWN_TABS]
+    # What another tab did to the form, said where the user lands (e.g. a run's settings).
+    c["train_notice"] = gr.Markdown("", elem_id="train-notice")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             for g in groups:
