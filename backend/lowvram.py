@@ -13,7 +13,8 @@ Without a skip list the family's own (``Family.quantize_skip``) applies; an empt
 (``<method>/``) quantizes every linear layer. The entry's glob
 names the component it quantizes by its folder (``transformer/``, ``text_encoder/``,
 ``vae/``). ``fp8_models`` (the reference's Wan low-VRAM scripts) is a comma list of
-``<model_id>:<glob>`` read as the same entries with method ``torchao_fp8``.
+``<model_id>:<glob>`` or model names (``dit``, ``text_encoder``, ``vae``) read as the same
+entries with method ``torchao_fp8``; ``offload_models`` takes the same forms.
 """
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ ALIASES = {"bnb_nf4": "bitsandbytes_nf4", "nf4": "bitsandbytes_nf4",
            "fp8": "torchao_fp8", "float8": "torchao_fp8", "torchao_float8": "torchao_fp8",
            "torchao_float8_weight_only": "torchao_fp8"}
 COMPONENT_FOLDERS = ("transformer", "text_encoder", "vae")
+# The reference's model names (its Wan scripts' --fp8_models / --offload_models dit).
+MODEL_NAMES = {"dit": "transformer", "transformer": "transformer",
+               "text_encoder": "text_encoder", "vae": "vae"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class QuantEntry:
     glob: str
     method: str
     skip: tuple[str, ...] | None  # None: the family's default skip list
+    field: str = "quant_options"  # the option it came from
 
     @property
     def component(self) -> str:
@@ -88,11 +93,15 @@ def parse_quant_options(text: str | None, fp8_models: str | None = None
         if not raw:
             continue
         model_id, sep, glob = raw.partition(":")
-        if not sep:
-            problems.append(f"fp8_models: each entry is <model_id>:<glob> (got {raw!r}; allowed "
-                            f"e.g. org/model:transformer/*.safetensors)")
-            continue
-        entries.append(QuantEntry(model_id, glob, "torchao_fp8", None))
+        if not sep:  # a model's name, as the reference's Wan scripts write it
+            name = MODEL_NAMES.get(raw)
+            if name is None:
+                problems.append(f"fp8_models: each entry is <model_id>:<glob> or a model name "
+                                f"(got {raw!r}; allowed e.g. org/model:transformer/*.safetensors,"
+                                f" or {' | '.join(MODEL_NAMES)})")
+                continue
+            model_id, glob = "", f"{name}/*"
+        entries.append(QuantEntry(model_id, glob, "torchao_fp8", None, "fp8_models"))
     seen: dict[str, str] = {}
     for e in entries:
         if e.component in seen and seen[e.component] != e.method:
@@ -117,7 +126,7 @@ def offloaded_models(cfg) -> list[str]:
             continue
         glob = raw.partition(":")[2] or raw
         head = glob.split("/", 1)[0]
-        out.append(head if head in COMPONENT_FOLDERS else raw)
+        out.append(MODEL_NAMES.get(head, raw))
     return out
 
 
@@ -129,7 +138,7 @@ def combination_problems(c: dict) -> list[str]:
     zs, n = c["zero_stage"], c["num_processes"]
     quant_tr = [e for e in entries if e.component == "transformer"]
     if quant_tr and zs == 3:
-        p.append(f"quant_options: a quantized base cannot be partitioned by ZeRO-3 (got "
+        p.append(f"{quant_tr[0].field}: a quantized base cannot be partitioned by ZeRO-3 (got "
                  f"{quant_tr[0].method} with zero_stage 3; allowed zero_stage 0-2, or "
                  f"enable_model_cpu_offload for the memory ZeRO-3 offload saves)")
     for name in ("enable_model_cpu_offload", "enable_optimizer_cpu_offload"):
@@ -143,11 +152,11 @@ def combination_problems(c: dict) -> list[str]:
                      f"num_processes {n}; allowed num_processes 1)")
     if c.get("enable_model_cpu_offload") and any(e.backend == "torchao" for e in quant_tr):
         p.append("enable_model_cpu_offload: torchao's quantized tensors are not streamed "
-                 "block by block (got true with a torchao method for the transformer; "
-                 "allowed a bitsandbytes method, or no layer offload)")
+                 "block by block (got true with a torchao method for the transformer from "
+                 f"{quant_tr[0].field}; allowed a bitsandbytes method, or no layer offload)")
     dora = c.get("use_dora") or str(c.get("lora_type", "")).lower() == "dora"
     if dora and quant_tr:
-        p.append(f"quant_options: DoRA needs the base weights in full precision for its "
+        p.append(f"{quant_tr[0].field}: DoRA needs the base weights in full precision for its "
                  f"norms (got {quant_tr[0].method} with DoRA; allowed plain LoRA, or no "
                  f"quantization)")
     optimizer = str(c.get("optimizer", "") or "").lower()

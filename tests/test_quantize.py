@@ -127,6 +127,7 @@ def test_reference_command_runs_quantized_and_offloaded(launch_stage, models_roo
     ({"quant_options": f"{SOURCE}:int3"}, "quant_options", "bitsandbytes_nf4 |"),
     ({"quant_options": "just-a-name"}, "quant_options", "<model_id>:<glob>:<method>"),
     ({"fp8_models": "no-glob"}, "fp8_models", "<model_id>:<glob>"),
+    ({"fp8_models": "dit", "zero_stage": 3}, "fp8_models", "ZeRO-3"),
     ({"quant_options": f"{SOURCE}:torchao_int8", "enable_model_cpu_offload": True},
      "enable_model_cpu_offload", "bitsandbytes"),
     ({"quant_options": f"{SOURCE}:bitsandbytes_nf4", "use_dora": True}, "quant_options",
