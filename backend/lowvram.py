@@ -12,7 +12,7 @@ frozen base) and ``backend.layer_offload`` (stage 2 with only the running block 
 Without a skip list the family's own (``Family.quantize_skip``) applies; an empty one
 (``<method>/``) quantizes every linear layer. The entry's glob
 names the component it quantizes by its folder (``transformer/``, ``text_encoder/``,
-``vae/``). ``fp8_models`` (the reference's Wan low-VRAM scripts) is a comma list of
+``vae/``). ``fp8_models`` (the reference's video low-VRAM scripts) is a comma list of
 ``<model_id>:<glob>`` or model names (``dit``, ``text_encoder``, ``vae``) read as the same
 entries with method ``torchao_fp8``; ``offload_models`` takes the same forms.
 """
@@ -33,7 +33,7 @@ ALIASES = {"bnb_nf4": "bitsandbytes_nf4", "nf4": "bitsandbytes_nf4",
            "fp8": "torchao_fp8", "float8": "torchao_fp8", "torchao_float8": "torchao_fp8",
            "torchao_float8_weight_only": "torchao_fp8"}
 COMPONENT_FOLDERS = ("transformer", "text_encoder", "vae")
-# The reference's model names (its Wan scripts' --fp8_models / --offload_models dit).
+# The reference's model names (its video scripts' --fp8_models / --offload_models dit).
 MODEL_NAMES = {"dit": "transformer", "transformer": "transformer",
                "text_encoder": "text_encoder", "vae": "vae"}
 
@@ -93,7 +93,7 @@ def parse_quant_options(text: str | None, fp8_models: str | None = None
         if not raw:
             continue
         model_id, sep, glob = raw.partition(":")
-        if not sep:  # a model's name, as the reference's Wan scripts write it
+        if not sep:  # a model's name, as the reference's video scripts write it
             name = MODEL_NAMES.get(raw)
             if name is None:
                 problems.append(f"fp8_models: each entry is <model_id>:<glob> or a model name "
