@@ -37,6 +37,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 
 from backend import rundir
 from backend.families import default_family, family_names, family_spec, recognise
+from backend.lowvram import combination_problems
 
 SCHEMA_VERSION = 1
 
@@ -381,6 +382,29 @@ class RunConfig(BaseModel):
         [], "Edit models: the input images of each sample prompt, one line per prompt in "
         "the order of sample_prompts; several images of one prompt separated by |.",
         "samples")
+    # --- low VRAM: layer offload and a quantized base (backend/lowvram.py) --------------
+    enable_model_cpu_offload: bool = F(
+        False, "Layer-wise offload without DeepSpeed (one GPU): the frozen weights stay in "
+        "pinned host RAM and each block is copied to the GPU just before it runs (the next "
+        "one overlapped), then dropped. Least GPU memory without DeepSpeed; every step "
+        "moves the weights across the bus twice.", "distributed", ui="advanced")
+    enable_optimizer_cpu_offload: bool = F(
+        False, "Keep the optimizer's state (and its update) in host RAM without DeepSpeed "
+        "(one GPU).", "distributed", ui="advanced")
+    quant_options: Optional[str] = F(
+        None, "Quantize a frozen model: entries <model_id>:<glob>:<method>[/<modules left "
+        "unquantized>] separated by ';', methods bitsandbytes_nf4 | bitsandbytes_int8 | "
+        "torchao_int8 | torchao_fp8 (the glob's folder names the component: transformer, "
+        "text_encoder, vae). The LoRA trains and is saved in full precision.", "model",
+        ui="advanced")
+    fp8_models: Optional[str] = F(
+        None, "Models kept with fp8 weights (comma list of <model_id>:<glob>), as "
+        "quant_options with torchao_fp8.", "model", ui="advanced")
+    offload_models: Optional[str] = F(
+        None, "Models kept in host RAM between uses (comma list of <model_id>:<glob>): in "
+        "one-shot training the text encoder and VAE move to the GPU only to encode. Split "
+        "training needs none (each stage loads only what it uses).", "model", ui="advanced")
+    # --- end low VRAM ---------------------------------------------------------------------
 
     # -----------------------------------------------------------------------------------
     @property
@@ -738,6 +762,7 @@ def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list
     if c["sample_every_n_steps"] and "train" not in stages:
         p.append("sample_every_n_steps: renders during training (got "
                  f"{c['sample_every_n_steps']} without the train stage; allowed empty)")
+    p += combination_problems(c)  # low VRAM (backend/lowvram.py)
     return p
 
 

@@ -88,6 +88,8 @@ def load_pipeline(cfg: RunConfig, device: str | None = None, dtype: Any = None,
     device, dtype = device or auto_device, dtype or auto_dtype
     dirs = dirs or component_dirs(cfg)
     pipe = get_family(cfg.model_family).for_config(cfg).load_pipeline(dirs, dtype)
+    from backend.quantize import quantize_frozen
+    quantize_frozen(cfg, pipe)  # quant_options for the text encoder / VAE (low VRAM)
     offload = cfg.sample_cpu_offload
     if offload == "none":
         pipe.to(device)

@@ -172,7 +172,10 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
     from backend import lora
     from backend.families.common import block_checkpointing_func, load_partitioned
 
-    on_cpu = cfg.initialize_model_on_cpu or zero_stage == 3
+    from backend.lowvram import entries_for
+    quantized = bool(entries_for(cfg, "transformer"))
+    on_cpu = (cfg.initialize_model_on_cpu or zero_stage == 3 or cfg.enable_model_cpu_offload
+              or quantized)  # low VRAM: quantized and offloaded block by block from the host
     device = "cpu" if on_cpu else accelerator.device
     if ds_plugin is not None and zero_stage == 3 and ds_plugin.zero3_init_flag:
         model = load_partitioned(family.transformer_class(), folder, dtype,
@@ -189,6 +192,11 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
         merged = family.merge_lora(model, cfg.preset_lora_path)
         log(f"[train] preset_lora_path {cfg.preset_lora_path} merged into {merged} modules "
             f"(not part of the saved LoRA)")
+    if quantized:  # a quantized frozen base (backend/quantize.py); the LoRA stays float32
+        from backend.quantize import quantize_component
+        quantize_component(cfg, model, "transformer", family.quantize_skip, dtype,
+                           device=accelerator.device, log=log,
+                           defer=cfg.enable_model_cpu_offload)
     lora.add_lora(model, cfg.lora_rank, family.target_modules(cfg.target_modules()))
     if cfg.lora_checkpoint:
         lora.init_from_checkpoint(model, cfg.lora_checkpoint)
@@ -201,15 +209,19 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
     if cfg.use_gradient_checkpointing:
         model.enable_gradient_checkpointing(gradient_checkpointing_func=block_checkpointing_func(
             cfg.use_gradient_checkpointing_offload))
+    if cfg.enable_model_cpu_offload:  # layer-wise offload (backend/layer_offload.py)
+        from backend.layer_offload import attach
+        model._layer_offload = attach(cfg, family, model, accelerator.device, log=log)
     return model
 
 
-def load_frozen_encoder(family, dirs, dtype, device, ds_plugin):
-    """Text encoder + VAE for one-shot sft: frozen, never partitioned by ZeRO-3 init."""
+def load_frozen_encoder(family, dirs, dtype, device, ds_plugin, offload: str = "none"):
+    """Text encoder + VAE for one-shot sft: frozen, never partitioned by ZeRO-3 init;
+    ``offload`` "model" (``offload_models``) keeps each in host RAM between uses."""
     if ds_plugin is not None:
         with ds_plugin.zero3_init_context_manager(enable=False):
-            return family.load_encoder(dirs, dtype, device)
-    return family.load_encoder(dirs, dtype, device)
+            return family.load_encoder(dirs, dtype, device, offload=offload)
+    return family.load_encoder(dirs, dtype, device, offload=offload)
 
 
 def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None):
@@ -224,6 +236,9 @@ def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None):
     (:func:`make_lr_scheduler`), the one that steps."""
     import torch
 
+    if cfg.enable_optimizer_cpu_offload:  # low VRAM without DeepSpeed
+        from backend.layer_offload import make_optimizer as offloaded_optimizer
+        return offloaded_optimizer(cfg, params, log=log)
     if ds_config and "optimizer" in ds_config:
         from accelerate.utils import DummyOptim
         kind = ds_config["optimizer"].get("type", "?")

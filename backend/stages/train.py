@@ -161,6 +161,7 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     from backend.data import check_dataset, check_input_images
     from backend.families import get_family
     from backend.hub import fingerprint, resolve_component_dirs
+    from backend.quantize import quantize_frozen
 
     family = get_family(cfg.model_family).for_config(cfg)
     media: dict[str, Any] = {}
@@ -178,6 +179,10 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     components = family.spec.stage_components("data_process")
     dirs = resolve_component_dirs(cfg, components)
     model_fp = fingerprint(dirs[c] for c in components)
+    from backend.lowvram import entries_for
+    # A quantized encoder writes other values: its cache is another cache.
+    model_fp += [["quantized", e.component, e.method, list(e.skip or ())]
+                 for c in ("text_encoder", "vae") for e in entries_for(cfg, c)]
 
     from accelerate import Accelerator
 
@@ -196,7 +201,8 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
             f"(weights and compute are both in host RAM); it runs all the same")
     result = build_cache(
         cfg, records,
-        lambda: family.load_encoder(dirs, dtype, accelerator.device, offload=offload),
+        lambda: quantize_frozen(cfg, family.load_encoder(dirs, dtype, accelerator.device,
+                                                         offload=offload), log=log),
         model_fp, rank=rank, world=world,
         barrier=accelerator.wait_for_everyone, progress=progress, should_stop=stopper.is_set,
         log=log, **media)
@@ -338,7 +344,11 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
                                              accelerator, ds_plugin, zero_stage)
     encoder = None
     if one_shot:
-        encoder = load_frozen_encoder(family, dirs, dtype, accelerator.device, ds_plugin)
+        from backend.lowvram import offloaded_models
+        from backend.quantize import quantize_frozen
+        encoder = quantize_frozen(cfg, load_frozen_encoder(
+            family, dirs, dtype, accelerator.device, ds_plugin,
+            "model" if offloaded_models(cfg) else "none"), log=log)
     params = [p for p in transformer.parameters() if p.requires_grad]
     n_params = sum(p.numel() for p in params)
     log(f"[train] LoRA rank {cfg.lora_rank} on {len(cfg.target_modules())} module names: "
