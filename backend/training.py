@@ -189,7 +189,8 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
         merged = family.merge_lora(model, cfg.preset_lora_path)
         log(f"[train] preset_lora_path {cfg.preset_lora_path} merged into {merged} modules "
             f"(not part of the saved LoRA)")
-    lora.add_lora(model, cfg.lora_rank, family.target_modules(cfg.target_modules()))
+    lora.add_lora(model, cfg.lora_rank, family.target_modules(cfg.target_modules()),
+                  **lora.adapter_options(cfg))
     if cfg.lora_checkpoint:
         lora.init_from_checkpoint(model, cfg.lora_checkpoint)
     if ds_plugin is None:
@@ -335,7 +336,8 @@ class Checkpointer:
             lora.save_lora(path, tensors, rank=cfg.lora_rank,
                            target_modules=cfg.target_modules(), base_model=cfg.lora_base_model,
                            model_family=cfg.model_family,
-                           extra={"step": step, "base_model_path": self.base_model_path})
+                           extra={"step": step, "base_model_path": self.base_model_path},
+                           alpha=cfg.lora_alpha)
             self.progress.emit("checkpoint", step=step, path=str(path))
             prune_checkpoints(self.out, cfg.keep_last_n_checkpoints)
             log(f"[train] saved {path}")
