@@ -375,7 +375,7 @@ class RunConfig(BaseModel):
         "and fold it into the weights where it does not.", "lora", ui="advanced", gt=0,
         le=65536)
     lora_dropout: float = F(0.0, "Dropout on the LoRA branch's input while training (lora "
-                            "and dora).", "lora", ui="advanced", ge=0, lt=1)
+                            "and dora).", "lora", ui="advanced", ge=0, le=0.9)
     lora_type: Literal["lora", "dora", "lokr"] = F(
         "lora", "lora: low-rank A·B; dora: LoRA with a learned magnitude per output "
         "(weight-decomposed); lokr: a Kronecker product (LyCORIS's LoKr; ComfyUI and peft "
@@ -393,15 +393,15 @@ class RunConfig(BaseModel):
         None, "The reference trainer's optimizer class by dotted path, mapped onto "
         "optimizer (only these names; nothing is imported from a path).", "training",
         ui="hidden")
-    adam_beta1: float = F(0.9, "AdamW beta1.", "training", ui="advanced", ge=0, lt=1,
+    adam_beta1: float = F(0.9, "AdamW beta1.", "training", ui="advanced", ge=0, le=0.9999,
                           extra={"show_if": {"optimizer": ["adamw", "adamw8bit"]}})
-    adam_beta2: float = F(0.999, "AdamW beta2.", "training", ui="advanced", ge=0, lt=1,
+    adam_beta2: float = F(0.999, "AdamW beta2.", "training", ui="advanced", ge=0, le=0.99999,
                           extra={"show_if": {"optimizer": ["adamw", "adamw8bit"]}})
     adam_epsilon: float = F(1e-8, "AdamW epsilon.", "training", ui="advanced", gt=0, le=1,
                             extra={"show_if": {"optimizer": ["adamw", "adamw8bit"]}})
     adafactor_decay_rate: float = F(-0.8, "Adafactor: decay rate of the second moment "
                                     "(transformers' decay_rate).", "training", ui="advanced",
-                                    ge=-1, lt=0, extra={"show_if": {"optimizer": ["adafactor"]}})
+                                    ge=-1, le=-0.1, extra={"show_if": {"optimizer": ["adafactor"]}})
     adafactor_clip_threshold: float = F(1.0, "Adafactor: update clipping threshold.",
                                         "training", ui="advanced", gt=0, le=100,
                                         extra={"show_if": {"optimizer": ["adafactor"]}})

@@ -435,3 +435,29 @@ def test_train_stage_batches_buckets_validation(tmp_path, models_root,
     base = forward(fresh, sample)
     lora.load_lora(fresh, final)
     assert not torch.allclose(forward(fresh, sample), base, atol=1e-5)
+
+
+def test_dataset_bucket_plan_and_validation_progress(tmp_path):
+    from backend.buckets import dataset_bucket_plan
+    from backend.jobs.watch import ProgressState
+
+    data = mixed_dataset(tmp_path / "data")
+    cfg = config(dataset_base_path=str(data), dataset_metadata_path=str(data / "metadata.csv"),
+                 aspect_buckets=True, max_pixels=64 * 64, batch_size=4, validation_samples=2)
+    plan = dataset_bucket_plan(cfg)
+    rows = {tuple(r["size"]): r for r in plan["rows"]}
+    assert plan["held_out"] == 2
+    assert rows[(64, 64)] == {"size": [64, 64], "images": 6, "batches": 2, "padded": 2,
+                              "dropped": 0}
+    assert rows[(64, 32)]["images"] == 4 and rows[(64, 32)]["batches"] == 1
+    assert (32, 64) not in rows  # both tall images are the held-out ones
+    assert "4 batch(es) per epoch" not in plan["text"] and "3 batch(es) per epoch" in plan["text"]
+    # The validation events become a second curve beside the training loss.
+    state = ProgressState((0, 0))
+    for ev in ({"stage": "train", "event": "start", "total": 4},
+               {"stage": "train", "event": "validation", "step": 0, "val_loss": 1.5},
+               {"stage": "train", "event": "step", "step": 1, "loss": 1.4},
+               {"stage": "train", "event": "validation", "step": 1, "val_loss": 1.2}):
+        state.apply(ev)
+    assert state.val_losses["train"] == [[0, 1.5], [1, 1.2]]
+    assert state.losses["train"] == [[1, 1.4]]
