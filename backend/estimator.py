@@ -555,7 +555,7 @@ def _train(cfg, tr: TransformerStats, lora: int, h: int, w: int, text_tokens: in
     p_off = zs == 3 and cfg.offload_param_device != "none"
     o_off = ds and cfg.offload_optimizer_device != "none"
     n_tok = image_tokens(h, w) + text_tokens
-    unit = n_tok * tr.dim * b
+    unit = n_tok * tr.dim * b * cfg.batch_size  # activations grow with the micro-batch
     n = tr.num_layers
 
     # Frozen base weights.
