@@ -4,8 +4,9 @@
 by the schema; nothing is imported from a user-given path):
 
 - ``adamw``      ``torch.optim.AdamW`` (betas, eps, weight_decay); with optimizer offload
-                 DeepSpeed's ``DeepSpeedCPUAdam`` in AdamW mode, the one optimizer that runs
-                 on offloaded states.
+                 accelerate turns it into DeepSpeed's CPU Adam in AdamW mode (learning rate
+                 and weight decay carried over), the one optimizer that runs on offloaded
+                 states.
 - ``adamw8bit``  ``bitsandbytes.optim.AdamW8bit`` (8-bit states; also runs on the CPU).
 - ``adafactor``  ``transformers.optimization.Adafactor`` at the given learning rate
                  (``relative_step`` and ``scale_parameter`` off, so ``learning_rate`` and the
@@ -60,9 +61,10 @@ def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None = None):
         if name != "adamw":  # the schema refuses it; a hand-written launch may not have
             raise OptimizerError(f"optimizer: with optimizer offload only adamw runs (got "
                                  f"{name}; allowed adamw, or no optimizer offload)")
-        from deepspeed.ops.adam import DeepSpeedCPUAdam
-        return DeepSpeedCPUAdam(params, lr=lr, weight_decay=wd, adamw_mode=True,
-                                betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_epsilon)
+        # accelerate swaps it for DeepSpeed's CPU Adam, in AdamW mode only because it is
+        # torch's AdamW (backend.training.make_optimizer says more).
+        from backend.training import make_optimizer as plain_adamw
+        return plain_adamw(cfg, params, ds_config)
     if name == "adamw":
         return torch.optim.AdamW(params, lr=lr, weight_decay=wd,
                                  betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_epsilon)
@@ -95,13 +97,16 @@ class NoScheduler:
         pass
 
 
-def make_lr_scheduler(cfg: RunConfig, optimizer, total_steps: int):
+def make_lr_scheduler(cfg: RunConfig, optimizer, total_steps: int, *,
+                      deepspeed_owns: bool = False):
     """``lr_scheduler`` over ``total_steps`` optimizer steps with ``lr_warmup_steps`` of
-    warm-up, on the optimizer as it was made (before accelerate wraps it)."""
+    warm-up, on the optimizer ``accelerator.prepare`` returned (under DeepSpeed with the
+    optimizer offloaded it is not the one ``make_optimizer`` built). ``deepspeed_owns``:
+    the DeepSpeed config defines the optimizer (and so its schedule)."""
     import torch
     from diffusers.optimization import get_scheduler
 
-    if not hasattr(optimizer, "param_groups"):  # DummyOptim: DeepSpeed owns the optimizer
+    if deepspeed_owns or not hasattr(optimizer, "param_groups"):
         return NoScheduler()
     warmup = cfg.lr_warmup_steps
     if cfg.lr_scheduler == "constant" and warmup > 0:

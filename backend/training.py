@@ -214,8 +214,15 @@ def load_frozen_encoder(family, dirs, dtype, device, ds_plugin):
 
 
 def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None):
-    """AdamW; DeepSpeed's CPU Adam when the optimizer is offloaded; accelerate's
-    ``DummyOptim`` when the DeepSpeed config defines its own optimizer."""
+    """AdamW, or accelerate's ``DummyOptim`` when the DeepSpeed config defines its own
+    optimizer.
+
+    With the optimizer offloaded, accelerate hands DeepSpeed its CPU Adam built from the
+    optimizer it is given, in AdamW mode only when that optimizer is ``torch.optim.AdamW``
+    (anything else, DeepSpeed's own CPU Adam included, becomes Adam with L2 weight decay,
+    which shrinks every LoRA weight by the learning rate each step). So the optimizer given
+    is always ``torch.optim.AdamW``, and the schedule is built on the prepared optimizer
+    (:func:`make_lr_scheduler`), the one that steps."""
     import torch
 
     if ds_config and "optimizer" in ds_config:
@@ -229,16 +236,17 @@ def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None):
     offload = ((ds_config or {}).get("zero_optimization", {}).get("offload_optimizer") or {}
                ).get("device", "none")
     if ds_config and offload not in (None, "none"):
-        from deepspeed.ops.adam import DeepSpeedCPUAdam
-        return DeepSpeedCPUAdam(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
-                                adamw_mode=True)
+        log("[train] optimizer AdamW, stepped on the CPU by DeepSpeed's CPU Adam (AdamW mode) "
+            "beside the offloaded optimizer states")
     return torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
 
 
-def make_lr_scheduler(cfg: RunConfig, optimizer):
+def make_lr_scheduler(cfg: RunConfig, optimizer, *, deepspeed_owns: bool = False):
     """Linear warm-up over ``lr_warmup_steps`` optimizer steps, then constant. Stepped once
     per optimizer step by the loop (not by accelerate, which would step it once per
-    process)."""
+    process). ``optimizer`` is the one ``accelerator.prepare`` returned: under DeepSpeed
+    with the optimizer offloaded it is not the one :func:`make_optimizer` built.
+    ``deepspeed_owns``: the DeepSpeed config defines the optimizer (and so its schedule)."""
     import torch
 
     warmup = cfg.lr_warmup_steps
@@ -246,7 +254,7 @@ def make_lr_scheduler(cfg: RunConfig, optimizer):
     def factor(step: int) -> float:
         return min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
 
-    if not hasattr(optimizer, "param_groups"):  # DummyOptim: DeepSpeed owns the optimizer
+    if deepspeed_owns or not hasattr(optimizer, "param_groups"):
         return _NoScheduler()
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 

@@ -338,7 +338,6 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     from backend import buckets, optimizers, timesteps
 
     optimizer = optimizers.make_optimizer(cfg, params, ds_config)
-    raw_optimizer = optimizer  # the schedule is made on it once the step count is known
     log(f"[train] {optimizers.describe(cfg, optimizer)}")
     held_out: list = []
     if one_shot:
@@ -405,7 +404,9 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
         total_steps = num_epochs * steps_per_epoch
     if cfg.max_steps:  # a cap: never more steps than the epochs give
         total_steps = min(total_steps, cfg.max_steps)
-    lr_scheduler = optimizers.make_lr_scheduler(cfg, raw_optimizer, total_steps)
+    # On the prepared optimizer: with the optimizer offloaded, accelerate replaced ours.
+    lr_scheduler = optimizers.make_lr_scheduler(
+        cfg, optimizer, total_steps, deepspeed_owns=bool(ds_config and "optimizer" in ds_config))
     schedule = family.training_schedule()
     unwrapped = accelerator.unwrap_model(transformer)
 
