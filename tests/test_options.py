@@ -388,6 +388,13 @@ def mixed_dataset(folder: Path) -> Path:
 @pytest.mark.timeout(900)
 def test_train_stage_batches_buckets_validation(tmp_path, models_root,
                                                  plain_accelerate_config):
+    """Stage 1 plain; stage 2 under ZeRO-2 with the DeepSpeed JSON the run plan writes
+    (micro-batch 4, the 8-bit AdamW as a client optimizer)."""
+    from backend.plan import deepspeed_config
+    from tests.conftest import write_accelerate_config
+
+    zero2 = write_accelerate_config(tmp_path / "accel", "zero2", ds_config=deepspeed_config(
+        config(zero_stage=2, batch_size=4, optimizer="adamw8bit"), num_processes=1))
     data = mixed_dataset(tmp_path / "data")
     cache = tmp_path / "cache"
     common = ["--models_dir", models_root, "--offline", "--max_pixels", str(64 * 64),
@@ -409,12 +416,13 @@ def test_train_stage_batches_buckets_validation(tmp_path, models_root,
                       "--lora_rank", str(RANK), "--lora_target_modules", TARGETS,
                       "--learning_rate", "5e-3", "--batch_size", "4", "--num_epochs", "6",
                       "--validation_samples", "2", "--lr_scheduler", "cosine",
-                      "--optimizer", "adamw8bit", *common],
-                     config_file=plain_accelerate_config)
+                      "--optimizer", "adamw8bit", "--zero_stage", "2", *common],
+                     config_file=zero2)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     log = proc.stdout + proc.stderr
     # 10 training samples (2 held out: the last two of the manifest) in 3 buckets.
     assert "batches of 4 from one size bucket each" in log
+    assert "ZeRO-2" in log and "AdamW8bit" in log
     events = read_progress(out / "progress.jsonl")
     start = next(e for e in events if e["event"] == "start")
     assert start["batch_size"] == 4
