@@ -303,6 +303,15 @@ def test_option_rules_name_the_field():
                                     "bitsandbytes.optim.AdamW8bit"})) == "adamw8bit"
     for opt in ("adamw8bit", "adafactor", "prodigy"):  # no offload: all allowed
         assert validate({**ok, "optimizer": opt, "zero_stage": 2}).optimizer == opt
+    # A reference command's --customized_optimizer imports onto the list, or is reported.
+    from backend.importer import import_commands
+    cmd = ("accelerate launch examples/qwen_image/model_training/train.py --task sft:train "
+           "--dataset_base_path data/x --customized_optimizer ")
+    assert optimizer_name(import_commands(cmd + "prodigyopt.Prodigy").config) == "prodigy"
+    bad = import_commands(cmd + "evil.module.Optimizer")
+    assert bad.config.customized_optimizer is None
+    assert any(n.startswith("customized_optimizer: input should be") and
+               "evil.module.Optimizer" in n for n in bad.not_understood)
 
 
 def test_buckets_and_batch_sampler():
