@@ -478,3 +478,36 @@ def test_dataset_bucket_plan_and_validation_progress(tmp_path):
         state.apply(ev)
     assert state.val_losses["train"] == [[0, 1.5], [1, 1.2]]
     assert state.losses["train"] == [[1, 1.4]]
+
+
+def test_batch_of_captions_of_different_lengths_equals_its_samples(tiny_model_dir, samples):
+    """A batch pads shorter captions (mask False); its loss is the mean of its samples'
+    losses at the same noise level, so padding changes nothing. Caption dropout swaps in
+    the empty caption's embedding."""
+    from backend.batches import drop_captions
+    from backend.buckets import collate
+    from backend.families import get_family
+
+    family = get_family(FAMILY)
+    model = fresh_transformer(tiny_model_dir)
+    schedule = family.training_schedule()
+    a = dict(samples[0])
+    b = dict(samples[1])
+    b["prompt_emb"] = b["prompt_emb"][:, :-3]  # a shorter caption
+    b["prompt_emb_mask"] = b["prompt_emb_mask"][:, :-3]
+    batch = collate([a, b])
+    assert batch["prompt_emb"].shape[:2] == (2, a["prompt_emb"].shape[1])
+    assert batch["prompt_emb_mask"][1].sum() == b["prompt_emb_mask"].sum()
+    noise = torch.randn(batch["latents"].shape, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        together = family.loss_at(model, batch, schedule, 400, noise, torch.float32)
+        alone = [family.loss_at(model, s, schedule, 400, noise[i:i + 1], torch.float32)
+                 for i, s in enumerate((a, b))]
+    torch.testing.assert_close(together, (alone[0] + alone[1]) / 2, rtol=1e-4, atol=1e-6)
+    empty = {"prompt_emb": a["prompt_emb"][:, :2] * 0, "prompt_emb_mask":
+             a["prompt_emb_mask"][:, :2]}
+    g = torch.Generator().manual_seed(0)
+    dropped = drop_captions(batch, empty, 1.0, g)
+    assert dropped["prompt_emb"].shape[1] == 2 and float(dropped["prompt_emb"].abs().sum()) == 0
+    assert torch.equal(dropped["latents"], batch["latents"])
+    assert drop_captions(batch, empty, 0.0, g) is batch
