@@ -511,3 +511,27 @@ def test_batch_of_captions_of_different_lengths_equals_its_samples(tiny_model_di
     assert dropped["prompt_emb"].shape[1] == 2 and float(dropped["prompt_emb"].abs().sum()) == 0
     assert torch.equal(dropped["latents"], batch["latents"])
     assert drop_captions(batch, empty, 0.0, g) is batch
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["dora", "lokr"])
+def test_samples_put_dora_and_lokr_on_the_pipeline(kind, trained, tiny_model_dir, samples):
+    """The sample stage's way of applying a LoRA file (diffusers for DoRA, peft for LoKr):
+    scale 1 computes what training computed, scale 0.5 less, and deleting it restores
+    the base model."""
+    from diffusers import QwenImagePipeline
+
+    from backend.samples import attach_lora
+
+    _, model, _, _, _, path = trained[kind]
+    pipe = QwenImagePipeline.from_pretrained(tiny_model_dir, torch_dtype=torch.float32)
+    base = forward(pipe.transformer, samples[0])
+    attach_lora(pipe, path, "s")
+    pipe.set_adapters(["s"], adapter_weights=[1.0])
+    full = forward(pipe.transformer, samples[0])
+    torch.testing.assert_close(full, forward(model, samples[0]), rtol=1e-4, atol=1e-5)
+    pipe.set_adapters(["s"], adapter_weights=[0.5])
+    half = forward(pipe.transformer, samples[0])
+    assert (half - base).abs().sum() < (full - base).abs().sum()
+    pipe.delete_adapters("s")
+    torch.testing.assert_close(forward(pipe.transformer, samples[0]), base)
