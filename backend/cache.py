@@ -33,6 +33,8 @@ from backend.data import IMAGE_LOADING, Record, target_size, upright_size
 
 FORMAT = 1
 MANIFEST = "manifest.json"
+# The empty caption's embedding, for caption_dropout (backend/batches.py).
+EMPTY_PROMPT = "empty_prompt.safetensors"
 SAMPLE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.safetensors$")
 
 
@@ -127,7 +129,8 @@ def cached_files(cache_dir: str | Path, gate: readgate.ReadGate = readgate.UNRES
                              f"folder (got {bad[0]!r}; allowed a name like <key>.safetensors)")
         return [cache_dir / n for n in names]
     return [p for p in gate.list_dir(cache_dir, "cache folder")
-            if p.name.endswith(".safetensors") and not p.name.startswith(".")]
+            if p.name.endswith(".safetensors") and not p.name.startswith(".")
+            and p.name != EMPTY_PROMPT]
 
 
 def _read_manifest_gated(cache_dir: Path, gate: readgate.ReadGate) -> dict[str, Any] | None:

@@ -70,6 +70,9 @@ def target_size(width: int, height: int, cfg: RunConfig) -> tuple[int, int]:
     """(width, height) a ``width`` x ``height`` image is trained at."""
     if cfg.height is not None and cfg.width is not None:
         return cfg.width, cfg.height
+    if getattr(cfg, "aspect_buckets", False):  # the nearest bucket at the pixel budget
+        from backend.buckets import bucket_size
+        return bucket_size(width, height, cfg.max_pixels, DIVISOR)
     w, h = width, height
     if w * h > cfg.max_pixels:
         scale = math.sqrt(w * h / cfg.max_pixels)  # as the reference: divide, then truncate

@@ -604,7 +604,7 @@ def _train(cfg, tr: TransformerStats, lora: int, h: int, w: int, text_tokens: in
     o_off = ds and cfg.offload_optimizer_device != "none"
     n_tok = (clip_tokens(cfg, h, w, cfg.num_frames) + text_tokens
              + input_image_tokens(cfg, h, w))
-    unit = n_tok * tr.dim * b
+    unit = n_tok * tr.dim * b * cfg.batch_size  # activations grow with the micro-batch
     n = tr.num_layers
 
     # Frozen base weights.

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.config import REPO_ROOT, RunConfig, resolve_paths, validate
+from backend.config import REPO_ROOT, RunConfig, effective_optimizer, resolve_paths, validate
 from backend.rundir import RunDir
 
 # The name of the run-folder layout before backend.rundir (kept for older imports).
@@ -125,12 +125,27 @@ def deepspeed_config(cfg: RunConfig, num_processes: int | None = None) -> dict[s
     if n > 1:
         # accelerate can resolve train_batch_size "auto" inconsistently with the world size;
         # DeepSpeed derives it from these two and the number of processes.
-        ds["train_micro_batch_size_per_gpu"] = 1
+        ds["train_micro_batch_size_per_gpu"] = cfg.batch_size
     else:
         ds["train_batch_size"] = "auto"
-        ds["train_micro_batch_size_per_gpu"] = "auto"
+        # batch_size > 1 is drawn by a batch sampler, whose loader accelerate cannot read
+        # a batch size from: the micro-batch is written out.
+        ds["train_micro_batch_size_per_gpu"] = cfg.batch_size if cfg.batch_size > 1 else "auto"
+    if effective_optimizer(cfg.model_dump()) != "adamw":
+        # ZeRO runs a client optimizer other than Adam only when told it may.
+        ds["zero_allow_untested_optimizer"] = True
     ds["wall_clock_breakdown"] = False
     return ds
+
+
+def ds_batch_sizes(cfg: RunConfig, num_processes: int | None = None) -> dict[str, int]:
+    """What DeepSpeed's batch sizes come to for ``cfg`` (shown beside the form, never asked
+    for): the micro-batch is ``batch_size``, ``train_batch_size`` = micro-batch x
+    ``gradient_accumulation_steps`` x processes."""
+    n = cfg.num_processes if num_processes is None else num_processes
+    return {"train_micro_batch_size_per_gpu": cfg.batch_size,
+            "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
+            "train_batch_size": cfg.batch_size * cfg.gradient_accumulation_steps * n}
 
 
 def _offload(cfg: RunConfig, device: str) -> dict[str, Any]:

@@ -299,6 +299,21 @@ def _render(pipe, cfg: RunConfig, prompt: str, inputs: tuple[str, ...] = ()):
         width=cfg.sample_width, **extra)
 
 
+def attach_lora(pipe, ckpt, adapter: str) -> None:
+    """Put the LoRA file ``ckpt`` on ``pipe`` as ``adapter`` (scaled with
+    ``pipe.set_adapters``, removed with ``pipe.delete_adapters``): LoRA and DoRA through
+    diffusers' ``load_lora_weights``, a LoKr (no diffusers keys exist for it) through peft
+    onto the trained component."""
+    from backend.export import load_as_diffusers
+    from backend.lora import load_lora, lora_type_of, read_lora
+
+    tensors, _ = read_lora(ckpt)
+    if lora_type_of(tensors) == "lokr":
+        load_lora(pipe.transformer, ckpt, adapter_name=adapter)
+        return
+    pipe.load_lora_weights(load_as_diffusers(ckpt), adapter_name=adapter)
+
+
 def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], output_dir: str | os.PathLike,
                    progress: ProgressWriter | None = None, step: int | None = None,
                    pipe=None, on_start=None, on_image=None,
@@ -391,7 +406,7 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
             by_ckpt.setdefault(job.checkpoint, []).append(job)
     for n, (ckpt, ckpt_jobs) in enumerate(by_ckpt.items()):
         adapter = f"zerolora_{n}"
-        pipe.load_lora_weights(load_as_diffusers(ckpt), adapter_name=adapter)
+        attach_lora(pipe, ckpt, adapter)
         try:
             for job in ckpt_jobs:
                 pipe.set_adapters([adapter], adapter_weights=[job.scale])

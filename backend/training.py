@@ -197,7 +197,8 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
         quantize_component(cfg, model, "transformer", family.quantize_skip, dtype,
                            device=accelerator.device, log=log,
                            defer=cfg.enable_model_cpu_offload)
-    lora.add_lora(model, cfg.lora_rank, family.target_modules(cfg.target_modules()))
+    lora.add_lora(model, cfg.lora_rank, family.target_modules(cfg.target_modules()),
+                  **lora.adapter_options(cfg))
     if cfg.lora_checkpoint:
         lora.init_from_checkpoint(model, cfg.lora_checkpoint)
     if ds_plugin is None:
@@ -233,7 +234,7 @@ def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None):
     (anything else, DeepSpeed's own CPU Adam included, becomes Adam with L2 weight decay,
     which shrinks every LoRA weight by the learning rate each step). So the optimizer given
     is always ``torch.optim.AdamW``, and the schedule is built on the prepared optimizer
-    (:func:`make_lr_scheduler`), the one that steps."""
+    (``backend.optimizers.make_lr_scheduler``), the one that steps."""
     import torch
 
     if cfg.enable_optimizer_cpu_offload:  # low VRAM without DeepSpeed
@@ -253,29 +254,6 @@ def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None):
         log("[train] optimizer AdamW, stepped on the CPU by DeepSpeed's CPU Adam (AdamW mode) "
             "beside the offloaded optimizer states")
     return torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
-
-
-def make_lr_scheduler(cfg: RunConfig, optimizer, *, deepspeed_owns: bool = False):
-    """Linear warm-up over ``lr_warmup_steps`` optimizer steps, then constant. Stepped once
-    per optimizer step by the loop (not by accelerate, which would step it once per
-    process). ``optimizer`` is the one ``accelerator.prepare`` returned: under DeepSpeed
-    with the optimizer offloaded it is not the one :func:`make_optimizer` built.
-    ``deepspeed_owns``: the DeepSpeed config defines the optimizer (and so its schedule)."""
-    import torch
-
-    warmup = cfg.lr_warmup_steps
-
-    def factor(step: int) -> float:
-        return min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
-
-    if deepspeed_owns or not hasattr(optimizer, "param_groups"):
-        return _NoScheduler()
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-class _NoScheduler:
-    def step(self) -> None:
-        pass
 
 
 def current_lr(lr_scheduler, cfg: RunConfig) -> float:
@@ -358,7 +336,8 @@ class Checkpointer:
             lora.save_lora(path, tensors, rank=cfg.lora_rank,
                            target_modules=cfg.target_modules(), base_model=cfg.lora_base_model,
                            model_family=cfg.model_family,
-                           extra={"step": step, "base_model_path": self.base_model_path})
+                           extra={"step": step, "base_model_path": self.base_model_path},
+                           alpha=cfg.lora_alpha)
             self.progress.emit("checkpoint", step=step, path=str(path))
             prune_checkpoints(self.out, cfg.keep_last_n_checkpoints)
             log(f"[train] saved {path}")

@@ -236,6 +236,15 @@ class Family(abc.ABC):
         """One step's loss for a cached ``sample``; timestep and noise drawn from
         ``generator`` (a CPU ``torch.Generator``), so a step depends only on its seed."""
 
+    def loss_at(self, transformer, sample: Mapping[str, Any], schedule: Any, index: int,
+                noise, dtype):
+        """The loss of ``sample`` at schedule entry ``index`` with ``noise`` (the latents'
+        shape), weighted as ``training_loss`` weights it; the train stage's other
+        ``timestep_sampling`` modes pick the index. A family without it trains with its
+        own sampling only."""
+        raise NotImplementedError(f"{self.spec.name}: timestep_sampling other than "
+                                  f"reference is not available for this family")
+
     @abc.abstractmethod
     def eval_loss(self, transformer, samples: list[Mapping[str, Any]], seed: int = 0) -> float:
         """Mean loss over ``samples`` at fixed timesteps and noise (held-out checks)."""
