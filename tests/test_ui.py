@@ -262,9 +262,11 @@ def test_target_gpu_verdict_and_the_fastest_method_on_a_cpu_host(page):
     """On this CPU-only host, with no dataset chosen yet: the estimate for a 24 GB GPU from
     the resolution settings alone, every method side by side, and the fastest that fits
     applied with one click (and only then)."""
+    expect(md(page, "preset-diff")).to_contain_text("Same as preset", timeout=STEP_S * 1000)
     pick(page, "preset", "qwen_image_low_vram")
     page.click("#preset-load")
-    expect(md(page, "preset-msg")).to_contain_text("qwen_image_low_vram", timeout=STEP_S * 1000)
+    expect(md(page, "preset-msg")).to_contain_text("Loaded preset qwen_image_low_vram",
+                                                   timeout=STEP_S * 1000)
     tab(page, "training")
     expect(field(page, "zero_stage")).to_have_value("3", timeout=STEP_S * 1000)
     pick(page, "target-gpu", "24 GB GPU")
