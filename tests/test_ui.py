@@ -258,34 +258,6 @@ def test_preset_diff_and_save(page, server):
     expect(diff).to_contain_text("Same as preset", timeout=STEP_S * 1000)
 
 
-def test_target_gpu_verdict_and_the_fastest_method_on_a_cpu_host(page):
-    """On this CPU-only host, with no dataset chosen yet: the estimate for a 24 GB GPU from
-    the resolution settings alone, every method side by side, and the fastest that fits
-    applied with one click (and only then)."""
-    expect(md(page, "preset-diff")).to_contain_text("Same as preset", timeout=STEP_S * 1000)
-    pick(page, "preset", "qwen_image_low_vram")
-    page.click("#preset-load")
-    expect(md(page, "preset-msg")).to_contain_text("Loaded preset qwen_image_low_vram",
-                                                   timeout=STEP_S * 1000)
-    tab(page, "training")
-    expect(field(page, "zero_stage")).to_have_value("3", timeout=STEP_S * 1000)
-    pick(page, "target-gpu", "24 GB GPU")
-    est = md(page, "estimate")
-    expect(est).to_contain_text("one 24 GB GPU", timeout=STEP_S * 1000)
-    for method in ("bf16 base on the GPU", "nf4 base", "layer offload, bf16 base",
-                   "DeepSpeed ZeRO-3"):
-        expect(est).to_contain_text(method)
-    expect(est).to_contain_text("Fastest that fits: layer offload, nf4 base")
-    expect(est).not_to_contain_text("0.0 GB")
-    # Nothing changed until the user applies it.
-    expect(field(page, "zero_stage")).to_have_value("3")
-    page.click("#apply-method")
-    expect(field(page, "zero_stage")).to_have_value("0", timeout=STEP_S * 1000)
-    # Every field of the method is now in the form (quant_options, on the Model tab, too).
-    expect(est).to_contain_text("The form already uses it.", timeout=STEP_S * 1000)
-    expect(page.locator("#apply-method")).to_be_hidden()
-
-
 def test_dataset_upload_caption_edit_and_check(page, server, tmp_path):
     from tests.conftest import make_dataset
 
