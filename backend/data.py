@@ -35,7 +35,7 @@ from typing import Any
 from backend import readgate
 from backend.config import RunConfig
 
-IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
+from backend.media_types import IMAGE_EXTS
 PROMPT_KEY = "prompt"
 IMAGE_KEY = "image"
 DIVISOR = 16

@@ -39,7 +39,7 @@ from backend.config import RunConfig
 from backend.data import (IMAGE_EXTS, PROMPT_KEY, DatasetError, Record, _to_rgb, cover_crop,
                           read_metadata_rows, target_size, upscale_note, with_trigger)
 
-VIDEO_EXTS = (".mp4", ".webm", ".gif", ".mov", ".mkv", ".avi")
+from backend.media_types import VIDEO_EXTS
 VIDEO_KEY = "video"
 # The version of how clips are read (part of a stage-1 cache key).
 VIDEO_LOADING = 1

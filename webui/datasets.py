@@ -27,7 +27,7 @@ from pathlib import Path
 from backend.data import EDIT_IMAGE_KEY, IMAGE_EXTS, IMAGE_KEY, PROMPT_KEY
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
-from backend.video import VIDEO_EXTS  # noqa: E402
+from backend.media_types import VIDEO_EXTS  # noqa: E402
 
 MEDIA_EXTS = IMAGE_EXTS + VIDEO_EXTS  # an upload is images, or clips of a video dataset
 ALLOWED_UPLOADS = MEDIA_EXTS + (".txt", ".csv", ".json", ".jsonl")
