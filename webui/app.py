@@ -25,6 +25,7 @@ import gradio as gr  # noqa: E402
 from webui.context import Ctx, persistent_secret  # noqa: E402
 from webui.form import Form  # noqa: E402
 from webui.i18n import EN, I18N, ZH, T  # noqa: E402
+from webui.messages import LANG_CSS  # noqa: E402
 from webui.tabs import dataset, model, results, run, runs, training  # noqa: E402
 
 TABS = (("tab-model", "tab.model", model), ("tab-dataset", "tab.dataset", dataset),
@@ -64,6 +65,7 @@ LANG_JS = """
 async () => {
   window.zlSetLang = async (lang, remember) => {
     if (remember) localStorage.setItem('zerolora-lang', lang);
+    document.documentElement.setAttribute('data-zl-lang', lang);
     try {
       const url = performance.getEntriesByType('resource').map(e => e.name)
         .find(n => /\\/assets\\/core-[\\w-]+\\.js$/.test(n));
@@ -73,6 +75,9 @@ async () => {
     window.location.search = '?view=settings';
   };
   const saved = localStorage.getItem('zerolora-lang') || window.zlDefaultLang;
+  // Text computed on the server holds both languages; this attribute picks the one shown.
+  document.documentElement.setAttribute('data-zl-lang', saved ||
+    ((navigator.language || '').toLowerCase().startsWith('zh') ? 'zh' : 'en'));
   if (saved) await window.zlSetLang(saved, false);
 }
 """
@@ -80,7 +85,7 @@ async () => {
 
 def launch_kwargs() -> dict[str, Any]:
     """What ``Blocks.launch`` needs for this UI (gradio 6 takes these at launch)."""
-    return {"i18n": I18N, "css": CSS, "footer_links": ["api", "settings"]}
+    return {"i18n": I18N, "css": CSS + LANG_CSS, "footer_links": ["api", "settings"]}
 
 
 def create_app(runner, workspace: Path, models_dir: Path | None = None,

@@ -16,6 +16,7 @@ from backend.rundir import RunDir
 from webui.context import Ctx
 from webui.form import GROUP_ORDER, problems_markdown
 from webui.i18n import T
+from webui.messages import bilingual
 
 OWN_TABS = ("model", "data")  # groups shown in the Model and Dataset tabs
 RUN_PLACEHOLDER = str(RunDir.new("<workspace>", "<run_id>").run_dir)
@@ -138,13 +139,15 @@ def estimate_markdown(cfg: RunConfig) -> str | None:
         if gpu_gb not in _recommended:
             _recommended[gpu_gb] = estimator.recommend_preset(gpu_gb, max(1, n_gpus))
     except Exception as e:  # noqa: BLE001 - an estimate must never block the form
-        return f"**Memory estimate** unavailable: {type(e).__name__}: {e}"
+        return bilingual(f"**Memory estimate** unavailable: {type(e).__name__}: {e}")
     where = (f"{n_gpus} GPU(s), {gpu_gb:.0f} GB each" if gpu_gb else "no GPU (CPU run)") + \
         f", {host_gb:.0f} GB RAM"
-    return "\n".join([f"**Memory estimate** for this machine ({where}):", "",
-                      f"{'✓' if ok else '⚠'} {line}", "",
-                      f"Recommended preset here: **{_recommended[gpu_gb]}**", "",
-                      "```", est.summary(), "```"])
+    # Each line in both languages (the page shows one); the figures as a list, not a code
+    # block, so they are translated too.
+    return "\n".join([bilingual(f"**Memory estimate** for this machine ({where}):"), "",
+                      f"{'✓' if ok else '⚠'} " + bilingual(line), "",
+                      bilingual(f"Recommended preset here: **{_recommended[gpu_gb]}**"), ""]
+                     + [f"- {bilingual(x)}" for x in est.summary().splitlines()])
 
 
 def bind_events(ctx: Ctx) -> None:

@@ -1,0 +1,536 @@
+"""Chinese for text the backend computes: validation problems, the memory estimate, status
+words and messages, and every schema field's label and help line.
+
+The backend writes English (the CLI, the logs and ``run.yaml`` read it as it is). Every shape
+of sentence it can emit has one entry in ``RULES``: an English pattern and its Chinese,
+applied as substitutions over the text, so a sentence built from several parts (a verdict, its
+stages, its hints) is translated part by part. ``translate`` returns the Chinese, or None
+when English words would remain; ``bilingual`` wraps a line as both languages in spans that
+the page's language switch shows or hides (``LANG_CSS``), so text computed on the server
+follows the language the browser picked without the server knowing it.
+
+``english_left`` is the rule of what counts as untranslated: words of two or more Latin
+letters outside code spans and quotes that are not option names, file names, units or
+product names (``ALLOWED_WORDS``). ``tests/test_i18n.py`` applies it to everything the UI
+can show.
+"""
+from __future__ import annotations
+
+import html
+import re
+from typing import Callable
+
+from backend.config import FIELDS
+
+# Chinese labels and help lines of every schema field.
+ZH_LABELS: dict[str, str] = {
+    "run_name": "运行名称",
+    "task": "任务",
+    "output_path": "输出文件夹",
+    "resume_from": "从此状态继续",
+    "progress_file": "进度文件",
+    "read_roots": "可读取的文件夹",
+    "model_family": "模型系列",
+    "model_id_with_origin_paths": "模型来源",
+    "model_paths": "本地权重文件",
+    "tokenizer_path": "分词器",
+    "download_source": "下载来源",
+    "hub_endpoint": "镜像地址",
+    "models_dir": "模型文件夹",
+    "offline": "离线模式",
+    "dataset_base_path": "数据集文件夹",
+    "dataset_metadata_path": "元数据文件",
+    "data_file_keys": "文件列",
+    "trigger_word": "触发词",
+    "max_pixels": "单张图片最大像素数",
+    "height": "图片高度",
+    "width": "图片宽度",
+    "dataset_repeat": "数据集重复次数",
+    "dataset_num_workers": "数据加载进程数",
+    "lora_base_model": "LoRA 加在",
+    "lora_target_modules": "目标模块",
+    "lora_rank": "LoRA 秩",
+    "lora_checkpoint": "从已有 LoRA 开始",
+    "preset_lora_path": "预先合并的 LoRA",
+    "remove_prefix_in_ckpt": "去掉的键名前缀",
+    "learning_rate": "学习率",
+    "lr_warmup_steps": "预热步数",
+    "weight_decay": "权重衰减",
+    "num_epochs": "训练轮数",
+    "max_train_steps": "训练步数",
+    "max_steps": "步数上限",
+    "gradient_accumulation_steps": "梯度累积步数",
+    "save_steps": "每 N 步保存",
+    "keep_last_n_checkpoints": "保留的检查点数",
+    "seed": "随机种子",
+    "use_gradient_checkpointing": "梯度检查点",
+    "use_gradient_checkpointing_offload": "检查点放到 CPU",
+    "find_unused_parameters": "查找未使用的参数",
+    "initialize_model_on_cpu": "在 CPU 上构建模型",
+    "mixed_precision": "混合精度",
+    "num_processes": "进程数（GPU 数）",
+    "gpu_ids": "使用的 GPU",
+    "num_machines": "机器数",
+    "machine_rank": "机器序号",
+    "main_process_ip": "主机地址",
+    "main_process_port": "主机端口",
+    "zero_stage": "ZeRO 阶段",
+    "offload_optimizer_device": "优化器卸载",
+    "offload_param_device": "参数卸载",
+    "offload_nvme_path": "NVMe 文件夹",
+    "pin_memory": "锁页内存",
+    "zero3_init_flag": "分片构建模型",
+    "ds_activation_checkpointing": "DeepSpeed 激活检查点",
+    "partition_activations": "激活分片",
+    "cpu_checkpointing": "激活检查点放到 CPU",
+    "contiguous_memory_optimization": "检查点连续内存",
+    "overlap_comm": "通信重叠",
+    "contiguous_gradients": "连续梯度",
+    "sub_group_size": "子组大小",
+    "reduce_bucket_size": "归约桶大小",
+    "stage3_prefetch_bucket_size": "预取桶大小",
+    "stage3_param_persistence_threshold": "常驻参数阈值",
+    "stage3_max_live_parameters": "最大活跃参数数",
+    "stage3_max_reuse_distance": "最大复用距离",
+    "gradient_clipping": "梯度裁剪",
+    "split_training": "拆分训练",
+    "stages": "运行阶段",
+    "data_process_offload": "阶段 1 显存节省",
+    "sample_prompts": "样图提示词",
+    "sample_negative_prompt": "负向提示词",
+    "sample_seed": "样图种子",
+    "sample_steps": "采样步数",
+    "sample_cfg": "引导强度",
+    "sample_height": "样图高度",
+    "sample_width": "样图宽度",
+    "sample_lora_scales": "LoRA 强度",
+    "sample_every_n_steps": "每 N 步出样图",
+    "sample_cpu_offload": "采样显存节省",
+    "sample_vae_tiling": "VAE 分块解码",
+}
+
+ZH_HELP: dict[str, str] = {
+    "run_name": "本次运行在历史记录中的名称（可选）。",
+    "task": "sft：每步都编码文本和图片；sft:data_process：阶段 1（缓存）；sft:train：阶段 2（用缓存训练）。由运行计划按阶段设置。",
+    "output_path": "检查点写入的位置（阶段 1：缓存文件夹）。由运行计划按阶段设置。",
+    "resume_from": "从这个已保存的训练状态文件夹（output/state）继续训练。",
+    "progress_file": "JSON Lines 格式的进度事件文件（默认：output_path/progress.jsonl）。",
+    "read_roots": "各阶段可以读取文件的文件夹（运行自己的文件夹除外）；由 Web 服务器为非管理员的登录用户设置，用户不能设置。留空：不限制（backend/readgate.py）。",
+    "model_family": "模型系列（即模型架构）。不填时，根据模型来源自动识别（已知的 model id，或其 config.json 中的 _class_name）。",
+    "model_id_with_origin_paths": "逗号分隔的 model_id:glob，解析为 {models_dir}/{model_id}/{glob}（在最后一个冒号处拆分）；已存在的本地路径（文件、组件文件夹或整个 pipeline 文件夹）按路径使用。",
+    "model_paths": "本地权重文件的 JSON 列表（某一项可以是分片文件的列表）；设置后代替 model_id_with_origin_paths。",
+    "tokenizer_path": "分词器文件夹或 model_id:folder/（默认：文本编码器旁边的 tokenizer/ 文件夹，否则用该系列默认的分词器来源）。",
+    "download_source": "缺少的模型文件从哪里下载。",
+    "hub_endpoint": "下载来源的镜像地址。",
+    "models_dir": "存放下载模型的文件夹，结构为 {models_dir}/{model_id}/{glob}（环境变量 ZEROLORA_MODELS_DIR 会替换默认值）。",
+    "offline": "完全不联网；缺少文件时直接报错。",
+    "dataset_base_path": "数据集文件夹（阶段 2 中为缓存文件夹）。",
+    "dataset_metadata_path": "metadata.csv/json/jsonl；留空：使用 dataset_base_path 中的图片 + 同名 .txt 描述（sft:train 时为缓存文件夹）。",
+    "data_file_keys": "元数据中按文件读取的列。",
+    "trigger_word": "加在每条描述前面的触发词（例如 'zlr style'）。",
+    "max_pixels": "动态分辨率下每张图片的面积上限（高度/宽度留空时生效）。",
+    "height": "固定高度（与宽度一起设置；留空：动态分辨率）。",
+    "width": "固定宽度（与高度一起设置；留空：动态分辨率）。",
+    "dataset_repeat": "每个 epoch 中数据集重复的次数。",
+    "dataset_num_workers": "DataLoader 的工作进程数。",
+    "lora_base_model": "加 LoRA 的组件。",
+    "lora_target_modules": "逗号分隔的模块名（各系列的默认值与参考训练器一致）。",
+    "lora_rank": "LoRA 的秩（alpha = 秩）。",
+    "lora_checkpoint": "用这个文件初始化 LoRA。",
+    "preset_lora_path": "训练前合并进模型权重的 LoRA（例如蒸馏模型的去蒸馏适配器）；它本身不参与训练，也不会出现在保存的 LoRA 中。",
+    "remove_prefix_in_ckpt": "保存时从键名中去掉的前缀。",
+    "learning_rate": "AdamW 学习率。",
+    "lr_warmup_steps": "线性预热的步数。",
+    "weight_decay": "AdamW 权重衰减。",
+    "num_epochs": "训练轮数（epoch）；设置了 max_train_steps 时以它为准。",
+    "max_train_steps": "精确训练这么多个优化步，覆盖 num_epochs（epoch 数由它推出：步数 / 每个 epoch 的步数，向上取整）。留空：由 num_epochs 决定。",
+    "max_steps": "是上限而不是目标：如果 num_epochs 会跑得更久，到这么多个优化步就停止；它不会增加步数（要指定训练步数请用 max_train_steps）。留空：跑完所有 epoch。",
+    "gradient_accumulation_steps": "每个优化步包含的微步数。",
+    "save_steps": "每 N 步保存一次，最后再保存一次（留空：每个 epoch 保存）。",
+    "keep_last_n_checkpoints": "只保留最近的这么多个按步保存的检查点，删除更早的。",
+    "seed": "随机种子。",
+    "use_gradient_checkpointing": "按块做梯度检查点（激活重计算），节省显存（使用 DeepSpeed 且开启 ds_activation_checkpointing 时，用 DeepSpeed 自己的检查点）。",
+    "use_gradient_checkpointing_offload": "把检查点保存的激活放在 CPU 上（仅限 torch 检查点；使用 DeepSpeed 激活检查点时请用 cpu_checkpointing）。",
+    "find_unused_parameters": "DDP：允许存在没有梯度的参数。",
+    "initialize_model_on_cpu": "在 CPU 上构建模型（配合 ZeRO-3 使用）。",
+    "mixed_precision": "混合精度（no：使用 float32）。",
+    "num_processes": "所有机器上的进程（GPU）总数。",
+    "gpu_ids": "本次运行使用的 GPU 编号，例如 0,1（或 all）。",
+    "num_machines": "机器数量（每台机器上的运行文件夹路径必须相同，例如共享文件系统）。",
+    "machine_rank": "本机的序号（0：主机；运行计划会给出其他机器要执行的命令）。",
+    "main_process_ip": "主机地址（多于 1 台机器时必填）。",
+    "main_process_port": "主机端口（0：自动选空闲端口，仅限单机）。",
+    "zero_stage": "训练阶段使用的 DeepSpeed ZeRO 阶段（0：不用 DeepSpeed；阶段 1 缓存始终不用它）。",
+    "offload_optimizer_device": "优化器状态放在哪里（ZeRO 1-3；nvme 仅限 ZeRO-3）。",
+    "offload_param_device": "模型参数放在哪里（ZeRO-3）。",
+    "offload_nvme_path": "卸载到 NVMe 时使用的文件夹。",
+    "pin_memory": "为卸载使用锁页内存。",
+    "zero3_init_flag": "以分片方式构建模型（ZeRO-3）。",
+    "ds_activation_checkpointing": "使用 DeepSpeed 且开启梯度检查点时：写入 activation_checkpointing 配置块（使用 DeepSpeed 的检查点）。",
+    "partition_activations": "把检查点保存的激活分片到各进程。",
+    "cpu_checkpointing": "把 DeepSpeed 检查点保存的激活放在 CPU 上。",
+    "contiguous_memory_optimization": "检查点使用连续的缓冲区。",
+    "overlap_comm": "通信与计算重叠。",
+    "contiguous_gradients": "梯度使用连续的缓冲区。",
+    "sub_group_size": "ZeRO-3 子组大小。",
+    "reduce_bucket_size": "梯度归约桶大小。",
+    "stage3_prefetch_bucket_size": "ZeRO-3 参数预取桶大小。",
+    "stage3_param_persistence_threshold": "ZeRO-3 常驻参数阈值（小于它的参数不分片）。",
+    "stage3_max_live_parameters": "ZeRO-3 同时保留在显存中的最大参数数。",
+    "stage3_max_reuse_distance": "ZeRO-3 参数复用距离。",
+    "gradient_clipping": "梯度范数裁剪（留空：不用 DeepSpeed 时不裁剪；用 DeepSpeed 时为 'auto'，accelerate 会设为 1.0）。",
+    "split_training": "先缓存文本/VAE 的输出（阶段 1），再只训练 Transformer（阶段 2）。",
+    "stages": "要运行的阶段，按顺序。",
+    "data_process_offload": "阶段 1（data_process）的显存用法。none：文本编码器和 VAE 同时放在 GPU 上；model：一次只放一个——先用文本编码器编码所有提示词，然后把它移回内存，再用 VAE 编码所有图片；sequential：权重留在内存中，一次只把一个模块送到 GPU（显存最省，速度较慢）。各模式得到的缓存完全相同；显存估算会给出所选模型在每种模式下的数值。",
+    "sample_prompts": "测试提示词（每行一个）。",
+    "sample_negative_prompt": "负向提示词。",
+    "sample_seed": "所有样图使用的种子。",
+    "sample_steps": "去噪步数。",
+    "sample_cfg": "无分类器引导（CFG）强度。",
+    "sample_height": "样图高度。",
+    "sample_width": "样图宽度。",
+    "sample_lora_scales": "LoRA 强度（0 = 基础模型），每个都在 -4 到 4 之间。",
+    "sample_every_n_steps": "训练中每 N 步渲染一次样图。",
+    "sample_cpu_offload": "采样阶段的显存用法。none：整个 pipeline 放在 GPU 上；model：一次一个组件（diffusers 的模型级 CPU 卸载；Transformer 仍整个上 GPU）；sequential：权重从内存中一次一个模块流式送到 GPU（diffusers 的逐模块 CPU 卸载；慢很多，显存最省，配合 sample_vae_tiling 更省）。显存估算会给出所选模型在每种模式下的数值。旧配置中的 true / false 分别表示 model / none。",
+    "sample_vae_tiling": "把样图分成相互重叠的小块解码，VAE 解码器的显存不再随图片尺寸增长。接缝会融合；像素与不分块解码略有差别。",
+}
+
+# Names that are not words to translate: products, libraries, units, formats, option values
+# a user types as they are.
+ALLOWED_WORDS = frozenset("""
+ZeroLoRA LoRA ZeRO DeepSpeed DDP AdamW Adam accelerate diffusers ComfyUI Gradio gradio
+GPU GPUs CPU RAM VAE NVMe nvme GB MB KB TB GiB MiB CUDA cuda JSON YAML CSV URL IP
+HF_TOKEN ModelScope modelscope huggingface Hugging Face Transformer transformer
+bf16 fp16 fp32 float32 torch cfg sft dit none cpu true false all no auto
+reference comfyui zip id ids png txt csv json jsonl yaml glob alpha CFG http https
+Qwen Z-Image FLUX klein token tokens vae
+""".split())
+# Option values that read as English words: allowed only where they stand as values (in
+# code spans, quotes, after "=" or between "|").
+
+
+def _strip_allowed(text: str) -> str:
+    text = re.sub(r"`[^`]*`", " ", text)
+    text = re.sub(r"'[^'\n]*'|\"[^\"\n]*\"", " ", text)
+    text = re.sub(r"<[^>]+>", " ", text)
+    text = re.sub(r"\S*[\d_./:\\{}\[\]@=-]\S*", " ", text)  # names, paths, numbers, ids
+    return text
+
+
+def english_left(text: str) -> list[str]:
+    """Words of ``text`` that read as untranslated English (see the module docstring)."""
+    words = re.findall(r"[A-Za-z][A-Za-z']+", _strip_allowed(str(text)))
+    return [w for w in words if w not in ALLOWED_WORDS and w not in FIELDS]
+
+
+Rule = tuple[re.Pattern, "str | Callable[[re.Match], str]"]
+_RULES_SRC: list[tuple[str, str]] = []
+
+
+def rule(pattern: str, zh: str) -> None:
+    _RULES_SRC.append((pattern, zh))
+
+
+# ------------------------------------------------------------------ statuses and small words
+STATUS_ZH = {"queued": "排队中", "running": "运行中", "succeeded": "已完成", "failed": "失败",
+             "stopped": "已停止", "skipped": "已跳过", "stopping": "正在停止"}
+STAGE_ZH = {"data_process": "data_process（缓存）", "train": "train（训练）",
+            "sample": "sample（采样）"}
+HISTORY_HEADERS_ZH = {"run id": "运行 ID", "name": "名称", "status": "状态", "stages": "阶段",
+                      "created": "创建时间", "time": "用时", "note": "备注"}
+
+# ------------------------------------------------------------------ validation: one field
+# "field: <pydantic message>[ at item N] (got X; allowed Y)"
+rule(r"input should be greater than or equal to (?P<n>\S+)", r"应大于或等于 \g<n>")
+rule(r"input should be less than or equal to (?P<n>\S+)", r"应小于或等于 \g<n>")
+rule(r"input should be greater than (?P<n>\S+)", r"应大于 \g<n>")
+rule(r"input should be less than (?P<n>\S+)", r"应小于 \g<n>")
+rule(r"input should be a multiple of (?P<n>\S+)", r"应为 \g<n> 的倍数")
+rule(r"input should be a valid integer, unable to parse string as an integer",
+     "应为整数，无法把这段文字解析成整数")
+rule(r"input should be a valid integer, got a number with a fractional part",
+     "应为整数，不能带小数部分")
+rule(r"input should be a valid integer", "应为整数")
+rule(r"input should be a valid number, unable to parse string as a number",
+     "应为数字，无法把这段文字解析成数字")
+rule(r"input should be a valid number", "应为数字")
+rule(r"input should be a valid boolean, unable to interpret input",
+     "应为布尔值，无法识别这个输入")
+rule(r"input should be a valid boolean", "应为布尔值")
+rule(r"input should be a valid string", "应为文本")
+rule(r"input should be a valid list", "应为列表")
+rule(r"input should be (?P<v>'[^']*'(?:, '[^']*')*) or (?P<w>'[^']*')",
+     r"应为 \g<v> 或 \g<w> 之一")
+rule(r"input should be (?P<v>'[^']*')", r"应为 \g<v>")
+rule(r"string should have at most (?P<n>\d+) characters?", r"文字最多 \g<n> 个字符")
+rule(r"string should have at least (?P<n>\d+) characters?", r"文字至少 \g<n> 个字符")
+rule(r"string should match pattern (?P<p>'[^']*')", r"格式应符合 \g<p>")
+rule(r"list should have at least (?P<n>\d+) items? after validation, not (?P<m>\d+)",
+     r"列表至少要有 \g<n> 项，当前为 \g<m> 项")
+rule(r"value error, not a registered model family", "不是已注册的模型系列")
+rule(r"not in the expected form", "格式不对")
+rule(r" at item (?P<n>\d+)", r"（第 \g<n> 项）")
+rule(r"unknown option \(got (?P<g>.*?); allowed: the fields of the run schema; did you mean "
+     r"(?P<s>\S+)\?\)", r"未知选项（当前：\g<g>；允许：运行配置中的字段；是不是想写 \g<s>？）")
+rule(r"unknown option \(got (?P<g>.*?); allowed: the fields of the run schema\)",
+     r"未知选项（当前：\g<g>；允许：运行配置中的字段）")
+rule(r"unknown option \(got (?P<g>.*?); allowed: see --help; did you mean (?P<s>\S+)\?\)",
+     r"未知选项（当前：\g<g>；允许：见 --help；是不是想写 \g<s>？）")
+rule(r"unknown option \(got (?P<g>.*?); allowed: see --help\)",
+     r"未知选项（当前：\g<g>；允许：见 --help）")
+rule(r"secrets are never stored in run configs \(got a value; allowed: set HF_TOKEN or "
+     r"MODELSCOPE_API_TOKEN in the environment\)",
+     "运行配置从不保存密钥（当前：填了一个值；允许：在环境变量中设置 HF_TOKEN 或 "
+     "MODELSCOPE_API_TOKEN）")
+rule(r"not a number \(got (?P<g>.*?); allowed comma-separated numbers, e\.g\. 0, 0\.5, 1\)",
+     r"不是数字（当前：\g<g>；允许：逗号分隔的数字，例如 0, 0.5, 1）")
+# the allowed part of a one-field problem (backend.config._allowed)
+rule(r"all or comma-separated GPU numbers like 0,1", "all，或逗号分隔的 GPU 编号，如 0,1")
+rule(r"an http\(s\) URL", "http(s) 网址")
+rule(r"at least (?P<n>\d+) item\(s\)", r"至少 \g<n> 项")
+rule(r"at most (?P<n>\d+) characters", r"最多 \g<n> 个字符")
+rule(r"non-empty text", "非空文字")
+rule(r"a multiple of (?P<n>\d+)", r"\g<n> 的倍数")
+rule(r"a list of (?P<v>[^;)]+?)(?= or empty|\)|;|$)", r"由 \g<v> 组成的列表")
+rule(r"(?P<a>[≥>] \S+) and (?P<b>≤ \S+)", r"\g<a> 且 \g<b>")
+rule(r"\ban integer\b", "整数")
+rule(r"\ba number\b", "数字")
+rule(r"(?<=allowed )text\b", "文字")
+rule(r" or empty\)", "，或留空)")
+
+# ------------------------------------------------------------------ validation: rules between fields
+rule(r"parameter offload needs ZeRO-3 \(got (?P<g>\S+) with zero_stage (?P<z>\S+); allowed "
+     r"none unless zero_stage is 3\)",
+     r"参数卸载需要 ZeRO-3（当前：\g<g>，zero_stage 为 \g<z>；允许：zero_stage 为 3 时才可卸载，"
+     r"否则为 `none`）")
+rule(r"optimizer offload needs DeepSpeed \(got (?P<g>\S+) with zero_stage 0; allowed none "
+     r"unless zero_stage is 1-3\)",
+     r"优化器卸载需要 DeepSpeed（当前：\g<g>，zero_stage 为 0；允许：zero_stage 为 1-3 时才可卸载，"
+     r"否则为 `none`）")
+rule(r"nvme offload needs ZeRO-3 \(got 'nvme' with zero_stage (?P<z>\S+); allowed none \| cpu\)",
+     r"卸载到 NVMe 需要 ZeRO-3（当前：'nvme'，zero_stage 为 \g<z>；允许：none | cpu）")
+rule(r"nvme offload needs a folder \(got None; allowed a writable folder on an NVMe drive\)",
+     "卸载到 NVMe 需要一个文件夹（当前：未设置；允许：NVMe 硬盘上可写的文件夹）")
+rule(r"applies to DeepSpeed activation checkpointing only \(got true with zero_stage (?P<z>\S+), "
+     r"use_gradient_checkpointing (?P<u>\S+), ds_activation_checkpointing (?P<d>\S+); allowed "
+     r"false, or zero_stage ≥ 1 with both checkpointing options on\)",
+     r"只对 DeepSpeed 激活检查点生效（当前：true，zero_stage 为 \g<z>，use_gradient_checkpointing "
+     r"为 \g<u>，ds_activation_checkpointing 为 \g<d>；允许：false，或 zero_stage ≥ 1 且两个检查点选项都打开）")
+rule(r"DeepSpeed activation checkpointing replaces torch checkpointing here \(got true with "
+     r"zero_stage (?P<z>\S+) and ds_activation_checkpointing true; allowed false -- use "
+     r"cpu_checkpointing -- or ds_activation_checkpointing false\)",
+     r"这里由 DeepSpeed 激活检查点代替 torch 检查点（当前：true，zero_stage 为 \g<z>，"
+     r"ds_activation_checkpointing 为 true；允许：false——改用 cpu_checkpointing——或把 "
+     r"ds_activation_checkpointing 设为 false）")
+rule(r"(?P<m>\S+) machines need the main machine's address \(got None; allowed a host name or "
+     r"IP reachable from every machine\)",
+     r"\g<m> 台机器需要主机地址（当前：未设置；允许：每台机器都能访问的主机名或 IP）")
+rule(r"(?P<m>\S+) machines need a fixed port \(got 0; allowed 1024-65535\)",
+     r"\g<m> 台机器需要固定端口（当前：0；允许：1024-65535）")
+rule(r"ports below 1024 are reserved \(got (?P<g>\S+); allowed 0 or 1024-65535\)",
+     r"1024 以下的端口是保留端口（当前：\g<g>；允许：0 或 1024-65535）")
+rule(r"must be below num_machines \(got (?P<g>\S+); allowed 0\.\.(?P<n>\S+)\)",
+     r"必须小于 num_machines（当前：\g<g>；允许：0..\g<n>）")
+rule(r"at least one process per machine \(got (?P<g>\S+); allowed ≥ (?P<n>\S+)\)",
+     r"每台机器至少一个进程（当前：\g<g>；允许：≥ \g<n>）")
+rule(r"must split evenly over (?P<m>\S+) machines \(got (?P<g>\S+); allowed a multiple of "
+     r"(?P<n>\S+)\)",
+     r"必须能平均分到 \g<m> 台机器上（当前：\g<g>；允许：\g<n> 的倍数）")
+rule(r"repeated GPU \(got (?P<g>.+?); allowed distinct ids\)",
+     r"GPU 编号重复（当前：\g<g>；允许：互不相同的编号）")
+rule(r"fewer GPUs than processes per machine \(got (?P<g>.+?) for (?P<n>\S+) process\(es\); "
+     r"allowed all or ≥ (?P<k>\S+) ids\)",
+     r"GPU 数少于每台机器的进程数（当前：\g<g>，\g<n> 个进程；允许：all 或至少 \g<k> 个编号）")
+rule(r"set height and width together for a fixed size \(got height=(?P<h>\S+), "
+     r"width=(?P<w>\S+); allowed both or neither\)",
+     r"固定尺寸需要同时设置高度和宽度（当前：height=\g<h>，width=\g<w>；允许：都设置或都不设置）")
+rule(r"needs use_gradient_checkpointing \(got true with checkpointing off; allowed false, or "
+     r"turn checkpointing on\)",
+     "需要打开 use_gradient_checkpointing（当前：true，但梯度检查点没开；允许：false，或打开梯度检查点）")
+rule(r"no model source \(got None; allowed model_id:glob list, a local path, or model_paths\)",
+     "没有模型来源（当前：未设置；允许：model_id:glob 列表、本地路径或 model_paths）")
+rule(r"must be a JSON list of paths \(got (?P<g>.*?); allowed e\.g\. (?P<e>\[.*\])\)",
+     r"必须是路径的 JSON 列表（当前：\g<g>；允许：例如 \g<e>）")
+rule(r"at least one module name \(got (?P<g>.*?); allowed e\.g\. to_q,to_k,to_v\)",
+     r"至少需要一个模块名（当前：\g<g>；允许：例如 to_q,to_k,to_v）")
+rule(r"a cap below the step target cuts it short \(got (?P<a>\S+) with max_train_steps "
+     r"(?P<b>\S+); allowed empty or ≥ (?P<c>\S+)\)",
+     r"上限低于训练步数目标，会提前截断（当前：\g<a>，max_train_steps 为 \g<b>；允许：留空或 ≥ \g<c>）")
+rule(r"only step checkpoints are pruned \(got (?P<g>\S+) without save_steps; allowed with "
+     r"save_steps\)",
+     r"只会清理按步保存的检查点（当前：\g<g>，但没设置 save_steps；允许：与 save_steps 一起使用）")
+rule(r"set either resume_from or lora_checkpoint \(got both; allowed one: a saved state "
+     r"already holds the LoRA\)",
+     "resume_from 和 lora_checkpoint 只能设置一个（当前：两个都设置了；允许：其中一个——保存的训练状态里已经包含 LoRA）")
+rule(r"must be in order data_process, train, sample without repeats \(got (?P<g>.*?); allowed "
+     r"a subset of (?P<a>\[.*?\]) in that order\)",
+     r"必须按 data_process、train、sample 的顺序且不重复（当前：\g<g>；允许：\g<a> 中按此顺序的子集）")
+rule(r"data_process runs only with split_training \(got data_process with split_training "
+     r"false; allowed train, sample\)",
+     "data_process 只在 split_training 打开时运行（当前：有 data_process，但 split_training 为 false；"
+     "允许：train、sample）")
+rule(r"a dataset folder is required \(got ''; allowed the cache folder written by data_process\)",
+     "需要数据集文件夹（当前：''；允许：data_process 写出的缓存文件夹）")
+rule(r"a dataset folder is required \(got ''; allowed an existing dataset folder\)",
+     "需要数据集文件夹（当前：''；允许：一个已存在的数据集文件夹）")
+rule(r"the sample stage needs at least one prompt \(got (?P<g>.*?); allowed one or more "
+     r"non-empty prompts\)",
+     r"采样阶段至少需要一个提示词（当前：\g<g>；允许：一个或多个非空提示词）")
+rule(r"scales must lie between (?P<lo>\S+) and (?P<hi>\S+) \(got (?P<g>.*?); allowed e\.g\. "
+     r"0, 0\.5, 1\)",
+     r"强度必须在 \g<lo> 到 \g<hi> 之间（当前：\g<g>；允许：例如 0, 0.5, 1）")
+rule(r"renders during training \(got (?P<g>\S+) without the train stage; allowed empty\)",
+     r"在训练过程中渲染（当前：\g<g>，但没有 train 阶段；允许：留空）")
+# the generic tail of a one-field problem, after its parts above
+rule(r"\s*\(got (?P<g>.*); allowed (?P<a>[^;]*)\)$", r"（当前：\g<g>；允许：\g<a>）")
+rule(r"，或留空\)", "，或留空）")
+
+# ------------------------------------------------------------------ problems summary
+rule(r"^✓ No problems\.$", "✓ 没有问题。")
+rule(r"^✗ \*\*(?P<n>\d+) problem\(s\)\*\* — fix them before starting:$",
+     r"✗ **\g<n> 个问题**——改好后才能开始：")
+rule(r"^Invalid run config(?P<w> in \S+)?:$", r"运行配置有误\g<w>：")
+rule(r"(?<=运行配置有误) in (?P<w>\S+)", r"（\g<w>）")
+
+# ------------------------------------------------------------------ memory estimate
+rule(r"^\*\*Memory estimate\*\* for this machine \((?P<w>.*)\):$", r"**显存估算**（本机：\g<w>）：")
+rule(r"^\*\*Memory estimate\*\* unavailable: (?P<e>.*)$", r"**显存估算**暂不可用：\g<e>")
+rule(r"(?P<n>\d+) GPU\(s\), (?P<g>\S+) GB each", r"\g<n> 块 GPU，每块 \g<g> GB")
+rule(r"no GPU \(CPU run\)", "没有 GPU，在 CPU 上运行")
+rule(r", (?P<g>\S+) GB RAM(?=[)）])", r"，内存 \g<g> GB")
+rule(r"^Recommended preset here: \*\*(?P<p>\S+)\*\*$", r"本机推荐的预设：**\g<p>**")
+rule(r"^(?P<h>\d+)x(?P<w>\d+) \((?P<i>\d+) image \+ (?P<t>\d+) text tokens\), LoRA "
+     r"(?P<l>\S+) M parameters, checkpointing (?P<c>\S+)$",
+     r"\g<h>x\g<w>（\g<i> 个图像 token + \g<t> 个文本 token），LoRA 参数 \g<l> M，检查点方式 `\g<c>`")
+rule(r"^\((?P<c>.*): config\.json not found locally; sizes of the published model\)$",
+     r"（\g<c>：本地没有 config.json；按官方发布模型的尺寸估算）")
+rule(r"^(?P<s>\w+): (?P<w>GPU|CPU run) (?P<g>\S+) GB(?P<p> \(.*\))?; host RAM (?P<r>\S+) GB$",
+     lambda m: f"`{m['s']}`：{'GPU' if m['w'] == 'GPU' else 'CPU 运行'} {m['g']} GB"
+               f"{_parts_zh(m['p'] or '')}；内存 {m['r']} GB")
+rule(r"Does not fit a (?P<g>\S+) GB GPU: ", r"放不进 \g<g> GB 的 GPU：")
+rule(r"Does not fit in host RAM: ", "内存不够：")
+rule(r"Does not fit: CPU run, ", "放不下：CPU 运行，")
+rule(r"Fits: CPU run, ", "放得下：CPU 运行，")
+rule(r"Fits a (?P<g>\S+) GB GPU: the largest stage, (?P<s>\w+), needs about (?P<n>\S+) GB",
+     r"放得进 \g<g> GB 的 GPU：最大的阶段 `\g<s>` 约需 \g<n> GB")
+rule(r" \(tight: under 10% headroom\)", "（偏紧：余量不到 10%）")
+rule(r"(?P<s>\w+) needs about (?P<n>\S+) GB \(largest part: (?P<p>[^)]+)\)",
+     lambda m: f"`{m['s']}` 约需 {m['n']} GB（最大的部分：{PARTS_ZH.get(m['p'], m['p'])}）")
+rule(r" Within it: (?P<l>.*?)\.(?= |$)", lambda m: " 放得下的：" + re.sub(
+    r"(\w+) (\S+ GB)", r"`\1` \2", m["l"]).replace(", ", "，") + "。")
+rule(r"host RAM about (?P<n>\S+) GB \((?P<s>\w+)\)(?: of (?P<t>\S+) GB)?",
+     lambda m: f"内存约 {m['n']} GB（`{m['s']}`）" + (f"，共 {m['t']} GB" if m['t'] else ""))
+rule(r"Stage 1 holds the text encoder and VAE on the GPU: set data_process_offload to model "
+     r"\(one at a time\) or sequential \(module by module\)\.",
+     "阶段 1 把文本编码器和 VAE 同时放在 GPU 上：把 data_process_offload 设为 `model`"
+     "（一次一个）或 `sequential`（逐模块）。")
+rule(r"Stage 1 holds a whole encoder on the GPU: set data_process_offload to sequential "
+     r"\(module by module\)\.",
+     "阶段 1 把整个编码器放在 GPU 上：把 data_process_offload 设为 `sequential`（逐模块）。")
+rule(r"Stage 1 already streams its weights \(data_process_offload sequential\): lower "
+     r"max_pixels \(or height/width\)\.",
+     "阶段 1 已经在逐模块传输权重（data_process_offload 为 `sequential`）：请调低 max_pixels"
+     "（或 height/width）。")
+rule(r"Try preset (?P<p>\S+)\.", r"试试预设 \g<p>。")
+rule(r"Sampling holds whole components on the GPU: set sample_cpu_offload to sequential \(and "
+     r"sample_vae_tiling on\), or leave the sample stage out\.",
+     "采样时整个组件都放在 GPU 上：把 sample_cpu_offload 设为 `sequential`（并打开 "
+     "sample_vae_tiling），或者不运行采样阶段。")
+rule(r"The VAE decoder's activations are the peak: turn sample_vae_tiling on\.",
+     "峰值来自 VAE 解码器的激活：打开 sample_vae_tiling。")
+rule(r"Lower sample_height/sample_width, or leave the sample stage out\.",
+     "调低 sample_height/sample_width，或者不运行采样阶段。")
+rule(r"(?<=[）\u4e00-\u9fffB])\.(?= |$)", "。")
+rule(r"(?<=）); ", "；")
+rule(r"。 ", "。")
+rule(r"。?\s*\(内存(?P<r>.*)\)$", r"。（内存\g<r>）")
+
+# the parts of a stage's estimate (backend.estimator: StageEstimate.gpu / .host keys)
+PARTS_ZH = {
+    "base weights": "基础模型权重", "base weights (offloaded)": "基础模型权重（已卸载）",
+    "text encoder weights": "文本编码器权重", "vae weights": "VAE 权重",
+    "transformer weights": "Transformer 权重", "lora weights": "LoRA 权重",
+    "gathered parameters": "聚合的参数", "persistent parameters": "常驻参数",
+    "lora + adamw": "LoRA + AdamW", "ddp buckets": "DDP 缓冲桶", "lora grads": "LoRA 梯度",
+    "adamw (offloaded)": "AdamW（已卸载）", "adamw": "AdamW", "reduce bucket": "归约桶",
+    "activations": "激活", "checkpointed inputs": "检查点输入",
+    "checkpointed inputs (offloaded)": "检查点输入（已卸载）", "backward buffers": "反向缓冲区",
+    "loading": "加载", "loading (not reused)": "加载（不复用）", "text encode": "文本编码",
+    "vae encode": "VAE 编码", "denoise": "去噪", "vae decode": "VAE 解码",
+    "vae decode (tiled)": "VAE 分块解码",
+    "text encoder: largest module": "文本编码器：最大模块", "vae: largest module": "VAE：最大模块",
+}
+
+
+def _parts_zh(text: str) -> str:
+    inner = text.strip()[1:-1] if text.strip() else ""
+    if not inner:
+        return ""
+    parts = []
+    for item in inner.split(", "):
+        name, _, size = item.rpartition(" ")
+        parts.append(f"{PARTS_ZH.get(name, name)} {size}")
+    return "（" + "，".join(parts) + "）"
+
+
+# ------------------------------------------------------------------ compiled
+RULES: list[Rule] = [(re.compile(p), zh) for p, zh in _RULES_SRC]
+
+
+def _apply(text: str) -> str:
+    for pattern, zh in RULES:
+        text = pattern.sub(zh, text)
+    return text
+
+
+def translate(text: str) -> str | None:
+    """The Chinese of one line the backend wrote, or None when part of it stays English.
+
+    A problem line ``field: problem`` keeps its field name (the CLI's word) in front."""
+    text = str(text)
+    if not text.strip():
+        return text
+    word = STATUS_ZH.get(text.strip()) or HISTORY_HEADERS_ZH.get(text.strip())
+    if word:
+        return word
+    head, sep, rest = text.partition(": ")
+    if sep and re.fullmatch(r"[\w'\"]+", head):
+        out = f"{head}：{_apply(rest)}"
+    else:
+        out = _apply(text)
+    return None if english_left(out) else out
+
+
+def bilingual(text: str) -> str:
+    """One line of Markdown as both languages (the page shows one); as-is without Chinese."""
+    text = str(text)
+    zh = translate(text)
+    if zh is None or zh == text:
+        return text
+    return f'<span class="zl-en">{text}</span><span class="zl-zh">{zh}</span>'
+
+
+def bilingual_md(markdown: str) -> str:
+    """Every line of a Markdown text through ``bilingual`` (list markers stay outside)."""
+    out = []
+    for line in str(markdown).split("\n"):
+        m = re.match(r"^(\s*(?:[-*] |\d+\. |⚠ |#+ )?)(.*)$", line)
+        lead, body = m.group(1), m.group(2)
+        out.append(lead + bilingual(body) if body.strip() else line)
+    return "\n".join(out)
+
+
+def bilingual_plain(text: str) -> str:
+    """Plain text (a table cell) as HTML with both languages."""
+    zh = translate(text)
+    en = html.escape(str(text))
+    if zh is None or zh == text:
+        return en
+    return f'<span class="zl-en">{en}</span><span class="zl-zh">{html.escape(zh)}</span>'
+
+
+# The page shows one language: the language switch sets data-zl-lang on <html>.
+LANG_CSS = """
+html:not([data-zl-lang="zh"]) .zl-zh {display: none !important;}
+html[data-zl-lang="zh"] .zl-en {display: none !important;}
+"""
