@@ -143,18 +143,21 @@ def _bind_app_events(ctx: Ctx, demo: gr.Blocks, lang_en, lang_zh, lang: str | No
         """gradio's tab bar does not follow a language change: relabel it in plain text."""
         table = {"en": EN, "zh": ZH}.get((chosen or "").strip())
         if table is None:
-            return [gr.skip()] * len(tabs)
-        return [gr.Tab(label=table[key]) for _, key, _ in TABS]
+            return [gr.skip()] * (len(tabs) + 1)
+        # The language also goes into lang_box, for text the server draws per language.
+        return [gr.Tab(label=table[key]) for _, key, _ in TABS] + [chosen.strip()]
 
     for button, code in ((lang_en, "en"), (lang_zh, "zh")):
-        button.click(tab_labels, inputs=[c["lang_box"]], outputs=tabs,
+        button.click(tab_labels, inputs=[c["lang_box"]], outputs=tabs + [c["lang_box"]],
                      js=f"(x) => {{ window.zlSetLang && window.zlSetLang('{code}', true); "
                         f"return '{code}'; }}", show_progress="hidden",
                      api_visibility="private")
     default = f"window.zlDefaultLang = {json.dumps(lang)};" if lang else ""
     demo.load(None, js=LANG_JS.replace("async () => {", "async () => {" + default, 1))
-    demo.load(tab_labels, inputs=[c["lang_box"]], outputs=tabs, show_progress="hidden",
-              js=f"(x) => localStorage.getItem('zerolora-lang') || {json.dumps(lang or '')}",
+    demo.load(tab_labels, inputs=[c["lang_box"]], outputs=tabs + [c["lang_box"]],
+              show_progress="hidden",
+              js=f"(x) => localStorage.getItem('zerolora-lang') || {json.dumps(lang or '')} || "
+                 f"((navigator.language || '').toLowerCase().startsWith('zh') ? 'zh' : 'en')",
               api_visibility="private")
 
     # Reattach to the run this browser was following.

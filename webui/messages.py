@@ -11,7 +11,7 @@ follows the language the browser picked without the server knowing it.
 
 ``english_left`` is the rule of what counts as untranslated: words of two or more Latin
 letters outside code spans and quotes that are not option names, file names, units or
-product names (``ALLOWED_WORDS``). ``tests/test_i18n.py`` applies it to everything the UI
+product names (``ALLOWED_WORDS``) nor a field's choices. ``tests/test_i18n.py`` applies it to everything the UI
 can show.
 """
 from __future__ import annotations
@@ -114,7 +114,7 @@ ZH_HELP: dict[str, str] = {
     "task": "sft：每步都编码文本和图片；sft:data_process：阶段 1（缓存）；sft:train：阶段 2（用缓存训练）。由运行计划按阶段设置。",
     "output_path": "检查点写入的位置（阶段 1：缓存文件夹）。由运行计划按阶段设置。",
     "resume_from": "从这个已保存的训练状态文件夹（output/state）继续训练。",
-    "progress_file": "JSON Lines 格式的进度事件文件（默认：output_path/progress.jsonl）。",
+    "progress_file": "JSONL 格式的进度事件文件（默认：output_path/progress.jsonl）。",
     "read_roots": "各阶段可以读取文件的文件夹（运行自己的文件夹除外）；由 Web 服务器为非管理员的登录用户设置，用户不能设置。留空：不限制（backend/readgate.py）。",
     "model_family": "模型系列（即模型架构）。不填时，根据模型来源自动识别（已知的 model id，或其 config.json 中的 _class_name）。",
     "model_id_with_origin_paths": "逗号分隔的 model_id:glob，解析为 {models_dir}/{model_id}/{glob}（在最后一个冒号处拆分）；已存在的本地路径（文件、组件文件夹或整个 pipeline 文件夹）按路径使用。",
@@ -198,12 +198,12 @@ ZH_HELP: dict[str, str] = {
 # Names that are not words to translate: products, libraries, units, formats, option values
 # a user types as they are.
 ALLOWED_WORDS = frozenset("""
-ZeroLoRA LoRA ZeRO DeepSpeed DDP AdamW Adam accelerate diffusers ComfyUI Gradio gradio
+ZeroLoRA LoRA ZeRO DeepSpeed DDP AdamW Adam accelerate launch diffusers ComfyUI Gradio gradio
 GPU GPUs CPU RAM VAE NVMe nvme GB MB KB TB GiB MiB CUDA cuda JSON YAML CSV URL IP
-HF_TOKEN ModelScope modelscope huggingface Hugging Face Transformer transformer
+HF_TOKEN ModelScope modelscope huggingface Hugging Face Transformer transformer JSONL
 bf16 fp16 fp32 float32 torch cfg sft dit none cpu true false all no auto
-reference comfyui zip id ids png txt csv json jsonl yaml glob alpha CFG http https
-Qwen Z-Image FLUX klein token tokens vae
+reference comfyui zip id ids KiB TiB png txt csv json jsonl yaml glob alpha CFG http https
+Qwen Z-Image FLUX klein token tokens vae epoch pipeline DataLoader Web
 """.split())
 # Option values that read as English words: allowed only where they stand as values (in
 # code spans, quotes, after "=" or between "|").
@@ -217,10 +217,22 @@ def _strip_allowed(text: str) -> str:
     return text
 
 
+def _choice_words() -> frozenset[str]:
+    """Every field's choices (the values a user picks as they are, e.g. sequential)."""
+    from backend.config import field_meta
+    return frozenset(str(c) for n in FIELDS for c in field_meta(n).get("choices", ()))
+
+
+_CHOICES: list[frozenset[str]] = []
+
+
 def english_left(text: str) -> list[str]:
     """Words of ``text`` that read as untranslated English (see the module docstring)."""
+    if not _CHOICES:
+        _CHOICES.append(_choice_words())
     words = re.findall(r"[A-Za-z][A-Za-z']+", _strip_allowed(str(text)))
-    return [w for w in words if w not in ALLOWED_WORDS and w not in FIELDS]
+    return [w for w in words if w not in ALLOWED_WORDS and w not in FIELDS
+            and w not in _CHOICES[0]]
 
 
 Rule = tuple[re.Pattern, "str | Callable[[re.Match], str]"]
@@ -284,20 +296,6 @@ rule(r"secrets are never stored in run configs \(got a value; allowed: set HF_TO
      "MODELSCOPE_API_TOKEN）")
 rule(r"not a number \(got (?P<g>.*?); allowed comma-separated numbers, e\.g\. 0, 0\.5, 1\)",
      r"不是数字（当前：\g<g>；允许：逗号分隔的数字，例如 0, 0.5, 1）")
-# the allowed part of a one-field problem (backend.config._allowed)
-rule(r"all or comma-separated GPU numbers like 0,1", "all，或逗号分隔的 GPU 编号，如 0,1")
-rule(r"an http\(s\) URL", "http(s) 网址")
-rule(r"at least (?P<n>\d+) item\(s\)", r"至少 \g<n> 项")
-rule(r"at most (?P<n>\d+) characters", r"最多 \g<n> 个字符")
-rule(r"non-empty text", "非空文字")
-rule(r"a multiple of (?P<n>\d+)", r"\g<n> 的倍数")
-rule(r"a list of (?P<v>[^;)]+?)(?= or empty|\)|;|$)", r"由 \g<v> 组成的列表")
-rule(r"(?P<a>[≥>] \S+) and (?P<b>≤ \S+)", r"\g<a> 且 \g<b>")
-rule(r"\ban integer\b", "整数")
-rule(r"\ba number\b", "数字")
-rule(r"(?<=allowed )text\b", "文字")
-rule(r" or empty\)", "，或留空)")
-
 # ------------------------------------------------------------------ validation: rules between fields
 rule(r"parameter offload needs ZeRO-3 \(got (?P<g>\S+) with zero_stage (?P<z>\S+); allowed "
      r"none unless zero_stage is 3\)",
@@ -363,7 +361,7 @@ rule(r"set either resume_from or lora_checkpoint \(got both; allowed one: a save
      r"already holds the LoRA\)",
      "resume_from 和 lora_checkpoint 只能设置一个（当前：两个都设置了；允许：其中一个——保存的训练状态里已经包含 LoRA）")
 rule(r"must be in order data_process, train, sample without repeats \(got (?P<g>.*?); allowed "
-     r"a subset of (?P<a>\[.*?\]) in that order\)",
+     r"a subset of (?P<a>.*?) in that order\)",
      r"必须按 data_process、train、sample 的顺序且不重复（当前：\g<g>；允许：\g<a> 中按此顺序的子集）")
 rule(r"data_process runs only with split_training \(got data_process with split_training "
      r"false; allowed train, sample\)",
@@ -381,6 +379,20 @@ rule(r"scales must lie between (?P<lo>\S+) and (?P<hi>\S+) \(got (?P<g>.*?); all
      r"强度必须在 \g<lo> 到 \g<hi> 之间（当前：\g<g>；允许：例如 0, 0.5, 1）")
 rule(r"renders during training \(got (?P<g>\S+) without the train stage; allowed empty\)",
      r"在训练过程中渲染（当前：\g<g>，但没有 train 阶段；允许：留空）")
+# the allowed part of a one-field problem (backend.config._allowed)
+rule(r"all or comma-separated GPU numbers like 0,1", "all，或逗号分隔的 GPU 编号，如 0,1")
+rule(r"an http\(s\) URL", "http(s) 网址")
+rule(r"at least (?P<n>\d+) item\(s\)", r"至少 \g<n> 项")
+rule(r"at most (?P<n>\d+) characters", r"最多 \g<n> 个字符")
+rule(r"non-empty text", "非空文字")
+rule(r"a multiple of (?P<n>\d+)", r"\g<n> 的倍数")
+rule(r"a list of (?P<v>[^;)]+?)(?= or empty|\)|;|$)", r"由 \g<v> 组成的列表")
+rule(r"(?P<a>[≥>] \S+) and (?P<b>≤ \S+)", r"\g<a> 且 \g<b>")
+rule(r"\ban integer\b", "整数")
+rule(r"\ba number\b", "数字")
+rule(r"(?<=allowed )text\b", "文字")
+rule(r" or empty\)", "，或留空)")
+
 # the generic tail of a one-field problem, after its parts above
 rule(r"\s*\(got (?P<g>.*); allowed (?P<a>[^;]*)\)$", r"（当前：\g<g>；允许：\g<a>）")
 rule(r"，或留空\)", "，或留空）")
@@ -473,6 +485,24 @@ def _parts_zh(text: str) -> str:
     return "（" + "，".join(parts) + "）"
 
 
+# ------------------------------------------------------------------ runs & downloads
+rule(r"^Run (?P<id>`[^`]+`) — \*\*(?P<st>\w+)\*\* · folder (?P<f>`[^`]*`) · disk (?P<d>.+)$",
+     lambda m: f"运行 {m['id']} — **{STATUS_ZH.get(m['st'], m['st'])}** · 文件夹 {m['f']} · "
+               f"磁盘 {m['d']}")
+rule(r"^Checkpoints: none yet$", "检查点：还没有")
+rule(r"^Checkpoints: ", "检查点：")
+rule(r"^Failure: ", "失败原因：")
+rule(r"^(?P<x>✗ )?Choose a run first\.$", r"\g<x>请先选择一个运行。")
+rule(r"^Tick the box to confirm the deletion first\.$", "请先勾选确认框，再删除。")
+rule(r"^✗ This run's settings no longer validate:$", "✗ 这个运行的设置已无法通过校验：")
+rule(r"^✓ The form now holds the settings of run (?P<id>`[^`]+`): change what you like and "
+     r"press \*\*Start training\*\* for a new run\.$",
+     r"✓ 表单里现在是运行 \g<id> 的设置：按需修改后，点 **开始训练** 即可开始新的运行。")
+rule(r"^✓ (?P<f>`[^`]+`) \((?P<s>[^)]+)\) — use the download link above\.$",
+     r"✓ \g<f>（\g<s>）—— 请用上方的下载链接。")
+rule(r"^Deleted run (?P<id>`[^`]+`) and its files\.$", r"已删除运行 \g<id> 及其文件。")
+rule(r"^Showing run (?P<id>`[^`]+`)\.$", r"正在显示运行 \g<id>。")
+
 # ------------------------------------------------------------------ compiled
 RULES: list[Rule] = [(re.compile(p), zh) for p, zh in _RULES_SRC]
 
@@ -493,11 +523,11 @@ def translate(text: str) -> str | None:
     word = STATUS_ZH.get(text.strip()) or HISTORY_HEADERS_ZH.get(text.strip())
     if word:
         return word
+    out = _apply(text)
     head, sep, rest = text.partition(": ")
     if sep and re.fullmatch(r"[\w'\"]+", head):
-        out = f"{head}：{_apply(rest)}"
-    else:
-        out = _apply(text)
+        out = f"{head}：{_apply(rest)}" if english_left(out) else \
+            out.replace(f"{head}: ", f"{head}：", 1)
     return None if english_left(out) else out
 
 
