@@ -20,6 +20,7 @@ import html
 import re
 from typing import Callable
 
+from backend import rundir
 from backend.config import FIELDS
 
 # Chinese labels and help lines of every schema field.
@@ -114,7 +115,7 @@ ZH_HELP: dict[str, str] = {
     "task": "sft：每步都编码文本和图片；sft:data_process：阶段 1（缓存）；sft:train：阶段 2（用缓存训练）。由运行计划按阶段设置。",
     "output_path": "检查点写入的位置（阶段 1：缓存文件夹）。由运行计划按阶段设置。",
     "resume_from": "从这个已保存的训练状态文件夹（output/state）继续训练。",
-    "progress_file": "JSONL 格式的进度事件文件（默认：output_path/progress.jsonl）。",
+    "progress_file": f"JSONL 格式的进度事件文件（默认：output_path/{rundir.PROGRESS}）。",
     "read_roots": "各阶段可以读取文件的文件夹（运行自己的文件夹除外）；由 Web 服务器为非管理员的登录用户设置，用户不能设置。留空：不限制（backend/readgate.py）。",
     "model_family": "模型系列（即模型架构）。不填时，根据模型来源自动识别（已知的 model id，或其 config.json 中的 _class_name）。",
     "model_id_with_origin_paths": "逗号分隔的 model_id:glob，解析为 {models_dir}/{model_id}/{glob}（在最后一个冒号处拆分）；已存在的本地路径（文件、组件文件夹或整个 pipeline 文件夹）按路径使用。",
@@ -123,7 +124,7 @@ ZH_HELP: dict[str, str] = {
     "download_source": "缺少的模型文件从哪里下载。",
     "hub_endpoint": "下载来源的镜像地址。",
     "models_dir": "存放下载模型的文件夹，结构为 {models_dir}/{model_id}/{glob}（环境变量 ZEROLORA_MODELS_DIR 会替换默认值）。",
-    "offline": "完全不联网；缺少文件时直接报错。",
+    "offline": "从不联网；缺少文件即报错。",
     "dataset_base_path": "数据集文件夹（阶段 2 中为缓存文件夹）。",
     "dataset_metadata_path": "metadata.csv/json/jsonl；留空：使用 dataset_base_path 中的图片 + 同名 .txt 描述（sft:train 时为缓存文件夹）。",
     "data_file_keys": "元数据中按文件读取的列。",
@@ -203,7 +204,7 @@ GPU GPUs CPU RAM VAE NVMe nvme GB MB KB TB GiB MiB CUDA cuda JSON YAML CSV URL I
 HF_TOKEN ModelScope modelscope huggingface Hugging Face Transformer transformer JSONL
 bf16 fp16 fp32 float32 torch cfg sft dit none cpu true false all no auto
 reference comfyui zip id ids KiB TiB png txt csv json jsonl yaml glob alpha CFG http https
-Qwen Z-Image FLUX klein token tokens vae epoch pipeline DataLoader Web
+token tokens vae epoch pipeline DataLoader Web
 """.split())
 # Option values that read as English words: allowed only where they stand as values (in
 # code spans, quotes, after "=" or between "|").
