@@ -202,3 +202,82 @@ def test_history_headers_and_status_words_have_chinese():
     row = table.value["data"][0]
     assert '<span class="zl-zh">失败</span>' in row[2]
     assert row[3].startswith("train:") and "失败" in row[3]
+
+
+# ---------------------------------------------------------------------- the page, in Chinese
+# Every visible text node, outside code (option values, generated files, logs) and inputs.
+VISIBLE_TEXT_JS = """
+() => {
+  const skip = ('CODE,PRE,TEXTAREA,INPUT,SCRIPT,STYLE,SVG,svg,.cm-editor,.zl-log,' +
+                '[data-testid=status-tracker],.sr-only').split(',');
+  const out = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    const text = n.textContent.trim();
+    if (!el || !text) continue;
+    if (skip.some(s => el.closest(s))) continue;
+    if (!el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width <= 1 || r.height <= 1) continue;
+    out.push(text);
+  }
+  return out;
+}
+"""
+# Names: the language switch's own "English", gradio's name in its footer.
+NAMES = {"English", "Gradio"}
+
+
+def _english_on_page(page) -> list[str]:
+    return sorted({t for t in page.evaluate(VISIBLE_TEXT_JS)
+                   if [w for w in english_left(t) if w not in NAMES]})
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_chinese_page_shows_no_english(tmp_path_factory):
+    """Switch to Chinese, walk every tab with its accordions open, make a problem and an
+    estimate appear: no visible text is left in English."""
+    from tests.test_ui import CHROMIUM, CHROMIUM_ARGS, expect, md, new_page, sync_playwright, tab
+    from tests.test_ui import server as server_fixture
+
+    servers = server_fixture.__wrapped__(tmp_path_factory)
+    url, _ = next(servers)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = new_page(browser, url)
+            page.click("#lang-zh")
+            expect(page.locator("#tab-training-button")).to_contain_text("训练设置",
+                                                                         timeout=240_000)
+            found: dict[str, list[str]] = {}
+            for name in ("model", "dataset", "training", "run", "results", "runs"):
+                tab(page, name)
+                if name == "training":
+                    # the estimate of the loaded preset, then a problem in the form
+                    expect(md(page, "estimate")).to_contain_text("显存估算", timeout=240_000)
+                    page.fill("#field-lora_rank input", "0")
+                    page.press("#field-lora_rank input", "Tab")
+                    expect(md(page, "err-lora_rank")).to_contain_text("应大于或等于 1",
+                                                                      timeout=120_000)
+                    expect(md(page, "problems")).to_contain_text("1 个问题")
+                    expect(page.locator("#field-lora_rank")).to_contain_text(
+                        "LoRA 秩 · lora_rank")
+                if name == "runs":
+                    expect(page.locator("#runs-table")).to_contain_text("状态",
+                                                                         timeout=60_000)
+                for acc in page.locator(
+                        "[id^=adv-] > button, #import-acc > button").all():
+                    if acc.is_visible():
+                        acc.click()
+                page.wait_for_timeout(500)
+                left = _english_on_page(page)
+                if left:
+                    found[name] = left
+            browser.close()
+        assert not found, "English left on the Chinese page, by tab (translate it: " \
+            "webui/i18n.py, webui/messages.py):\n" + "\n".join(
+                f"  {t}: {texts}" for t, texts in found.items())
+    finally:
+        next(servers, None)

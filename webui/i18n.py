@@ -53,6 +53,7 @@ EN: dict[str, str] = {
     "model.save_name": "Save the form as preset",
     "model.save_name_ph": "my-preset",
     "model.save": "Save preset",
+    "model.share": "Share with every user (admins only)",
     "model.diff": "Changes from the loaded preset",
     "model.token": "Hub token (optional)",
     "model.token_info": "For gated or private models. Kept in memory for the runs you start "
@@ -163,6 +164,7 @@ ZH: dict[str, str] = {
     "model.save_name": "将表单保存为预设",
     "model.save_name_ph": "我的预设",
     "model.save": "保存预设",
+    "model.share": "与所有用户共享（仅管理员）",
     "model.diff": "与已加载预设的差异",
     "model.token": "模型库令牌（可选）",
     "model.token_info": "用于受限或私有模型。仅在内存中保存，供现在启动的运行使用；不会写入文件、历史记录或日志。",
@@ -266,7 +268,12 @@ _en_help, _zh_help = _field_keys()
 # gradio replaces its "en" and "zh-CN" dictionaries with its own after ours are added, and a
 # switched-to language finds our text only under an exact region tag: register both.
 _EN_ALL = {**EN, **_en_help}
-_ZH_ALL = {**ZH, **_zh_help}
+# gradio's own words on our page (footer, table drop zone, loading), which it keeps under
+# its zh-CN locale only.
+GRADIO_ZH = {"common.settings": "设置", "common.loading": "加载中",
+             "common.built_with_gradio": "使用 Gradio 构建", "errors.use_via_api": "通过 API 使用",
+             "dataframe.drop_to_upload": "将 CSV 或 TSV 文件拖放到此处以将数据导入数据框"}
+_ZH_ALL = {**ZH, **_zh_help, **GRADIO_ZH}
 I18N = gr.I18n(en=_EN_ALL, zh=_ZH_ALL)
 
 

@@ -203,7 +203,7 @@ ZeroLoRA LoRA ZeRO DeepSpeed DDP AdamW Adam accelerate launch diffusers ComfyUI 
 GPU GPUs CPU RAM VAE NVMe nvme GB MB KB TB GiB MiB CUDA cuda JSON YAML CSV URL IP
 HF_TOKEN ModelScope modelscope huggingface Hugging Face Transformer transformer JSONL
 bf16 fp16 fp32 float32 torch cfg sft dit none cpu true false all no auto
-reference comfyui zip id ids KiB TiB png txt csv json jsonl yaml glob alpha CFG http https
+reference comfyui zip id ids ID KiB TiB png txt csv json jsonl yaml glob alpha CFG http https
 token tokens vae epoch pipeline DataLoader Web
 """.split())
 # Option values that read as English words: allowed only where they stand as values (in
@@ -503,6 +503,8 @@ rule(r"^✓ (?P<f>`[^`]+`) \((?P<s>[^)]+)\) — use the download link above\.$",
      r"✓ \g<f>（\g<s>）—— 请用上方的下载链接。")
 rule(r"^Deleted run (?P<id>`[^`]+`) and its files\.$", r"已删除运行 \g<id> 及其文件。")
 rule(r"^Showing run (?P<id>`[^`]+`)\.$", r"正在显示运行 \g<id>。")
+
+rule(r"^No run yet: press \*\*Start training\*\*\.$", "还没有运行：点 **开始训练**。")
 
 # ------------------------------------------------------------------ compiled
 RULES: list[Rule] = [(re.compile(p), zh) for p, zh in _RULES_SRC]

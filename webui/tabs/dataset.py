@@ -36,7 +36,7 @@ def create_ui(ctx: Ctx) -> None:
         c["captions_load"] = gr.Button(T("data.load"), elem_id="captions-load")
         c["captions_save"] = gr.Button(T("data.save"), elem_id="captions-save")
         c["data_check"] = gr.Button(T("data.validate"), variant="primary", elem_id="data-check")
-    c["captions"] = gr.Dataframe(headers=["image", "caption"], datatype=["str", "str"],
+    c["captions"] = gr.Dataframe(headers=CAPTION_HEADERS["en"], datatype=["str", "str"],
                                  column_count=2, interactive=True, wrap=True,
                                  label=T("data.captions"), elem_id="captions",
                                  static_columns=[0], type="array")
@@ -63,8 +63,23 @@ def _thumbs(base: str, rows: list[list], user: str | None, ctx: Ctx):
     return out
 
 
+CAPTION_HEADERS = {"en": ["image", "caption"], "zh": ["图片", "描述"]}
+
+
 def bind_events(ctx: Ctx) -> None:
     c, form = ctx.c, ctx.form
+
+    def caption_headers(data: dict):
+        """gradio draws headers as plain text: they follow the language through the server."""
+        rows = data[c["captions"]]
+        rows = rows if isinstance(rows, list) else []
+        hdrs = CAPTION_HEADERS.get(data[c["lang_box"]] or "en", CAPTION_HEADERS["en"])
+        return {c["captions"]: gr.Dataframe(value={"data": rows or [["", ""]],
+                                                   "headers": hdrs}, headers=hdrs)}
+
+    c["lang_box"].change(caption_headers, inputs={c["captions"], c["lang_box"]},
+                         outputs=[c["captions"]], show_progress="hidden",
+                         api_visibility="private")
     base_c = form.components["dataset_base_path"]
     meta_c = form.components["dataset_metadata_path"]
 

@@ -79,7 +79,7 @@ def create_ui(ctx: Ctx) -> None:
                                            placeholder=T("model.save_name_ph"),
                                            elem_id="preset-save-name", scale=3)
         c["preset_save"] = gr.Button(T("model.save"), elem_id="preset-save", scale=1)
-    c["preset_shared"] = gr.Checkbox(False, label="Share with every user (admins only)",
+    c["preset_shared"] = gr.Checkbox(False, label=T("model.share"),
                                      elem_id="preset-shared")
     with gr.Accordion(T("model.diff"), open=True):
         c["preset_diff"] = gr.Markdown("", elem_id="preset-diff")

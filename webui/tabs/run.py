@@ -19,6 +19,7 @@ from backend.runner import RunnerError
 from webui import jobs, security, services
 from webui.context import TERMINAL, Ctx, gpu_memory_text, human_seconds
 from webui.i18n import T
+from webui.messages import bilingual
 
 TICK_S = 1.0
 LOG_KEEP_BYTES = 256 * 1024
@@ -44,7 +45,7 @@ def create_ui(ctx: Ctx) -> None:
         c["run_resume"] = gr.Button(T("run.resume"), elem_id="run-resume", scale=1)
     c["run_problems"] = gr.Markdown("", elem_id="run-problems")
     c["run_msg"] = gr.Markdown("", elem_id="run-message")
-    c["run_head"] = gr.Markdown("No run yet: press **Start training**.", elem_id="run-current")
+    c["run_head"] = gr.Markdown(bilingual("No run yet: press **Start training**."), elem_id="run-current")
     c["run_progress"] = gr.HTML(progress_html(None), elem_id="run-progress")
     c["run_stages"] = gr.HTML("", elem_id="run-stages")
     c["gpu"] = gr.Markdown("", elem_id="run-gpu", visible=False)

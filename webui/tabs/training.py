@@ -57,7 +57,7 @@ def create_ui(ctx: Ctx) -> None:
                     c["gen_deepspeed"] = gr.Code(language="json", elem_id="gen-deepspeed",
                                                  label=GEN_DEEPSPEED,
                                                  interactive=False, max_lines=30)
-                with gr.Tab("commands", id="gen-tab-commands", elem_id="gen-tab-commands"):
+                with gr.Tab(GEN_COMMANDS, id="gen-tab-commands", elem_id="gen-tab-commands"):
                     c["gen_commands"] = gr.Code(language="shell", elem_id="gen-commands",
                                                 label=GEN_COMMANDS,
                                                 interactive=False, max_lines=40)
