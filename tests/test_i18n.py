@@ -205,11 +205,12 @@ def test_history_headers_and_status_words_have_chinese():
 
 
 # ---------------------------------------------------------------------- the page, in Chinese
-# Every visible text node, outside code (option values, generated files, logs) and inputs.
+# Every visible text node, outside code (option values, generated files, logs), inputs and
+# the user's own captions.
 VISIBLE_TEXT_JS = """
 () => {
   const skip = ('CODE,PRE,TEXTAREA,INPUT,SCRIPT,STYLE,SVG,svg,.cm-editor,.zl-log,' +
-                '[data-testid=status-tracker],.sr-only').split(',');
+                '[data-testid=status-tracker],.sr-only,#captions tbody').split(',');
   const out = [];
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {

@@ -203,7 +203,7 @@ ZeroLoRA LoRA ZeRO DeepSpeed DDP AdamW Adam accelerate launch diffusers ComfyUI 
 GPU GPUs CPU RAM VAE NVMe nvme GB MB KB TB GiB MiB CUDA cuda JSON YAML CSV URL IP
 HF_TOKEN ModelScope modelscope huggingface Hugging Face Transformer transformer JSONL
 bf16 fp16 fp32 float32 torch cfg sft dit none cpu true false all no auto
-reference comfyui zip id ids ID KiB TiB png txt csv json jsonl yaml glob alpha CFG http https
+reference comfyui zip id ids ID API KiB TiB png txt csv json jsonl yaml glob alpha CFG http https
 token tokens vae epoch pipeline DataLoader Web
 """.split())
 # Option values that read as English words: allowed only where they stand as values (in
@@ -504,6 +504,18 @@ rule(r"^✓ (?P<f>`[^`]+`) \((?P<s>[^)]+)\) — use the download link above\.$",
 rule(r"^Deleted run (?P<id>`[^`]+`) and its files\.$", r"已删除运行 \g<id> 及其文件。")
 rule(r"^Showing run (?P<id>`[^`]+`)\.$", r"正在显示运行 \g<id>。")
 
+rule(r"^Same as preset \*\*(?P<p>[^*]+)\*\*\.$", lambda m: f"与预设 **{m['p']}** 相同。"
+     if m["p"] != "defaults" else "与默认设置相同。")
+rule(r"^\*\*(?P<n>\d+)\*\* change\(s\) from preset \*\*(?P<p>[^*]+)\*\*:$",
+     lambda m: f"与{'预设 **' + m['p'] + '** ' if m['p'] != 'defaults' else '默认设置'}相比有 "
+               f"**{m['n']}** 处改动：")
+rule(r"^field$", "字段")
+rule(r"^preset$", "预设")
+rule(r"^now$", "现在")
+rule(r"^\*empty\*$", "*空*")
+rule(r"^(?P<n>\d+) image\(s\); captions from one \.txt per image\.$",
+     r"\g<n> 张图片；描述来自每张图片的同名 .txt。")
+rule(r"^(?P<n>\d+) image\(s\); captions from (?P<w>\S+)\.$", r"\g<n> 张图片；描述来自 \g<w>。")
 rule(r"^No run yet: press \*\*Start training\*\*\.$", "还没有运行：点 **开始训练**。")
 
 # ------------------------------------------------------------------ compiled

@@ -14,6 +14,7 @@ from backend.config import ConfigError, validate
 from webui import datasets, security
 from webui.context import Ctx
 from webui.i18n import T
+from webui.messages import bilingual
 
 THUMB = 160
 REPORT_HEADERS = ["level", "where", "size", "caption (with trigger word)", "message"]
@@ -94,7 +95,7 @@ def bind_events(ctx: Ctx) -> None:
             return {c["data_msg"]: f"✗ {e}", c["captions"]: [], c["thumbs"]:
                     gr.Gallery(value=None, visible=False)}
         where = Path(meta).name if meta else "one .txt per image"
-        return {c["data_msg"]: f"{len(rows)} image(s); captions from {where}.",
+        return {c["data_msg"]: bilingual(f"{len(rows)} image(s); captions from {where}."),
                 c["captions"]: rows,
                 c["thumbs"]: gr.Gallery(value=thumbs, visible=bool(rows))}
 
