@@ -210,7 +210,7 @@ def test_history_headers_and_status_words_have_chinese():
 VISIBLE_TEXT_JS = """
 () => {
   const skip = ('CODE,PRE,TEXTAREA,INPUT,SCRIPT,STYLE,SVG,svg,.cm-editor,.zl-log,' +
-                '[data-testid=status-tracker],.sr-only,#captions tbody').split(',');
+                '[data-testid=status-tracker],.sr-only,#captions td,#thumbs').split(',');
   const out = [];
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {
