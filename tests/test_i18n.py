@@ -210,7 +210,7 @@ def test_history_headers_and_status_words_have_chinese():
 VISIBLE_TEXT_JS = """
 () => {
   const skip = ('CODE,PRE,TEXTAREA,INPUT,SCRIPT,STYLE,SVG,svg,.cm-editor,.zl-log,' +
-                '[data-testid=status-tracker],.sr-only,#captions td,#thumbs').split(',');
+                '[data-testid=status-tracker],.sr-only,#thumbs').split(',');
   const out = [];
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {
@@ -218,6 +218,7 @@ VISIBLE_TEXT_JS = """
     const text = n.textContent.trim();
     if (!el || !text) continue;
     if (skip.some(s => el.closest(s))) continue;
+    if (el.closest('#captions') && !el.closest('th, label, [data-testid=block-info]')) continue;
     if (!el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})) continue;
     const r = el.getBoundingClientRect();
     if (r.width <= 1 || r.height <= 1) continue;

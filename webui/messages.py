@@ -203,7 +203,7 @@ ZeroLoRA LoRA ZeRO DeepSpeed DDP AdamW Adam accelerate launch diffusers ComfyUI 
 GPU GPUs CPU RAM VAE NVMe nvme GB MB KB TB GiB MiB CUDA cuda JSON YAML CSV URL IP
 HF_TOKEN ModelScope modelscope huggingface Hugging Face Transformer transformer JSONL
 bf16 fp16 fp32 float32 torch cfg sft dit none cpu true false all no auto
-reference comfyui zip id ids ID API KiB TiB png txt csv json jsonl yaml glob alpha CFG http https
+reference comfyui zip id ids ID API KiB TiB TSV png txt csv json jsonl yaml glob alpha CFG http https
 token tokens vae epoch pipeline DataLoader Web
 """.split())
 # Option values that read as English words: allowed only where they stand as values (in
