@@ -33,6 +33,8 @@ from backend.data import IMAGE_LOADING, Record, target_size, upright_size
 
 FORMAT = 1
 MANIFEST = "manifest.json"
+# The empty caption's embedding, for caption_dropout (backend/batches.py).
+EMPTY_PROMPT = "empty_prompt.safetensors"
 SAMPLE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.safetensors$")
 
 
@@ -58,6 +60,9 @@ def sample_key(rec: Record, cfg: RunConfig, size: tuple[int, int], model_fp: lis
         # sample cached by older loading is encoded again.
         "loading": IMAGE_LOADING,
     }
+    if rec.inputs:  # an edit sample: its input images too (text-to-image keys unchanged)
+        gate = readgate.for_config(cfg)
+        payload["inputs"] = [_file_sha256(p, gate) for p in rec.inputs]
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -73,6 +78,8 @@ def plan(cfg: RunConfig, records: list[Record], model_fp: list) -> list[dict[str
         key = sample_key(rec, cfg, size, model_fp)
         entries.append({"key": key, "file": f"{key[:32]}.safetensors", "image": str(rec.image),
                         "prompt": rec.prompt, "width": size[0], "height": size[1]})
+        if rec.inputs:
+            entries[-1]["inputs"] = [str(p) for p in rec.inputs]
     return entries
 
 
@@ -122,7 +129,8 @@ def cached_files(cache_dir: str | Path, gate: readgate.ReadGate = readgate.UNRES
                              f"folder (got {bad[0]!r}; allowed a name like <key>.safetensors)")
         return [cache_dir / n for n in names]
     return [p for p in gate.list_dir(cache_dir, "cache folder")
-            if p.name.endswith(".safetensors") and not p.name.startswith(".")]
+            if p.name.endswith(".safetensors") and not p.name.startswith(".")
+            and p.name != EMPTY_PROMPT]
 
 
 def _read_manifest_gated(cache_dir: Path, gate: readgate.ReadGate) -> dict[str, Any] | None:
@@ -183,7 +191,8 @@ class CachedDataset:
 
 def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp: list,
                 *, rank: int = 0, world: int = 1, barrier=None, progress=None,
-                should_stop=lambda: False, log=print) -> dict[str, int]:
+                should_stop=lambda: False, log=print, planner=None, loader=None
+                ) -> dict[str, int]:
     """Encode what is not cached yet into ``cfg.output_path``.
 
     ``encoder_factory()`` loads the encoder (only called when something needs encoding);
@@ -191,6 +200,8 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
     ``(load_pixels, prompt)`` item, in order, in whatever order of work its offload mode
     needs (the files do not depend on it). Each rank encodes its share; rank 0 writes the
     manifest and removes stale files.
+    ``planner(cfg, records, model_fp)`` and ``loader(path, cfg)`` replace ``plan`` and
+    ``backend.data.load_pixels`` for other media (video families: ``backend.video``).
     Returns {"total", "encoded", "reused", "stopped"}.
     """
     import time
@@ -200,7 +211,8 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
     out = Path(cfg.output_path)
     out.mkdir(parents=True, exist_ok=True)
     previous = read_manifest(out) or {"samples": []}
-    entries = plan(cfg, records, model_fp)
+    entries = (planner or plan)(cfg, records, model_fp)
+    load = loader or load_pixels
     todo, seen = [], set()
     for rec, e in zip(records, entries):
         if not (out / e["file"]).is_file() and e["key"] not in seen:
@@ -219,7 +231,12 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
             cut = overflow(rec.prompt)
             if cut:
                 log(f"[data] warning: {rec.where}: {cut}")
-        items = [(lambda rec=rec: load_pixels(rec.image, cfg), rec.prompt) for rec, _ in mine]
+        items = [(lambda rec=rec: load(rec.image, cfg), rec.prompt) for rec, _ in mine]
+        if any(rec.inputs for rec, _ in mine):  # edit samples: their input images too
+            from backend.data import load_input_image
+            items = [(pixels, prompt, lambda rec=rec: [load_input_image(p, cfg)
+                                                      for p in rec.inputs])
+                     for (pixels, prompt), (rec, _) in zip(items, mine)]
         t0 = time.time()
         i = 0
         for i, tensors in enumerate(encoder.encode_samples(items, should_stop, log), 1):

@@ -37,6 +37,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 
 from backend import rundir
 from backend.families import default_family, family_names, family_spec, recognise
+from backend.lowvram import combination_problems
 
 SCHEMA_VERSION = 1
 
@@ -75,6 +76,18 @@ MODELS_DIR_ENV = "ZEROLORA_MODELS_DIR"
 SAMPLE_SCALE_RANGE = (-4.0, 4.0)
 
 BIG = 10**12
+# The reference trainer's --customized_optimizer names a class by dotted path; only these
+# are understood, each mapped onto an ``optimizer`` choice (nothing is ever imported from a
+# user-given path).
+CUSTOMIZED_OPTIMIZER_MAP = {
+    "torch.optim.AdamW": "adamw",
+    "bitsandbytes.optim.AdamW8bit": "adamw8bit",
+    "bitsandbytes.optim.adamw.AdamW8bit": "adamw8bit",
+    "transformers.Adafactor": "adafactor",
+    "transformers.optimization.Adafactor": "adafactor",
+    "prodigyopt.Prodigy": "prodigy",
+}
+CUSTOMIZED_OPTIMIZERS = tuple(CUSTOMIZED_OPTIMIZER_MAP)
 
 
 class ConfigError(ValueError):
@@ -205,6 +218,19 @@ class RunConfig(BaseModel):
     width: Optional[int] = F(None, "Fixed width (set with height; empty: dynamic "
                              "resolution).", "data", ge=16, le=4096, multiple_of=16)
     dataset_repeat: int = F(1, "Dataset length multiplier per epoch.", "data", ge=1, le=100000)
+    # --- video datasets and clips (video families) -------------------------------------
+    num_frames: int = F(81, "Video families: frames per training clip (4k+1: the VAE groups "
+                        "frames by 4 after the first; 1 trains on single frames). Images "
+                        "are one-frame clips.", "data", ui="advanced", ge=1, le=1025)
+    frame_stride: int = F(1, "Video families: take every N-th frame of a clip (1: every "
+                          "frame).", "data", ui="advanced", ge=1, le=1000)
+    video_fps: Optional[float] = F(None, "Video families: sample a clip's frames at this rate "
+                                   "in its own time instead of by frame_stride (empty: use "
+                                   "frame_stride).", "data", ui="advanced", gt=0, le=240)
+    sample_num_frames: int = F(81, "Video families: frames of a sample clip (4k+1).",
+                               "samples", ui="advanced", ge=1, le=1025)
+    sample_fps: int = F(16, "Video families: frames per second of a sample clip.",
+                        "samples", ui="advanced", ge=1, le=120)
     dataset_num_workers: int = F(0, "DataLoader worker processes.", "data", ui="advanced",
                                  ge=0, le=64)
 
@@ -357,6 +383,137 @@ class RunConfig(BaseModel):
         False, "Decode sample images in overlapping tiles, so the VAE decoder's memory "
         "stops growing with the image size. Seams are blended; pixels differ slightly from "
         "an untiled decode.", "samples", ui="advanced")
+
+    # --- edit models: input images beside the target (the reference's flags) ----------
+    extra_inputs: str = F(
+        "", "Metadata columns passed to the model besides image and prompt: edit_image for "
+        "edit models (one path or a list per row: the input images; the image column is "
+        "the target). Empty: text-to-image.", "data", ui="advanced",
+        pattern=r"^(edit_image)?$")
+    zero_cond_t: bool = F(
+        False, "Edit models: input-image tokens get timestep 0 in the transformer's "
+        "modulation (a model whose config sets it uses it anyway; this forces it on).",
+        "training", ui="advanced")
+    sample_images: list[str] = F(
+        [], "Edit models: the input images of each sample prompt, one line per prompt in "
+        "the order of sample_prompts; several images of one prompt separated by |.",
+        "samples")
+    # --- low VRAM: layer offload and a quantized base (backend/lowvram.py) --------------
+    enable_model_cpu_offload: bool = F(
+        False, "Layer-wise offload without DeepSpeed (one GPU): the frozen weights stay in "
+        "pinned host RAM and each block is copied to the GPU just before it runs (the next "
+        "one overlapped), then dropped. Least GPU memory without DeepSpeed; every step "
+        "moves the weights across the bus twice.", "distributed", ui="advanced")
+    enable_optimizer_cpu_offload: bool = F(
+        False, "Keep the optimizer's state (and its update) in host RAM without DeepSpeed "
+        "(one GPU).", "distributed", ui="advanced")
+    quant_options: Optional[str] = F(
+        None, "Quantize a frozen model: entries <model_id>:<glob>:<method>[/<modules left "
+        "unquantized>] separated by ';', methods bitsandbytes_nf4 | bitsandbytes_int8 | "
+        "torchao_int8 | torchao_fp8 (the glob's folder names the component: transformer, "
+        "text_encoder, vae). The LoRA trains and is saved in full precision.", "model",
+        ui="advanced")
+    fp8_models: Optional[str] = F(
+        None, "Models kept with fp8 weights (comma list of <model_id>:<glob>), as "
+        "quant_options with torchao_fp8.", "model", ui="advanced")
+    offload_models: Optional[str] = F(
+        None, "Models kept in host RAM between uses (comma list of <model_id>:<glob>): in "
+        "one-shot training the text encoder and VAE move to the GPU only to encode. Split "
+        "training needs none (each stage loads only what it uses).", "model", ui="advanced")
+    # --- end low VRAM ---------------------------------------------------------------------
+    # === training options: batches, optimizers, schedules, LoRA variants, loss and noise ===
+    # (one block; backend/optimizers.py, backend/buckets.py, backend/timesteps.py and
+    # backend/lora.py read them; their cross-field rules are option_problems below)
+    lora_alpha: Optional[float] = F(
+        None, "LoRA alpha; the update is scaled by alpha / rank (empty: alpha = rank, scale "
+        "1, as the reference trainer). Exports write it where the format carries an alpha "
+        "and fold it into the weights where it does not.", "lora", ui="advanced", gt=0,
+        le=65536)
+    lora_dropout: float = F(0.0, "Dropout on the LoRA branch's input while training (lora "
+                            "and dora).", "lora", ui="advanced", ge=0, le=0.9)
+    lora_type: Literal["lora", "dora", "lokr"] = F(
+        "lora", "lora: low-rank A·B; dora: LoRA with a learned magnitude per output "
+        "(weight-decomposed); lokr: a Kronecker product (LyCORIS's LoKr; ComfyUI and peft "
+        "load it, diffusers' loaders take LoRA keys only). All through peft.", "lora",
+        ui="advanced")
+    lokr_factor: int = F(-1, "LoKr: the Kronecker factor that splits each dimension (-1: "
+                         "as balanced as the dimension allows).", "lora", ui="advanced",
+                         ge=-1, le=1024, extra={"show_if": {"lora_type": ["lokr"]}})
+    optimizer: Literal["adamw", "adamw8bit", "adafactor", "prodigy"] = F(
+        "adamw", "adamw: torch's AdamW (DeepSpeed's CPU Adam with optimizer offload); "
+        "adamw8bit: bitsandbytes' 8-bit AdamW; adafactor: transformers' Adafactor at the "
+        "given learning rate; prodigy: the prodigyopt package (learns the step size: use "
+        "learning_rate 1.0). Only adamw runs with optimizer offload.", "training")
+    customized_optimizer: Optional[Literal[CUSTOMIZED_OPTIMIZERS]] = F(
+        None, "The reference trainer's optimizer class by dotted path, mapped onto "
+        "optimizer (only these names; nothing is imported from a path).", "training",
+        ui="hidden")
+    adam_beta1: float = F(0.9, "AdamW beta1.", "training", ui="advanced", ge=0, le=0.9999,
+                          extra={"show_if": {"optimizer": ["adamw", "adamw8bit"]}})
+    adam_beta2: float = F(0.999, "AdamW beta2.", "training", ui="advanced", ge=0, le=0.99999,
+                          extra={"show_if": {"optimizer": ["adamw", "adamw8bit"]}})
+    adam_epsilon: float = F(1e-8, "AdamW epsilon.", "training", ui="advanced", gt=0, le=1,
+                            extra={"show_if": {"optimizer": ["adamw", "adamw8bit"]}})
+    adafactor_decay_rate: float = F(-0.8, "Adafactor: decay rate of the second moment "
+                                    "(transformers' decay_rate).", "training", ui="advanced",
+                                    ge=-1, le=-0.1, extra={"show_if": {"optimizer": ["adafactor"]}})
+    adafactor_clip_threshold: float = F(1.0, "Adafactor: update clipping threshold.",
+                                        "training", ui="advanced", gt=0, le=100,
+                                        extra={"show_if": {"optimizer": ["adafactor"]}})
+    prodigy_d_coef: float = F(1.0, "Prodigy: multiplier of the learned step size (d_coef).",
+                              "training", ui="advanced", gt=0, le=100,
+                              extra={"show_if": {"optimizer": ["prodigy"]}})
+    prodigy_use_bias_correction: bool = F(False, "Prodigy: Adam's bias correction.",
+                                          "training", ui="advanced",
+                                          extra={"show_if": {"optimizer": ["prodigy"]}})
+    prodigy_safeguard_warmup: bool = F(False, "Prodigy: keep the step-size estimate from "
+                                       "growing during warm-up.", "training", ui="advanced",
+                                       extra={"show_if": {"optimizer": ["prodigy"]}})
+    lr_scheduler: Literal["constant", "linear", "cosine", "cosine_with_restarts",
+                          "polynomial"] = F(
+        "constant", "Learning-rate schedule after the lr_warmup_steps linear warm-up "
+        "(diffusers' get_scheduler): constant, linear decay to 0, cosine to 0, cosine with "
+        "restarts (lr_num_cycles), polynomial (lr_power).", "training", ui="advanced")
+    lr_num_cycles: int = F(1, "cosine_with_restarts: number of restarts.", "training",
+                           ui="advanced", ge=1, le=1000,
+                           extra={"show_if": {"lr_scheduler": ["cosine_with_restarts"]}})
+    lr_power: float = F(1.0, "polynomial: the power of the decay.", "training", ui="advanced",
+                        gt=0, le=10, extra={"show_if": {"lr_scheduler": ["polynomial"]}})
+    batch_size: int = F(1, "Images per batch on each GPU (the micro-batch); every batch is "
+                        "drawn from one size bucket. DeepSpeed's train_batch_size is derived: "
+                        "batch_size x gradient_accumulation_steps x processes.", "training",
+                        ge=1, le=1024)
+    aspect_buckets: bool = F(False, "Resize each image to the nearest of a fixed set of "
+                             "aspect-ratio buckets at the max_pixels budget (instead of its "
+                             "own size rounded to the multiple), so batches fill up.",
+                             "data")
+    bucket_remainder: Literal["pad", "drop"] = F(
+        "pad", "A bucket whose images do not fill its last batch: pad (repeat images of the "
+        "same bucket) or drop them for that epoch.", "data", ui="advanced")
+    timestep_sampling: Literal["reference", "uniform", "logit_normal", "shifted"] = F(
+        "reference", "How a step's noise level is drawn: reference (the family's own "
+        "schedule, as the reference trainer), uniform over the training sigmas, "
+        "logit_normal (SD3's, logit_mean / logit_std), shifted (uniform pushed towards "
+        "noise by timestep_shift).", "training", ui="advanced")
+    logit_mean: float = F(0.0, "logit_normal: mean.", "training", ui="advanced", ge=-10,
+                          le=10, extra={"show_if": {"timestep_sampling": ["logit_normal"]}})
+    logit_std: float = F(1.0, "logit_normal: standard deviation.", "training", ui="advanced",
+                         gt=0, le=10,
+                         extra={"show_if": {"timestep_sampling": ["logit_normal"]}})
+    timestep_shift: float = F(3.0, "shifted: sigma = s·u / (1 + (s - 1)·u).", "training",
+                              ui="advanced", gt=0, le=100,
+                              extra={"show_if": {"timestep_sampling": ["shifted"]}})
+    caption_dropout: float = F(0.0, "Probability that a step trains on the empty caption "
+                               "instead of the image's (the model keeps an unconditional "
+                               "prediction).", "training", ui="advanced", ge=0, le=1)
+    validation_samples: int = F(0, "Hold the last N samples of the data set out of training "
+                                "and log their loss at fixed noise and timesteps beside the "
+                                "training loss (0: none).", "training", ge=0, le=10000)
+    validation_every_n_steps: Optional[int] = F(
+        None, "Validation loss every N optimizer steps (empty: at each checkpoint), plus "
+        "before the first step and after the last.", "training", ui="advanced", ge=1,
+        le=10**9)
+    # === end of the training options block ===
 
     # -----------------------------------------------------------------------------------
     @property
@@ -801,9 +958,61 @@ def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list
     if bad:
         p.append(f"sample_lora_scales: scales must lie between {lo:g} and {hi:g} (got "
                  f"{bad}; allowed e.g. 0, 0.5, 1)")
+    p += video_field_problems(c)
     if c["sample_every_n_steps"] and "train" not in stages:
         p.append("sample_every_n_steps: renders during training (got "
                  f"{c['sample_every_n_steps']} without the train stage; allowed empty)")
+    p += combination_problems(c)  # low VRAM (backend/lowvram.py)
+    p += option_problems(c)
+    return p
+
+
+def effective_optimizer(c: dict[str, Any]) -> str:
+    """The ``optimizer`` choice a config trains with: ``customized_optimizer`` (the
+    reference's dotted path) mapped onto the fixed list when given, else ``optimizer``."""
+    given = c.get("customized_optimizer")
+    return CUSTOMIZED_OPTIMIZER_MAP[given] if given else c.get("optimizer", "adamw")
+
+
+def option_problems(c: dict[str, Any]) -> list[str]:
+    """Rules of the training options block (batches, optimizers, LoRA variants, validation)."""
+    p: list[str] = []
+    opt = effective_optimizer(c)
+    if c.get("customized_optimizer") and c["optimizer"] not in ("adamw", opt):
+        p.append(f"customized_optimizer: names another optimizer than optimizer (got "
+                 f"{c['customized_optimizer']!r} = {opt} with optimizer {c['optimizer']}; "
+                 f"allowed one of the two, or both naming the same)")
+    offload = c["offload_optimizer_device"]
+    if opt != "adamw" and offload != "none" and c["zero_stage"] >= 1:
+        p.append(f"optimizer: with optimizer offload only adamw runs (DeepSpeed's CPU Adam) "
+                 f"(got {opt} with offload_optimizer_device {offload}; allowed adamw, or "
+                 f"offload_optimizer_device none)")
+    if c["lora_type"] == "lokr" and c["lora_dropout"]:
+        p.append(f"lora_dropout: applies to lora and dora (got {c['lora_dropout']} with "
+                 f"lora_type lokr; allowed 0)")
+    if c["lora_type"] == "dora" and c["zero_stage"] == 3:
+        p.append("lora_type: dora reads each layer's whole base weight, which ZeRO-3 "
+                 "partitions (got dora with zero_stage 3; allowed lora | lokr, or zero_stage "
+                 "0-2)")
+    if c["validation_every_n_steps"] and not c["validation_samples"]:
+        p.append(f"validation_every_n_steps: needs held-out samples (got "
+                 f"{c['validation_every_n_steps']} with validation_samples 0; allowed empty, "
+                 f"or validation_samples ≥ 1)")
+    if c["aspect_buckets"] and c["height"] is not None and c["width"] is not None:
+        p.append(f"aspect_buckets: a fixed height and width make one size for every image "
+                 f"(got aspect_buckets true with height={c['height']}, width={c['width']}; "
+                 f"allowed false, or empty height and width)")
+    return p
+
+
+def video_field_problems(c: dict[str, Any]) -> list[str]:
+    """Video options: frame counts the VAE's temporal grouping accepts (4k+1)."""
+    p: list[str] = []
+    for name in ("num_frames", "sample_num_frames"):
+        n = c.get(name)
+        if isinstance(n, int) and (n - 1) % 4:
+            lo = (n - 1) // 4 * 4 + 1
+            p.append(f"{name}: must be 4k+1 (got {n}; allowed e.g. {lo} or {lo + 4})")
     return p
 
 

@@ -59,6 +59,8 @@ class Record:
     where: str             # "metadata.csv row 3" or "cat.png" (for messages)
     row: int | None = None  # 1-based data row / item of the metadata file
     name: str = ""         # the image as the dataset names it (for messages)
+    # Edit models: the row's input images (absolute paths), filled by check_input_images.
+    inputs: tuple[Path, ...] = ()
 
 
 # ------------------------------------------------------------------------------------------
@@ -68,6 +70,9 @@ def target_size(width: int, height: int, cfg: RunConfig) -> tuple[int, int]:
     """(width, height) a ``width`` x ``height`` image is trained at."""
     if cfg.height is not None and cfg.width is not None:
         return cfg.width, cfg.height
+    if getattr(cfg, "aspect_buckets", False):  # the nearest bucket at the pixel budget
+        from backend.buckets import bucket_size
+        return bucket_size(width, height, cfg.max_pixels, DIVISOR)
     w, h = width, height
     if w * h > cfg.max_pixels:
         scale = math.sqrt(w * h / cfg.max_pixels)  # as the reference: divide, then truncate
@@ -368,3 +373,137 @@ class ImageDataset:
     def __getitem__(self, i: int) -> dict[str, Any]:
         rec = self.records[i % len(self.records)]
         return {"pixels": load_pixels(rec.image, self.cfg), "prompt": rec.prompt}
+
+
+# ------------------------------------------------------------------------------------------
+# Edit models: input images beside the target (``extra_inputs: edit_image``)
+# ------------------------------------------------------------------------------------------
+EDIT_IMAGE_KEY = "edit_image"
+
+
+def _input_names(value: Any) -> list[str] | None:
+    """A row's ``edit_image`` as names: one path, or a JSON list of paths (None: neither)."""
+    if isinstance(value, str):
+        value = value.strip()
+        if value.startswith("["):  # a CSV cell holding a JSON list
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return None
+        else:
+            return [value] if value else []
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [v.strip() for v in value]
+    return None
+
+
+def check_input_images(cfg: RunConfig, records: list[Record], takes: int,
+                       model: str = "this model") -> list[Record]:
+    """``records`` with each row's input images (``edit_image``) filled in, every one
+    opened through the run's read gate and read as an image; raises ``DatasetError``
+    listing every problem, naming the row: a missing column or cell, an image missing or
+    unreadable, more images than the model takes (``takes``; 0: a text-to-image model,
+    which takes none). ``cfg.extra_inputs`` empty and ``takes`` 0: nothing to check."""
+    from PIL import Image, UnidentifiedImageError
+
+    wanted = EDIT_IMAGE_KEY in (cfg.extra_inputs or "")
+    if not wanted and not takes:
+        return records
+    if not takes:
+        raise DatasetError([f"extra_inputs: {model} takes no input images (got "
+                            f"{cfg.extra_inputs!r}; allowed '' for a text-to-image model, "
+                            f"or an edit model's sources)"])
+    if not wanted:
+        raise DatasetError([f"extra_inputs: {model} trains on input images (got ''; allowed "
+                            f"{EDIT_IMAGE_KEY}, with an {EDIT_IMAGE_KEY} column in the "
+                            f"metadata)"])
+    if not cfg.dataset_metadata_path:
+        raise DatasetError([f"dataset_metadata_path: an edit dataset needs a metadata file "
+                            f"with image, {EDIT_IMAGE_KEY} and prompt (got none; allowed "
+                            f".csv, .json, .jsonl)"])
+    gate = readgate.for_config(cfg)
+    base = Path(cfg.dataset_base_path).expanduser()
+    meta = Path(cfg.dataset_metadata_path).expanduser()
+    rows = read_metadata_rows(meta, gate)
+    problems: list[str] = []
+    out: list[Record] = []
+    for rec in records:
+        row = rows[rec.row - 1] if rec.row and rec.row <= len(rows) else {}
+        names = _input_names(row.get(EDIT_IMAGE_KEY)) if isinstance(row, dict) else None
+        if not names:
+            got = "missing" if not isinstance(row, dict) or EDIT_IMAGE_KEY not in row else (
+                repr(row.get(EDIT_IMAGE_KEY)))
+            problems.append(f"{rec.where}: {EDIT_IMAGE_KEY}: no input image (got {got}; "
+                            f"allowed one path or a list of 1 to {takes})")
+            continue
+        if len(names) > takes:
+            problems.append(f"{rec.where}: {EDIT_IMAGE_KEY}: {len(names)} input images, more "
+                            f"than {model} takes (got {len(names)}; allowed 1 to {takes})")
+            continue
+        paths, bad = [], []
+        for name in names:
+            path = Path(os.path.abspath(base / name))
+            try:
+                f = gate.open(path, "image")
+            except OSError:  # missing, refused by the gate, a folder: one answer
+                bad.append(f"input image not found (got {name!r})")
+                continue
+            try:
+                with f, Image.open(f) as im:
+                    im.load()
+            except (UnidentifiedImageError, OSError, ValueError) as e:
+                bad.append(f"cannot read input image {name}: "
+                           f"{' '.join(str(e).replace(repr(f), repr(name)).split())}")
+                continue
+            paths.append(path)
+        if bad:
+            problems.append(f"{rec.where}: " + "; ".join(bad))
+            continue
+        out.append(Record(rec.image, rec.prompt, rec.where, rec.row, rec.name, tuple(paths)))
+    if problems:
+        raise DatasetError(problems)
+    return out
+
+
+def validate_input_images(cfg: RunConfig) -> list[dict[str, Any]]:
+    """The Dataset tab's findings for an edit dataset's input images (``check_input_images``
+    against the config's model), in ``validate_dataset``'s form; [] for a text-to-image
+    config or a dataset whose own rows are already wrong."""
+    from backend.families import get_family
+
+    family = get_family(cfg.model_family).for_config(cfg)
+    if not family.input_images and not cfg.extra_inputs:
+        return []
+    records, problems = read_records(cfg)
+    if problems or not records:
+        return []
+    try:
+        check_input_images(cfg, records, family.input_images,
+                           getattr(family, "title", family.spec.title))
+    except DatasetError as e:
+        return [{"level": "error", "file": None, "row": None, "where": "", "caption": "",
+                 "message": p, "original_size": None, "size": None} for p in e.problems]
+    return []
+
+
+def load_input_image(path: str | Path, cfg: RunConfig):
+    """An input image of an edit sample: PIL RGB as shown (EXIF orientation applied, 16-bit
+    scaled, transparency on white), at its own size (the model's encoder resizes it),
+    opened through the run's read gate."""
+    from PIL import Image
+
+    with readgate.for_config(cfg).open(path, "image") as f, Image.open(f) as im:
+        im.load()
+        return _to_rgb(im)[0]
+
+
+class PairDataset(ImageDataset):
+    """Edit records as training items {"pixels", "prompt", "inputs": ([PIL images],)}
+    (one-shot ``sft`` of an edit model), repeated ``repeat`` times."""
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        rec = self.records[i % len(self.records)]
+        item = super().__getitem__(i)
+        item["inputs"] = ([load_input_image(p, self.cfg) for p in rec.inputs],)
+        return item
+

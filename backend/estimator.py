@@ -114,6 +114,24 @@ float32 file, so the frozen weights are page-cache pages of that file). The test
 ``tests/test_estimator.py`` measures the train stage's host RAM on a small model in a
 subprocess and checks this within 25% (bench/host_ram_probe.py says what is measured).
 
+Low VRAM without DeepSpeed (``quant_options``, ``enable_model_cpu_offload``,
+``enable_optimizer_cpu_offload``; ``compare_methods`` sets the methods side by side)::
+
+    quantized base  each quantized linear weight at its method's bits (nf4: 4 bits + the
+                    double-quantized absmax, 4.127 bits; int8 / fp8: 8 bits + one float32
+                    scale per output row), the skip list and every other parameter at b
+                    bytes; + one dequantized weight (the largest linear, b bytes) while it
+                    computes
+    layer offload   GPU: everything outside the blocks + two blocks (the running one and
+                    the prefetched one), at their stored size; host: every block in the
+                    pinned arena (+ the model read in full precision while loading);
+                    bus: every block's weights in the forward and again in the backward
+                    (the recompute, or the reload of a block whose weights backward
+                    unpacks), 2 x blocks' bytes per micro-step
+    optimizer offload  GPU 8 L (fp32 LoRA weights + grads); host 16 L (master, grads,
+                    two moments); bus 4 L up (the updated LoRA) per step
+    transfer-bound step time = bus bytes per step / host-to-device bandwidth
+
 What is not modelled: the CUDA context (~0.3-0.6 GB per GPU, outside PyTorch's allocator;
 ``fits`` adds ``CUDA_CONTEXT_GB`` for it), allocator fragmentation, the Python / library
 baseline of each process (a few GB of host RAM with CUDA libraries), the page cache of
@@ -339,7 +357,9 @@ def _text_encoder_stats(key: str) -> ComponentStats:
     text = getattr(conf, "text_config", conf)
     return ComponentStats(params=sum(p.numel() for p in model.parameters()),
                           hidden=int(text.hidden_size),
-                          intermediate=int(text.intermediate_size),
+                          # T5-style encoders name it d_ff.
+                          intermediate=int(getattr(text, "intermediate_size", None)
+                                           or getattr(text, "d_ff")),
                           largest_module=_largest_own(model),
                           layers=int(text.num_hidden_layers), vocab=int(text.vocab_size))
 
@@ -473,6 +493,29 @@ def image_tokens(height: int, width: int) -> int:
     return (height // 16) * (width // 16)
 
 
+def clip_tokens(cfg, height: int, width: int, frames: int) -> int:
+    """Tokens of one training item: an image's, or for a video family a clip's (latent
+    frames x latent area, the family's count)."""
+    family = get_family(cfg.model_family)
+    if family.media == "video":
+        return family.video_tokens(height, width, frames)
+    return image_tokens(height, width)
+
+
+# An edit model's input image as the estimate counts it: one, at the target's size, plus
+# its vision tokens in the prompt (a 384x384 view: 27 x 27 patches of 14, merged 2 x 2).
+VISION_TOKENS_PER_INPUT = (384 // 28) ** 2
+
+
+def input_image_tokens(cfg, h: int, w: int) -> int:
+    """Tokens an edit model's input image adds to a training step (0 for text-to-image)."""
+    try:
+        takes = get_family(cfg.model_family).for_config(cfg).input_images
+    except Exception:  # noqa: BLE001 - an estimate never fails on a config it cannot bind
+        takes = 0
+    return image_tokens(h, w) + VISION_TOKENS_PER_INPUT if takes else 0
+
+
 def compute_bytes(cfg) -> int:
     return 2 if cfg.mixed_precision in ("bf16", "fp16") else 4
 
@@ -496,7 +539,7 @@ def estimate_memory(cfg, model_config: dict[str, Any] | None = None, *,
     h, w = resolution(cfg)
     stages = {
         "data_process": _data_process(cfg, te, vae, h, w, text_tokens, device),
-        "train": _train(cfg, tr, lora, h, w, text_tokens),
+        "train": _lowvram_train(cfg, tr, lora, _train(cfg, tr, lora, h, w, text_tokens)),
         "sample": _sample(cfg, tr, te, vae, lora, device),
     }
     if device == "cpu":
@@ -509,7 +552,8 @@ def estimate_memory(cfg, model_config: dict[str, Any] | None = None, *,
     if not cfg.split_training:
         planned = [s for s in planned if s != "data_process"]
     return Estimate(stages=stages, device=device, height=h, width=w,
-                    image_tokens=image_tokens(h, w), text_tokens=text_tokens,
+                    image_tokens=clip_tokens(cfg, h, w, cfg.num_frames),
+                    text_tokens=text_tokens,
                     checkpointing=checkpointing_mode(cfg),
                     params={"transformer": tr.params, "text_encoder": te.params,
                             "vae": vae.params, "lora": lora},
@@ -528,6 +572,10 @@ def _h2d_per_step(cfg, tr: TransformerStats, lora: int) -> float:
         moved += 2 * tr.params * b * cfg.gradient_accumulation_steps
     if cfg.zero_stage > 0 and cfg.offload_optimizer_device != "none":
         moved += lora * b
+    if getattr(cfg, "enable_model_cpu_offload", False):
+        moved += 2 * _base_layout(cfg, tr).block_bytes * cfg.gradient_accumulation_steps
+    if getattr(cfg, "enable_optimizer_cpu_offload", False):
+        moved += lora * 4
     return moved
 
 
@@ -554,8 +602,9 @@ def _train(cfg, tr: TransformerStats, lora: int, h: int, w: int, text_tokens: in
     zs = cfg.zero_stage
     p_off = zs == 3 and cfg.offload_param_device != "none"
     o_off = ds and cfg.offload_optimizer_device != "none"
-    n_tok = image_tokens(h, w) + text_tokens
-    unit = n_tok * tr.dim * b
+    n_tok = (clip_tokens(cfg, h, w, cfg.num_frames) + text_tokens
+             + input_image_tokens(cfg, h, w))
+    unit = n_tok * tr.dim * b * cfg.batch_size  # activations grow with the micro-batch
     n = tr.num_layers
 
     # Frozen base weights.
@@ -664,7 +713,7 @@ def _data_process(cfg, te: ComponentStats, vae: ComponentStats, h: int, w: int,
     b = compute_bytes(cfg)
     procs = max(1, cfg.processes_per_machine)
     mode = cfg.data_process_offload if device == "cuda" else "none"
-    te_w, vae_w = te.params * b, vae.params * b
+    te_w, vae_w = _encoder_bytes(cfg, "text_encoder", te, b), vae.params * b
     text = {"text encode": _text_encode(te, text_tokens + PROMPT_TEMPLATE_TOKENS, b)}
     image = {"vae encode": VAE_ENCODE_UNITS * vae.base_dim * h * w * b}
     if mode == "none":
@@ -699,9 +748,10 @@ def _sample(cfg, tr: TransformerStats, te: ComponentStats, vae: ComponentStats, 
     s = StageEstimate("sample")
     b = 2 if device == "cuda" else 4  # the sample stage renders in bf16 on CUDA, else fp32
     h, w = int(cfg.sample_height), int(cfg.sample_width)
-    unit = (image_tokens(h, w) + SAMPLE_TEXT_TOKENS) * tr.dim * b
+    unit = (clip_tokens(cfg, h, w, cfg.sample_num_frames) + SAMPLE_TEXT_TOKENS) * tr.dim * b
     mode = cfg.sample_cpu_offload if device == "cuda" else "none"
-    weights = {"transformer weights": tr.params * b, "text encoder weights": te.params * b,
+    weights = {"transformer weights": tr.params * b,
+               "text encoder weights": _encoder_bytes(cfg, "text_encoder", te, b),
                "vae weights": vae.params * b, "lora weights": lora * b}
     text = {"text encode": _text_encode(te, SAMPLE_TEXT_TOKENS + PROMPT_TEMPLATE_TOKENS, b)}
     denoise = {"denoise": ACT_UNITS_INFERENCE * unit}
@@ -845,3 +895,209 @@ def estimate_for_preset(name: str, model_config: dict[str, Any] | None = None,
     if overrides:
         cfg = cfg.model_copy(update=overrides)
     return estimate_memory(cfg, copy.deepcopy(model_config) if model_config else None)
+
+
+# ------------------------------------------------------------------------------------------
+# Low VRAM without DeepSpeed: a quantized base, layer offload, optimizer offload
+# ------------------------------------------------------------------------------------------
+# Stored bits per quantized weight, scales included (see the module docstring).
+QUANT_BITS = {"bitsandbytes_nf4": 4 + 8 / 64 + 32 / (64 * 256), "bitsandbytes_int8": 8,
+              "torchao_int8": 8, "torchao_fp8": 8}
+# Relative compute time of a step on a resident quantized base against bf16 (dequantizing
+# every weight on the fly): published figures for the default family (SimpleTuner, H100): int8
+# 2.64 s vs bf16 1.20 s per step; nf4 and fp8 weight-only dequantize the same way.
+QUANT_COMPUTE_FACTOR = 2.2
+
+
+@dataclass(frozen=True)
+class BaseLayout:
+    """The frozen transformer's bytes as stored for a run: in the offloaded blocks (total
+    and the largest block) and outside them; quantized weights at their method's size."""
+
+    block_bytes: float
+    largest_block: float
+    resident_bytes: float
+    largest_linear: float
+    quantized_params: int
+
+
+def _base_layout(cfg, tr: TransformerStats) -> BaseLayout:
+    from backend.lowvram import entries_for
+    from backend.quantize import _skipped
+
+    b = compute_bytes(cfg)
+    family = get_family(cfg.model_family)
+    entry = next(iter(entries_for(cfg, "transformer")), None)
+    skip = (entry.skip if entry.skip is not None else tuple(family.quantize_skip)
+            ) if entry else ()
+    blocks: dict[str, float] = {}
+    resident = float(tr.params - sum(i * o for _, i, o in tr.linears)) * b
+    largest, quantized = 0.0, 0
+    for name, i, o in tr.linears:
+        parts = name.split(".")
+        block = ".".join(parts[:2]) if parts[0] in family.offload_blocks and len(parts) > 2 \
+            else None
+        if entry and not _skipped(name, skip):
+            size = i * o * QUANT_BITS[entry.method] / 8 + (o * 4 if entry.bits == 8 else 0)
+            quantized += i * o
+        else:
+            size = i * o * b
+        largest = max(largest, i * o * b)
+        if block is None:
+            resident += size
+        else:
+            blocks[block] = blocks.get(block, 0.0) + size
+    return BaseLayout(block_bytes=sum(blocks.values()),
+                      largest_block=max(blocks.values(), default=0.0),
+                      resident_bytes=resident, largest_linear=largest,
+                      quantized_params=quantized)
+
+
+def _lowvram_train(cfg, tr: TransformerStats, lora: int, s: StageEstimate) -> StageEstimate:
+    """The train stage with the low-VRAM options applied (unchanged without them)."""
+    from backend.lowvram import entries_for
+
+    quant = bool(entries_for(cfg, "transformer"))
+    offload = bool(getattr(cfg, "enable_model_cpu_offload", False))
+    opt_off = bool(getattr(cfg, "enable_optimizer_cpu_offload", False))
+    if cfg.zero_stage > 0 or not (quant or offload or opt_off):
+        return s
+    b = compute_bytes(cfg)
+    layout = _base_layout(cfg, tr)
+    s.gpu.pop("base weights", None)
+    if offload:
+        s.gpu["base weights (resident)"] = layout.resident_bytes
+        s.gpu["offloaded blocks (running + prefetched)"] = 2 * layout.largest_block
+        s.host["base weights (pinned, offloaded)"] = layout.block_bytes
+        s.notes.append(f"layer offload moves {2 * layout.block_bytes / GB:.1f} GB host->device "
+                       f"per micro-step")
+    else:
+        s.gpu["base weights" + (" (quantized)" if quant else "")] = (
+            layout.resident_bytes + layout.block_bytes)
+    if quant:
+        s.gpu["dequantized weight"] = layout.largest_linear
+    if opt_off:
+        s.gpu.pop("lora + adamw", None)
+        s.gpu["lora weights + grads"] = lora * 8
+        s.host["adamw (offloaded)"] = lora * 16
+    # The transformer is read on the host in the compute dtype, then quantized / moved.
+    load = tr.params * b
+    s.host.pop("loading", None)
+    steady = sum(s.host.values())
+    if load > steady:
+        s.host["loading"] = load - steady
+    return s
+
+
+def _encoder_bytes(cfg, component: str, stats: ComponentStats, b: int) -> float:
+    """A frozen encoder's weight bytes; with a ``quant_options`` entry for it, every linear
+    layer at the method's size (counted as all parameters but the token embedding and the
+    LM head, vocab x hidden each; the skip list is taken as small)."""
+    from backend.lowvram import entries_for
+
+    entry = next(iter(entries_for(cfg, component)), None)
+    if entry is None:
+        return stats.params * b
+    kept = min(stats.params, 2 * stats.vocab * stats.hidden)
+    return (stats.params - kept) * QUANT_BITS[entry.method] / 8 + kept * b
+
+
+@dataclass
+class MethodRow:
+    """One way to train the run on a single GPU, for the side-by-side comparison."""
+
+    name: str
+    label: str
+    changes: dict[str, Any]            # the fields to set (one click applies them)
+    gpu_bytes: float                   # train stage, + CUDA_CONTEXT_GB when compared
+    host_bytes: float
+    bus_bytes_per_step: float
+    transfer_bound_s: float            # bus bytes / bandwidth: no step is faster
+    compute_factor: float              # relative compute per step (1: bf16 resident)
+    fits: bool
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "label": self.label, "changes": dict(self.changes),
+                "gpu_gb": round(self.gpu_bytes / GB, 2),
+                "host_gb": round(self.host_bytes / GB, 2),
+                "bus_gb_per_step": round(self.bus_bytes_per_step / GB, 2),
+                "transfer_bound_s": round(self.transfer_bound_s, 3),
+                "compute_factor": self.compute_factor, "fits": self.fits, "why": self.why}
+
+
+def _trained_source(cfg) -> str:
+    family = get_family(cfg.model_family)
+    trained = family.spec.trained_component
+    for entry in str(cfg.model_id_with_origin_paths or "").split(","):
+        entry = entry.strip()
+        if ":" in entry and entry.split(":", 1)[1].startswith(trained + "/"):
+            return entry
+    return family.spec.default_source(trained) or f"model:{trained}/*.safetensors"
+
+
+def method_changes(cfg) -> list[tuple[str, str, dict[str, Any]]]:
+    """(name, label, field changes) of every single-GPU method, from the plain one to the
+    least GPU memory. The changes are complete: applying one row's changes to ``cfg`` gives
+    that method whatever was set before."""
+    src = _trained_source(cfg)
+    off = {"zero_stage": 0, "offload_param_device": "none", "offload_optimizer_device": "none",
+           "num_processes": 1, "use_gradient_checkpointing": True}
+    plain = {**off, "enable_model_cpu_offload": False, "enable_optimizer_cpu_offload": False,
+             "quant_options": None, "fp8_models": None}
+
+    def q(method: str) -> dict[str, Any]:
+        return {**plain, "quant_options": f"{src}:{method}"}
+
+    layer = {**plain, "enable_model_cpu_offload": True, "enable_optimizer_cpu_offload": True}
+    return [
+        ("plain", "bf16 base on the GPU", plain),
+        ("fp8", "fp8 base (torchao weight-only)", q("torchao_fp8")),
+        ("int8", "int8 base (torchao weight-only)", q("torchao_int8")),
+        ("nf4", "nf4 base (bitsandbytes)", q("bitsandbytes_nf4")),
+        ("layer_offload", "layer offload, bf16 base", layer),
+        ("layer_offload_int8", "layer offload, int8 base (bitsandbytes)",
+         {**layer, "quant_options": f"{src}:bitsandbytes_int8"}),
+        ("layer_offload_nf4", "layer offload, nf4 base (bitsandbytes)",
+         {**layer, "quant_options": f"{src}:bitsandbytes_nf4"}),
+        ("zero3_offload", "DeepSpeed ZeRO-3, parameters + optimizer offloaded",
+         {**plain, "zero_stage": 3, "offload_param_device": "cpu",
+          "offload_optimizer_device": "cpu", "zero3_init_flag": True}),
+    ]
+
+
+def compare_methods(cfg, gpu_bytes: float | None, bandwidth: float = 25e9,
+                    model_config: dict[str, Any] | None = None,
+                    host_bytes: float | None = None) -> tuple[list[MethodRow], str | None]:
+    """Every single-GPU method for ``cfg``'s model, LoRA and resolution side by side: the
+    train stage's GPU bytes (+ the CUDA context), host RAM, bytes crossing the bus per
+    optimizer step, and the transfer-bound step time at ``bandwidth`` bytes/s host->device
+    (PCIe 4.0 x16 moves about 25 GB/s, 5.0 about 50). Returns (rows, the name of the
+    recommended row or None when none fits): the fitting method with the smallest
+    transfer bound, then the least compute (bf16 before a quantized base, which
+    dequantizes every weight each step). A suggestion: nothing is applied here; a row's
+    ``changes`` are the fields the user sets with one click."""
+    rows: list[MethodRow] = []
+    for name, label, changes in method_changes(cfg):
+        c = cfg.model_copy(update=changes)
+        est = estimate_memory(c, copy.deepcopy(model_config) if model_config else None)
+        tr = est.stages["train"]
+        gpu = tr.gpu_bytes + CUDA_CONTEXT_GB * GB
+        bus = est.h2d_bytes_per_step
+        quant = bool(changes.get("quant_options"))
+        factor = QUANT_COMPUTE_FACTOR if quant else 1.0
+        ok = (gpu_bytes is None or gpu <= gpu_bytes) and (
+            host_bytes is None or tr.host_bytes <= host_bytes)
+        t = bus / bandwidth if bandwidth else 0.0
+        why = (f"{gpu / GB:.1f} GB on the GPU" + (f" of {gpu_bytes / GB:.1f}" if gpu_bytes
+                                                 else "")
+               + f", {tr.host_bytes / GB:.1f} GB host RAM"
+               + (f", {bus / GB:.1f} GB over the bus per step: at least {t:.2f} s at "
+                  f"{bandwidth / 1e9:g} GB/s" if bus else ", nothing over the bus")
+               + (f"; dequantizing costs compute (about {factor:g}x bf16)" if quant else ""))
+        rows.append(MethodRow(name, label, changes, gpu, tr.host_bytes, bus, t, factor, ok,
+                              why))
+    fitting = [r for r in rows if r.fits]
+    best = min(fitting, key=lambda r: (r.transfer_bound_s, r.compute_factor),
+               default=None)
+    return rows, best.name if best else None

@@ -19,8 +19,25 @@ other names says so there, e.g. one whose ComfyUI loader maps diffusers names on
 ``transformer.``). ``<module>`` is a module name of the family's trained
 component (diffusers' class), e.g. ``transformer_blocks.0.attn.to_q``. Any of the three
 formats is accepted as the source.
-A LoRA whose alpha differs from its rank (only possible in a comfyui source) has the scale
-alpha / rank folded into lora_B for the formats that carry no alpha.
+A LoRA whose alpha differs from its rank (``lora_alpha``) has the scale alpha / rank folded
+into lora_B for the formats that carry no alpha tensor.
+
+Variants (``lora_type``):
+
+- DoRA adds one magnitude per output feature: ``<module>.lora_magnitude_vector.default.weight``
+  (reference, peft's parameter), ``transformer.<module>.lora_magnitude_vector`` (diffusers:
+  its loader turns peft's ``use_dora`` on when it sees the key) and
+  ``diffusion_model.<module>.dora_scale`` [out, 1] (ComfyUI). ComfyUI divides an [out, 1]
+  scale by the row norms of the *base* weight where peft divides by those of the adapted
+  weight, so the ComfyUI export writes m · ||W|| / ||W + s·B·A|| per row and needs the base
+  weights (the run's transformer, or ``--model``); its merge then equals peft's. A
+  ComfyUI DoRA file is not read back as a source.
+- LoKr (peft's ``LoKrConfig``, LyCORIS's names): ``<module>.lokr_w1[.default]``,
+  ``lokr_w2`` or ``lokr_w2_a`` / ``lokr_w2_b`` (and ``w1_a``/``w1_b``, ``t2``). ComfyUI
+  reads the same names under ``diffusion_model.`` with ``.alpha``; it scales by alpha / r
+  only when a factor is decomposed (peft always does), so a LoKr without decomposed factors
+  has its scale folded into ``lokr_w1``. diffusers' loaders take LoRA keys only: a LoKr
+  exports as reference or comfyui, and loads through peft (``backend.lora.load_lora``).
 
 Every export is checked before it is written: each key must have the target format's
 shape, and each module must be a Linear layer of the trained component with matching
@@ -72,6 +89,16 @@ _SUFFIX = {
 _KEY_RE = re.compile(r"^(?P<module>.+?)\.(?P<kind>lora_A|lora_B|lora_down|lora_up)"
                      r"(?:\.(?P<adapter>[A-Za-z0-9_\-]+))?\.weight$")
 _ALPHA_RE = re.compile(r"^(?P<module>.+)\.alpha$")
+# DoRA magnitudes (peft's, with or without the adapter name, or ComfyUI's dora_scale).
+_MAG_RE = re.compile(r"^(?P<module>.+?)\.(?:(?P<peft>lora_magnitude_vector)"
+                     r"(?:\.(?P<adapter>[A-Za-z0-9_\-]+))?(?:\.weight)?|(?P<comfy>dora_scale))$")
+_MAG_SUFFIX = {"reference": f".lora_magnitude_vector.{ADAPTER}.weight",
+               "diffusers": ".lora_magnitude_vector", "comfyui": ".dora_scale"}
+# LoKr factors (peft's parameters carry the adapter name, ComfyUI's none).
+LOKR_PARTS = ("lokr_w1", "lokr_w2", "lokr_w1_a", "lokr_w1_b", "lokr_w2_a", "lokr_w2_b",
+              "lokr_t2")
+_LOKR_RE = re.compile(r"^(?P<module>.+?)\.(?P<part>lokr_(?:w1_a|w1_b|w2_a|w2_b|w1|w2|t2))"
+                      r"(?:\.(?P<adapter>[A-Za-z0-9_\-]+))?$")
 _CHECKPOINT_EXT = ".safetensors"
 # Metadata keys that state an alpha; rewritten when the scale is folded into lora_B.
 _ALPHA_META_KEYS = ("alpha", "lora_alpha", "network_alpha", "ss_network_alpha")
@@ -136,6 +163,19 @@ def split_modules(state_dict: Mapping[str, torch.Tensor], metadata: Mapping[str,
                 problems.append(f"{key}: second lora_{kind} for module {m['module']}")
             slot[kind] = value
             continue
+        m = _MAG_RE.match(name)
+        if m:
+            if m["comfy"]:
+                problems.append(f"{key}: a ComfyUI DoRA scale is relative to the base weight "
+                                f"and is not read back (allowed: the reference or diffusers "
+                                f"export of the DoRA)")
+                continue
+            parts.setdefault(m["module"], {})["magnitude"] = value
+            continue
+        if _LOKR_RE.match(name):
+            problems.append(f"{key}: a LoKr factor in a LoRA file (a LoKr file holds only "
+                            f"lokr_ keys)")
+            continue
         m = _ALPHA_RE.match(name)
         if m:
             parts.setdefault(m["module"], {})["alpha"] = float(value.float().item())
@@ -159,7 +199,15 @@ def split_modules(state_dict: Mapping[str, torch.Tensor], metadata: Mapping[str,
                             f"do not form a LoRA (expected [r, in] and [out, r])")
             continue
         alpha = slot.get("alpha", meta_alpha)
-        modules[module] = (a, b, alpha)
+        if "magnitude" in slot:  # DoRA: [out] magnitudes as a fourth member
+            mag = slot["magnitude"].reshape(-1)
+            if mag.shape[0] != b.shape[0]:
+                problems.append(f"{module}: DoRA magnitude {tuple(mag.shape)} does not match "
+                                f"lora_B's {b.shape[0]} outputs")
+                continue
+            modules[module] = (a, b, alpha, mag)
+        else:
+            modules[module] = (a, b, alpha)
     if not modules and not problems:
         problems.append("no LoRA tensors in the file")
     if problems:
@@ -194,7 +242,7 @@ def family_prefixes(family: str | None = None) -> dict[str, str]:
 
 
 def build_state_dict(modules: Mapping[str, tuple[torch.Tensor, torch.Tensor, float | None]],
-                     fmt: str, prefixes: Mapping[str, str] | None = None
+                     fmt: str, prefixes: Mapping[str, str] | None = None, rename=None
                      ) -> tuple[dict[str, torch.Tensor], bool]:
     """The state dict of ``fmt`` (key prefixes: ``prefixes``, default the contract's); also
     whether an alpha was folded into lora_B."""
@@ -204,8 +252,12 @@ def build_state_dict(modules: Mapping[str, tuple[torch.Tensor, torch.Tensor, flo
     a_suffix, b_suffix, alpha_suffix = _SUFFIX[fmt]
     out: dict[str, torch.Tensor] = {}
     folded_any = False
-    for module, (a, b, alpha) in modules.items():
-        key = prefix + module
+    for module, (a, b, alpha, *dora) in modules.items():
+        key = prefix + (rename(module, fmt) if rename is not None else module)
+        if dora and fmt == "comfyui":
+            raise ValueError("comfyui DoRA exports need the base weights: use dora_scales()")
+        if dora:
+            out[key + _MAG_SUFFIX[fmt]] = dora[0].contiguous()
         if alpha_suffix:
             out[key + a_suffix] = a.contiguous()
             out[key + b_suffix] = b.contiguous()
@@ -280,7 +332,7 @@ def _config_from_training_args(src: Path) -> tuple[dict[str, Any], str, str] | N
 
 def verify_state_dict(state_dict: Mapping[str, torch.Tensor], fmt: str,
                       shapes: Mapping[str, tuple[int, int]], check_sizes: bool = True,
-                      prefixes: Mapping[str, str] | None = None) -> None:
+                      prefixes: Mapping[str, str] | None = None, unrename=None) -> None:
     """Raise LoraFormatError unless every key has ``fmt``'s form and maps to a Linear module."""
     prefix = (prefixes or _PREFIX)[fmt]
     a_suffix, b_suffix, alpha_suffix = _SUFFIX[fmt]
@@ -291,7 +343,8 @@ def verify_state_dict(state_dict: Mapping[str, torch.Tensor], fmt: str,
             problems.append(f"{key}: {fmt} keys start with {prefix!r}")
             continue
         name = key[len(prefix):]
-        for part, suffix in (("A", a_suffix), ("B", b_suffix), ("alpha", alpha_suffix)):
+        for part, suffix in (("A", a_suffix), ("B", b_suffix), ("alpha", alpha_suffix),
+                             ("magnitude", _MAG_SUFFIX[fmt])):
             if suffix and name.endswith(suffix):
                 module = name[: -len(suffix)]
                 seen.setdefault(module, {})[part] = value
@@ -300,24 +353,167 @@ def verify_state_dict(state_dict: Mapping[str, torch.Tensor], fmt: str,
             problems.append(f"{key}: {fmt} keys end with "
                             f"{' | '.join(s for s in _SUFFIX[fmt] if s)}")
     need = {"A", "B"} | ({"alpha"} if alpha_suffix else set())
-    for module, got in sorted(seen.items()):
+    for named, got in sorted(seen.items()):
+        module = unrename(named, fmt) if unrename is not None else named
         if module not in shapes:
-            problems.append(f"{prefix}{module}: no Linear module {module!r} in the "
+            problems.append(f"{prefix}{named}: no Linear module {module!r} in the "
                             f"model")
             continue
         if need - set(got):
-            problems.append(f"{prefix}{module}: missing {sorted(need - set(got))}")
+            problems.append(f"{prefix}{named}: missing {sorted(need - set(got))}")
             continue
         if check_sizes:
             fin, fout = shapes[module]
             a, b = got["A"], got["B"]
             if a.shape[1] != fin or b.shape[0] != fout:
-                problems.append(f"{prefix}{module}: LoRA maps {a.shape[1]} -> {b.shape[0]} "
+                problems.append(f"{prefix}{named}: LoRA maps {a.shape[1]} -> {b.shape[0]} "
                                 f"features, the module maps {fin} -> {fout}")
     if not seen:
         problems.append("no LoRA keys")
     if problems:
         raise LoraFormatError(problems, f"the {fmt} export")
+
+
+# ------------------------------------------------------------------------------------------
+# DoRA for ComfyUI, and LoKr
+# ------------------------------------------------------------------------------------------
+def base_weights(where: str | os.PathLike | None, modules: list[str]) -> dict[str, torch.Tensor]:
+    """The base ``<module>.weight`` tensors of the trained component (float32), read from the
+    safetensors files of ``where`` (a pipeline folder, its transformer folder or its
+    config.json). Raises LoraFormatError naming what is missing."""
+    from backend.families.common import weight_files
+
+    folder = None
+    if where is not None:
+        p = Path(where)
+        for candidate in (p.parent if p.is_file() else p, p / "transformer"):
+            if candidate.is_dir() and weight_files(candidate):
+                folder = candidate
+                break
+    if folder is None:
+        raise LoraFormatError([f"model: the ComfyUI export of a DoRA needs the base model's "
+                               f"weights (ComfyUI's dora_scale is relative to them; got "
+                               f"{where or 'no model folder'}; allowed --model with the "
+                               f"pipeline or transformer folder the LoRA was trained on)"])
+    need = {f"{m}.weight": m for m in modules}
+    out: dict[str, torch.Tensor] = {}
+    for file in weight_files(folder):
+        with safe_open(str(file), framework="pt", device="cpu") as f:
+            for key in f.keys():
+                if key in need:
+                    out[need[key]] = f.get_tensor(key).float()
+    missing = sorted(set(modules) - set(out))
+    if missing:
+        raise LoraFormatError([f"{m}: no base weight {m}.weight in {folder}" for m in missing])
+    return out
+
+
+def dora_scales(modules: Mapping[str, tuple], weights: Mapping[str, torch.Tensor]
+                ) -> dict[str, torch.Tensor]:
+    """ComfyUI's ``dora_scale`` [out, 1] per DoRA module: ComfyUI multiplies W + s·B·A by
+    dora_scale / (||W|| + eps) per output row (base weight norms), peft by m / ||W + s·B·A||;
+    so dora_scale = m · (||W|| + eps) / ||W + s·B·A||."""
+    out = {}
+    for module, (a, b, alpha, *dora) in modules.items():
+        if not dora:
+            continue
+        w = weights[module].float()
+        scale = (alpha if alpha is not None else a.shape[0]) / a.shape[0]
+        adapted = w + scale * (b.float() @ a.float())
+        eps = torch.finfo(torch.float32).eps
+        value = dora[0].float() * (w.norm(dim=1) + eps) / adapted.norm(dim=1)
+        out[module] = value.reshape(-1, 1).to(a.dtype).contiguous()
+    return out
+
+
+def is_lokr(state_dict: Mapping[str, Any]) -> bool:
+    return any(_LOKR_RE.match(k) for k in state_dict)
+
+
+def split_lokr(state_dict: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None,
+               source: str | None = None) -> dict[str, tuple[dict[str, torch.Tensor], float]]:
+    """{module: (factors, scale)} of a LoKr file as training writes it (peft's names with
+    the adapter name; scale = alpha / rank from its metadata, as peft applies it)."""
+    meta = metadata or {}
+    problems: list[str] = []
+    if detect_format(state_dict) != "reference":
+        problems.append("a LoKr is read back only as training wrote it (the reference "
+                        "format); ComfyUI LoKr files are not read")
+    try:
+        rank = float(meta["rank"])
+        alpha = float(meta.get("alpha") or rank)
+    except (KeyError, ValueError):
+        problems.append("metadata: a LoKr file states its rank (and alpha)")
+        rank = alpha = 1.0
+    modules: dict[str, dict[str, torch.Tensor]] = {}
+    for key, value in state_dict.items():
+        m = _LOKR_RE.match(key)
+        if not m:
+            problems.append(f"{key}: not a LoKr key (expected <module>.lokr_w1/w2[_a|_b]"
+                            f".<adapter>)")
+            continue
+        modules.setdefault(m["module"], {})[m["part"]] = value
+    for module, parts in modules.items():
+        if "lokr_t2" in parts:
+            problems.append(f"{module}: lokr_t2 (a convolution factor) has no Linear layer")
+        for w in ("w1", "w2"):
+            if f"lokr_{w}" not in parts and not {f"lokr_{w}_a", f"lokr_{w}_b"} <= set(parts):
+                problems.append(f"{module}: lokr_{w} (or lokr_{w}_a and lokr_{w}_b) missing")
+    if problems:
+        raise LoraFormatError(problems, source)
+    return {m: (parts, alpha / rank) for m, parts in sorted(modules.items())}
+
+
+def _lokr_factor(parts: Mapping[str, torch.Tensor], w: str) -> torch.Tensor:
+    if f"lokr_{w}" in parts:
+        return parts[f"lokr_{w}"].float()
+    return parts[f"lokr_{w}_a"].float() @ parts[f"lokr_{w}_b"].float()
+
+
+def lokr_delta(parts: Mapping[str, torch.Tensor], scale: float) -> torch.Tensor:
+    """The weight update of one LoKr module: scale · kron(w1, w2) [out, in]."""
+    return scale * torch.kron(_lokr_factor(parts, "w1"), _lokr_factor(parts, "w2"))
+
+
+def lokr_state_dict(modules: Mapping[str, tuple[dict[str, torch.Tensor], float]], fmt: str,
+                    prefixes: Mapping[str, str], shapes: Mapping[str, tuple[int, int]],
+                    check_sizes: bool = True) -> dict[str, torch.Tensor]:
+    """A LoKr as ``fmt`` (reference: peft's names; comfyui: LyCORIS's names with ``.alpha``,
+    the scale folded into lokr_w1 where ComfyUI would not apply the alpha)."""
+    if fmt == "diffusers":
+        raise LoraFormatError(["format: diffusers' LoRA loaders read LoRA (A/B) keys only, "
+                               "not LoKr factors (got a LoKr; allowed reference | comfyui, or "
+                               "load it through peft)"])
+    problems: list[str] = []
+    out: dict[str, torch.Tensor] = {}
+    prefix = prefixes[fmt]
+    for module, (parts, scale) in modules.items():
+        if module not in shapes:
+            problems.append(f"{prefix}{module}: no Linear module {module!r} in the model")
+            continue
+        w1, w2 = _lokr_factor(parts, "w1"), _lokr_factor(parts, "w2")
+        fin, fout = shapes[module]
+        if check_sizes and (w1.shape[0] * w2.shape[0], w1.shape[1] * w2.shape[1]) != (fout, fin):
+            problems.append(f"{prefix}{module}: LoKr maps {w1.shape[1] * w2.shape[1]} -> "
+                            f"{w1.shape[0] * w2.shape[0]} features, the module maps "
+                            f"{fin} -> {fout}")
+            continue
+        key = prefix + module
+        if fmt == "reference":
+            for part, value in parts.items():
+                out[f"{key}.{part}.{ADAPTER}"] = value.contiguous()
+            continue
+        dims = [parts[f"lokr_{w}_b"].shape[0] for w in ("w1", "w2") if f"lokr_{w}_b" in parts]
+        for part, value in parts.items():
+            out[f"{key}.{part}"] = value.contiguous()
+        if dims:  # ComfyUI: alpha / r of the (last) decomposed factor
+            out[f"{key}.alpha"] = torch.tensor(float(scale * dims[-1]))
+        elif scale != 1.0:  # ComfyUI applies no alpha: fold the scale into w1
+            out[f"{key}.lokr_w1"] = (parts["lokr_w1"].float() * scale).to(
+                parts["lokr_w1"].dtype).contiguous()
+    if problems:
+        raise LoraFormatError(problems, f"the {fmt} export")
+    return out
 
 
 # ------------------------------------------------------------------------------------------
@@ -346,9 +542,15 @@ def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
         raise ValueError(f"format: unknown (got {fmt!r}; allowed {' | '.join(FORMATS)})")
     src = Path(src)
     tensors, metadata = load_lora_file(src)
-    modules = split_modules(tensors, metadata, str(src))
+    lokr = is_lokr(tensors)
+    modules = {} if lokr else split_modules(tensors, metadata, str(src))
 
     family = family or metadata.get("model_family")
+    source_format = detect_format(tensors)
+    if family in family_names() and source_format != "reference":
+        # A family whose tools name modules their own way: back to diffusers' names.
+        back = get_family(family).import_module_name
+        modules = {back(m, source_format): v for m, v in modules.items()}
     if transformer_config is not None:
         config, against = read_transformer_config(transformer_config), str(transformer_config)
         check_sizes = True
@@ -365,9 +567,25 @@ def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
     family = family or default_family()
     against = against or f"the published {family} module names"
     prefixes = family_prefixes(family)
-    state_dict, folded = build_state_dict(modules, fmt, prefixes)
-    verify_state_dict(state_dict, fmt, transformer_linear_shapes(config, family), check_sizes,
-                      prefixes)
+    adapter = get_family(family)
+    rename, unname = adapter.export_module_name, adapter.import_module_name
+    shapes = transformer_linear_shapes(config, family)
+    if lokr:
+        state_dict = lokr_state_dict(split_lokr(tensors, metadata, str(src)), fmt, prefixes,
+                                     shapes, check_sizes)
+        folded = False
+    elif fmt == "comfyui" and any(len(v) == 4 for v in modules.values()):
+        weights = base_weights(transformer_config if transformer_config is not None and
+                               not isinstance(transformer_config, Mapping) else against,
+                               [m for m, v in modules.items() if len(v) == 4])
+        plain = {m: v[:3] for m, v in modules.items()}
+        state_dict, folded = build_state_dict(plain, fmt, prefixes, rename)
+        verify_state_dict(state_dict, fmt, shapes, check_sizes, prefixes, unname)
+        for module, scale in dora_scales(modules, weights).items():
+            state_dict[prefixes[fmt] + rename(module, fmt) + _MAG_SUFFIX[fmt]] = scale
+    else:
+        state_dict, folded = build_state_dict(modules, fmt, prefixes, rename)
+        verify_state_dict(state_dict, fmt, shapes, check_sizes, prefixes, unname)
 
     meta = {str(k): str(v) for k, v in metadata.items()}
     if folded:

@@ -99,8 +99,17 @@ def parse_sources(cfg: RunConfig) -> list[Source]:
         if missing:
             raise HubError("model_paths: files not found: " + ", ".join(missing))
         return out
-    specs = [s for s in (cfg.model_id_with_origin_paths or "").split(",") if s.strip()]
+    sources, notes = family_spec(cfg.model_family).map_reference_sources(
+        cfg.model_id_with_origin_paths)
+    for note in notes:
+        if note not in _SAID:  # once per process
+            _SAID.add(note)
+            print(f"[hub] {note}", flush=True)
+    specs = [s for s in (sources or "").split(",") if s.strip()]
     return [parse_spec(s) for s in specs]
+
+
+_SAID: set[str] = set()
 
 
 # ------------------------------------------------------------------------------------------

@@ -54,6 +54,8 @@ SELF_EVIDENT_FLAGS = {
                         "use) is not needed: each stage loads only the components it uses "
                         "(stage 1 the text encoder and VAE, stage 2 the transformer)",
 }
+# Of those, the ones that matter in one-shot training (task sft), where they are imported.
+KEPT_FOR_ONE_SHOT = ("--offload_models",)
 SEPARATORS = {";", "&&", "||", "&", "|"}
 
 # DeepSpeed JSON (zero_optimization) keys that map one-to-one onto schema fields.
@@ -184,6 +186,7 @@ def import_commands(text: str, base_dir: str | os.PathLike | None = None) -> Imp
                      "the trainer's flags); the config holds the defaults")
     data = dict(base_config)
     data.update(_assemble(trainers, notes))
+    _map_reference_files(data, notes)
     for cmd in samples:
         data.update({k: v for k, v in cmd.args.items() if k.startswith("sample_")})
     if base_dir is not None:
@@ -253,6 +256,8 @@ def _read_command(index: int, argv: list[str], base: Path, nu: list[str], notes:
         # The sample stage's own options point into the run folder.
         rest = _drop_options(rest, ("--output_dir", "--checkpoints", "--all_checkpoints"))
     for flag, note in SELF_EVIDENT_FLAGS.items():
+        if flag in KEPT_FOR_ONE_SHOT and _task_flag(rest) == "sft":
+            continue  # one-shot training loads every model: the option does its job there
         if any(tok.split("=", 1)[0] == flag for tok in rest):
             rest = _drop_options(rest, (flag,))
             notes.append(f"{cmd.label}: {note}")
@@ -261,6 +266,15 @@ def _read_command(index: int, argv: list[str], base: Path, nu: list[str], notes:
         notes.append(f"{cmd.label}: no --config_file (accelerate uses that machine's default "
                      f"config); only the flags on the command line are imported")
     return cmd
+
+
+def _task_flag(argv: list[str]) -> str | None:
+    for i, tok in enumerate(argv):
+        if tok == "--task" and i + 1 < len(argv):
+            return argv[i + 1]
+        if tok.startswith("--task="):
+            return tok.split("=", 1)[1]
+    return None
 
 
 def _parse_trainer_args(cmd: _Command, argv: list[str], nu: list[str]) -> None:
@@ -545,6 +559,21 @@ def _assemble(trainers: list[_Command], notes: list[str]) -> dict[str, Any]:
                              f"checkpoints and samples into the run folder")
             data.pop(key)
     return data
+
+
+def _map_reference_files(data: dict[str, Any], notes: list[str]) -> None:
+    """The reference's files of an original repository (pickles among them) named as the
+    same components of the family's diffusers-layout repository; never read."""
+    from backend.config import family_of
+    from backend.families import family_spec
+
+    sources = data.get("model_id_with_origin_paths")
+    if not isinstance(sources, str):
+        return
+    mapped, said = family_spec(family_of(data)[0]).map_reference_sources(sources)
+    if said:
+        data["model_id_with_origin_paths"] = mapped
+        notes.extend(said)
 
 
 def _args(cmd: _Command) -> dict[str, Any]:

@@ -1,11 +1,17 @@
 """LoRA adapters: attaching (peft), collecting, saving and loading them back.
 
-Saved files hold only the LoRA tensors with the reference trainer's keys, e.g.
+Saved files hold only the adapter tensors with the reference trainer's keys, e.g.
 ``transformer_blocks.0.attn.to_q.lora_A.default.weight`` (peft's adapter name kept, no
-alpha tensor; alpha = rank), and safetensors metadata::
+alpha tensor; alpha in the metadata, = rank unless ``lora_alpha`` says otherwise), and
+safetensors metadata::
 
     format=zerolora-lora  rank  alpha  target_modules (comma-separated)
-    base_model (lora_base_model, e.g. dit)  model_family  step (optional)
+    base_model (lora_base_model, e.g. dit)  model_family  lora_type  step (optional)
+
+``lora_type`` (peft's tuners): ``lora``; ``dora`` (peft's ``use_dora``: a
+``lora_magnitude_vector.default.weight`` per module besides A and B); ``lokr`` (peft's
+``LoKrConfig``: ``lokr_w1.default``, ``lokr_w2.default`` or ``lokr_w2_a/_b.default``).
+``load_lora`` reads the type back from the keys.
 
 Files are written atomically (temp file + rename). ``to_diffusers`` converts the keys to
 the ``transformer.``-prefixed form diffusers' ``load_lora_weights`` expects.
@@ -22,19 +28,52 @@ FORMAT = "zerolora-lora"
 ADAPTER = "default"
 
 
-def lora_config(rank: int, target_modules: Iterable[str], alpha: int | None = None):
-    from peft import LoraConfig
+LORA_TYPES = ("lora", "dora", "lokr")
+# Substrings of the trainable adapter parameters' names (peft's LoRA, DoRA and LoKr).
+ADAPTER_PARAM_MARKS = ("lora_", "lokr_")
 
-    return LoraConfig(r=rank, lora_alpha=alpha if alpha is not None else rank,
-                      target_modules=list(target_modules), init_lora_weights=True)
+
+def lora_config(rank: int, target_modules: Iterable[str], alpha: float | None = None,
+                dropout: float = 0.0, lora_type: str = "lora", lokr_factor: int = -1):
+    """peft's config for ``lora_type``: LoraConfig (``use_dora`` for dora) or LoKrConfig."""
+    from peft import LoKrConfig, LoraConfig
+
+    if lora_type not in LORA_TYPES:
+        raise ValueError(f"lora_type: unknown (got {lora_type!r}; allowed "
+                         f"{' | '.join(LORA_TYPES)})")
+    alpha = alpha if alpha is not None else rank
+    if lora_type == "lokr":
+        return LoKrConfig(r=rank, alpha=alpha, target_modules=list(target_modules),
+                          decompose_factor=lokr_factor, init_weights=True)
+    return LoraConfig(r=rank, lora_alpha=alpha, target_modules=list(target_modules),
+                      lora_dropout=dropout, use_dora=lora_type == "dora",
+                      init_lora_weights=True)
 
 
 def add_lora(model, rank: int, target_modules: Iterable[str], adapter_name: str = ADAPTER,
-             alpha: int | None = None) -> None:
-    """Attach a fresh LoRA to ``model`` (a diffusers model with peft support); freezes
-    the base weights first so only LoRA parameters train."""
+             alpha: float | None = None, dropout: float = 0.0, lora_type: str = "lora",
+             lokr_factor: int = -1) -> None:
+    """Attach a fresh adapter to ``model`` (a diffusers model with peft support); freezes
+    the base weights first so only adapter parameters train."""
     model.requires_grad_(False)
-    model.add_adapter(lora_config(rank, target_modules, alpha), adapter_name=adapter_name)
+    model.add_adapter(lora_config(rank, target_modules, alpha, dropout, lora_type, lokr_factor),
+                      adapter_name=adapter_name)
+
+
+def adapter_options(cfg) -> dict[str, Any]:
+    """``add_lora``'s keyword arguments from a run config (alpha, dropout, type, factor)."""
+    return {"alpha": cfg.lora_alpha, "dropout": cfg.lora_dropout, "lora_type": cfg.lora_type,
+            "lokr_factor": cfg.lokr_factor}
+
+
+def lora_type_of(tensors: Iterable[str]) -> str:
+    """lora | dora | lokr from a LoRA file's keys."""
+    keys = list(tensors)
+    if any(".lokr_" in k for k in keys):
+        return "lokr"
+    if any("lora_magnitude_vector" in k for k in keys):
+        return "dora"
+    return "lora"
 
 
 def strip_prefix(key: str, prefix: str) -> str:
@@ -45,7 +84,8 @@ def strip_prefix(key: str, prefix: str) -> str:
 
 
 def lora_named_parameters(model) -> list[tuple[str, Any]]:
-    return [(n, p) for n, p in model.named_parameters() if "lora_" in n]
+    return [(n, p) for n, p in model.named_parameters()
+            if any(mark in n for mark in ADAPTER_PARAM_MARKS)]
 
 
 def collect_lora_state(model, remove_prefix: str = "", gather: bool = False
@@ -86,15 +126,18 @@ def expected_shapes(model, rank: int, target_modules: Iterable[str],
 
 def save_lora(path: str | os.PathLike, tensors: dict[str, Any], *, rank: int,
               target_modules: Iterable[str], base_model: str = "dit",
-              model_family: str | None = None, extra: dict[str, Any] | None = None) -> Path:
-    """Write a LoRA file atomically (temp + rename)."""
+              model_family: str | None = None, extra: dict[str, Any] | None = None,
+              alpha: float | None = None) -> Path:
+    """Write a LoRA file atomically (temp + rename); ``alpha`` None means alpha = rank."""
     from safetensors.torch import save_file
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"format": FORMAT, "rank": str(rank), "alpha": str(rank),
+    meta = {"format": FORMAT, "rank": str(rank), "alpha": _number(alpha if alpha is not None
+                                                                  else rank),
             "target_modules": ",".join(target_modules), "base_model": base_model,
-            "model_family": model_family or _default_family()}
+            "model_family": model_family or _default_family(),
+            "lora_type": lora_type_of(tensors)}
     meta.update({k: str(v) for k, v in (extra or {}).items()})
     tmp = path.with_name(f".{path.name}.tmp")
     from backend.diskspace import writing
@@ -104,6 +147,11 @@ def save_lora(path: str | os.PathLike, tensors: dict[str, Any], *, rank: int,
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=meta)
     os.replace(tmp, path)
     return path
+
+
+def _number(x: float) -> str:
+    """A number as metadata text: 16, not 16.0."""
+    return str(int(x)) if float(x).is_integer() else str(float(x))
 
 
 def _default_family() -> str:
@@ -126,9 +174,17 @@ def lora_rank_and_targets(tensors: dict[str, Any], meta: dict[str, str]
     """(rank, alpha, target module names) of a LoRA, from metadata or the keys."""
     ranks = {v.shape[0] for k, v in tensors.items() if ".lora_A." in k}
     rank = int(meta.get("rank") or (ranks.pop() if len(ranks) == 1 else 0))
-    alpha = int(meta.get("alpha") or rank)
+    alpha = float(meta.get("alpha") or rank)
+    alpha = int(alpha) if alpha.is_integer() else alpha
     if meta.get("target_modules"):
         targets = meta["target_modules"].split(",")
+        family = meta.get("model_family")
+        from backend.families import family_names
+        if family in family_names():  # the reference's spellings, as training mapped them
+            from backend.families import get_family
+            targets = get_family(family).target_modules(targets)
+    elif any(".lokr_" in k for k in tensors):
+        targets = sorted({k.split(".lokr_")[0] for k in tensors if ".lokr_" in k})
     else:  # the full module paths, which peft accepts as exact names
         targets = sorted({k.split(".lora_A.")[0] for k in tensors if ".lora_A." in k})
     return rank, alpha, targets
@@ -145,13 +201,19 @@ def load_lora(model, path: str | os.PathLike, adapter_name: str = ADAPTER,
     from peft.utils import set_peft_model_state_dict
 
     tensors, meta = read_lora(path)
-    tensors = from_diffusers(tensors)
+    kind = lora_type_of(tensors)
+    if kind != "lokr":
+        tensors, folded = from_any_format(tensors, meta)
+    else:
+        folded = False
     rank, alpha, targets = lora_rank_and_targets(tensors, meta)
-    model.add_adapter(lora_config(rank, targets, alpha), adapter_name=adapter_name)
-    # set_peft_model_state_dict wants keys without the adapter name.
-    plain = {k.replace(f".{ADAPTER}.", "."): v for k, v in tensors.items()}
-    result = set_peft_model_state_dict(model, plain, adapter_name=adapter_name)
-    unexpected = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
+    if folded:  # the converter put alpha / rank into lora_B
+        alpha = rank
+    model.add_adapter(lora_config(rank, targets, alpha, lora_type=kind),
+                      adapter_name=adapter_name)
+    result = set_peft_model_state_dict(model, peft_keys(tensors), adapter_name=adapter_name)
+    unexpected = [k for k in getattr(result, "unexpected_keys", [])
+                  if any(mark in k for mark in ADAPTER_PARAM_MARKS)]
     if strict and unexpected:
         raise ValueError(f"{path}: LoRA keys match no module of the model: "
                          f"{', '.join(unexpected[:5])}{' ...' if len(unexpected) > 5 else ''}")
@@ -163,11 +225,12 @@ def init_from_checkpoint(model, path: str | os.PathLike, adapter_name: str = ADA
     returns how many tensors were loaded. Shapes must match (same rank and targets)."""
     from peft.utils import set_peft_model_state_dict
 
-    tensors, _ = read_lora(path)
-    tensors = from_diffusers(tensors)
-    plain = {k.replace(f".{ADAPTER}.", "."): v for k, v in tensors.items()}
-    result = set_peft_model_state_dict(model, plain, adapter_name=adapter_name)
-    unexpected = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
+    tensors, meta = read_lora(path)
+    if lora_type_of(tensors) != "lokr":
+        tensors, _ = from_any_format(tensors, meta)
+    result = set_peft_model_state_dict(model, peft_keys(tensors), adapter_name=adapter_name)
+    unexpected = [k for k in getattr(result, "unexpected_keys", [])
+                  if any(mark in k for mark in ADAPTER_PARAM_MARKS)]
     if unexpected:
         raise ValueError(f"lora_checkpoint: keys match no LoRA module: "
                          f"{', '.join(unexpected[:5])}")
@@ -178,6 +241,28 @@ def to_diffusers(tensors: dict[str, Any]) -> dict[str, Any]:
     """Any accepted LoRA keys → diffusers' (``backend.export``'s converter)."""
     from backend.export import build_state_dict, split_modules
     return build_state_dict(split_modules(tensors), "diffusers")[0]
+
+
+def peft_keys(tensors: dict[str, Any]) -> dict[str, Any]:
+    """Our keys as ``set_peft_model_state_dict`` wants them: no adapter name, a DoRA
+    magnitude without ``.weight``."""
+    out = {}
+    for k, v in tensors.items():
+        k = k.replace(f".{ADAPTER}.", ".")
+        if k.endswith(f".{ADAPTER}"):
+            k = k[: -len(ADAPTER) - 1]
+        if k.endswith(".lora_magnitude_vector.weight"):
+            k = k[: -len(".weight")]
+        out[k] = v
+    return out
+
+
+def from_any_format(tensors: dict[str, Any], meta: dict[str, str] | None = None
+                    ) -> tuple[dict[str, Any], bool]:
+    """Any accepted LoRA or DoRA keys → ours, and whether an alpha other than the rank was
+    folded into lora_B on the way (``backend.export``'s converter)."""
+    from backend.export import build_state_dict, split_modules
+    return build_state_dict(split_modules(tensors, meta), "reference")
 
 
 def from_diffusers(tensors: dict[str, Any]) -> dict[str, Any]:
@@ -199,7 +284,9 @@ def merge_lora_file(model, path: str | os.PathLike, scale: float = 1.0,
     load_lora(model, path, adapter_name=adapter_name)
     merged = 0
     for module in model.modules():
-        if isinstance(module, BaseTunerLayer) and adapter_name in module.lora_A:
+        if isinstance(module, BaseTunerLayer) and any(
+                adapter_name in getattr(module, name, {})
+                for name in ("lora_A", "lokr_w1", "lokr_w1_a")):
             if scale != 1.0:
                 module.scale_layer(scale)
             base = list(module.get_base_layer().parameters())

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.config import REPO_ROOT, RunConfig, resolve_paths, validate
+from backend.config import REPO_ROOT, RunConfig, effective_optimizer, resolve_paths, validate
 from backend.rundir import RunDir
 
 # The name of the run-folder layout before backend.rundir (kept for older imports).
@@ -125,12 +125,27 @@ def deepspeed_config(cfg: RunConfig, num_processes: int | None = None) -> dict[s
     if n > 1:
         # accelerate can resolve train_batch_size "auto" inconsistently with the world size;
         # DeepSpeed derives it from these two and the number of processes.
-        ds["train_micro_batch_size_per_gpu"] = 1
+        ds["train_micro_batch_size_per_gpu"] = cfg.batch_size
     else:
         ds["train_batch_size"] = "auto"
-        ds["train_micro_batch_size_per_gpu"] = "auto"
+        # batch_size > 1 is drawn by a batch sampler, whose loader accelerate cannot read
+        # a batch size from: the micro-batch is written out.
+        ds["train_micro_batch_size_per_gpu"] = cfg.batch_size if cfg.batch_size > 1 else "auto"
+    if effective_optimizer(cfg.model_dump()) != "adamw":
+        # ZeRO runs a client optimizer other than Adam only when told it may.
+        ds["zero_allow_untested_optimizer"] = True
     ds["wall_clock_breakdown"] = False
     return ds
+
+
+def ds_batch_sizes(cfg: RunConfig, num_processes: int | None = None) -> dict[str, int]:
+    """What DeepSpeed's batch sizes come to for ``cfg`` (shown beside the form, never asked
+    for): the micro-batch is ``batch_size``, ``train_batch_size`` = micro-batch x
+    ``gradient_accumulation_steps`` x processes."""
+    n = cfg.num_processes if num_processes is None else num_processes
+    return {"train_micro_batch_size_per_gpu": cfg.batch_size,
+            "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
+            "train_batch_size": cfg.batch_size * cfg.gradient_accumulation_steps * n}
 
 
 def _offload(cfg: RunConfig, device: str) -> dict[str, Any]:
@@ -294,7 +309,8 @@ def plan_run(cfg: RunConfig, run_dir: str | os.PathLike, *, cuda: bool | None = 
 
 
 def plan_render(cfg: RunConfig, job_dir: str | os.PathLike, samples_dir: str | os.PathLike,
-                checkpoints: list[str | os.PathLike]) -> tuple[StagePlan, RunConfig]:
+                checkpoints: list[str | os.PathLike],
+                reuse_base_from: list[str | os.PathLike] = ()) -> tuple[StagePlan, RunConfig]:
     """A sample-stage job rendering ``checkpoints`` into ``samples_dir`` (usually another
     run's samples folder). Writes the job's run.yaml and commands.sh into ``job_dir``;
     returns its one stage and the resolved config."""
@@ -304,6 +320,8 @@ def plan_render(cfg: RunConfig, job_dir: str | os.PathLike, samples_dir: str | o
     cfg.save(files.run_yaml)
     argv = [sys.executable, "-m", SAMPLE_MODULE, "--config", str(files.run_yaml),
             "--output_dir", str(samples_dir), "--checkpoints", *map(str, checkpoints)]
+    if reuse_base_from:
+        argv += ["--reuse_base_from", *map(str, reuse_base_from)]
     plan = StagePlan("sample", argv, stage_env(cfg, "sample", cuda=False))
     files.commands.write_text(commands_script([plan], [], files.run_dir), encoding="utf-8")
     return plan, cfg

@@ -3,9 +3,13 @@
 Every event has ``time`` (unix seconds), ``stage`` (data_process | train | sample) and
 ``event``:
 
-- ``start``       total (int, steps or samples), epochs (int, optional)
+- ``start``       total (int, steps or samples), epochs (int, optional); the train stage adds
+                  steps_per_epoch, num_processes and batch_size
 - ``step``        step, total, epoch, loss, lr, samples_per_s, eta_s (the sample stage:
                   step, total, eta_s, one per image rendered)
+- ``validation``  step, val_loss, samples (the held-out validation loss at fixed noise and
+                  timesteps, ``validation_samples``; at step 0, every
+                  ``validation_every_n_steps`` or each checkpoint, and the last step)
 - ``checkpoint``  step, path
 - ``sample``      step, path (an image or an index JSON)
 - ``end``         status (succeeded | failed | stopped), reason (one line, for failed/stopped)

@@ -61,6 +61,7 @@ CHECKPOINT_KINDS = ("step", "epoch")
 CHECKPOINT_RE = re.compile(r"^(?P<kind>step|epoch)-(?P<n>\d+)\.safetensors$")
 # Inside samples/.
 SAMPLES_INDEX = "index.json"
+RENDERS = "renders"  # samples/renders/<job id>/: one Results-tab render, with its own index
 # In the workspace.
 RUNS = "runs"
 
@@ -225,6 +226,18 @@ class RunDir:
     @property
     def samples_index(self) -> Path:
         return self.samples / SAMPLES_INDEX
+
+    def render_dir(self, job_id: str) -> Path:
+        """Where one render job of this run writes its images and index."""
+        return self.samples / RENDERS / job_id
+
+    def sample_sets(self) -> list[Path]:
+        """Folders holding a sample index: each render (newest first, by job id), then the
+        samples the run itself rendered."""
+        renders = self.samples / RENDERS
+        found = sorted((d for d in renders.iterdir() if (d / SAMPLES_INDEX).is_file()),
+                       key=lambda d: d.name, reverse=True) if renders.is_dir() else []
+        return found + ([self.samples] if self.samples_index.is_file() else [])
 
     @property
     def downloads(self) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,7 +87,9 @@ def load_pipeline(cfg: RunConfig, device: str | None = None, dtype: Any = None,
     auto_device, auto_dtype = pick_device()
     device, dtype = device or auto_device, dtype or auto_dtype
     dirs = dirs or component_dirs(cfg)
-    pipe = get_family(cfg.model_family).load_pipeline(dirs, dtype)
+    pipe = get_family(cfg.model_family).for_config(cfg).load_pipeline(dirs, dtype)
+    from backend.quantize import quantize_frozen
+    quantize_frozen(cfg, pipe)  # quant_options for the text encoder / VAE (low VRAM)
     offload = cfg.sample_cpu_offload
     if offload == "none":
         pipe.to(device)
@@ -146,6 +149,7 @@ class Job:
     checkpoint_name: str
     scale: float
     image: str  # relative to output_dir
+    inputs: tuple[str, ...] = ()  # edit models: the prompt's input images
 
     @property
     def key(self) -> tuple:
@@ -173,23 +177,74 @@ def plan_samples(cfg: RunConfig, checkpoints: list[Path]) -> list[Job]:
         raise ConfigError([f"checkpoints: LoRA scales {lora_scales} need a LoRA checkpoint (got "
                            f"none; allowed --checkpoints FILE_OR_FOLDER, or sample_lora_scales "
                            f"[0] for base images only)"])
+    from backend.families import get_family
+
     seed = cfg.sample_seed
+    ext = get_family(cfg.model_family).sample_suffix
+    inputs = sample_inputs(cfg)
+    takes = get_family(cfg.model_family).for_config(cfg).input_images
+    missing = [str(i + 1) for i, paths in enumerate(inputs) if takes and not paths]
+    too_many = [str(i + 1) for i, paths in enumerate(inputs) if len(paths) > takes]
+    if missing or too_many:
+        allowed = f"at most {takes}" if takes else "none for a text-to-image model"
+        raise ConfigError(
+            ([f"sample_images: the edit model renders from input images; line(s) "
+              f"{', '.join(missing)} give none (allowed 1 to {takes} images per prompt, "
+              f"separated by |)"] if missing else []) +
+            ([f"sample_images: line(s) {', '.join(too_many)} give more images than the model "
+              f"takes (allowed {allowed})"] if too_many else []))
     jobs: list[Job] = []
     if 0.0 in scales:
         for i, prompt in enumerate(cfg.sample_prompts):
-            jobs.append(Job(i, prompt, None, "base", 0.0, f"base/p{i:02d}-seed{seed}.png"))
+            jobs.append(Job(i, prompt, None, "base", 0.0, f"base/p{i:02d}-seed{seed}{ext}",
+                            inputs[i]))
     for ckpt, name in zip(checkpoints, _checkpoint_names(checkpoints)):
         for scale in lora_scales:
             for i, prompt in enumerate(cfg.sample_prompts):
                 jobs.append(Job(i, prompt, ckpt, name, scale,
-                                f"{name}/p{i:02d}-x{scale:g}-seed{seed}.png"))
+                                f"{name}/p{i:02d}-x{scale:g}-seed{seed}{ext}", inputs[i]))
     return jobs
 
 
+def sample_inputs(cfg: RunConfig) -> list[tuple[str, ...]]:
+    """Each sample prompt's input images (edit models), from ``sample_images``: one line
+    per prompt, images separated by ``|``; every file is checked through the run's read
+    gate. A ``ConfigError`` names what is wrong."""
+    from backend import readgate
+
+    lines = list(cfg.sample_images)
+    if len(lines) > len(cfg.sample_prompts):
+        raise ConfigError([f"sample_images: more lines than sample_prompts (got {len(lines)} "
+                           f"for {len(cfg.sample_prompts)} prompts; allowed one line per "
+                           f"prompt)"])
+    gate = readgate.for_config(cfg)
+    out, problems = [], []
+    for i, line in enumerate(lines + [""] * (len(cfg.sample_prompts) - len(lines))):
+        paths = tuple(p.strip() for p in line.split("|") if p.strip())
+        for p in paths:
+            if not gate.is_file(Path(p).expanduser()):
+                problems.append(f"sample_images: line {i + 1}: image not found (got {p!r}; "
+                                f"allowed an image file)")
+        out.append(paths)
+    if problems:
+        raise ConfigError(problems)
+    return out
+
+
+def _input_images(cfg: RunConfig, paths: tuple[str, ...]) -> list:
+    from backend.data import load_input_image
+    return [load_input_image(Path(p).expanduser(), cfg) for p in paths]
+
+
 def _settings(cfg: RunConfig) -> dict[str, Any]:
-    return {"seed": cfg.sample_seed, "steps": cfg.sample_steps, "cfg": cfg.sample_cfg,
-            "height": cfg.sample_height, "width": cfg.sample_width,
-            "negative_prompt": cfg.sample_negative_prompt}
+    from backend.families import get_family
+
+    out = {"seed": cfg.sample_seed, "steps": cfg.sample_steps, "cfg": cfg.sample_cfg,
+           "height": cfg.sample_height, "width": cfg.sample_width,
+           "negative_prompt": cfg.sample_negative_prompt}
+    if get_family(cfg.model_family).media == "video":
+        out.update(num_frames=cfg.sample_num_frames, fps=cfg.sample_fps)
+    return out
 
 
 def read_index(output_dir: str | os.PathLike) -> list[dict]:
@@ -212,7 +267,8 @@ def _write_index(output_dir: Path, images: list[dict]) -> Path:
 
 
 def _entry_key(e: dict) -> tuple:
-    return (e.get("prompt"), e.get("checkpoint"), float(e.get("scale", 0.0)), e.get("seed"))
+    return (e.get("prompt"), e.get("checkpoint"), float(e.get("scale", 0.0)), e.get("seed"),
+            tuple(e.get("inputs") or ()))
 
 
 def _reusable_base(job: Job, old: list[dict], settings: dict, base_model: str,
@@ -220,27 +276,48 @@ def _reusable_base(job: Job, old: list[dict], settings: dict, base_model: str,
     for e in old:
         if (e.get("checkpoint") is None and e.get("prompt") == job.prompt
                 and e.get("base_model") == base_model
+                and list(e.get("inputs") or []) == list(job.inputs)
                 and all(e.get(k) == v for k, v in settings.items())
                 and (output_dir / e.get("image", "")).is_file()):
             return e
     return None
 
 
-def _render(pipe, cfg: RunConfig, prompt: str):
+def _render(pipe, cfg: RunConfig, prompt: str, inputs: tuple[str, ...] = ()):
     import torch
 
     from backend.families import get_family
 
     generator = torch.Generator(device="cpu").manual_seed(cfg.sample_seed)
-    return get_family(cfg.model_family).render(
+    family = get_family(cfg.model_family).for_config(cfg)
+    extra = {"num_frames": cfg.sample_num_frames} if family.media == "video" else {}
+    if inputs:
+        extra["images"] = _input_images(cfg, inputs)
+    return family.render(
         pipe, prompt, negative_prompt=cfg.sample_negative_prompt, generator=generator,
         steps=cfg.sample_steps, cfg=cfg.sample_cfg, height=cfg.sample_height,
-        width=cfg.sample_width)
+        width=cfg.sample_width, **extra)
+
+
+def attach_lora(pipe, ckpt, adapter: str) -> None:
+    """Put the LoRA file ``ckpt`` on ``pipe`` as ``adapter`` (scaled with
+    ``pipe.set_adapters``, removed with ``pipe.delete_adapters``): LoRA and DoRA through
+    diffusers' ``load_lora_weights``, a LoKr (no diffusers keys exist for it) through peft
+    onto the trained component."""
+    from backend.export import load_as_diffusers
+    from backend.lora import load_lora, lora_type_of, read_lora
+
+    tensors, _ = read_lora(ckpt)
+    if lora_type_of(tensors) == "lokr":
+        load_lora(pipe.transformer, ckpt, adapter_name=adapter)
+        return
+    pipe.load_lora_weights(load_as_diffusers(ckpt), adapter_name=adapter)
 
 
 def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], output_dir: str | os.PathLike,
                    progress: ProgressWriter | None = None, step: int | None = None,
-                   pipe=None, on_start=None, on_image=None) -> list[dict]:
+                   pipe=None, on_start=None, on_image=None,
+                   reuse_from: Iterable[str | os.PathLike] = ()) -> list[dict]:
     """Render the sample grid into ``output_dir``; return this call's index entries.
 
     ``checkpoints``: LoRA files or folders (a folder: its latest checkpoint). Emits one
@@ -250,7 +327,8 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
     merged into an existing index.json. ``pipe``: an already loaded pipeline to reuse;
     ``on_start(total)`` is called with the number of images to render, before the first;
     ``on_image(entry)`` after each image rendered (not for reused ones), so the sample stage
-    can report its steps.
+    can report its steps. ``reuse_from``: other sample folders whose base images (same
+    prompt, settings and base model) are copied instead of rendered again.
     """
     from backend.export import load_as_diffusers
 
@@ -270,6 +348,16 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
     done: list[dict] = []
     reuse = {id(j): _reusable_base(j, old, settings, base_model, output_dir)
              for j in jobs if j.checkpoint is None}
+    for folder in map(Path, reuse_from):  # copied into this set, which stays self-contained
+        found = read_index(folder)
+        for j in jobs:
+            if j.checkpoint is None and reuse[id(j)] is None:
+                e = _reusable_base(j, found, settings, base_model, folder)
+                if e is not None:
+                    dest = output_dir / j.image
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(folder / e["image"], dest)
+                    reuse[id(j)] = dict(e, image=j.image)
     if on_start is not None:
         on_start(len(jobs) - sum(1 for r in reuse.values() if r is not None))
     if pipe is None:
@@ -279,15 +367,19 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
         if reused is not None:
             entry = dict(reused, prompt_index=job.prompt_index)
         else:
+            from backend.families import get_family
+
             path = output_dir / job.image
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.stem + ".tmp.png")
-            image.save(tmp)
-            os.replace(tmp, path)
+            written = get_family(cfg.model_family).save_sample(image, path, cfg)
             entry = {"prompt": job.prompt, "prompt_index": job.prompt_index,
                      "checkpoint": str(job.checkpoint.resolve()) if job.checkpoint else None,
                      "checkpoint_name": job.checkpoint_name, "scale": job.scale,
                      "image": job.image, **settings, "base_model": base_model}
+            if len(written) > 1:  # a clip's frame strip
+                entry["strip"] = str(written[1].relative_to(output_dir))
+            if job.inputs:
+                entry["inputs"] = list(job.inputs)
             if step is not None:
                 entry["step"] = step
         index[:] = [e for e in index if _entry_key(e) != _entry_key(entry)] + [entry]
@@ -306,7 +398,7 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
     # Base images first, before any adapter exists: exactly the base pipeline's output.
     for job in (j for j in jobs if j.checkpoint is None):
         reused = reuse[id(job)]
-        record(job, None if reused else _render(pipe, cfg, job.prompt), reused)
+        record(job, None if reused else _render(pipe, cfg, job.prompt, job.inputs), reused)
 
     by_ckpt: dict[Path, list[Job]] = {}
     for job in jobs:
@@ -314,11 +406,11 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
             by_ckpt.setdefault(job.checkpoint, []).append(job)
     for n, (ckpt, ckpt_jobs) in enumerate(by_ckpt.items()):
         adapter = f"zerolora_{n}"
-        pipe.load_lora_weights(load_as_diffusers(ckpt), adapter_name=adapter)
+        attach_lora(pipe, ckpt, adapter)
         try:
             for job in ckpt_jobs:
                 pipe.set_adapters([adapter], adapter_weights=[job.scale])
-                record(job, _render(pipe, cfg, job.prompt))
+                record(job, _render(pipe, cfg, job.prompt, job.inputs))
         finally:
             pipe.delete_adapters(adapter)
 

@@ -172,7 +172,10 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
     from backend import lora
     from backend.families.common import block_checkpointing_func, load_partitioned
 
-    on_cpu = cfg.initialize_model_on_cpu or zero_stage == 3
+    from backend.lowvram import entries_for
+    quantized = bool(entries_for(cfg, "transformer"))
+    on_cpu = (cfg.initialize_model_on_cpu or zero_stage == 3 or cfg.enable_model_cpu_offload
+              or quantized)  # low VRAM: quantized and offloaded block by block from the host
     device = "cpu" if on_cpu else accelerator.device
     if ds_plugin is not None and zero_stage == 3 and ds_plugin.zero3_init_flag:
         model = load_partitioned(family.transformer_class(), folder, dtype,
@@ -189,7 +192,13 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
         merged = family.merge_lora(model, cfg.preset_lora_path)
         log(f"[train] preset_lora_path {cfg.preset_lora_path} merged into {merged} modules "
             f"(not part of the saved LoRA)")
-    lora.add_lora(model, cfg.lora_rank, family.target_modules(cfg.target_modules()))
+    if quantized:  # a quantized frozen base (backend/quantize.py); the LoRA stays float32
+        from backend.quantize import quantize_component
+        quantize_component(cfg, model, "transformer", family.quantize_skip, dtype,
+                           device=accelerator.device, log=log,
+                           defer=cfg.enable_model_cpu_offload)
+    lora.add_lora(model, cfg.lora_rank, family.target_modules(cfg.target_modules()),
+                  **lora.adapter_options(cfg))
     if cfg.lora_checkpoint:
         lora.init_from_checkpoint(model, cfg.lora_checkpoint)
     if ds_plugin is None:
@@ -201,15 +210,19 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
     if cfg.use_gradient_checkpointing:
         model.enable_gradient_checkpointing(gradient_checkpointing_func=block_checkpointing_func(
             cfg.use_gradient_checkpointing_offload))
+    if cfg.enable_model_cpu_offload:  # layer-wise offload (backend/layer_offload.py)
+        from backend.layer_offload import attach
+        model._layer_offload = attach(cfg, family, model, accelerator.device, log=log)
     return model
 
 
-def load_frozen_encoder(family, dirs, dtype, device, ds_plugin):
-    """Text encoder + VAE for one-shot sft: frozen, never partitioned by ZeRO-3 init."""
+def load_frozen_encoder(family, dirs, dtype, device, ds_plugin, offload: str = "none"):
+    """Text encoder + VAE for one-shot sft: frozen, never partitioned by ZeRO-3 init;
+    ``offload`` "model" (``offload_models``) keeps each in host RAM between uses."""
     if ds_plugin is not None:
         with ds_plugin.zero3_init_context_manager(enable=False):
-            return family.load_encoder(dirs, dtype, device)
-    return family.load_encoder(dirs, dtype, device)
+            return family.load_encoder(dirs, dtype, device, offload=offload)
+    return family.load_encoder(dirs, dtype, device, offload=offload)
 
 
 def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None):
@@ -221,9 +234,12 @@ def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None):
     (anything else, DeepSpeed's own CPU Adam included, becomes Adam with L2 weight decay,
     which shrinks every LoRA weight by the learning rate each step). So the optimizer given
     is always ``torch.optim.AdamW``, and the schedule is built on the prepared optimizer
-    (:func:`make_lr_scheduler`), the one that steps."""
+    (``backend.optimizers.make_lr_scheduler``), the one that steps."""
     import torch
 
+    if cfg.enable_optimizer_cpu_offload:  # low VRAM without DeepSpeed
+        from backend.layer_offload import make_optimizer as offloaded_optimizer
+        return offloaded_optimizer(cfg, params, log=log)
     if ds_config and "optimizer" in ds_config:
         from accelerate.utils import DummyOptim
         kind = ds_config["optimizer"].get("type", "?")
@@ -238,29 +254,6 @@ def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None):
         log("[train] optimizer AdamW, stepped on the CPU by DeepSpeed's CPU Adam (AdamW mode) "
             "beside the offloaded optimizer states")
     return torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
-
-
-def make_lr_scheduler(cfg: RunConfig, optimizer, *, deepspeed_owns: bool = False):
-    """Linear warm-up over ``lr_warmup_steps`` optimizer steps, then constant. Stepped once
-    per optimizer step by the loop (not by accelerate, which would step it once per
-    process). ``optimizer`` is the one ``accelerator.prepare`` returned: under DeepSpeed
-    with the optimizer offloaded it is not the one :func:`make_optimizer` built.
-    ``deepspeed_owns``: the DeepSpeed config defines the optimizer (and so its schedule)."""
-    import torch
-
-    warmup = cfg.lr_warmup_steps
-
-    def factor(step: int) -> float:
-        return min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
-
-    if deepspeed_owns or not hasattr(optimizer, "param_groups"):
-        return _NoScheduler()
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-class _NoScheduler:
-    def step(self) -> None:
-        pass
 
 
 def current_lr(lr_scheduler, cfg: RunConfig) -> float:
@@ -343,7 +336,8 @@ class Checkpointer:
             lora.save_lora(path, tensors, rank=cfg.lora_rank,
                            target_modules=cfg.target_modules(), base_model=cfg.lora_base_model,
                            model_family=cfg.model_family,
-                           extra={"step": step, "base_model_path": self.base_model_path})
+                           extra={"step": step, "base_model_path": self.base_model_path},
+                           alpha=cfg.lora_alpha)
             self.progress.emit("checkpoint", step=step, path=str(path))
             prune_checkpoints(self.out, cfg.keep_last_n_checkpoints)
             log(f"[train] saved {path}")

@@ -24,4 +24,4 @@ CPUAdamBuilder().load()
 PY
 
 export GRADIO_ANALYTICS_ENABLED=False HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
-python -m pytest -q -p no:cacheprovider tests "$@"
+python -m pytest -q -p no:cacheprovider --durations=30 tests "$@"

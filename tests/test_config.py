@@ -271,8 +271,8 @@ def test_cli_beats_file_beats_default(tmp_path):
 
 def test_cli_reports_unknown_flags_and_bad_values_by_name(tmp_path):
     err = pytest.raises(ConfigError, parse_stage_args, [*_ok_args(), "--lora_rnak", "4",
-                                                        "--fp8_models", "x"]).value
-    assert err.fields() == ["lora_rnak", "fp8_models"]
+                                                        "--frobnicate", "x"]).value
+    assert err.fields() == ["lora_rnak", "frobnicate"]
     assert "did you mean lora_rank" in str(err)
     err = pytest.raises(ConfigError, parse_stage_args, [*_ok_args(), "--lora_rank",
                                                         "many"]).value

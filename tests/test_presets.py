@@ -13,7 +13,10 @@ from backend.plan import deepspeed_config, plan_run
 
 BUNDLED = ["cpu_demo", "cpu_demo_zero3", "flux2_klein_4b_low_vram", "flux2_klein_4b_single_gpu",
            "flux2_klein_9b_low_vram", "flux2_klein_9b_single_gpu", "qwen_image_low_vram",
-           "qwen_image_multi_gpu_zero2", "qwen_image_single_gpu", "z_image_low_vram",
+           "qwen_image_multi_gpu_zero2", "qwen_image_single_gpu", "qwen_image_2512_low_vram",
+           "qwen_image_edit_2509_low_vram", "qwen_image_edit_2509_single_gpu",
+           "qwen_image_edit_2511_low_vram", "qwen_image_edit_2511_single_gpu",
+           "wan_14b_zero3_offload", "wan_1_3b_12gb", "z_image_low_vram",
            "z_image_single_gpu", "z_image_turbo_dedistill"]
 
 

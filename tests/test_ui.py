@@ -258,6 +258,32 @@ def test_preset_diff_and_save(page, server):
     expect(diff).to_contain_text("Same as preset", timeout=STEP_S * 1000)
 
 
+def test_target_gpu_verdict_and_the_fastest_method_on_a_cpu_host(page):
+    """On this CPU-only host, with no dataset chosen yet: the estimate for a 24 GB GPU from
+    the resolution settings alone, every method side by side, and the fastest that fits
+    applied with one click (and only then)."""
+    pick(page, "preset", "qwen_image_low_vram")
+    page.click("#preset-load")
+    expect(md(page, "preset-msg")).to_contain_text("qwen_image_low_vram", timeout=STEP_S * 1000)
+    tab(page, "training")
+    expect(field(page, "zero_stage")).to_have_value("3", timeout=STEP_S * 1000)
+    pick(page, "target-gpu", "24 GB GPU")
+    est = md(page, "estimate")
+    expect(est).to_contain_text("one 24 GB GPU", timeout=STEP_S * 1000)
+    for method in ("bf16 base on the GPU", "nf4 base", "layer offload, bf16 base",
+                   "DeepSpeed ZeRO-3"):
+        expect(est).to_contain_text(method)
+    expect(est).to_contain_text("Fastest that fits: layer offload, nf4 base")
+    expect(est).not_to_contain_text("0.0 GB")
+    # Nothing changed until the user applies it.
+    expect(field(page, "zero_stage")).to_have_value("3")
+    page.click("#apply-method")
+    expect(field(page, "zero_stage")).to_have_value("0", timeout=STEP_S * 1000)
+    # Every field of the method is now in the form (quant_options, on the Model tab, too).
+    expect(est).to_contain_text("The form already uses it.", timeout=STEP_S * 1000)
+    expect(page.locator("#apply-method")).to_be_hidden()
+
+
 def test_dataset_upload_caption_edit_and_check(page, server, tmp_path):
     from tests.conftest import make_dataset
 
@@ -292,6 +318,15 @@ def test_dataset_upload_caption_edit_and_check(page, server, tmp_path):
     page.click("#data-check")
     expect(md(page, "data-msg")).to_contain_text("4 image(s), all readable",
                                                  timeout=STEP_S * 1000)
+    # The demo's sample prompts say nothing of this dataset: its captions are offered.
+    expect(md(page, "sample-suggest")).to_contain_text("a blue triangle, zlr style")
+    page.click("#sample-suggest-btn")
+    expect(md(page, "data-msg")).to_contain_text("Sample prompts set", timeout=STEP_S * 1000)
+    expect(page.locator("#sample-suggest-row")).to_be_hidden()
+    tab(page, "training")
+    prompts = field(page, "sample_prompts").input_value().splitlines()
+    assert prompts[0] == "a blue triangle, zlr style" and len(prompts) == 2
+    tab(page, "dataset")
     # An unreadable image is named in the check.
     (folder / "green.png").write_bytes(b"not a png")
     page.click("#data-check")
@@ -379,7 +414,7 @@ def demo_run(browser, server):
         expect(md(page, "run-message")).to_contain_text("Started run", timeout=STEP_S * 1000)
         run_id = RUN_ID.search(md(page, "run-message").inner_text()).group(0)
         seen["run_id"] = run_id
-        expect(md(page, "run-current")).to_contain_text(run_id)
+        expect(md(page, "run-current")).to_contain_text(run_id, timeout=STEP_S * 1000)
         # Log lines appear.
         page.wait_for_function(
             "() => (document.querySelector('#run-log textarea')?.value || '')"
@@ -393,10 +428,10 @@ def demo_run(browser, server):
         seen["progress_before_reload"] = progress_text(page)
         shot(page, "run")
 
-        # Reload mid-run: the same run is shown and keeps going.
+        # Reload mid-run: the page opens on the Run tab, the same run is shown and keeps going.
         page.reload()
-        expect(page.locator("#tab-run-button")).to_be_visible(timeout=120_000)
-        tab(page, "run")
+        expect(page.locator("#tab-run-button")).to_have_attribute("aria-selected", "true",
+                                                                  timeout=120_000)
         expect(md(page, "run-current")).to_contain_text(run_id, timeout=STEP_S * 1000)
         seen["status_after_reload"] = md(page, "run-current").inner_text()
         page.wait_for_function(
@@ -468,9 +503,31 @@ def test_results_grid_has_base_and_lora_columns_and_renders_more(demo_run, page,
     expect(page.locator("#res-grid img")).to_have_count(2 * 3, timeout=STEP_S * 1000)
     shot(page, "results")
     run = {r["id"]: r for r in history(server[1])}[demo_run["run_id"]]
-    index = json.loads((Path(run["run_dir"]) / "samples" / "index.json").read_text())
+    renders = Path(run["run_dir"]) / "samples" / "renders"
+    (first,) = [d for d in renders.iterdir()]
+    index = json.loads((first / "index.json").read_text())
     scales = sorted({float(e["scale"]) for e in index["images"]})
     assert scales == [0.0, 0.5, 1.0]
+    assert {e["prompt"] for e in index["images"]} == set(prompts)
+    first_files = {p.relative_to(first): p.read_bytes() for p in first.rglob("*.png")}
+    assert len(first_files) == 6
+
+    # A second render with other prompts is its own set: the first keeps its images and
+    # their prompts, and stays one pick away.
+    page.fill("#res-prompts textarea", "a purple star on a white background")
+    page.fill("#res-scales textarea, #res-scales input", "0, 1")
+    page.click("#res-render")
+    expect(md(page, "res-status")).to_contain_text("Rendering", timeout=STEP_S * 1000)
+    expect(md(page, "res-status")).to_contain_text("finished", timeout=DEMO_RUN_S * 1000)
+    expect(page.locator("#res-grid img")).to_have_count(2, timeout=STEP_S * 1000)
+    (second,) = [d for d in renders.iterdir() if d != first]
+    assert {e["prompt"] for e in json.loads((second / "index.json").read_text())["images"]} \
+        == {"a purple star on a white background"}
+    assert {p.relative_to(first): p.read_bytes() for p in first.rglob("*.png")} == first_files
+    assert json.loads((first / "index.json").read_text()) == index
+    expect(page.locator("#res-set input")).to_have_value(f"render {second.name}")
+    pick(page, "res-set", f"render {first.name}")
+    expect(page.locator("#res-grid img")).to_have_count(2 * 3, timeout=STEP_S * 1000)
 
 
 def _download(page, button: str) -> tuple[str, bytes]:
@@ -537,13 +594,64 @@ def test_a_runs_settings_go_back_into_the_form(demo_run, page):
     expect(page.locator("#runs-pick input")).to_have_value(re.compile(demo_run["run_id"]),
                                                            timeout=STEP_S * 1000)
     page.click("#runs-reuse")
-    expect(md(page, "dl-msg")).to_contain_text(f"settings of run {demo_run['run_id']}",
-                                               timeout=STEP_S * 1000)
-    expect(page.locator("#tab-training-button")).to_have_attribute("aria-selected", "true")
+    # The confirmation is on the tab the user lands on.
+    expect(page.locator("#tab-training-button")).to_have_attribute("aria-selected", "true",
+                                                                   timeout=STEP_S * 1000)
+    expect(md(page, "train-notice")).to_contain_text(f"settings of run {demo_run['run_id']}",
+                                                     timeout=STEP_S * 1000)
     from backend.config import load_preset
     expect(field(page, "lora_rank")).to_have_value(str(load_preset("cpu_demo").lora_rank))
     tab(page, "model")
     expect(md(page, "preset-diff")).to_contain_text("Same as preset", timeout=STEP_S * 1000)
+
+
+def test_start_during_a_run_queues_and_every_browser_shows_the_running_one(demo_run, page,
+                                                                         server, browser):
+    """Start while a run trains queues a second run and says so; the tab keeps showing the
+    running one; a fresh browser opens on the Run tab showing it, not "No run yet"."""
+    tab(page, "training")
+    field(page, "num_epochs").fill("2000")  # long enough to still run while we look
+    field(page, "num_epochs").press("Tab")
+    tab(page, "run")
+    page.click("#run-start")
+    expect(md(page, "run-message")).to_contain_text("Started run", timeout=STEP_S * 1000)
+    run_id = RUN_ID.search(md(page, "run-message").inner_text()).group(0)
+    page.wait_for_function(
+        "() => /stage train · step [1-9]\\d* \\//.test("
+        "document.querySelector('#run-progress .zl-stats')?.innerText || '')",
+        timeout=DEMO_RUN_S * 1000)
+    from backend.runner import Runner
+    try:
+        # Start during the run: a second run is queued, said so, and the tab keeps showing the
+        # running one; the server lists both.
+        page.click("#run-start")
+        expect(md(page, "run-message")).to_contain_text("Queued run", timeout=STEP_S * 1000)
+        queued_id = RUN_ID.search(md(page, "run-message").inner_text()).group(0)
+        assert queued_id != run_id
+        assert f"keeps showing {run_id}" in md(page, "run-message").inner_text()
+        expect(md(page, "run-active")).to_contain_text(queued_id, timeout=STEP_S * 1000)
+        expect(md(page, "run-active")).to_contain_text("queued")
+        expect(md(page, "run-active")).to_contain_text(run_id)
+        expect(md(page, "run-current")).to_contain_text(run_id)
+        assert {r["id"]: r["status"] for r in history(server[1])}[queued_id] == "queued"
+        # A fresh browser (another device, a colleague on the same sign-in) opens on the Run tab
+        # showing the running run, not "No run yet".
+        other = new_page(browser, server[0])
+        try:
+            expect(other.locator("#tab-run-button")).to_have_attribute("aria-selected", "true",
+                                                                       timeout=STEP_S * 1000)
+            expect(md(other, "run-current")).to_contain_text(run_id, timeout=STEP_S * 1000)
+            expect(md(other, "run-active")).to_contain_text(queued_id)
+            shot(other, "run-second-browser")
+        finally:
+            other.context.close()
+        Runner(server[1], auto_start=False).stop(queued_id, wait=True)
+        expect(md(page, "run-active")).not_to_contain_text(queued_id, timeout=STEP_S * 1000)
+    finally:
+        runner = Runner(server[1], auto_start=False)
+        for rid in (r["id"] for r in runner.list_runs() if r["status"] in ("running", "queued")):
+            runner.stop(rid, wait=True)
+    expect(md(page, "run-current")).to_contain_text("stopped", timeout=10 * 60 * 1000)
 
 
 def test_stop_a_run_see_it_stopped_and_resume_it(demo_run, page, server):
@@ -600,3 +708,87 @@ def test_delete_a_run(demo_run, page, server):
     assert not Path(victim["run_dir"]).exists()
     expect(page.locator("#runs-table")).not_to_contain_text(victim["id"])
     expect(page.locator("#runs-table")).to_contain_text(demo_run["run_id"])
+
+
+# ---------------------------------------------------------------------- a video family's clips
+# A finished training run in the app's history whose samples/ hold what the sample stage
+# writes for a video family (WebM clips, base and LoRA at the same seed, and index.json),
+# encoded with PyAV: the Results tab shows them as videos Chromium decodes and plays, with
+# no ffmpeg program involved.
+VIDEO_PROMPT = "a red ball, zlr style"
+
+
+def _moving_square(colour, dx, n=9, size=64):
+    import numpy as np
+
+    frames = []
+    for t in range(n):
+        a = np.full((size, size, 3), 255, np.uint8)
+        x = (8 + t * dx) % (size - 16)
+        a[24:40, x:x + 16] = colour
+        frames.append(a)
+    return frames
+
+
+def _finished_video_run(ws) -> str:
+    """A succeeded run with a train stage whose samples are two WebM clips."""
+    from backend.jobs.runner import Runner
+    from backend.plan import StagePlan
+    from backend.rundir import SAMPLES_INDEX, RunDir
+    from backend.video import frame_strip, write_video
+
+    run_dir = ws / "runs" / "wan-video-run"
+    files = RunDir(run_dir)
+    files.samples.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for name, ckpt, scale, colour in (("base/p00-seed0.webm", None, 0.0, (230, 30, 30)),
+                                      ("step-24/p00-x1-seed0.webm", "step-24", 1.0,
+                                       (30, 60, 230))):
+        path = files.samples / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frames = _moving_square(colour, 4 if ckpt else -4)
+        write_video(frames, path, fps=8)
+        frame_strip(frames, 4).save(path.with_name(path.stem + ".strip.png"))
+        entries.append({"prompt": VIDEO_PROMPT, "prompt_index": 0,
+                        "checkpoint": str(run_dir / "output" / "step-24.safetensors")
+                        if ckpt else None, "checkpoint_name": ckpt or "base", "scale": scale,
+                        "image": name, "seed": 0, "steps": 2, "cfg": 1.0, "height": 64,
+                        "width": 64, "negative_prompt": "", "num_frames": 9, "fps": 8})
+    (files.samples / SAMPLES_INDEX).write_text(json.dumps({"version": 1, "images": entries}))
+    yaml = ("schema_version: 1\nmodel_family: wan\nsample_prompts: ['" + VIDEO_PROMPT + "']\n")
+    runner = Runner(ws)
+    run_id = runner.submit_stages([StagePlan("train", [sys.executable, "-c", "pass"])],
+                                  run_dir, yaml, name="wan video")
+    deadline = time.monotonic() + STEP_S
+    while runner.get_run(run_id)["status"] != "succeeded":
+        assert time.monotonic() < deadline, runner.get_run(run_id)
+        time.sleep(0.5)
+    return run_id
+
+
+def test_a_video_runs_samples_play_in_the_results_tab(browser, server):
+    url, ws = server
+    run_id = _finished_video_run(ws)
+    page = new_page(browser, url)
+    try:
+        tab(page, "results")
+        page.click("#res-refresh")
+        page.click("#res-run input")
+        page.click(f"ul[role=listbox] li:has-text('{run_id}')")
+        expect(md(page, "res-columns")).to_contain_text("base model", timeout=STEP_S * 1000)
+        expect(md(page, "res-columns")).to_contain_text("step-24 × 1")
+        videos = page.locator("#res-grid video")
+        expect(videos).to_have_count(2, timeout=STEP_S * 1000)
+        # Chromium decodes each clip: its size is known and it plays forward.
+        for i in range(2):
+            handle = videos.nth(i)
+            page.wait_for_function("v => v.readyState >= 1 && v.videoWidth === 64",
+                                   arg=handle.element_handle(), timeout=STEP_S * 1000)
+            played = handle.evaluate(
+                "async v => { v.muted = true; await v.play(); "
+                "await new Promise(r => setTimeout(r, 600)); return v.currentTime; }")
+            assert played > 0, f"clip {i} did not play"
+        srcs = videos.evaluate_all("vs => vs.map(v => v.currentSrc || v.src)")
+        assert all(s.split("?")[0].endswith(".webm") for s in srcs), srcs
+    finally:
+        page.context.close()

@@ -160,15 +160,23 @@ def _bind_app_events(ctx: Ctx, demo: gr.Blocks, lang_en, lang_zh, lang: str | No
                  f"((navigator.language || '').toLowerCase().startsWith('zh') ? 'zh' : 'en')",
               api_visibility="private")
 
-    # Reattach to the run this browser was following.
+    # Reattach to the run this browser was following, or (a fresh browser, or that run
+    # has ended) to the user's running run; a page opened during a run opens on the Run tab.
     def on_load(data: dict, request: gr.Request):
-        run_id = data[c["run_id"]]
-        if ctx.run(run_id, request) is None:
+        shown = run.run_to_follow(ctx.run(data[c["run_id"]], request),
+                                  run.my_active_runs(ctx, request))
+        if shown is None:
             return {c["timer"]: gr.Timer(active=False)}
-        return {c["timer"]: gr.Timer(active=True), c["log_state"]: run.new_log_state(run_id)}
+        out = {c["timer"]: gr.Timer(active=True), c["log_state"]: run.new_log_state(shown["id"])}
+        if shown["id"] != data[c["run_id"]]:
+            out[c["run_id"]] = shown["id"]
+        if shown["status"] in run.ACTIVE:
+            out[c["tabs"]] = gr.Tabs(selected="tab-run")
+        return out
 
     on_tick, t_inputs, t_outputs = c["on_tick"]
-    demo.load(on_load, inputs={c["run_id"]}, outputs=[c["timer"], c["log_state"]],
+    load_outputs = [c["timer"], c["log_state"], c["run_id"], c["tabs"]]
+    demo.load(on_load, inputs={c["run_id"]}, outputs=load_outputs,
               api_visibility="private").then(on_tick, inputs=t_inputs, outputs=t_outputs,
                                              show_progress="hidden", api_visibility="private")
 
@@ -181,7 +189,7 @@ def _bind_app_events(ctx: Ctx, demo: gr.Blocks, lang_en, lang_zh, lang: str | No
         return on_load({c["run_id"]: run_id}, request)
 
     c["run_id"].change(on_stored, inputs={c["run_id"], c["log_state"]},
-                       outputs=[c["timer"], c["log_state"]], show_progress="hidden",
+                       outputs=load_outputs, show_progress="hidden",
                        api_visibility="private").then(
         on_tick, inputs=t_inputs, outputs=t_outputs, show_progress="hidden",
         api_visibility="private")

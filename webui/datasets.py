@@ -24,10 +24,13 @@ import shutil
 import zipfile
 from pathlib import Path
 
-from backend.data import IMAGE_EXTS, IMAGE_KEY, PROMPT_KEY
+from backend.data import EDIT_IMAGE_KEY, IMAGE_EXTS, IMAGE_KEY, PROMPT_KEY
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
-ALLOWED_UPLOADS = IMAGE_EXTS + (".txt", ".csv", ".json", ".jsonl")
+from backend.video import VIDEO_EXTS  # noqa: E402
+
+MEDIA_EXTS = IMAGE_EXTS + VIDEO_EXTS  # an upload is images, or clips of a video dataset
+ALLOWED_UPLOADS = MEDIA_EXTS + (".txt", ".csv", ".json", ".jsonl")
 
 
 class DatasetFolderError(ValueError):
@@ -155,9 +158,9 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
         if (folder / candidate).is_file():
             meta = str(folder / candidate)
             break
-    images = [p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_EXTS]
-    problems = [] if images else [f"files: no images among the uploads (allowed "
-                                  f"{', '.join(IMAGE_EXTS)})"]
+    images = [p for p in folder.rglob("*") if p.suffix.lower() in MEDIA_EXTS]
+    problems = [] if images else [f"files: no images or videos among the uploads (allowed "
+                                  f"{', '.join(MEDIA_EXTS)})"]
     # An upload is self-contained: its metadata names files of the upload only.
     problems += _outside_rows(folder, Path(meta)) if meta else []
     if problems:  # refused as a whole: nothing of it stays on disk
@@ -182,8 +185,10 @@ def _outside_rows(folder: Path, meta: Path) -> list[str]:
     except (OSError, ValueError, DatasetFolderError, csv.Error) as e:
         return [f"{meta.name}: cannot read ({type(e).__name__}; allowed image,prompt rows)"]
     for i, row in enumerate(rows, 1):
-        values = row.get(IMAGE_KEY) if isinstance(row, dict) else None
-        for value in values if isinstance(values, list) else [values]:
+        # The target and, in a pair dataset (edit models), the input images.
+        values = [v for key in (IMAGE_KEY, EDIT_IMAGE_KEY)
+                  for v in _as_list(row.get(key) if isinstance(row, dict) else None)]
+        for value in values:
             if not isinstance(value, str) or not value:
                 continue
             real = Path(os.path.realpath(root / os.path.expanduser(value)))
@@ -191,6 +196,15 @@ def _outside_rows(folder: Path, meta: Path) -> list[str]:
                 return [f"{meta.name} row {i}: names a file outside this upload (got "
                         f"{value!r}; allowed paths of files in the upload, e.g. a.png)"]
     return []
+
+
+def _as_list(value) -> list:
+    if isinstance(value, str) and value.strip().startswith("["):  # a CSV cell's JSON list
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    return value if isinstance(value, list) else [value]
 
 
 def _clean_name(name: str) -> str:
@@ -213,10 +227,10 @@ def read_captions(base: str, metadata: str | None, *, user: str | None, workspac
         meta = Path(metadata).expanduser()
         if not meta.is_file():
             raise DatasetFolderError(f"dataset_metadata_path: file not found (got {metadata!r})")
-        return [[str(r.get(IMAGE_KEY, "")), "" if r.get(PROMPT_KEY) is None
+        return [[str(r.get(IMAGE_KEY) or r.get("video") or ""), "" if r.get(PROMPT_KEY) is None
                  else str(r.get(PROMPT_KEY))] for r in _read_rows(meta)]
     rows = []
-    for img in sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTS):
+    for img in sorted(p for p in folder.iterdir() if p.suffix.lower() in MEDIA_EXTS):
         txt = img.with_suffix(".txt")
         caption = txt.read_text(encoding="utf-8", errors="replace").strip() if txt.is_file() \
             else ""

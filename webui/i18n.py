@@ -101,6 +101,8 @@ EN: dict[str, str] = {
     "res.run": "Run",
     "res.refresh": "Refresh",
     "res.prompts": "Prompts (one per line)",
+    "res.images": "Input images of each prompt (edit models; one line per prompt, images "
+                  "separated by |)",
     "res.seed": "Seed",
     "res.steps": "Steps",
     "res.cfg": "Guidance (cfg)",
@@ -206,6 +208,7 @@ ZH: dict[str, str] = {
     "res.run": "运行",
     "res.refresh": "刷新",
     "res.prompts": "提示词（每行一个）",
+    "res.images": "每个提示词的输入图像（编辑模型；每行对应一个提示词，多张图像用 | 分隔）",
     "res.seed": "种子",
     "res.steps": "步数",
     "res.cfg": "引导强度（cfg）",

@@ -16,7 +16,7 @@ from backend.plan import plan_render
 from backend.rundir import ZIP_SKIP, RunDir
 from backend.runner import Runner, new_run_id
 
-STORED = (".safetensors", ".png", ".jpg", ".jpeg", ".webp", ".zip")
+STORED = (".safetensors", ".png", ".jpg", ".jpeg", ".webp", ".webm", ".mp4", ".zip")
 
 
 def run_config(run: dict) -> dict[str, Any]:
@@ -35,7 +35,9 @@ def checkpoints(run: dict) -> list[Path]:
 def submit_render(runner: Runner, run: dict, settings: dict[str, Any], names: list[str],
                   owner: str | None) -> str:
     """Queue a sample-stage job that renders ``names`` (checkpoint file names of ``run``) with
-    ``settings`` (sample_* fields) into the run's samples/ folder; returns the job's run id.
+    ``settings`` (sample_* fields) into a folder of its own under the run's samples/ (its own
+    images and index: a later render with other prompts never relabels this one); returns
+    the job's run id. Base images of earlier sets at the same settings are copied.
 
     The job has its own folder (run.yaml, log, progress) under {workspace}/runs, like any
     run, so it shows in the history and can be stopped.
@@ -52,19 +54,35 @@ def submit_render(runner: Runner, run: dict, settings: dict[str, Any], names: li
     job_id = new_run_id()
     job_dir = RunDir.new(runner.workspace, job_id).run_dir
     job_dir.mkdir(parents=True)
-    plan, cfg = plan_render(cfg, job_dir, RunDir.of(run).samples, [known[n] for n in names])
+    files = RunDir.of(run)
+    plan, cfg = plan_render(cfg, job_dir, files.render_dir(job_id), [known[n] for n in names],
+                            reuse_base_from=files.sample_sets())
     return runner.submit_stages([plan], job_dir, cfg.to_yaml(), owner=owner,
                                 name=cfg.run_name, gpu_ids=cfg.gpu_ids, run_id=job_id)
 
 
 # ---------------------------------------------------------------------- grid
-def grid(run: dict) -> tuple[list[tuple[str, str]], list[str], int]:
-    """The run's samples/index.json as a grid: (images row-major with captions, column
-    titles, number of columns). Rows are prompts; the first column is the base model
-    (scale 0), then each checkpoint × LoRA scale. A missing cell is left out of its row."""
+def sample_sets(run: dict) -> list[tuple[str, str]]:
+    """(label, key) of each set of samples the run has, newest first: each render by its job
+    id, then the run's own samples ("run"). The key picks the set in :func:`grid`."""
+    files = RunDir.of(run)
+    return [("samples rendered by the run" if d == files.samples else f"render {d.name}",
+             "run" if d == files.samples else d.name) for d in files.sample_sets()]
+
+
+def grid(run: dict, sample_set: str | None = None
+         ) -> tuple[list[tuple[str, str]], list[str], int]:
+    """One set of the run's samples as a grid: (images row-major with captions, column
+    titles, number of columns). ``sample_set``: a key of :func:`sample_sets` (default: the
+    newest set). Rows are prompts; the first column is the base model (scale 0), then each
+    checkpoint × LoRA scale. A missing cell is left out of its row."""
     from backend.samples import read_index
 
-    samples = RunDir.of(run).samples
+    files = RunDir.of(run)
+    keys = [k for _, k in sample_sets(run)]
+    if sample_set not in keys:
+        sample_set = keys[0] if keys else "run"
+    samples = files.samples if sample_set == "run" else files.render_dir(sample_set)
     entries = [e for e in read_index(samples) if (samples / e.get("image", "")).is_file()]
     if not entries:
         return [], [], 0
@@ -186,6 +204,7 @@ def sample_images(progress: dict) -> list[str]:
     out = []
     for s in progress.get("samples", []):
         p = str(s.get("path") or "")
-        if p.lower().endswith((".png", ".jpg", ".jpeg", ".webp")) and Path(p).is_file():
+        if p.lower().endswith((".png", ".jpg", ".jpeg", ".webp", ".webm", ".mp4")) and \
+                Path(p).is_file():  # video families' samples are clips
             out.append(p)
     return out

@@ -497,8 +497,8 @@ rule(r"^(?P<x>✗ )?Choose a run first\.$", r"\g<x>请先选择一个运行。")
 rule(r"^Tick the box to confirm the deletion first\.$", "请先勾选确认框，再删除。")
 rule(r"^✗ This run's settings no longer validate:$", "✗ 这个运行的设置已无法通过校验：")
 rule(r"^✓ The form now holds the settings of run (?P<id>`[^`]+`): change what you like and "
-     r"press \*\*Start training\*\* for a new run\.$",
-     r"✓ 表单里现在是运行 \g<id> 的设置：按需修改后，点 **开始训练** 即可开始新的运行。")
+     r"press \*\*Start training\*\* \(Run tab\) for a new run\.$",
+     r"✓ 表单里现在是运行 \g<id> 的设置：按需修改后，点 **开始训练**（运行页）即可开始新的运行。")
 rule(r"^✓ (?P<f>`[^`]+`) \((?P<s>[^)]+)\) — use the download link above\.$",
      r"✓ \g<f>（\g<s>）—— 请用上方的下载链接。")
 rule(r"^Deleted run (?P<id>`[^`]+`) and its files\.$", r"已删除运行 \g<id> 及其文件。")

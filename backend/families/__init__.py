@@ -119,8 +119,10 @@ def recognise(sources: str | None, model_paths: str | None = None
             if model_id in spec.model_ids():
                 return spec.name, spec.variant_of(model_id)
     for f in files:
-        names = _class_names(Path(str(f)).expanduser())
-        for spec in specs.values():
-            if any(n in spec.recognise_classes for n in names):
-                return spec.name, None
+        # The pipeline's class (model_index.json) first: it names the variant too.
+        for n in _class_names(Path(str(f)).expanduser()):
+            for spec in specs.values():
+                if n in spec.recognise_classes:
+                    return spec.name, next((v for v in spec.variants if n in v.classes),
+                                           None)
     return None

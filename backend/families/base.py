@@ -19,8 +19,12 @@ Variants. Models that share an architecture (an image model and its edit models,
 releases of one video model) are variants of one family: each ``Variant`` lists the model
 ids it recognises and the schema values it changes on top of the family's ``defaults``
 (e.g. other default sources, a flag the loss reads). A config names its family in
-``model_family``; its variant follows from its model sources (``recognise``). A model that
-needs other classes or another loss is a family of its own.
+``model_family``; its variant follows from its model sources (``recognise``: a model id, or
+a local pipeline's ``_class_name`` listed in ``Variant.classes``). A variant that behaves
+differently with the same trained component (an edit model: input images beside the
+target, its own pipeline class) is bound by ``Family.for_config(cfg)``, which the stages
+call; ``Variant.input_images`` / ``Family.input_images`` say how many input images a
+sample takes. A model that needs another trained component is a family of its own.
 
 Adding a family: copy a folder, write its ``SPEC`` and ``Adapter``, add presets in
 ``presets/`` and tests; the registry finds the folder by itself.
@@ -63,6 +67,11 @@ class Variant:
     title: str
     model_ids: tuple[str, ...]
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    # Pipeline ``_class_name`` values (a local pipeline folder's model_index.json) that name
+    # this variant when no known model id does.
+    classes: tuple[str, ...] = ()
+    # Input images one sample takes beside its target (edit models); 0: text-to-image.
+    input_images: int = 0
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,11 @@ class FamilySpec:
     presets_by_vram: tuple[str, ...] = ()    # its presets, most GPU memory first
     help: Mapping[str, str] = field(default_factory=dict)  # field -> family-specific note
     is_default: bool = False                 # the family of a config that names none
+    # The reference trainer's files of an original repository -> the same component in the
+    # repository ``<id><reference_repo_suffix>`` (e.g. a pickled .pth -> a safetensors
+    # folder): {file pattern: component glob}. Never read, only renamed.
+    reference_files: Mapping[str, str] = field(default_factory=dict)
+    reference_repo_suffix: str = ""
 
     def component(self, name: str) -> Component:
         for c in self.components:
@@ -114,6 +128,31 @@ class FamilySpec:
                 ids.append(c.source.rsplit(":", 1)[0])
         return tuple(dict.fromkeys(ids))
 
+    def map_reference_sources(self, sources: str | None) -> tuple[str | None, list[str]]:
+        """(``sources`` with each reference-trainer file of an original repository renamed to
+        the same component of the ``reference_repo_suffix`` repository, one note per
+        renamed entry). Entries this family does not know stay as they are."""
+        if not sources or not self.reference_files:
+            return sources, []
+        ids = set(self.model_ids())
+        out, notes = [], []
+        for entry in (e.strip() for e in sources.split(",")):
+            if not entry:
+                continue
+            repo, _, pattern = entry.rpartition(":")
+            target = self.reference_files.get(pattern) if repo in ids else None
+            if target is None or repo.endswith(self.reference_repo_suffix):
+                out.append(entry)
+                continue
+            new = f"{repo}{self.reference_repo_suffix}:{target}"
+            what = " (a pickle: never read)" if pattern.endswith((".pth", ".pt", ".bin")) \
+                else ""
+            notes.append(f"model_id_with_origin_paths: {entry}{what} -> {new}, the same "
+                         f"component in the diffusers layout")
+            if new not in out:
+                out.append(new)
+        return ",".join(out), notes
+
     def variant_of(self, model_id: str) -> Variant | None:
         for var in self.variants:
             if model_id in var.model_ids:
@@ -122,7 +161,12 @@ class FamilySpec:
 
 
 class Encoder(Protocol):
-    """Stage 1's frozen encoders: raw samples in, the tensors a cache file holds out."""
+    """Stage 1's frozen encoders: raw samples in, the tensors a cache file holds out.
+
+    An item of ``encode_samples`` is ``(load_pixels, prompt)``; for a model that takes input
+    images (``Family.input_images`` > 0) it is ``(load_pixels, prompt, load_inputs)``,
+    ``load_inputs()`` giving the row's input images (PIL RGB, as stored, upright).
+    """
 
     def encode_sample(self, pixels: Any, prompt: str) -> dict[str, Any]:
         """One training sample: pixels [1, 3, H, W] in [-1, 1] and its caption."""
@@ -151,6 +195,18 @@ class Family(abc.ABC):
     # names of its ModuleLists) and module names left unquantized.
     offload_blocks: tuple[str, ...] = ()
     quantize_skip: tuple[str, ...] = ()
+    # What a sample is: "image" (PNG files) or "video" (clips: datasets of videos decoded by
+    # ``backend.video``, samples written as WebM with a frame strip beside each).
+    media: Literal["image", "video"] = "image"
+    # Input images one sample takes beside its target (edit models; 0: text-to-image). A
+    # dataset's ``edit_image`` column is checked against it before any model loads.
+    input_images: int = 0
+
+    def for_config(self, cfg: Any) -> "Family":
+        """The adapter for one run's config: a family whose variants behave differently
+        (an edit model's encoder, a flag its loss reads) returns one bound to them.
+        Default: the adapter itself."""
+        return self
 
     # --- components ------------------------------------------------------------------------
     @abc.abstractmethod
@@ -180,6 +236,15 @@ class Family(abc.ABC):
         """One step's loss for a cached ``sample``; timestep and noise drawn from
         ``generator`` (a CPU ``torch.Generator``), so a step depends only on its seed."""
 
+    def loss_at(self, transformer, sample: Mapping[str, Any], schedule: Any, index: int,
+                noise, dtype):
+        """The loss of ``sample`` at schedule entry ``index`` with ``noise`` (the latents'
+        shape), weighted as ``training_loss`` weights it; the train stage's other
+        ``timestep_sampling`` modes pick the index. A family without it trains with its
+        own sampling only."""
+        raise NotImplementedError(f"{self.spec.name}: timestep_sampling other than "
+                                  f"reference is not available for this family")
+
     @abc.abstractmethod
     def eval_loss(self, transformer, samples: list[Mapping[str, Any]], seed: int = 0) -> float:
         """Mean loss over ``samples`` at fixed timesteps and noise (held-out checks)."""
@@ -196,9 +261,35 @@ class Family(abc.ABC):
     @abc.abstractmethod
     def render(self, pipe, prompt: str, *, negative_prompt: str, generator, steps: int,
                cfg: float, height: int, width: int):
-        """One sample image (PIL) with the schema's sample settings."""
+        """One sample image (PIL) with the schema's sample settings; a ``video`` family's
+        also takes ``num_frames`` and returns the clip's frames."""
+
+    @property
+    def sample_suffix(self) -> str:
+        """The file suffix of one rendered sample."""
+        return ".webm" if self.media == "video" else ".png"
+
+    def save_sample(self, result, path: str | Path, cfg: Any) -> list[Path]:
+        """Write what ``render`` returned to ``path`` (atomically); return the files written.
+        Default: an image saved as PNG."""
+        import os
+
+        path = Path(path)
+        tmp = path.with_name(path.stem + ".tmp" + path.suffix)
+        result.save(tmp)
+        os.replace(tmp, path)
+        return [path]
 
     # --- LoRA ------------------------------------------------------------------------------
+    def export_module_name(self, module: str, fmt: str) -> str:
+        """A trained module's name in export format ``fmt`` (default: diffusers' name in
+        every format; a family whose tools load other names maps them here)."""
+        return module
+
+    def import_module_name(self, name: str, fmt: str) -> str:
+        """The inverse of ``export_module_name``, for reading an export back."""
+        return name
+
     def lora_module_map(self, config: Mapping[str, Any] | None = None
                         ) -> dict[str, tuple[int, int]]:
         """{module name: (in_features, out_features)} of every Linear of the trained
@@ -244,6 +335,10 @@ class Family(abc.ABC):
         """Tokens one image of this size becomes in the trained component."""
         cell = self.vae_scale_factor * 2
         return (height // cell) * (width // cell)
+
+    def video_tokens(self, height: int, width: int, frames: int) -> int:
+        """Tokens one clip of ``frames`` frames becomes (image families: one image)."""
+        return self.image_tokens(height, width)
 
     # --- tests and the demo ----------------------------------------------------------------
     @abc.abstractmethod

@@ -681,7 +681,8 @@ class Runner:
 
     def progress(self, run_id: str) -> dict:
         """Progress from the stages' JSON-lines events (read incrementally): current stage,
-        step/total, loss, eta, losses [[step, loss], ...] for a plot, checkpoints, samples,
+        step/total, loss, eta, losses [[step, loss], ...] for a plot (val_losses
+        [[step, val_loss], ...]: the held-out validation loss beside it), checkpoints, samples,
         per-stage state, and seconds since the run last wrote anything."""
         run = self.get_run(run_id)
         path = RunDir(Path(run["run_dir"])).progress
@@ -710,6 +711,8 @@ class Runner:
                 cur.get("step") is not None else None,
                 "losses": [list(p) for p in state.losses.get(
                     "train" if "train" in state.losses else current, [])],
+                "val_loss": cur.get("val_loss"),
+                "val_losses": [list(p) for p in state.val_losses.get("train", [])],
                 "checkpoints": [dict(c) for c in state.checkpoints],
                 "samples": [dict(s) for s in state.samples],
                 "stages": {k: dict(state.stages[k]) for k in state.order},

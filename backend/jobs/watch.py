@@ -67,6 +67,8 @@ class ProgressState:
         self.order: list[str] = []
         self.current: str | None = None
         self.losses: dict[str, list[list[float]]] = {}
+        # Held-out validation loss per stage: [[step, val_loss], ...] (``validation`` events).
+        self.val_losses: dict[str, list[list[float]]] = {}
         self.checkpoints: list[dict[str, Any]] = []
         self.samples: list[dict[str, Any]] = []
         self.last_time: float | None = None
@@ -94,6 +96,14 @@ class ProgressState:
                 while losses and losses[-1][0] >= step:
                     losses.pop()
                 losses.append([step, float(loss)])
+        elif kind == "validation":
+            step, value = ev.get("step"), ev.get("val_loss")
+            if isinstance(step, (int, float)) and isinstance(value, (int, float)):
+                st["val_loss"] = value
+                vals = self.val_losses.setdefault(name, [])
+                while vals and vals[-1][0] >= step:  # a resumed attempt: drop the stale tail
+                    vals.pop()
+                vals.append([step, float(value)])
         elif kind in ("checkpoint", "sample"):
             items = self.checkpoints if kind == "checkpoint" else self.samples
             item = {"stage": name, "step": ev.get("step"), "path": ev.get("path"),

@@ -11,6 +11,9 @@ non-zero scale of ``sample_lora_scales``, all from the same seed, and writes PNG
                                            steps, cfg, height, width, negative_prompt, ...}]}
 
 Base entries have ``checkpoint: null``. ``image`` is relative to ``--output_dir``.
+A video family (``Family.media == "video"``) writes each sample as a VP9 WebM clip
+(``p00-seed0.webm``: ``sample_num_frames`` frames at ``sample_fps``, encoded with PyAV) and a
+strip of four of its frames beside it (``p00-seed0.strip.png``, the entry's ``strip``).
 A LoRA file (reference, diffusers or ComfyUI keys) is converted to diffusers keys in memory
 and loaded with ``pipe.load_lora_weights``; its strength is ``pipe.set_adapters``.
 ``--checkpoints`` takes files or folders; a folder means its latest ``step-N`` /
@@ -73,6 +76,9 @@ def stage_parser() -> argparse.ArgumentParser:
                    help=f"Folder for the PNGs and {rundir.SAMPLES_INDEX}.")
     g.add_argument("--checkpoints", nargs="*", default=[],
                    help="LoRA files or folders (a folder: its latest step-/epoch- checkpoint).")
+    g.add_argument("--reuse_base_from", nargs="*", default=[],
+                   help="Other sample folders whose base-model images (same prompt and "
+                        "settings) are copied instead of rendered again.")
     g.add_argument("--all_checkpoints", action="store_true",
                    help="Folders give all their checkpoints, not only the latest.")
     return p
@@ -131,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                           eta_s=round(per_image * max(0, total - done), 1))
 
         render_samples(cfg, checkpoints, output_dir, progress=progress, on_start=start,
-                       on_image=rendered)
+                       on_image=rendered, reuse_from=ns.reuse_base_from)
     except Stopped as e:
         progress.end("stopped", str(e))
         return 143

@@ -75,7 +75,7 @@ from backend.progress import ProgressWriter
 from backend.training import (STATE_DIR, Checkpointer, EpochSampler, StageError, Stopper,
                               check_processes, check_resume, current_lr, first_item,
                               is_main_process, load_frozen_encoder, load_trainable_transformer,
-                              log, make_lr_scheduler, make_optimizer, make_tensorboard,
+                              log, make_tensorboard,
                               maybe_render_samples, one_line, process_info, read_trainer_state,
                               step_generator, stop_requested, weight_dtype)
 
@@ -86,7 +86,10 @@ def _user_errors() -> tuple[type, ...]:
     from backend.data import DatasetError
     from backend.diskspace import DiskFullError
     from backend.hub import HubError
-    return (ConfigError, StageError, DatasetError, CacheError, HubError, DiskFullError)
+    from backend.batches import DataOptionError
+    from backend.optimizers import OptimizerError
+    return (ConfigError, StageError, DatasetError, CacheError, HubError, DiskFullError,
+            DataOptionError, OptimizerError)
 
 
 # ------------------------------------------------------------------------------------------
@@ -158,15 +161,31 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
             "task sft:data_process runs without DeepSpeed (it trains nothing, and ZeRO "
             "wrapping breaks it). Launch it plainly: accelerate launch -m "
             "backend.stages.train --task sft:data_process ... (no DeepSpeed --config_file).")
-    from backend.data import check_dataset
+    from backend.data import check_dataset, check_input_images
     from backend.families import get_family
     from backend.hub import fingerprint, resolve_component_dirs
+    from backend.quantize import quantize_frozen
 
-    family = get_family(cfg.model_family)
-    records = check_dataset(cfg, log)  # before any model is touched
+    family = get_family(cfg.model_family).for_config(cfg)
+    media: dict[str, Any] = {}
+    if family.media == "video":  # clips decoded with PyAV (backend/video.py)
+        from backend.video import check_video_dataset, load_clip, plan_clips
+        records = check_video_dataset(cfg, log)  # before any model is touched
+        media = {"planner": plan_clips, "loader": load_clip}
+        log(f"[data_process] video clips: num_frames {cfg.num_frames}, "
+            + (f"video_fps {cfg.video_fps:g}" if cfg.video_fps
+               else f"frame_stride {cfg.frame_stride}"))
+    else:
+        records = check_dataset(cfg, log)  # before any model is touched
+        records = check_input_images(cfg, records, family.input_images,
+                                     getattr(family, "title", family.spec.title))
     components = family.spec.stage_components("data_process")
     dirs = resolve_component_dirs(cfg, components)
     model_fp = fingerprint(dirs[c] for c in components)
+    from backend.lowvram import entries_for
+    # A quantized encoder writes other values: its cache is another cache.
+    model_fp += [["quantized", e.component, e.method, list(e.skip or ())]
+                 for c in ("text_encoder", "vae") for e in entries_for(cfg, c)]
 
     from accelerate import Accelerator
 
@@ -185,10 +204,15 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
             f"(weights and compute are both in host RAM); it runs all the same")
     result = build_cache(
         cfg, records,
-        lambda: family.load_encoder(dirs, dtype, accelerator.device, offload=offload),
+        lambda: quantize_frozen(cfg, family.load_encoder(dirs, dtype, accelerator.device,
+                                                         offload=offload), log=log),
         model_fp, rank=rank, world=world,
         barrier=accelerator.wait_for_everyone, progress=progress, should_stop=stopper.is_set,
-        log=log)
+        log=log, **media)
+    if cfg.caption_dropout and rank == 0 and not result["stopped"]:
+        from backend.batches import write_empty_prompt
+        write_empty_prompt(cfg, lambda: family.load_encoder(dirs, dtype, accelerator.device,
+                                                            offload=offload), model_fp, log)
     accelerator.end_training()  # tear the process group down before the interpreter exits
     fields = {k: result[k] for k in ("total", "encoded", "reused")}
     if result["stopped"]:
@@ -205,12 +229,13 @@ def check_not_raw_dataset(cfg: RunConfig) -> None:
     commands that fit, the cache written to a folder of its own (never into the dataset)."""
     from backend.cache import cached_files
     from backend.data import IMAGE_EXTS
+    from backend.video import VIDEO_EXTS
 
     folder = Path(cfg.dataset_base_path)
     if not folder.is_dir() or cached_files(folder):
         return
     raw = [p for p in folder.iterdir() if p.is_file() and (
-        p.suffix.lower() in IMAGE_EXTS or p.name.startswith("metadata."))]
+        p.suffix.lower() in IMAGE_EXTS + VIDEO_EXTS or p.name.startswith("metadata."))]
     if not raw:
         return
     cache = folder.parent / f"{folder.name}_cache"
@@ -222,7 +247,7 @@ def check_not_raw_dataset(cfg: RunConfig) -> None:
             if cfg.dataset_metadata_path else "")
     raise StageError(
         f"dataset_base_path: task sft:train trains from a stage-1 cache, not a raw dataset "
-        f"(got {folder}: {len(raw)} image or metadata files, no cache; allowed a cache "
+        f"(got {folder}: {len(raw)} image, video or metadata files, no cache; allowed a cache "
         f"folder). Write the cache to a folder of its own, e.g. {cache}, then train from it: "
         f"accelerate launch -m backend.stages.train --task sft:data_process "
         f"--dataset_base_path {folder}{meta} --output_path {cache} ...; then --task "
@@ -235,14 +260,20 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     from backend.families import get_family
     from backend.hub import resolve_component_dirs
 
-    family = get_family(cfg.model_family)
+    family = get_family(cfg.model_family).for_config(cfg)
     trained = family.spec.trained_component
     one_shot = cfg.task == "sft"
     components = family.spec.stage_components("train", split=not one_shot)
     # --- check inputs before any heavy import or model load ---
-    if one_shot:
-        from backend.data import ImageDataset, check_dataset
+    if one_shot and family.media == "video":
+        from backend.video import ClipDataset as ImageDataset
+        from backend.video import check_video_dataset
+        records = check_video_dataset(cfg, log)
+    elif one_shot:
+        from backend.data import ImageDataset, PairDataset, check_dataset, check_input_images
         records = check_dataset(cfg, log)
+        records = check_input_images(cfg, records, family.input_images,
+                                     getattr(family, "title", family.spec.title))
     else:
         from backend.cache import CachedDataset, check_cache
         from backend.readgate import for_config as read_gate
@@ -320,29 +351,74 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
                                              accelerator, ds_plugin, zero_stage)
     encoder = None
     if one_shot:
-        encoder = load_frozen_encoder(family, dirs, dtype, accelerator.device, ds_plugin)
+        from backend.lowvram import offloaded_models
+        from backend.quantize import quantize_frozen
+        encoder = quantize_frozen(cfg, load_frozen_encoder(
+            family, dirs, dtype, accelerator.device, ds_plugin,
+            "model" if offloaded_models(cfg) else "none"), log=log)
     params = [p for p in transformer.parameters() if p.requires_grad]
     n_params = sum(p.numel() for p in params)
     log(f"[train] LoRA rank {cfg.lora_rank} on {len(cfg.target_modules())} module names: "
         f"{len(params)} tensors, {n_params} parameters")
 
     # --- optimizer, data ---
-    optimizer = make_optimizer(cfg, params, ds_config)
+    from backend import batches as data_options
+    from backend import buckets, optimizers, timesteps
+
+    optimizer = optimizers.make_optimizer(cfg, params, ds_config)
+    log(f"[train] {optimizers.describe(cfg, optimizer)}")
+    held_out: list = []
     if one_shot:
-        dataset = ImageDataset(records, cfg, repeat=cfg.dataset_repeat)
+        records, held_records = data_options.hold_out(records, cfg.validation_samples,
+                                                      "images")
+        dataset_cls = PairDataset if family.input_images else ImageDataset
+        dataset = dataset_cls(records, cfg, repeat=cfg.dataset_repeat)
+        held = dataset_cls(held_records, cfg)
+        held_out = [encoder.encode_sample(item["pixels"], item["prompt"],
+                                          *item.get("inputs", ()))
+                    for item in (held[i] for i in range(len(held_records)))]
     else:
         dataset = CachedDataset(cfg.dataset_base_path, repeat=cfg.dataset_repeat,
                                 gate=read_gate(cfg))
+        dataset.files, held_files = data_options.hold_out(dataset.files,
+                                                          cfg.validation_samples, "samples")
+        from backend.cache import load_sample
+        held_out = [load_sample(p, read_gate(cfg)) for p in held_files]
+    validation = data_options.Validation(
+        [data_options.to_device(s, accelerator.device) for s in held_out], family, cfg.seed)
+    empty_caption = None
+    if cfg.caption_dropout:
+        empty_caption = data_options.empty_prompt(
+            encoder.encode_sample(torch.zeros(1, 3, 16, 16), "") if one_shot else
+            data_options.read_empty_prompt(cfg.dataset_base_path, read_gate(cfg)))
     # accelerate shards the loader across the processes it knows of; the rest we do here.
     shard = world // accelerator.num_processes
-    sampler = EpochSampler(len(dataset), cfg.seed, rank if shard > 1 else 0, shard)
-    dataloader = torch.utils.data.DataLoader(
-        dataset, batch_size=1, sampler=sampler, collate_fn=first_item,
-        num_workers=cfg.dataset_num_workers)
+    if cfg.batch_size > 1:
+        n_items = len(dataset)
+        base = (data_options.record_sizes(dataset.records, cfg) if one_shot else
+                data_options.cached_sizes(cfg.dataset_base_path, dataset.files, read_gate(cfg)))
+        sizes = [base[i % len(base)] for i in range(n_items)]
+        try:
+            sampler = buckets.BucketBatchSampler(sizes, cfg.batch_size, cfg.seed,
+                                                 cfg.bucket_remainder,
+                                                 rank if shard > 1 else 0, shard)
+        except ValueError as e:
+            raise StageError(str(e)) from None
+        log("[train] batches of " + str(cfg.batch_size) + " from one size bucket each:\n"
+            + buckets.plan_text(buckets.bucket_plan(sizes, cfg.batch_size,
+                                                    cfg.bucket_remainder), cfg.batch_size))
+        dataloader = torch.utils.data.DataLoader(
+            dataset, batch_sampler=sampler,
+            collate_fn=(lambda items: items) if one_shot else buckets.collate,
+            num_workers=cfg.dataset_num_workers)
+        if ds_plugin is not None and ds_plugin.is_auto("train_micro_batch_size_per_gpu"):
+            ds_plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = cfg.batch_size
+    else:
+        sampler = EpochSampler(len(dataset), cfg.seed, rank if shard > 1 else 0, shard)
+        dataloader = torch.utils.data.DataLoader(
+            dataset, batch_size=1, sampler=sampler, collate_fn=first_item,
+            num_workers=cfg.dataset_num_workers)
     transformer, optimizer, dataloader = accelerator.prepare(transformer, optimizer, dataloader)
-    # On the prepared optimizer: with the optimizer offloaded, accelerate replaced ours.
-    lr_scheduler = make_lr_scheduler(cfg, optimizer,
-                                     deepspeed_owns=bool(ds_config and "optimizer" in ds_config))
     if configure_deepspeed_checkpointing(ds_config):
         log("[train] DeepSpeed activation checkpointing configured")
     elif ds_config is not None and cfg.use_gradient_checkpointing:
@@ -359,6 +435,9 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
         total_steps = num_epochs * steps_per_epoch
     if cfg.max_steps:  # a cap: never more steps than the epochs give
         total_steps = min(total_steps, cfg.max_steps)
+    # On the prepared optimizer: with the optimizer offloaded, accelerate replaced ours.
+    lr_scheduler = optimizers.make_lr_scheduler(
+        cfg, optimizer, total_steps, deepspeed_owns=bool(ds_config and "optimizer" in ds_config))
     schedule = family.training_schedule()
     unwrapped = accelerator.unwrap_model(transformer)
 
@@ -385,7 +464,22 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
 
     start_epoch = global_step // steps_per_epoch
     progress.emit("start", total=total_steps, epochs=num_epochs, step=global_step,
-                  steps_per_epoch=steps_per_epoch, num_processes=world)
+                  steps_per_epoch=steps_per_epoch, num_processes=world,
+                  batch_size=cfg.batch_size)
+
+    def validate_now(step: int) -> None:
+        if not validation:
+            return
+        value = validation.loss(unwrapped, accelerator)
+        progress.emit("validation", step=step, val_loss=round(value, 6),
+                      samples=len(validation.samples))
+        if tb is not None:
+            tb.add_scalar("validation/loss", value, step)
+        log(f"[train] validation loss at step {step}: {value:.6f} "
+            f"({len(validation.samples)} held-out samples)")
+
+    validated_at = global_step
+    validate_now(global_step)
     log(f"[train] {total_steps} steps ({steps_per_epoch} per epoch, {len(dataset)} samples x "
         f"{num_epochs} epochs{' from max_train_steps' if cfg.max_train_steps else ''}, "
         f"{world} process(es), accumulation {accum})")
@@ -406,10 +500,18 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
         for i, batch in enumerate(loader, start=skip):
             micro = epoch * len(dataloader) + i
             with accelerator.accumulate(transformer):
-                if one_shot:
-                    batch = encoder.encode_sample(batch["pixels"], batch["prompt"])
-                loss = family.training_loss(transformer, batch, schedule,
-                                             step_generator(cfg.seed, rank, micro), dtype)
+                if one_shot and isinstance(batch, list):
+                    batch = buckets.collate([encoder.encode_sample(b["pixels"], b["prompt"],
+                                                                   *b.get("inputs", ()))
+                                             for b in batch])
+                elif one_shot:
+                    batch = encoder.encode_sample(batch["pixels"], batch["prompt"],
+                                                  *batch.get("inputs", ()))
+                generator = step_generator(cfg.seed, rank, micro)
+                batch = data_options.drop_captions(batch, empty_caption, cfg.caption_dropout,
+                                                   generator)
+                loss = timesteps.training_loss(cfg, family, transformer, batch, schedule,
+                                               generator, dtype)
                 accelerator.backward(loss)
                 if (accelerator.sync_gradients and cfg.gradient_clipping and not ds_config):
                     accelerator.clip_grad_norm_(params, cfg.gradient_clipping)
@@ -428,7 +530,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
             per_step = elapsed / steps_timed
             progress.emit("step", step=global_step, total=total_steps, epoch=epoch,
                           loss=round(step_loss, 6), lr=lr,
-                          samples_per_s=round(accum * world / per_step, 3),
+                          samples_per_s=round(accum * world * cfg.batch_size / per_step, 3),
                           eta_s=round(per_step * (total_steps - global_step), 1))
             if tb is not None:
                 tb.add_scalar("train/loss", step_loss, global_step)
@@ -437,6 +539,11 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
                 ckpt.save_lora(f"step-{global_step}.safetensors", global_step)
                 ckpt.save_state(global_step, epoch)
                 last_saved_step = global_step
+            if (cfg.validation_every_n_steps and global_step % cfg.validation_every_n_steps
+                    == 0) or (not cfg.validation_every_n_steps and last_saved_step ==
+                              global_step):
+                validate_now(global_step)
+                validated_at = global_step
             if cfg.sample_every_n_steps and global_step % cfg.sample_every_n_steps == 0:
                 path = out / f"step-{global_step}.safetensors"
                 if last_saved_step != global_step or not cfg.save_steps:
@@ -455,11 +562,16 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
             ckpt.save_lora(f"epoch-{epoch}.safetensors", global_step)
             ckpt.save_state(global_step, epoch + 1)
             last_saved_step = global_step
+            if not cfg.validation_every_n_steps and validated_at != global_step:
+                validate_now(global_step)
+                validated_at = global_step
 
     # --- end ---
     if last_saved_step != global_step:
         ckpt.save_lora(f"step-{global_step}.safetensors", global_step)
         ckpt.save_state(global_step, epoch)
+    if validated_at != global_step:
+        validate_now(global_step)
     if tb is not None:
         tb.close()
     accelerator.wait_for_everyone()

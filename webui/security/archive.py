@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Iterable
 
 from backend.readgate import inside as _inside
+from backend.video import VIDEO_EXTS  # clips of a video dataset
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
-UPLOAD_EXTS = IMAGE_EXTS + (".txt", ".csv", ".json", ".jsonl")
+UPLOAD_EXTS = IMAGE_EXTS + VIDEO_EXTS + (".txt", ".csv", ".json", ".jsonl")
 MAX_ZIP_FILES = 20_000
 MAX_ZIP_BYTES = 4 << 30
 

@@ -13,6 +13,7 @@ import gradio as gr
 from backend.config import ConfigError, validate
 from webui import datasets, security
 from webui.context import Ctx
+from webui.form import to_widget_value
 from webui.i18n import T
 from webui.messages import bilingual
 
@@ -44,6 +45,11 @@ def create_ui(ctx: Ctx) -> None:
     c["thumbs"] = gr.Gallery(label=T("data.preview"), columns=10, height=200,
                              elem_id="thumbs", visible=False, type="pil", buttons=[],
                              object_fit="contain", fit_columns=False, allow_preview=True)
+    with gr.Row(visible=False, elem_id="sample-suggest-row") as c["sample_suggest_row"]:
+        c["sample_suggest"] = gr.Markdown("", elem_id="sample-suggest")
+        c["sample_suggest_btn"] = gr.Button("Use these as sample prompts", size="sm",
+                                            elem_id="sample-suggest-btn", scale=0)
+    c["sample_suggestion"] = gr.State([])
     c["data_report"] = gr.Dataframe(headers=REPORT_HEADERS, label=T("data.report"),
                                     interactive=False, wrap=True, elem_id="data-report",
                                     visible=False, type="array")
@@ -142,7 +148,8 @@ def bind_events(ctx: Ctx) -> None:
                                    c["upload_files"], c["thumbs"]], api_visibility="private")
 
     def check(data: dict, request: gr.Request):
-        from backend.data import validate_dataset
+        from backend.data import validate_input_images
+        from backend.video import validate_any_dataset
 
         cfg_dict, problems = form.to_config(data)
         try:
@@ -167,7 +174,8 @@ def bind_events(ctx: Ctx) -> None:
                     c["data_report"]: gr.Dataframe(visible=False)}
         cfg = security.with_read_policy(cfg, ctx.owner(request), ctx.workspace,
                                         models_dir=ctx.models_dir, runner=ctx.runner)
-        findings = validate_dataset(cfg)  # every file through the read gate
+        findings = validate_any_dataset(cfg)  # every file through the read gate
+        findings += validate_input_images(cfg)  # edit models: the rows' input images
         bad = [f for f in findings if f["level"] == "error"]
         warned = [f for f in findings if f["level"] == "warning"]
         mark = {"ok": "✓ ", "warning": "⚠ "}
@@ -180,10 +188,52 @@ def bind_events(ctx: Ctx) -> None:
         if warned and not bad:
             head += (f" ⚠ {len(warned)} warning(s): " +
                      "  \n".join(f["message"] for f in warned))
-        return {c["data_msg"]: head, c["data_report"]: gr.Dataframe(value=rows, visible=True)}
+        offer = prompt_suggestion(cfg.sample_prompts,
+                                  [f.get("caption") or "" for f in findings], cfg.trigger_word)
+        return {c["data_msg"]: head, c["data_report"]: gr.Dataframe(value=rows, visible=True),
+                **suggestion_outputs(offer)}
 
-    c["data_check"].click(check, inputs=form.inputs, outputs=[c["data_msg"], c["data_report"]],
+    def suggestion_outputs(offer: list[str]) -> dict:
+        text = ("The sample prompts (Training tab, Samples) do not mention this dataset. "
+                "Render its own captions instead?  \n" +
+                "  \n".join(f"- {p}" for p in offer)) if offer else ""
+        return {c["sample_suggest_row"]: gr.Row(visible=bool(offer)),
+                c["sample_suggest"]: text, c["sample_suggestion"]: offer}
+
+    suggest_outputs = [c["sample_suggest_row"], c["sample_suggest"], c["sample_suggestion"]]
+    c["data_check"].click(check, inputs=form.inputs,
+                          outputs=[c["data_msg"], c["data_report"]] + suggest_outputs,
                           api_visibility="private")
+
+    def use_suggestion(data: dict):
+        offer = data[c["sample_suggestion"]] or []
+        if not offer:
+            return {c["sample_suggest_row"]: gr.Row(visible=False)}
+        return {form.components["sample_prompts"]: to_widget_value("sample_prompts", offer),
+                c["data_msg"]: f"✓ Sample prompts set to {len(offer)} of the dataset's "
+                               f"captions (Training tab, Samples).",
+                **suggestion_outputs([])}
+
+    c["sample_suggest_btn"].click(
+        use_suggestion, inputs={c["sample_suggestion"]},
+        outputs=[form.components["sample_prompts"], c["data_msg"]] + suggest_outputs,
+        api_visibility="private")
+
+
+SUGGESTED_PROMPTS = 2
+
+
+def prompt_suggestion(sample_prompts: list[str], captions: list[str], trigger: str
+                      ) -> list[str]:
+    """Captions of the dataset (trigger word included) to offer as sample prompts, when the
+    form's prompts say nothing of this dataset (e.g. still the demo's): none of them is one
+    of its captions or holds its trigger word. Empty when there is nothing to offer."""
+    captions = [c.strip() for c in captions if c and c.strip()]
+    prompts = [p.strip() for p in sample_prompts or [] if p and p.strip()]
+    trigger = (trigger or "").strip()
+    if not captions or any(p in captions or (trigger and trigger in p) for p in prompts):
+        return []
+    return list(dict.fromkeys(captions))[:SUGGESTED_PROMPTS]
 
 
 _DATA_KEYS = ("dataset_base_path", "dataset_metadata_path", "data_file_keys", "trigger_word",

@@ -28,6 +28,8 @@ def create_ui(ctx: Ctx) -> None:
         with gr.Column(scale=2):
             c["res_prompts"] = gr.Textbox(label=T("res.prompts"), lines=4,
                                           elem_id="res-prompts")
+            c["res_images"] = gr.Textbox(label=T("res.images"), lines=2,
+                                         elem_id="res-images")
             c["res_checkpoints"] = gr.CheckboxGroup(choices=[], label=T("res.checkpoints"),
                                                     elem_id="res-checkpoints")
             c["res_scales"] = gr.Textbox(label=T("res.scales"), value="0, 1",
@@ -45,12 +47,16 @@ def create_ui(ctx: Ctx) -> None:
                                            elem_id="res-width", min_width=80)
     c["res_render"] = gr.Button(T("res.render"), variant="primary", elem_id="res-render")
     c["res_status"] = gr.Markdown("", elem_id="res-status")
+    c["res_set"] = gr.Dropdown(choices=[], value=None, label="Samples shown",
+                               info="Each render keeps its own images; the newest is shown "
+                                    "first.", elem_id="res-set", allow_custom_value=False)
     c["res_columns"] = gr.Markdown("", elem_id="res-columns")
     c["res_grid"] = gr.Gallery(label=T("res.grid"), columns=3, elem_id="res-grid",
                                object_fit="contain", height="auto", buttons=["download"])
 
 
-SETTINGS = {"res_prompts": "sample_prompts", "res_seed": "sample_seed",
+SETTINGS = {"res_prompts": "sample_prompts", "res_images": "sample_images",
+            "res_seed": "sample_seed",
             "res_steps": "sample_steps", "res_cfg": "sample_cfg",
             "res_height": "sample_height", "res_width": "sample_width",
             "res_scales": "sample_lora_scales"}
@@ -72,7 +78,8 @@ def show_run(ctx: Ctx, run_id: str | None, request) -> dict:
     run = ctx.run(run_id, request)
     if run is None:
         return {c["res_checkpoints"]: gr.CheckboxGroup(choices=[], value=[]),
-                c["res_grid"]: [], c["res_columns"]: "", c["res_status"]: ""}
+                c["res_grid"]: [], c["res_columns"]: "", c["res_status"]: "",
+                c["res_set"]: gr.Dropdown(choices=[], value=None)}
     cfg = jobs.run_config(run)
     names = [p.name for p in jobs.checkpoints(run)]
     out = {c[k]: to_widget_value(field, cfg.get(field)) for k, field in SETTINGS.items()}
@@ -82,9 +89,13 @@ def show_run(ctx: Ctx, run_id: str | None, request) -> dict:
     return out
 
 
-def grid_outputs(ctx: Ctx, run: dict, request) -> dict:
+def grid_outputs(ctx: Ctx, run: dict, request, sample_set: str | None = None) -> dict:
+    """The grid of one set of the run's samples (default: the newest) and the set picker."""
     c = ctx.c
-    images, titles, ncols = jobs.grid(run)
+    sets = jobs.sample_sets(run)
+    keys = [k for _, k in sets]
+    chosen = sample_set if sample_set in keys else (keys[0] if keys else None)
+    images, titles, ncols = jobs.grid(run, chosen)
     served = []
     for path, caption in images:
         try:
@@ -94,13 +105,14 @@ def grid_outputs(ctx: Ctx, run: dict, request) -> dict:
     header = ("Columns: " + " | ".join(f"**{t}**" for t in titles) + " — one row per prompt"
               if titles else "No samples yet.")
     return {c["res_grid"]: gr.Gallery(value=served, columns=max(1, ncols)),
-            c["res_columns"]: header}
+            c["res_columns"]: header,
+            c["res_set"]: gr.Dropdown(choices=sets, value=chosen)}
 
 
 def bind_events(ctx: Ctx) -> None:
     c = ctx.c
     show_outputs = [c[k] for k in SETTINGS] + [c["res_checkpoints"], c["res_grid"],
-                                               c["res_columns"], c["res_status"]]
+                                               c["res_columns"], c["res_status"], c["res_set"]]
 
     def refresh(data: dict, request: gr.Request):
         choices = run_choices(ctx, request)
@@ -122,6 +134,16 @@ def bind_events(ctx: Ctx) -> None:
         return show_run(ctx, data[c["res_run"]], request)
 
     c["res_run"].input(pick, inputs={c["res_run"]}, outputs=show_outputs,
+                       api_visibility="private")
+
+    def pick_set(data: dict, request: gr.Request):
+        run = ctx.run(data[c["res_run"]], request)
+        if run is None:
+            return {c["res_grid"]: [], c["res_columns"]: "", c["res_set"]: gr.skip()}
+        return grid_outputs(ctx, run, request, data[c["res_set"]])
+
+    c["res_set"].input(pick_set, inputs={c["res_run"], c["res_set"]},
+                       outputs=[c["res_grid"], c["res_columns"], c["res_set"]],
                        api_visibility="private")
 
     def render(data: dict, request: gr.Request):
@@ -169,9 +191,9 @@ def bind_events(ctx: Ctx) -> None:
         if job["status"] not in TERMINAL:
             done = f" ({p.get('step') or 0}/{p['total']} images)" if p.get("total") else ""
             return {c["res_status"]: f"○ Rendering (job `{job['id']}`, {job['status']})"
-                    f"{done}…", **grid_outputs(ctx, run, request)}
+                    f"{done}…", **grid_outputs(ctx, run, request, job["id"])}
         out = {c["res_timer"]: gr.Timer(active=False), c["res_render_state"]: None,
-               **grid_outputs(ctx, run, request)}
+               **grid_outputs(ctx, run, request, job["id"])}
         if job["status"] == "succeeded":
             out[c["res_status"]] = f"✓ Render `{job['id']}` finished."
         else:
@@ -182,5 +204,5 @@ def bind_events(ctx: Ctx) -> None:
 
     c["res_timer"].tick(watch, inputs={c["res_render_state"]},
                         outputs=[c["res_timer"], c["res_render_state"], c["res_status"],
-                                 c["res_grid"], c["res_columns"]],
+                                 c["res_grid"], c["res_columns"], c["res_set"]],
                         show_progress="hidden", api_visibility="private")

@@ -43,6 +43,7 @@ def create_ui(ctx: Ctx) -> None:
                                    scale=2)
         c["run_stop"] = gr.Button(T("run.stop"), variant="stop", elem_id="run-stop", scale=1)
         c["run_resume"] = gr.Button(T("run.resume"), elem_id="run-resume", scale=1)
+    c["run_active"] = gr.Markdown("", elem_id="run-active")
     c["run_problems"] = gr.Markdown("", elem_id="run-problems")
     c["run_msg"] = gr.Markdown("", elem_id="run-message")
     c["run_head"] = gr.Markdown(bilingual("No run yet: press **Start training**."), elem_id="run-current")
@@ -64,6 +65,47 @@ def create_ui(ctx: Ctx) -> None:
 
 
 # ---------------------------------------------------------------------- rendering
+ACTIVE = ("running", "queued")
+
+
+def my_active_runs(ctx: Ctx, request: gr.Request | None) -> list[dict]:
+    """The signed-in user's running and queued runs (without sign-in: every run), the
+    running ones first, then the queue in the order it starts."""
+    user = ctx.owner(request)
+    runs = [r for r in ctx.runs(request)
+            if r["status"] in ACTIVE and (user is None or r.get("owner") == user)]
+    return sorted(runs, key=lambda r: (r["status"] != "running", r.get("created_at") or 0,
+                                       r.get("seq") or 0))
+
+
+def run_to_follow(followed: dict | None, active: list[dict]) -> dict | None:
+    """What the Run tab shows: the followed run while it is active; once it has ended, the
+    user's running run if there is one; on a page that follows none, the first active."""
+    if followed is None:
+        return active[0] if active else None
+    if followed["status"] in ACTIVE:
+        return followed
+    running = [r for r in active if r["status"] == "running"]
+    return running[0] if running else followed
+
+
+def active_markdown(active: list[dict]) -> str:
+    """The user's runs on the server right now, and what Start does while they last."""
+    if not active:
+        return ""
+    parts = []
+    for r in active:
+        name = f" {r['name']}" if r.get("name") else ""
+        if r["status"] == "running":
+            stage = f" ({r['current_stage']})" if r.get("current_stage") else ""
+            parts.append(f"▶ `{r['id']}`{name} — running{stage}")
+        else:
+            parts.append(f"○ `{r['id']}`{name} — queued")
+    return ("**Your runs on the server:** " + " · ".join(parts) +
+            "  \n*Start training* now adds another run to the queue: it begins when these "
+            "have ended.")
+
+
 def loss_frame(losses: list) -> pd.DataFrame:
     """[[step, loss], ...] as numbers (an empty frame must be numeric too, or the plot's
     axes become categories)."""
@@ -203,22 +245,32 @@ def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
     c = ctx.c
     skip = gr.skip()
     out = {k: skip for k in ("run_head", "run_progress", "run_stages", "gpu", "failure",
-                             "loss_plot", "run_samples", "log", "log_stage", "timer")}
+                             "loss_plot", "run_samples", "log", "log_stage", "timer",
+                             "run_active", "run_id")}
     state = dict(state or new_log_state())
-    run = ctx.run(run_id, request)
+    active = my_active_runs(ctx, request)
+    shown = state.setdefault("shown", {})
+    if shown.get("run_active") != active_markdown(active):
+        shown["run_active"] = out["run_active"] = active_markdown(active)
+    followed = ctx.run(run_id, request)
+    run = followed
+    if followed is None or (followed["status"] not in ACTIVE and state.get("final")):
+        run = run_to_follow(followed, active)
     if run is None:
         out["timer"] = gr.Timer(active=False)
         if run_id:
             out["run_head"] = f"Run `{run_id}` is not in the history (deleted?)."
         return _keyed(c, out, state)
+    if run is not followed:  # the followed run ended (or was never set): show the running one
+        out["run_id"] = run["id"]
     if state.get("run") != run["id"]:
         state = new_log_state(run["id"])
+        shown = state["shown"] = {"run_active": shown.get("run_active")}
     ctx.reattach_now_and_then()
     try:
         prog = with_sample_counts(ctx.runner.progress(run["id"]))
     except RunnerError:
         prog = None
-    shown = state.setdefault("shown", {})
     for key, value in (("run_head", head_markdown(run)), ("run_progress", progress_html(prog)),
                        ("run_stages", stages_html(run, prog))):
         if shown.get(key) != value:  # send only what changed since the last tick
@@ -276,7 +328,7 @@ def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
                                  visible=bool(gpu))
 
     if run["status"] in TERMINAL:
-        if state.get("final"):
+        if state.get("final") and not active:
             out["timer"] = gr.Timer(active=False)
         state["final"] = True  # one more tick after the end, to pick up the last lines
     else:
@@ -299,7 +351,7 @@ def _keyed(c: dict, out: dict, state: dict) -> dict:
 def tick_outputs(c: dict) -> list:
     return [c[k] for k in ("run_head", "run_progress", "run_stages", "gpu", "failure",
                            "loss_plot", "run_samples", "log", "log_stage", "timer",
-                           "log_state")]
+                           "run_active", "run_id", "log_state")]
 
 
 # ---------------------------------------------------------------------- events
@@ -332,15 +384,25 @@ def bind_events(ctx: Ctx) -> None:
             return {c["run_msg"]: f"✗ Not started: {len(problems)} problem(s) in the form. "
                     f"Each is shown next to its field (tabs Model, Dataset, Training).",
                     c["run_problems"]: "\n".join(f"- `{p}`" for p in problems)}
+        before = my_active_runs(ctx, request)
         try:
             run_id = services.start_run(ctx, cfg, ctx.owner(request), name=cfg.run_name,
                                         hub_token=data[c["hub_token"]])
         except services.Refused as e:
             return {c["run_msg"]: f"✗ Not started: {e.headline}.",
                     c["run_problems"]: "\n".join(f"- `{p}`" for p in e.problems)}
-        return follow(run_id, f"Started run `{run_id}`.")
+        if not before:
+            return follow(run_id, f"Started run `{run_id}`.")
+        # Queued behind the user's own runs: the tab keeps showing the one that runs.
+        ahead = before[0]
+        msg = (f"Queued run `{run_id}`: it starts when {len(before)} run(s) ahead of it have "
+               f"ended. This tab keeps showing `{ahead['id']}`, which is {ahead['status']}.")
+        if data[c["run_id"]] == ahead["id"]:
+            return {c["run_msg"]: msg, c["run_problems"]: ""}
+        return follow(ahead["id"], msg)
 
-    c["run_start"].click(start, inputs=form.inputs | {c["hub_token"]}, outputs=follow_outputs,
+    c["run_start"].click(start, inputs=form.inputs | {c["hub_token"], c["run_id"]},
+                         outputs=follow_outputs,
                          api_visibility="private").then(
         on_tick, inputs=tick_inputs, outputs=outs, show_progress="hidden",
         api_visibility="private")

@@ -163,14 +163,16 @@ def bind_events(ctx: Ctx) -> None:
             return {c["dl_msg"]: bilingual("✗ This run's settings no longer validate:") +
                     "  \n" + "  \n".join(bilingual(p) for p in e.problems)}
         form = ctx.form
-        return {**form.to_updates(form.full_config(cfg)),
-                c["dl_msg"]: bilingual(f"✓ The form now holds the settings of run `{run['id']}`: "
-                                       f"change what you like and press **Start training** "
-                                       f"for a new run."),
+        # Said on the Training tab, where the user lands, not on the tab just left.
+        return {**form.to_updates(form.full_config(cfg)), c["dl_msg"]: "",
+                c["train_notice"]: bilingual(f"✓ The form now holds the settings of run "
+                                             f"`{run['id']}`: change what you like and press "
+                                             f"**Start training** (Run tab) for a new run."),
                 c["tabs"]: gr.Tabs(selected="tab-training")}
 
     c["runs_reuse"].click(reuse, inputs={c["runs_pick"]},
-                          outputs=list(ctx.form.components.values()) + [c["dl_msg"], c["tabs"]],
+                          outputs=list(ctx.form.components.values()) + [
+                              c["dl_msg"], c["train_notice"], c["tabs"]],
                           api_visibility="private")
 
     def download(kind: str):

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import gradio as gr
 
-from backend.config import ConfigError, RunConfig
+from backend.config import ConfigError, RunConfig, validate
 from backend.jobs.processes import gpu_memory_totals_gb
 from backend.rundir import RunDir
 from webui.context import Ctx
-from webui.form import GROUP_ORDER, problems_markdown
+from webui.form import GROUP_ORDER, problems_markdown, to_widget_value
 from webui.i18n import T
 from webui.messages import bilingual
 
@@ -32,6 +32,8 @@ GEN_RUN_YAML = PREVIEW.run_yaml.name
 def create_ui(ctx: Ctx) -> None:
     c, form = ctx.c, ctx.form
     groups = [g for g in GROUP_ORDER if g not in OWN_TABS]
+    # What another tab did to the form, said where the user lands (e.g. a run's settings).
+    c["train_notice"] = gr.Markdown("", elem_id="train-notice")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             for g in groups:
@@ -44,8 +46,18 @@ def create_ui(ctx: Ctx) -> None:
             form.render_rest()
         with gr.Column(scale=2, min_width=360):
             c["problems"] = gr.Markdown("", elem_id="problems", label=T("train.problems"))
+            with gr.Row(equal_height=True):
+                c["target_gpu"] = gr.Dropdown(
+                    TARGET_GPUS, value="this", label="Estimate for", elem_id="target-gpu",
+                    info="This machine, or the GPU you will train on.")
+                c["target_bus"] = gr.Dropdown(
+                    BUSES, value=25.0, label="Host→GPU bus", elem_id="target-bus",
+                    info="Offload moves weights over it every step.")
             c["estimate"] = gr.Markdown("", elem_id="estimate", visible=False,
                                         elem_classes=["zl-estimate"])
+            c["method_changes"] = gr.State({})
+            c["apply_method"] = gr.Button("Apply the suggested method", visible=False,
+                                          elem_id="apply-method", size="sm")
             gr.Markdown(T("train.generated"), elem_classes=["zl-group-title"])
             with gr.Tabs(elem_id="generated"):
                 with gr.Tab("accelerate", id="gen-tab-accelerate",
@@ -122,6 +134,50 @@ def machine_memory() -> tuple[float | None, float | None, int]:
 
 _machine: list = []
 _recommended: dict = {}
+TARGET_GPUS = [("this machine", "this")] + [(f"{g} GB GPU", str(g)) for g in (
+    8, 12, 16, 20, 24, 32, 40, 48, 80, 96, 141)]
+BUSES = [("PCIe 3.0 x16 (12 GB/s)", 12.0), ("PCIe 4.0 x16 (25 GB/s)", 25.0),
+         ("PCIe 5.0 x16 (50 GB/s)", 50.0)]
+
+
+def gb_text(n_bytes: float) -> str:
+    """A size for people: GB (10^9 bytes) rounded, "under 0.1 GB" for less."""
+    gb = n_bytes / 1e9
+    if gb < 0.1:
+        return "under 0.1 GB"
+    return f"{gb:.0f} GB" if gb >= 10 else f"{gb:.1f} GB"
+
+
+def target_markdown(cfg: RunConfig, gpu_gb: float, bus_gbs: float) -> tuple[str, dict]:
+    """The verdict for a GPU of ``gpu_gb`` GB (not this machine) and every single-GPU way
+    to fit the run on it side by side; returns (text, the suggested method's field changes,
+    empty when nothing needs changing or nothing fits)."""
+    from backend import estimator
+
+    est = estimator.estimate_memory(cfg, device="cuda")
+    ok, line = estimator.fits(est, gpu_gb)
+    rows, best = estimator.compare_methods(cfg, gpu_gb * 1e9, bus_gbs * 1e9)
+    lines = [f"**Memory estimate** for one {gpu_gb:g} GB GPU (these settings):", "",
+             f"{'✓' if ok else '⚠'} {line}", "",
+             "| method | GPU | host RAM | bus per step | fits |", "|---|---|---|---|---|"]
+    for r in rows:
+        bus = (f"{gb_text(r.bus_bytes_per_step)} (≥ {r.transfer_bound_s:.1f} s)"
+               if r.bus_bytes_per_step else "none")
+        mark = "**" if r.name == best else ""
+        lines.append(f"| {mark}{r.label}{mark} | {gb_text(r.gpu_bytes)} | "
+                     f"{gb_text(r.host_bytes)} | {bus} | {'✓' if r.fits else '✗'} |")
+    changes: dict = {}
+    if best is None:
+        lines += ["", "⚠ No single-GPU method fits this card at these settings: lower the "
+                  "resolution or the LoRA rank, or pick a larger GPU."]
+    else:
+        row = next(r for r in rows if r.name == best)
+        changes = {k: v for k, v in row.changes.items() if getattr(cfg, k, None) != v}
+        lines += ["", f"Fastest that fits: **{row.label}** — {row.why}."]
+        lines += ["", "The form already uses it." if not changes else
+                  "Changes it makes: " + ", ".join(f"`{k}` → `{v}`"
+                                                   for k, v in changes.items())]
+    return "\n".join(lines), changes
 
 
 def estimate_markdown(cfg: RunConfig) -> str | None:
@@ -153,6 +209,35 @@ def estimate_markdown(cfg: RunConfig) -> str | None:
 def bind_events(ctx: Ctx) -> None:
     c, form = ctx.c, ctx.form
 
+    def estimate_outputs(cfg: RunConfig | None, data: dict) -> dict:
+        """The estimate panel: this machine's verdict, or a chosen GPU's with the methods
+        side by side and the suggestion one click applies."""
+        hidden = {c["estimate"]: gr.Markdown(visible=False), c["method_changes"]: {},
+                  c["apply_method"]: gr.Button(visible=False)}
+        if cfg is None:
+            return hidden
+        target = data.get(c["target_gpu"]) or "this"
+        if target == "this":
+            est = estimate_markdown(cfg)
+            return {**hidden, c["estimate"]: gr.Markdown(value=est or "", visible=bool(est))}
+        try:
+            text, changes = target_markdown(cfg, float(target),
+                                            float(data.get(c["target_bus"]) or 25.0))
+        except Exception as e:  # noqa: BLE001 - an estimate must never block the form
+            text, changes = f"**Memory estimate** unavailable: {type(e).__name__}: {e}", {}
+        return {c["estimate"]: gr.Markdown(value=text, visible=True),
+                c["method_changes"]: changes, c["apply_method"]: gr.Button(visible=bool(changes))}
+
+    def estimate_config(cfg: RunConfig | None, cfg_dict: dict | None) -> RunConfig | None:
+        """The form's config for the estimate: without a dataset yet, the model and the
+        resolution settings are enough."""
+        if cfg is not None or not cfg_dict:
+            return cfg
+        try:
+            return validate(cfg_dict, require_inputs=False)
+        except ConfigError:
+            return None
+
     def refresh(data: dict):
         cfg, cfg_dict, problems = form.check(data)
         out = dict(form.error_updates(problems))
@@ -162,8 +247,8 @@ def bind_events(ctx: Ctx) -> None:
         if cfg is None:
             note = "# fix the problems in the form to see this file"
             out.update({c["gen_accelerate"]: note, c["gen_deepspeed"]: note,
-                        c["gen_commands"]: note, c["gen_run_yaml"]: note,
-                        c["estimate"]: gr.Markdown(visible=False)})
+                        c["gen_commands"]: note, c["gen_run_yaml"]: note})
+            out.update(estimate_outputs(estimate_config(cfg, cfg_dict), data))
             return out
         try:
             files = preview_files(cfg, ctx.workspace)
@@ -176,17 +261,18 @@ def bind_events(ctx: Ctx) -> None:
             "// zero_stage is 0: the train stage runs without DeepSpeed")
         out[c["gen_commands"]] = files.get(GEN_COMMANDS, "")
         out[c["gen_run_yaml"]] = files.get(GEN_RUN_YAML, "")
-        est = estimate_markdown(cfg)
-        out[c["estimate"]] = gr.Markdown(value=est or "", visible=bool(est))
+        out.update(estimate_outputs(cfg, data))
         return out
 
     outputs = form.error_outputs + [c["problems"], c["run_problems"], c["preset_diff"],
                                     c["gen_accelerate"], c["gen_deepspeed"],
-                                    c["gen_commands"], c["gen_run_yaml"], c["estimate"]]
-    inputs = form.inputs | {c["loaded"], c["loaded_name"]}
+                                    c["gen_commands"], c["gen_run_yaml"], c["estimate"],
+                                    c["method_changes"], c["apply_method"]]
+    inputs = form.inputs | {c["loaded"], c["loaded_name"], c["target_gpu"], c["target_bus"]}
     # Page load and every change share one listener, so a slow first refresh (it loads the
     # planner and the estimator) can never land after a newer one with stale values.
-    triggers = [c["demo"].load] + [comp.change for comp in form.components.values()]
+    triggers = [c["demo"].load, c["target_gpu"].change, c["target_bus"].change] + [
+        comp.change for comp in form.components.values()]
     gr.on(triggers, refresh, inputs=inputs,
           outputs=outputs, trigger_mode="always_last", show_progress="hidden",
           api_visibility="private")
@@ -207,6 +293,15 @@ def bind_events(ctx: Ctx) -> None:
         if result.notes:
             lines += ["", "**Notes:**"] + [f"- {n}" for n in result.notes]
         return {**form.to_updates(form.full_config(cfg)), c["import_notes"]: "\n".join(lines)}
+
+    def apply_method(data: dict):
+        """The suggested method's fields into the form (the refresh that follows shows it)."""
+        changes = data[c["method_changes"]] or {}
+        return {form.components[k]: to_widget_value(k, v) for k, v in changes.items()
+                if k in form.components}
+
+    c["apply_method"].click(apply_method, inputs={c["method_changes"]},
+                            outputs=list(form.components.values()), api_visibility="private")
 
     c["import_btn"].click(import_command, inputs={c["import_text"]},
                           outputs=list(form.components.values()) + [c["import_notes"]],

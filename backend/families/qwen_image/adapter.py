@@ -267,19 +267,40 @@ def pack_latents(latents):
     return QwenImagePipeline._pack_latents(latents, b, c, h, w)
 
 
-def predict(transformer, noisy_latents, sigma, prompt_emb, prompt_mask):
-    """The transformer's flow prediction for [B, C, h, w] latents, packed [B, N, 4C]."""
+def input_latents(sample: dict[str, Any]) -> list:
+    """An edit sample's input-image latents (``edit_latents_0``, ``_1``...), in order."""
+    out, i = [], 0
+    while f"edit_latents_{i}" in sample:
+        out.append(sample[f"edit_latents_{i}"])
+        i += 1
+    return out
+
+
+def predict(transformer, noisy_latents, sigma, prompt_emb, prompt_mask, inputs=()):
+    """The transformer's flow prediction for [B, C, h, w] latents, packed [B, N, 4C].
+
+    ``inputs``: input-image latents [B, C, h_i, w_i] of an edit model, packed beside the
+    noisy latents with their shapes in ``img_shapes``, as the edit pipelines do; the
+    prediction is cut back to the noisy latents' tokens."""
+    import torch
+
     b, c, h, w = noisy_latents.shape
     if prompt_mask is not None and bool(prompt_mask.all()):
         prompt_mask = None  # as QwenImagePipeline.encode_prompt does
+    hidden = pack_latents(noisy_latents)
+    n = hidden.shape[1]
+    shapes = [(1, h // 2, w // 2)]
+    if inputs:
+        hidden = torch.cat([hidden] + [pack_latents(x.to(hidden)) for x in inputs], dim=1)
+        shapes += [(1, x.shape[-2] // 2, x.shape[-1] // 2) for x in inputs]
     return transformer(
-        hidden_states=pack_latents(noisy_latents),
+        hidden_states=hidden,
         timestep=sigma.expand(b),
         encoder_hidden_states=prompt_emb,
         encoder_hidden_states_mask=prompt_mask,
-        img_shapes=[[(1, h // 2, w // 2)]] * b,
+        img_shapes=[shapes] * b,
         return_dict=False,
-    )[0]
+    )[0][:, :n]
 
 
 def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
@@ -294,7 +315,8 @@ def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
     x_t = (1 - sigma) * x0 + sigma * noise
     target = pack_latents(noise - x0)
     pred = predict(transformer, x_t.to(dtype), (schedule.timesteps[index] / 1000).to(device, dtype),
-                   sample["prompt_emb"].to(dtype), sample["prompt_emb_mask"])
+                   sample["prompt_emb"].to(dtype), sample["prompt_emb_mask"],
+                   [x.to(device=device, dtype=dtype) for x in input_latents(sample)])
     loss = F.mse_loss(pred.float(), target.float())
     return loss * schedule.weights[index].to(device)
 
@@ -386,11 +408,18 @@ class Adapter(Family):
                      "*.img_mod.*", "*.txt_mod.*")
 
     # The contract's members are this module's functions.
+    def for_config(self, cfg):
+        """An edit variant's adapter (``edit.EditAdapter``) when the config names an edit
+        model or gives ``extra_inputs``; this adapter otherwise."""
+        from backend.families.qwen_image.edit import edit_adapter_for
+        return edit_adapter_for(self, cfg)
+
     transformer_class = staticmethod(transformer_class)
     load_transformer = staticmethod(load_transformer)
     load_encoder = staticmethod(load_encoder)
     training_schedule = staticmethod(training_schedule)
     training_loss = staticmethod(training_loss)
+    loss_at = staticmethod(flow_matching_loss)
     eval_loss = staticmethod(eval_loss)
     pack_latents = staticmethod(pack_latents)
     load_pipeline = staticmethod(load_pipeline)

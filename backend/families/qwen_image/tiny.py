@@ -246,6 +246,34 @@ def build_tiny_qwen_image(out_dir: str | Path, seed: int = 0) -> Path:
     return save_pipeline(build_components(seed), out_dir)
 
 
+def build_tiny_qwen_image_edit(out_dir: str | Path, seed: int = 0, *, plus: bool = True,
+                               zero_cond_t: bool = False) -> Path:
+    """Write a random-init tiny Qwen-Image-Edit pipeline to ``out_dir``: the same five
+    components (``zero_cond_t`` in the transformer's config for a 2511-like model), a
+    ``processor/`` folder (the tokenizer and the released Qwen2-VL image settings) and a
+    model_index.json naming ``QwenImageEditPlusPipeline`` (2509/2511) or
+    ``QwenImageEditPipeline`` with its processor."""
+    from diffusers import QwenImageTransformer2DModel
+
+    from backend.families.qwen_image.edit import load_processor
+
+    components = build_components(seed)
+    if zero_cond_t:
+        torch.manual_seed(seed * 1000 + 3)
+        components["transformer"] = QwenImageTransformer2DModel(
+            **TRANSFORMER_CONFIG, zero_cond_t=True).eval()
+    out = save_pipeline(components, out_dir)
+    processor = load_processor(out / "tokenizer")
+    processor.tokenizer.save_pretrained(out / "processor")
+    processor.image_processor.save_pretrained(out / "processor")
+    index_file = out / "model_index.json"
+    index = json.loads(index_file.read_text(encoding="utf-8"))
+    index["_class_name"] = "QwenImageEditPlusPipeline" if plus else "QwenImageEditPipeline"
+    index["processor"] = ["transformers", "Qwen2VLProcessor"]
+    index_file.write_text(json.dumps(index, indent=2), encoding="utf-8")
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m backend.families.qwen_image.tiny", description=__doc__.split("\n")[0])
     parser.add_argument("out_dir", help="folder to write the pipeline to (hub layout)")

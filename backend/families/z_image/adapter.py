@@ -319,6 +319,7 @@ class Adapter(Family):
     load_encoder = staticmethod(load_encoder)
     training_schedule = staticmethod(training_schedule)
     training_loss = staticmethod(training_loss)
+    loss_at = staticmethod(flow_matching_loss)
     eval_loss = staticmethod(eval_loss)
     pack_latents = staticmethod(pack_latents)
     load_pipeline = staticmethod(load_pipeline)

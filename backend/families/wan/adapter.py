@@ -1,0 +1,374 @@
+"""Wan 2.1 text-to-video adapter: components, prompt/clip encoding, the training loss, samples.
+
+Components are diffusers' ``WanTransformer3DModel`` and ``AutoencoderKLWan``, transformers'
+``UMT5EncoderModel`` and its tokenizer (the ``-Diffusers`` layout). Prompt encoding is
+``WanPipeline.encode_prompt`` (512 tokens, the last hidden state, the prompt's own tokens
+kept and the rest zeroed), run through a pipeline holding only the encoders; the cache
+keeps the prompt's own rows and stage 2 pads them back with zeros to 512, so the
+transformer sees exactly what the pipeline feeds it. Latents are the VAE posterior mean
+normalised as the pipeline undoes it before decoding: ``(z - latents_mean) / latents_std``.
+
+The loss is the reference trainer's Wan flow matching: 1000 sigmas from
+linspace(1, 0, 1001)[:-1] shifted with shift 5 (s' = 5 s / (1 + 4 s)), timestep 1000 s',
+x_t = (1 - s') x0 + s' noise, target noise - x0 (what the transformer predicts: diffusers'
+scheduler uses it as the flow), MSE weighted by exp(-2 ((t - 500) / 1000)^2) shifted to 0
+and normalised to mean 1.
+
+Cached sample tensors (one safetensors file per clip, see backend/cache.py):
+``prompt_emb`` [1, L, 4096] (L the prompt's tokens, at most 512), ``latents``
+[1, 16, (F - 1) / 4 + 1, H / 8, W / 8], ``height``, ``width``, ``frames``.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from backend.families.base import Family
+
+NUM_TRAIN_TIMESTEPS = 1000
+MAX_SEQUENCE_LENGTH = 512          # WanPipeline's default
+TRAIN_SHIFT = 5.0                  # the reference trainer's Wan scheduler
+OFFLOAD_MODES = ("none", "model", "sequential")
+
+
+# ------------------------------------------------------------------------------------------
+# Loading
+# ------------------------------------------------------------------------------------------
+def transformer_class():
+    from diffusers import WanTransformer3DModel
+    return WanTransformer3DModel
+
+
+def load_transformer(folder: str | Path, dtype=None, device: str | Any = "cpu"):
+    model = transformer_class().from_pretrained(str(folder), torch_dtype=dtype)
+    return model.to(device)
+
+
+def load_text_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu"):
+    from transformers import UMT5EncoderModel
+
+    model = UMT5EncoderModel.from_pretrained(str(folder), dtype=dtype)
+    return model.to(device).eval().requires_grad_(False)
+
+
+def load_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
+    """The VAE, in float32 as the pipeline's model card runs it (its 3D convolutions lose
+    detail in bf16); ``dtype`` is accepted for the contract's sake."""
+    import torch
+    from diffusers import AutoencoderKLWan
+
+    model = AutoencoderKLWan.from_pretrained(str(folder), torch_dtype=torch.float32)
+    return model.to(device).eval().requires_grad_(False)
+
+
+def load_tokenizer(folder: str | Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+class Encoder:
+    """Text encoder + VAE (+ tokenizer), frozen: prompts -> embeddings, clips -> latents.
+
+    ``offload`` (``data_process_offload``): none | model | sequential, as for the image
+    families; every mode computes the same tensors.
+    """
+
+    def __init__(self, text_encoder, tokenizer, vae, device=None, offload: str = "none"):
+        import torch
+        from diffusers import WanPipeline
+
+        if offload not in OFFLOAD_MODES:
+            raise ValueError(f"offload: unknown mode (got {offload!r}; allowed "
+                             f"{' | '.join(OFFLOAD_MODES)})")
+        self.pipe = WanPipeline(tokenizer=tokenizer, text_encoder=text_encoder, vae=vae,
+                                scheduler=None, transformer=None)
+        self.text_encoder, self.vae = text_encoder, vae
+        self.device = torch.device(device) if device is not None else text_encoder.device
+        self.offload = offload
+        if offload == "sequential":
+            from accelerate import cpu_offload
+
+            for module in (text_encoder, vae):
+                cpu_offload(module, execution_device=self.device)
+
+    @contextmanager
+    def on_device(self, name: str):
+        if self.offload != "model":
+            yield
+            return
+        import torch
+
+        module = getattr(self, name)
+        module.to(self.device)
+        try:
+            yield
+        finally:
+            module.to("cpu")
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+
+    def encode_prompt(self, prompt: str):
+        """prompt_emb [1, L, D]: ``WanPipeline``'s embedding with its zero padding cut off
+        (L: the prompt's tokens, ``</s>`` included)."""
+        import torch
+
+        with torch.no_grad():
+            emb = self.pipe.encode_prompt(prompt, do_classifier_free_guidance=False,
+                                          max_sequence_length=MAX_SEQUENCE_LENGTH,
+                                          device=self.device,
+                                          dtype=self.text_encoder.dtype)[0]
+        used = emb[0].abs().sum(dim=-1).nonzero()
+        length = int(used[-1]) + 1 if len(used) else 1
+        return emb[:, :length]
+
+    def encode_clip(self, pixels):
+        """Pixels [B, 3, F, H, W] in [-1, 1] -> normalised latents [B, 16, F', H/8, W/8]."""
+        import torch
+
+        vae = self.vae
+        with torch.no_grad():
+            z = vae.encode(pixels.to(device=self.device, dtype=vae.dtype)).latent_dist.mean
+            mean = torch.tensor(vae.config.latents_mean, device=z.device,
+                                dtype=z.dtype).view(1, -1, 1, 1, 1)
+            std = torch.tensor(vae.config.latents_std, device=z.device,
+                               dtype=z.dtype).view(1, -1, 1, 1, 1)
+            return (z - mean) / std
+
+    def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
+        if pixels.ndim == 4:  # an image: a one-frame clip
+            pixels = pixels.unsqueeze(2)
+        return _sample(self.encode_prompt(prompt), self.encode_clip(pixels), pixels)
+
+    def encode_samples(self, items: list[tuple[Callable[[], Any], str]],
+                       should_stop: Callable[[], bool] = lambda: False, log=print
+                       ) -> Iterator[dict[str, Any]]:
+        """Each (load_pixels, prompt) item's sample, in order; with ``model`` offload every
+        prompt first, then every clip. Returns early once ``should_stop()``."""
+        if self.offload != "model":
+            for load, prompt in items:
+                if should_stop():
+                    return
+                yield self.encode_sample(load(), prompt)
+            return
+        prompts = []
+        with self.on_device("text_encoder"):
+            for _, prompt in items:
+                if should_stop():
+                    return
+                prompts.append(self.encode_prompt(prompt).cpu())
+        log(f"[encoder] model offload: {len(prompts)} prompt(s) encoded; text encoder back "
+            f"in host RAM, VAE to {self.device}")
+        with self.on_device("vae"):
+            for (load, _), emb in zip(items, prompts):
+                if should_stop():
+                    return
+                pixels = load()
+                if pixels.ndim == 4:
+                    pixels = pixels.unsqueeze(2)
+                yield _sample(emb, self.encode_clip(pixels), pixels)
+
+
+def _sample(emb, latents, pixels) -> dict[str, Any]:
+    import torch
+
+    return {"prompt_emb": emb, "latents": latents,
+            "height": torch.tensor([pixels.shape[-2]]), "width": torch.tensor([pixels.shape[-1]]),
+            "frames": torch.tensor([pixels.shape[2]])}
+
+
+def load_encoder(dirs, dtype=None, device: str | Any = "cpu", offload: str = "none") -> Encoder:
+    place = device if offload == "none" else "cpu"
+    return Encoder(load_text_encoder(dirs["text_encoder"], dtype, place),
+                   load_tokenizer(dirs["tokenizer"]),
+                   load_vae(dirs["vae"], dtype, place), device=device, offload=offload)
+
+
+# ------------------------------------------------------------------------------------------
+# Training loss
+# ------------------------------------------------------------------------------------------
+@dataclass
+class Schedule:
+    sigmas: Any      # [1000], from 1 down to about 0.005 (shift 5)
+    timesteps: Any   # [1000], 1000 * sigma
+    weights: Any     # [1000], mean 1
+
+
+def training_schedule() -> Schedule:
+    import torch
+
+    s = torch.linspace(1.0, 0.0, NUM_TRAIN_TIMESTEPS + 1)[:-1]
+    sigmas = TRAIN_SHIFT * s / (1 + (TRAIN_SHIFT - 1) * s)
+    timesteps = sigmas * NUM_TRAIN_TIMESTEPS
+    y = torch.exp(-2 * ((timesteps - NUM_TRAIN_TIMESTEPS / 2) / NUM_TRAIN_TIMESTEPS) ** 2)
+    y = y - y.min()
+    return Schedule(sigmas, timesteps, y * (NUM_TRAIN_TIMESTEPS / y.sum()))
+
+
+def pack_latents(latents):
+    """The transformer takes the latent video [B, C, F, h, w] as it is (it patchifies)."""
+    return latents
+
+
+def padded_prompt(prompt_emb, length: int = MAX_SEQUENCE_LENGTH):
+    """[B, L, D] -> [B, 512, D] with zero rows, as ``WanPipeline.encode_prompt`` pads."""
+    import torch
+
+    b, n, d = prompt_emb.shape
+    if n >= length:
+        return prompt_emb[:, :length]
+    return torch.cat([prompt_emb, prompt_emb.new_zeros(b, length - n, d)], dim=1)
+
+
+def predict(transformer, noisy_latents, timestep, prompt_emb):
+    """The flow (noise - x0) the transformer predicts at ``timestep`` (a 0-d tensor)."""
+    t = timestep.to(noisy_latents.dtype).expand(noisy_latents.shape[0])
+    return transformer(hidden_states=noisy_latents, timestep=t,
+                       encoder_hidden_states=padded_prompt(prompt_emb), return_dict=False)[0]
+
+
+def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
+                       index: int, noise, dtype):
+    import torch.nn.functional as F
+
+    x0 = sample["latents"].to(dtype)
+    device = x0.device
+    sigma = schedule.sigmas[index].to(device)
+    noise = noise.to(device=device, dtype=dtype)
+    x_t = (1 - sigma) * x0 + sigma * noise
+    pred = predict(transformer, x_t.to(dtype), schedule.timesteps[index].to(device),
+                   sample["prompt_emb"].to(device, dtype))
+    loss = F.mse_loss(pred.float(), (noise - x0).float())
+    return loss * schedule.weights[index].to(device)
+
+
+def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, generator, dtype):
+    """One step's loss: a uniform schedule index and fresh noise from ``generator``."""
+    import torch
+
+    index = int(torch.randint(0, len(schedule.sigmas), (1,), generator=generator))
+    noise = torch.randn(sample["latents"].shape, generator=generator)
+    return flow_matching_loss(transformer, sample, schedule, index, noise, dtype)
+
+
+def eval_loss(transformer, samples: list[dict[str, Any]], seed: int = 0,
+              indices: tuple[int, ...] = (100, 300, 500, 700, 900)) -> float:
+    """Mean loss over ``samples`` x ``indices`` with noise fixed by ``seed``."""
+    import torch
+
+    schedule = training_schedule()
+    dtype = next(transformer.parameters()).dtype
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for si, sample in enumerate(samples):
+            for index in indices:
+                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
+                noise = torch.randn(sample["latents"].shape, generator=g)
+                total += float(flow_matching_loss(transformer, sample, schedule, index,
+                                                  noise, dtype))
+                n += 1
+    return total / max(n, 1)
+
+
+# ------------------------------------------------------------------------------------------
+# Samples
+# ------------------------------------------------------------------------------------------
+def load_pipeline(dirs, dtype=None):
+    """``WanPipeline`` from the resolved component folders, on the CPU in ``dtype`` (the VAE
+    in float32)."""
+    from diffusers import UniPCMultistepScheduler, WanPipeline
+
+    return WanPipeline(
+        transformer=load_transformer(dirs["transformer"], dtype),
+        text_encoder=load_text_encoder(dirs["text_encoder"], dtype),
+        vae=load_vae(dirs["vae"], dtype),
+        tokenizer=load_tokenizer(dirs["tokenizer"]),
+        scheduler=UniPCMultistepScheduler.from_pretrained(dirs["scheduler"]),
+    )
+
+
+def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cfg: float,
+           height: int, width: int, num_frames: int = 81):
+    """One clip: frames [F, H, W, 3] floats in [0, 1]. ``cfg`` counts as WanPipeline's
+    ``guidance_scale`` does (1 = no guidance)."""
+    import torch
+
+    with torch.inference_mode():
+        return pipe(prompt=prompt, negative_prompt=negative_prompt or None,
+                    guidance_scale=float(cfg), num_inference_steps=steps, height=height,
+                    width=width, num_frames=num_frames, generator=generator,
+                    output_type="np").frames[0]
+
+
+# ------------------------------------------------------------------------------------------
+# The contract
+# ------------------------------------------------------------------------------------------
+class Adapter(Family):
+    """Wan 2.1 text-to-video through the family contract (``backend/families/base.py``)."""
+
+    # ComfyUI loads Wan LoRAs under the original model's names only (``native.py``).
+    export_prefixes = {"reference": "", "diffusers": "transformer.",
+                       "comfyui": "diffusion_model."}
+    media = "video"
+    vae_scale_factor = 8
+    vae_temporal_factor = 4
+    resolution_multiple = 16
+    offload_blocks = ("blocks",)
+    quantize_skip = ("patch_embedding", "condition_embedder", "proj_out")
+
+    transformer_class = staticmethod(transformer_class)
+    load_transformer = staticmethod(load_transformer)
+    load_encoder = staticmethod(load_encoder)
+    training_schedule = staticmethod(training_schedule)
+    training_loss = staticmethod(training_loss)
+    eval_loss = staticmethod(eval_loss)
+    pack_latents = staticmethod(pack_latents)
+    load_pipeline = staticmethod(load_pipeline)
+    render = staticmethod(render)
+
+    def export_module_name(self, module: str, fmt: str) -> str:
+        from backend.families.wan.native import to_native
+        return to_native(module) if fmt == "comfyui" else module
+
+    def import_module_name(self, name: str, fmt: str) -> str:
+        from backend.families.wan.native import from_native
+        if fmt != "comfyui":
+            return name
+        try:
+            return from_native(name)
+        except KeyError:
+            return name
+
+    def published_configs(self):
+        from backend.families.wan.published import CONFIGS
+        return {k: dict(v) for k, v in CONFIGS.items()}
+
+    def variant_configs(self, variant):
+        from backend.families.wan.published import CONFIGS, CONFIGS_14B
+        chosen = CONFIGS_14B if variant == "wan_t2v_14b" else CONFIGS
+        return {k: dict(v) for k, v in chosen.items()}
+
+    def image_tokens(self, height: int, width: int) -> int:
+        return self.video_tokens(height, width, 1)
+
+    def video_tokens(self, height: int, width: int, frames: int) -> int:
+        """Tokens a clip becomes: latent frames ((F - 1) / 4 + 1) x latent area / 2x2."""
+        cell = self.vae_scale_factor * 2
+        latent_frames = (max(int(frames), 1) - 1) // self.vae_temporal_factor + 1
+        return latent_frames * (height // cell) * (width // cell)
+
+    def save_sample(self, result, path, cfg) -> list[Path]:
+        """A sample clip and its frame strip (``<name>.strip.png``)."""
+        from backend.video import frame_strip, write_video
+
+        path = Path(path)
+        write_video(result, path, fps=cfg.sample_fps)
+        strip = path.with_name(path.name[: -len(path.suffix)] + ".strip.png")
+        frame_strip(result, 4).save(strip)
+        return [path, strip]
+
+    def build_tiny(self, out_dir, seed=0):
+        from backend.families.wan.tiny import build_tiny_wan
+        return build_tiny_wan(out_dir, seed)

@@ -1,0 +1,121 @@
+"""Tiny real-architecture Wan 2.1 text-to-video pipeline, built locally in seconds.
+
+The components are the real classes (diffusers' ``WanTransformer3DModel``,
+``AutoencoderKLWan`` and ``UniPCMultistepScheduler`` with the released flow settings;
+transformers' ``UMT5EncoderModel`` and a T5 tokenizer: a unigram model trained on a few
+sentences) at toy sizes, with random weights from fixed seeds, saved in the hub layout of
+the ``-Diffusers`` repositories::
+
+    OUT_DIR/model_index.json
+    OUT_DIR/transformer/  text_encoder/  vae/  tokenizer/  scheduler/
+
+so ``WanPipeline.from_pretrained(OUT_DIR)`` loads it. Weights are safetensors only.
+
+Run:
+    python -m backend.families.tiny OUT_DIR --family wan [--seed 0]
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+VOCAB_SENTENCES = [
+    "a red ball rolls from left to right on a white floor",
+    "a blue square slides up and down over a black background",
+    "a green dot moves in a circle, zlr style, zerolora",
+    "the camera pans slowly across a yellow field at sunset",
+    "red green blue yellow purple orange black white gray ball square dot circle",
+    "0 1 2 3 4 5 6 7 8 9 . , : ; ! ? ' \" ( ) - _",
+]
+TOKENIZER_VOCAB_SIZE = 160
+SPECIAL_TOKENS = ["<pad>", "</s>", "<unk>"]
+
+TRANSFORMER_CONFIG = dict(
+    patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12, in_channels=16,
+    out_channels=16, text_dim=32, freq_dim=32, ffn_dim=32, num_layers=2, cross_attn_norm=True,
+    qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=32,
+)
+# The released VAE's layout (3 downsamplings in space, 2 in time, 16 latent channels) at toy
+# width; its latents_mean / latents_std are the class defaults, which are the released ones.
+VAE_CONFIG = dict(base_dim=3, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
+                  temperal_downsample=[False, True, True])
+# The released scheduler config (Wan-AI/Wan2.1-T2V-1.3B-Diffusers scheduler/).
+SCHEDULER_CONFIG = dict(num_train_timesteps=1000, flow_shift=3.0,
+                        prediction_type="flow_prediction", use_flow_sigmas=True,
+                        solver_order=2, predict_x0=True, solver_type="bh2",
+                        lower_order_final=True)
+
+
+def build_tokenizer():
+    """A unigram tokenizer (as UMT5's sentencepiece model) wrapped as ``T5TokenizerFast``:
+    pads with ``<pad>`` (id 0) and ends every prompt with ``</s>``."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from tokenizers import trainers
+    from transformers import T5TokenizerFast
+
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=TOKENIZER_VOCAB_SIZE,
+                                      special_tokens=SPECIAL_TOKENS, unk_token="<unk>",
+                                      show_progress=False)
+    tok.train_from_iterator(VOCAB_SENTENCES * 4, trainer=trainer)
+    eos = tok.token_to_id("</s>")
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>",
+                                                       special_tokens=[("</s>", eos)])
+    return T5TokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>",
+                           unk_token="<unk>", extra_ids=0, model_max_length=512)
+
+
+def build_text_encoder(tokenizer, seed: int):
+    """A two-layer ``UMT5EncoderModel`` (the pipeline reads its last hidden state)."""
+    from transformers import UMT5Config, UMT5EncoderModel
+
+    config = UMT5Config(vocab_size=max(TOKENIZER_VOCAB_SIZE, len(tokenizer)), d_model=32,
+                        d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                        relative_attention_num_buckets=8, relative_attention_max_distance=32,
+                        feed_forward_proj="gated-gelu", pad_token_id=0, eos_token_id=1,
+                        decoder_start_token_id=0, is_encoder_decoder=False)
+    torch.manual_seed(seed)
+    return UMT5EncoderModel(config).eval()
+
+
+def build_transformer(seed: int, overrides: dict | None = None):
+    from diffusers import WanTransformer3DModel
+
+    torch.manual_seed(seed)
+    return WanTransformer3DModel(**{**TRANSFORMER_CONFIG, **(overrides or {})}).eval()
+
+
+def build_components(seed: int = 0, transformer_config: dict | None = None) -> dict:
+    """The five pipeline components, random-init from ``seed`` (float32)."""
+    from diffusers import AutoencoderKLWan, UniPCMultistepScheduler
+
+    tokenizer = build_tokenizer()
+    text_encoder = build_text_encoder(tokenizer, seed * 1000 + 1)
+    torch.manual_seed(seed * 1000 + 2)
+    vae = AutoencoderKLWan(**VAE_CONFIG).eval()
+    transformer = build_transformer(seed * 1000 + 3, transformer_config)
+    scheduler = UniPCMultistepScheduler(**SCHEDULER_CONFIG)
+    return dict(transformer=transformer, vae=vae, text_encoder=text_encoder,
+                tokenizer=tokenizer, scheduler=scheduler)
+
+
+def save_pipeline(components: dict, out_dir: str | Path) -> Path:
+    """Write the components in the hub layout with ``WanPipeline.save_pretrained``."""
+    from diffusers import WanPipeline
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    WanPipeline(**components).save_pretrained(out, safe_serialization=True)
+    leftovers = [p for p in out.rglob("*") if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
+    if leftovers:
+        raise RuntimeError(f"non-safetensors weights written: {leftovers}")
+    return out
+
+
+def build_tiny_wan(out_dir: str | Path, seed: int = 0) -> Path:
+    """Write a random-init tiny Wan 2.1 T2V pipeline to ``out_dir``; return its path."""
+    return save_pipeline(build_components(seed), out_dir)

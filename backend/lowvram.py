@@ -1,0 +1,166 @@
+"""The low-VRAM options, read and checked: ``quant_options`` / ``fp8_models`` parsed into
+entries, and which combinations of low-VRAM methods run.
+
+Standard library only (the schema imports it, so a bad value is refused within a second,
+before torch is touched). The work itself is done by ``backend.quantize`` (a quantized
+frozen base) and ``backend.layer_offload`` (stage 2 with only the running block on the GPU).
+
+``quant_options`` follows the reference trainer: entries separated by ``;``, each
+``<model_id>:<glob>:<method>`` optionally followed by ``/<modules left unquantized>``
+(comma-separated names or ``fnmatch`` patterns of module paths), e.g.
+``org/model:transformer/*.safetensors:bitsandbytes_nf4/img_in,txt_in,proj_out``.
+Without a skip list the family's own (``Family.quantize_skip``) applies; an empty one
+(``<method>/``) quantizes every linear layer. The entry's glob
+names the component it quantizes by its folder (``transformer/``, ``text_encoder/``,
+``vae/``). ``fp8_models`` (the reference's video low-VRAM scripts) is a comma list of
+``<model_id>:<glob>`` or model names (``dit``, ``text_encoder``, ``vae``) read as the same
+entries with method ``torchao_fp8``; ``offload_models`` takes the same forms.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# method -> (backend package, bits per quantized weight)
+METHODS = {
+    "bitsandbytes_nf4": ("bitsandbytes", 4),
+    "bitsandbytes_int8": ("bitsandbytes", 8),
+    "torchao_int8": ("torchao", 8),
+    "torchao_fp8": ("torchao", 8),
+}
+ALIASES = {"bnb_nf4": "bitsandbytes_nf4", "nf4": "bitsandbytes_nf4",
+           "bnb_int8": "bitsandbytes_int8", "bitsandbytes_8bit": "bitsandbytes_int8",
+           "int8": "torchao_int8", "torchao_int8_weight_only": "torchao_int8",
+           "fp8": "torchao_fp8", "float8": "torchao_fp8", "torchao_float8": "torchao_fp8",
+           "torchao_float8_weight_only": "torchao_fp8"}
+COMPONENT_FOLDERS = ("transformer", "text_encoder", "vae")
+# The reference's model names (its video scripts' --fp8_models / --offload_models dit).
+MODEL_NAMES = {"dit": "transformer", "transformer": "transformer",
+               "text_encoder": "text_encoder", "vae": "vae"}
+
+
+@dataclass(frozen=True)
+class QuantEntry:
+    model_id: str
+    glob: str
+    method: str
+    skip: tuple[str, ...] | None  # None: the family's default skip list
+    field: str = "quant_options"  # the option it came from
+
+    @property
+    def component(self) -> str:
+        """The component the entry quantizes, from its glob's folder (a glob without one
+        names the trained component)."""
+        head = self.glob.split("/", 1)[0] if "/" in self.glob else ""
+        return head if head in COMPONENT_FOLDERS else "transformer"
+
+    @property
+    def backend(self) -> str:
+        return METHODS[self.method][0]
+
+    @property
+    def bits(self) -> int:
+        return METHODS[self.method][1]
+
+
+def parse_quant_options(text: str | None, fp8_models: str | None = None
+                        ) -> tuple[list[QuantEntry], list[str]]:
+    """(entries, problems) of ``quant_options`` and ``fp8_models``; each problem names its
+    field, the entry and what is allowed."""
+    entries: list[QuantEntry] = []
+    problems: list[str] = []
+    allowed = " | ".join(METHODS)
+    for raw in (text or "").split(";"):
+        raw = raw.strip()
+        if not raw:
+            continue
+        # The glob may hold '/', so split the method off the right: model_id:glob:method[/skip]
+        head, sep, tail = raw.rpartition(":")
+        if not sep or head.count(":") < 1:
+            problems.append(f"quant_options: each entry is <model_id>:<glob>:<method>[/<modules "
+                            f"left unquantized>] (got {raw!r}; allowed methods {allowed})")
+            continue
+        method, slash, skip = tail.partition("/")
+        model_id, _, glob = head.partition(":")
+        method = ALIASES.get(method.strip(), method.strip())
+        if method not in METHODS:
+            problems.append(f"quant_options: unknown method in {raw!r} (got {method!r}; allowed "
+                            f"{allowed})")
+            continue
+        names = tuple(s.strip() for s in skip.split(",") if s.strip()) if slash else None
+        entries.append(QuantEntry(model_id.strip(), glob.strip(), method, names))
+    for raw in (fp8_models or "").split(","):
+        raw = raw.strip()
+        if not raw:
+            continue
+        model_id, sep, glob = raw.partition(":")
+        if not sep:  # a model's name, as the reference's video scripts write it
+            name = MODEL_NAMES.get(raw)
+            if name is None:
+                problems.append(f"fp8_models: each entry is <model_id>:<glob> or a model name "
+                                f"(got {raw!r}; allowed e.g. org/model:transformer/*.safetensors,"
+                                f" or {' | '.join(MODEL_NAMES)})")
+                continue
+            model_id, glob = "", f"{name}/*"
+        entries.append(QuantEntry(model_id, glob, "torchao_fp8", None, "fp8_models"))
+    seen: dict[str, str] = {}
+    for e in entries:
+        if e.component in seen and seen[e.component] != e.method:
+            problems.append(f"quant_options: two methods for the {e.component} (got "
+                            f"{seen[e.component]} and {e.method}; allowed one per component)")
+        seen.setdefault(e.component, e.method)
+    return entries, problems
+
+
+def entries_for(cfg, component: str) -> list[QuantEntry]:
+    entries, _ = parse_quant_options(getattr(cfg, "quant_options", None),
+                                     getattr(cfg, "fp8_models", None))
+    return [e for e in entries if e.component == component]
+
+
+def offloaded_models(cfg) -> list[str]:
+    """The components ``offload_models`` names (by model id:glob folder, or by name)."""
+    out = []
+    for raw in (getattr(cfg, "offload_models", None) or "").split(","):
+        raw = raw.strip()
+        if not raw:
+            continue
+        glob = raw.partition(":")[2] or raw
+        head = glob.split("/", 1)[0]
+        out.append(MODEL_NAMES.get(head, raw))
+    return out
+
+
+def combination_problems(c: dict) -> list[str]:
+    """The low-VRAM rules of ``cross_field_problems`` (``c``: every field, merged)."""
+    p: list[str] = []
+    entries, problems = parse_quant_options(c.get("quant_options"), c.get("fp8_models"))
+    p += problems
+    zs, n = c["zero_stage"], c["num_processes"]
+    quant_tr = [e for e in entries if e.component == "transformer"]
+    if quant_tr and zs == 3:
+        p.append(f"{quant_tr[0].field}: a quantized base cannot be partitioned by ZeRO-3 (got "
+                 f"{quant_tr[0].method} with zero_stage 3; allowed zero_stage 0-2, or "
+                 f"enable_model_cpu_offload for the memory ZeRO-3 offload saves)")
+    for name in ("enable_model_cpu_offload", "enable_optimizer_cpu_offload"):
+        if c.get(name) and zs > 0:
+            other = ("offload_param_device" if name == "enable_model_cpu_offload"
+                     else "offload_optimizer_device")
+            p.append(f"{name}: layer-wise offload runs without DeepSpeed (got true with "
+                     f"zero_stage {zs}; allowed zero_stage 0, or DeepSpeed's own {other})")
+        elif c.get(name) and n > 1:
+            p.append(f"{name}: layer-wise offload runs on one GPU (got true with "
+                     f"num_processes {n}; allowed num_processes 1)")
+    if c.get("enable_model_cpu_offload") and any(e.backend == "torchao" for e in quant_tr):
+        p.append("enable_model_cpu_offload: torchao's quantized tensors are not streamed "
+                 "block by block (got true with a torchao method for the transformer from "
+                 f"{quant_tr[0].field}; allowed a bitsandbytes method, or no layer offload)")
+    dora = c.get("use_dora") or str(c.get("lora_type", "")).lower() == "dora"
+    if dora and quant_tr:
+        p.append(f"{quant_tr[0].field}: DoRA needs the base weights in full precision for its "
+                 f"norms (got {quant_tr[0].method} with DoRA; allowed plain LoRA, or no "
+                 f"quantization)")
+    optimizer = str(c.get("optimizer", "") or "").lower()
+    if c.get("enable_optimizer_cpu_offload") and ("8bit" in optimizer or "8_bit" in optimizer):
+        p.append(f"enable_optimizer_cpu_offload: 8-bit optimizers run on the GPU only (got "
+                 f"optimizer {c.get('optimizer')}; allowed a 32-bit optimizer such as adamw)")
+    return p

@@ -1,0 +1,425 @@
+"""Video datasets and clips: reading frames with PyAV, writing sample clips, frame strips.
+
+A video dataset is a metadata file (``metadata.csv`` with columns ``video,prompt``, or a
+.json / .jsonl list of objects) whose ``video`` names, relative to ``dataset_base_path``:
+
+- a video file (``.mp4``, ``.webm``, ``.gif``, ``.mov``, ``.mkv``, ``.avi``), decoded with
+  PyAV (the ``av`` package; no torchvision, no ``ffmpeg`` program);
+- a folder of frames (images, taken in name order);
+- an image, which is a one-frame video.
+
+Without a metadata file every video in ``dataset_base_path`` with a same-named ``.txt``
+caption is a sample. A column named ``image`` is read like ``video``.
+
+Frames: ``num_frames`` frames (4k+1, the VAE's temporal grouping) are taken from the start
+of a clip, every ``frame_stride``-th frame, or -- with ``video_fps`` -- the frames nearest to
+1/video_fps apart in the clip's own time. A clip with fewer frames is an error naming the
+row. Sizes follow the image rules (``backend.data.target_size``: fixed ``height`` x
+``width``, or ``max_pixels``), applied to every frame (cover-resize, centre-crop). Pixels map
+to [-1, 1]; a clip is the tensor [1, 3, F, H, W].
+
+Every file is opened through the run's read gate (``backend.readgate``): PyAV reads from the
+gate's file object, never from a path of its own.
+
+Writing: ``write_video(frames, path, fps)`` encodes VP9 WebM (``.webm``: plays in Chromium
+and Firefox) or H.264 MP4 (``.mp4``) with PyAV; ``frame_strip(frames, n)`` is one image of
+``n`` frames side by side for quick looks.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from backend import readgate
+from backend.config import RunConfig
+from backend.data import (IMAGE_EXTS, PROMPT_KEY, DatasetError, Record, _to_rgb, cover_crop,
+                          read_metadata_rows, target_size, upscale_note, with_trigger)
+
+VIDEO_EXTS = (".mp4", ".webm", ".gif", ".mov", ".mkv", ".avi")
+VIDEO_KEY = "video"
+# The version of how clips are read (part of a stage-1 cache key).
+VIDEO_LOADING = 1
+# What a sample clip is written as, and at how many frames per second by default.
+CLIP_SUFFIX = ".webm"
+
+
+def need_av():
+    try:
+        import av
+    except ImportError:  # pragma: no cover - a requirement
+        raise DatasetError(["video datasets need the av package (pip install av)"]) from None
+    return av
+
+
+# ------------------------------------------------------------------------------------------
+# Reading frames
+# ------------------------------------------------------------------------------------------
+def kind_of(path: Path, gate: readgate.ReadGate = readgate.UNRESTRICTED) -> str:
+    """video | frames | image | unknown, from the name (and a folder for frames)."""
+    suffix = path.suffix.lower()
+    if suffix in VIDEO_EXTS:
+        return "video"
+    if suffix in IMAGE_EXTS:
+        return "image"
+    if gate.is_dir(path):
+        return "frames"
+    return "unknown"
+
+
+def frame_files(folder: Path, gate: readgate.ReadGate = readgate.UNRESTRICTED) -> list[Path]:
+    return sorted((p for p in gate.list_dir(folder, "video frames folder")
+                   if p.suffix.lower() in IMAGE_EXTS), key=lambda p: p.name)
+
+
+def _decode(path: Path, gate: readgate.ReadGate, cfg: RunConfig) -> tuple[list[Any], float]:
+    """(PIL frames, fps) of a video file, read through the gate: decoding stops once the
+    frames the clip reaches into are in (the whole file only when it is too short)."""
+    av = need_av()
+    frames: list[Any] = []
+    with gate.open(path, "video") as f:
+        with av.open(f, mode="r") as container:
+            stream = container.streams.video[0]
+            rate = float(stream.average_rate or stream.guessed_rate or Fraction(16))
+            limit = frames_needed(cfg, rate)
+            for frame in container.decode(stream):
+                frames.append(frame.to_image())
+                if len(frames) >= limit:
+                    break
+    return frames, rate
+
+
+def _indices(available: int, fps: float, cfg: RunConfig, wanted: int) -> list[int] | None:
+    """Which of ``available`` frames make the clip, or None when there are too few."""
+    if cfg.video_fps:
+        step = max(fps, 1e-6) / float(cfg.video_fps)
+        idx = [int(round(i * step)) for i in range(wanted)]
+    else:
+        idx = [i * cfg.frame_stride for i in range(wanted)]
+    return idx if idx and idx[-1] < available else None
+
+
+def frames_needed(cfg: RunConfig, fps: float = 0.0) -> int:
+    """Source frames a clip of ``num_frames`` frames reaches into."""
+    if cfg.video_fps and fps:
+        return int(round((cfg.num_frames - 1) * fps / float(cfg.video_fps))) + 1
+    return (cfg.num_frames - 1) * cfg.frame_stride + 1
+
+
+def read_frames(path: str | Path, cfg: RunConfig) -> tuple[list[Any], list[str]]:
+    """(the clip's PIL RGB frames at the training size, notes) of a video, frames folder or
+    image, opened through the run's read gate. Raises ``ValueError`` saying what is wrong
+    (too short, unreadable, no frames)."""
+    from PIL import Image
+
+    gate = readgate.for_config(cfg)
+    path = Path(path)
+    kind = kind_of(path, gate)
+    notes: list[str] = []
+    if kind == "image":
+        with gate.open(path, "image") as f, Image.open(f) as im:
+            im.load()
+            rgb, notes = _to_rgb(im)
+        frames = [rgb]
+    elif kind == "frames":
+        files = frame_files(path, gate)
+        if not files:
+            raise ValueError(f"no frames ({', '.join(IMAGE_EXTS)}) in folder {path.name}")
+        idx = _indices(len(files), 0.0, cfg, cfg.num_frames)
+        if idx is None:
+            raise ValueError(f"too short: {len(files)} frames, {frames_needed(cfg)} needed for "
+                             f"num_frames {cfg.num_frames} (frame_stride {cfg.frame_stride})")
+        frames = []
+        for i in idx:
+            with gate.open(files[i], "image") as f, Image.open(f) as im:
+                im.load()
+                frames.append(_to_rgb(im)[0])
+    elif kind == "video":
+        try:
+            frames_all, fps = _decode(path, gate, cfg)
+        except FileNotFoundError:
+            raise
+        except Exception as e:  # noqa: BLE001 - PyAV's own errors name the codec problem
+            raise ValueError(f"cannot decode video {path.name}: {' '.join(str(e).split())}"
+                             ) from None
+        if not frames_all:
+            raise ValueError(f"no frames in video {path.name}")
+        idx = _indices(len(frames_all), fps, cfg, cfg.num_frames)
+        if idx is None:
+            raise ValueError(f"too short: {len(frames_all)} frames at {fps:g} fps, "
+                             f"{frames_needed(cfg, fps)} needed for num_frames "
+                             f"{cfg.num_frames} ("
+                             + (f"video_fps {cfg.video_fps:g}" if cfg.video_fps else
+                                f"frame_stride {cfg.frame_stride}") + ")")
+        frames = [frames_all[i].convert("RGB") for i in idx]
+    else:
+        raise ValueError(f"not a video, image or frames folder (got {path.name!r}; allowed "
+                         f"{', '.join(VIDEO_EXTS + IMAGE_EXTS)} or a folder of frames)")
+    w, h = target_size(*frames[0].size, cfg)
+    if w < 16 or h < 16:
+        raise ValueError(f"frames too small ({frames[0].size[0]}x{frames[0].size[1]}; at "
+                         f"least 16x16)")
+    up = upscale_note(*frames[0].size, w, h)
+    if up:
+        notes.append(up)
+    return [cover_crop(fr, w, h) for fr in frames], notes
+
+
+def load_clip(path: str | Path, cfg: RunConfig):
+    """The training tensor of a clip: [1, 3, F, H, W] float32 in [-1, 1]."""
+    import numpy as np
+    import torch
+
+    frames, _ = read_frames(path, cfg)
+    arr = torch.from_numpy(np.stack([np.asarray(f, dtype=np.float32) for f in frames]))
+    return (arr / 127.5 - 1.0).permute(3, 0, 1, 2).unsqueeze(0).contiguous()
+
+
+# ------------------------------------------------------------------------------------------
+# Records and checks
+# ------------------------------------------------------------------------------------------
+def read_video_records(cfg: RunConfig) -> tuple[list[Record], list[str]]:
+    """(records, problems) of a video dataset, without decoding anything."""
+    gate = readgate.for_config(cfg)
+    base = Path(cfg.dataset_base_path).expanduser()
+    if not cfg.dataset_base_path or not gate.is_dir(base):
+        return [], [f"dataset_base_path: folder not found (got {cfg.dataset_base_path!r})"]
+    records: list[Record] = []
+    problems: list[str] = []
+    if cfg.dataset_metadata_path:
+        meta = Path(cfg.dataset_metadata_path).expanduser()
+        if not gate.is_file(meta):
+            return [], [f"dataset_metadata_path: file not found (got {str(meta)!r})"]
+        try:
+            rows = read_metadata_rows(meta, gate)
+        except DatasetError as e:
+            return [], e.problems
+        except (OSError, ValueError) as e:
+            return [], [f"{meta}: cannot read ({e})"]
+        for i, row in enumerate(rows, 1):
+            where = f"{meta.name} row {i}"
+            if not isinstance(row, dict):
+                problems.append(f"{where}: expected an object with video and prompt")
+                continue
+            key = VIDEO_KEY if VIDEO_KEY in row else "image" if "image" in row else None
+            if key is None or PROMPT_KEY not in row:
+                missing = [k for k, ok in ((VIDEO_KEY, key), (PROMPT_KEY, PROMPT_KEY in row))
+                           if not ok]
+                problems.append(f"{where}: missing {' and '.join(missing)} (columns: "
+                                f"{', '.join(map(str, row)) or 'none'}; allowed video,prompt)")
+                continue
+            video, prompt = row[key], row[PROMPT_KEY]
+            if isinstance(video, list):
+                if len(video) != 1:
+                    problems.append(f"{where}: video must be one path (got {len(video)})")
+                    continue
+                video = video[0]
+            prompt = "" if prompt is None else str(prompt)
+            records.append(Record(Path(os.path.abspath(base / str(video))),
+                                  with_trigger(prompt, cfg.trigger_word) if prompt.strip()
+                                  else "", where, i, str(video)))
+    else:
+        clips = [p for p in gate.list_dir(base, "dataset_base_path")
+                 if p.suffix.lower() in VIDEO_EXTS]
+        if not clips:
+            problems.append(f"dataset_base_path: no videos ({', '.join(VIDEO_EXTS)}) in "
+                            f"{base} and no dataset_metadata_path")
+        for p in clips:
+            txt = p.with_suffix(".txt")
+            if not gate.is_file(txt):
+                problems.append(f"{p.name}: caption file {txt.name} not found")
+                continue
+            caption = gate.read_text(txt, "caption file", errors="replace")
+            records.append(Record(Path(os.path.abspath(p)),
+                                  with_trigger(caption, cfg.trigger_word)
+                                  if caption.strip() else "", p.name, None, p.name))
+    if cfg.dataset_metadata_path and not records and not problems:
+        problems.append(f"dataset_metadata_path: no rows in {cfg.dataset_metadata_path}")
+    return records, problems
+
+
+def inspect_video_record(rec: Record, cfg: RunConfig) -> dict[str, Any]:
+    """One finding per record, as ``backend.data.inspect_record`` gives for images, plus
+    ``frames`` (the clip's frame count)."""
+    info: dict[str, Any] = {"level": "ok", "file": str(rec.image), "row": rec.row,
+                            "where": rec.where, "caption": rec.prompt, "message": "",
+                            "original_size": None, "size": None, "frames": None}
+    errs: list[str] = []
+    warns: list[str] = []
+    if not rec.prompt.strip():
+        errs.append("empty caption")
+    gate = readgate.for_config(cfg)
+    if not (gate.is_file(rec.image) or gate.is_dir(rec.image)):
+        errs.append(f"video not found (got {rec.name or rec.image.name!r})")
+    else:
+        try:
+            frames, notes = read_frames(rec.image, cfg)
+            info["frames"] = len(frames)
+            info["size"] = list(frames[0].size)
+            warns += notes
+        except (OSError, ValueError) as e:
+            errs.append(" ".join(str(e).split()))
+    if errs:
+        info["level"] = "error"
+        info["message"] = f"{rec.where}: " + "; ".join(errs)
+    elif warns:
+        info["level"] = "warning"
+        info["message"] = f"{rec.where} ({rec.name or rec.image.name}): " + "; ".join(warns)
+    return info
+
+
+def validate_video_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
+    records, problems = read_video_records(cfg)
+    out = [{"level": "error", "file": None, "row": None, "where": "", "caption": "",
+            "message": p, "original_size": None, "size": None, "frames": None}
+           for p in problems]
+    return out + [inspect_video_record(r, cfg) for r in records]
+
+
+def validate_any_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
+    """The Dataset tab's findings for the config's family: clips for a video family
+    (``validate_video_dataset``), images otherwise (``backend.data.validate_dataset``)."""
+    from backend.data import validate_dataset
+    from backend.families import get_family
+
+    if get_family(cfg.model_family).media == "video":
+        return validate_video_dataset(cfg)
+    return validate_dataset(cfg)
+
+
+def check_video_dataset(cfg: RunConfig, log=None) -> list[Record]:
+    """The video dataset's records; raises ``DatasetError`` listing every problem (each
+    naming its row: missing, unreadable, too short)."""
+    records, problems = read_video_records(cfg)
+    findings = [inspect_video_record(r, cfg) for r in records]
+    problems += [i["message"] for i in findings if i["level"] == "error"]
+    if problems:
+        raise DatasetError(problems)
+    if log is not None:
+        for i in findings:
+            if i["level"] == "warning":
+                log(f"[data] warning: {i['message']}")
+    return records
+
+
+# ------------------------------------------------------------------------------------------
+# Stage-1 cache entries
+# ------------------------------------------------------------------------------------------
+def _digest(path: Path, gate: readgate.ReadGate) -> str:
+    h = hashlib.sha256()
+    files = frame_files(path, gate) if gate.is_dir(path) else [path]
+    for p in files:
+        h.update(p.name.encode())
+        with gate.open(p, "video") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def plan_clips(cfg: RunConfig, records: list[Record], model_fp: list) -> list[dict[str, Any]]:
+    """Manifest entries of a video dataset (``backend.cache.plan`` for clips): the key
+    covers the clip's bytes, caption, frame settings, size and the encoder files."""
+    from backend.cache import FORMAT
+
+    gate = readgate.for_config(cfg)
+    entries = []
+    for rec in records:
+        frames, _ = read_frames(rec.image, cfg)
+        size = frames[0].size
+        payload = {"format": FORMAT, "family": cfg.model_family,
+                   "video": _digest(rec.image, gate), "prompt": rec.prompt,
+                   "size": list(size), "frames": len(frames),
+                   "resize": [cfg.height, cfg.width, cfg.max_pixels],
+                   "sampling": [cfg.num_frames, cfg.frame_stride, cfg.video_fps],
+                   "model": model_fp, "loading": VIDEO_LOADING}
+        key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        entries.append({"key": key, "file": f"{key[:32]}.safetensors", "image": str(rec.image),
+                        "prompt": rec.prompt, "width": size[0], "height": size[1],
+                        "frames": len(frames)})
+    return entries
+
+
+# ------------------------------------------------------------------------------------------
+# Writing clips
+# ------------------------------------------------------------------------------------------
+def _as_arrays(frames) -> list[Any]:
+    import numpy as np
+
+    out = []
+    for f in frames:
+        a = np.asarray(f)
+        if a.dtype != np.uint8:  # floats in [0, 1] (diffusers' "np" output)
+            a = np.clip(np.rint(a.astype(np.float64) * 255.0), 0, 255).astype(np.uint8)
+        if a.ndim == 2:
+            a = np.stack([a] * 3, axis=-1)
+        out.append(np.ascontiguousarray(a[..., :3]))
+    return out
+
+
+def write_video(frames, path: str | Path, fps: int = 16) -> Path:
+    """Encode ``frames`` (PIL images or HxWx3 arrays, uint8 or floats in [0, 1]) as a clip:
+    VP9 in WebM for ``.webm``, H.264 in MP4 for ``.mp4``; written atomically."""
+    av = need_av()
+    path = Path(path)
+    arrays = _as_arrays(frames)
+    if not arrays:
+        raise ValueError("write_video: no frames")
+    h, w = arrays[0].shape[:2]
+    codec = {".webm": "libvpx-vp9", ".mp4": "libx264"}.get(path.suffix.lower())
+    if codec is None:
+        raise ValueError(f"write_video: unknown clip type (got {path.suffix!r}; allowed .webm, "
+                         f".mp4)")
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    with av.open(str(tmp), mode="w") as container:
+        stream = container.add_stream(codec, rate=int(fps))
+        stream.width, stream.height = w - w % 2, h - h % 2
+        stream.pix_fmt = "yuv420p"
+        if codec == "libvpx-vp9":
+            stream.options = {"crf": "30", "b:v": "0", "deadline": "realtime", "cpu-used": "8"}
+        for a in arrays:
+            frame = av.VideoFrame.from_ndarray(a[: stream.height, : stream.width], format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    os.replace(tmp, path)
+    return path
+
+
+def read_video_frames(path: str | Path) -> list[Any]:
+    """Every frame of a clip ZeroLoRA wrote, as RGB uint8 arrays (tests and the UI's strip)."""
+    av = need_av()
+    with av.open(str(path), mode="r") as container:
+        return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+
+
+def frame_strip(frames, n: int = 4):
+    """``n`` frames evenly spread over the clip, side by side, as one PIL image."""
+    from PIL import Image
+
+    arrays = _as_arrays(frames)
+    n = max(1, min(n, len(arrays)))
+    picks = [arrays[round(i * (len(arrays) - 1) / max(n - 1, 1))] for i in range(n)]
+    h, w = picks[0].shape[:2]
+    strip = Image.new("RGB", (w * n, h))
+    for i, a in enumerate(picks):
+        strip.paste(Image.fromarray(a), (i * w, 0))
+    return strip
+
+
+class ClipDataset:
+    """Records as training items {"pixels": [1, 3, F, H, W], "prompt": str} (one-shot
+    ``sft`` of a video family), repeated ``repeat`` times."""
+
+    def __init__(self, records: list[Record], cfg: RunConfig, repeat: int = 1):
+        self.records, self.cfg, self.repeat = records, cfg, repeat
+
+    def __len__(self) -> int:
+        return len(self.records) * self.repeat
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        rec = self.records[i % len(self.records)]
+        return {"pixels": load_clip(rec.image, self.cfg), "prompt": rec.prompt}

@@ -1,0 +1,380 @@
+"""Wan 2.1 text-to-video end to end on tiny real-architecture models built by the family's code.
+
+- clips made here with PyAV (VP9 WebM, H.264 MP4, a folder of PNG frames, a still image as a
+  one-frame clip); stage 1 from the reference trainer's own sources (the original
+  repositories' pickled ``.pth`` files), which run against the ``-Diffusers`` layout without
+  a pickle being read, and caches what ``WanPipeline`` computes;
+- bad clips are refused before any model loads, each naming its row;
+- stage 2 under DeepSpeed ZeRO-3 with parameter and optimizer offload, with the reference's
+  target spelling ``q,k,v,o,ffn.0,ffn.2``: the held-out loss falls;
+- the diffusers export loads with ``WanPipeline.load_lora_weights`` and changes the clip; the
+  ComfyUI export holds exactly Wan's native names, and diffusers' own Wan key conversion
+  reads it back to the same clip;
+- the sample stage's code writes WebM clips (base and LoRA, same seed) with frame strips.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_stage, write_accelerate_config
+from tests.test_train import SEED_ZERO3, assert_ok
+
+REPO_ID = "Wan-AI/Wan2.1-T2V-1.3B"
+DIFFUSERS = REPO_ID + "-Diffusers"
+# The reference trainer's stage-1 sources: the original repository's files.
+REFERENCE_STAGE1 = (f"{REPO_ID}:models_t5_umt5-xxl-enc-bf16.pth,{REPO_ID}:Wan2.1_VAE.pth")
+REFERENCE_STAGE2 = f"{REPO_ID}:diffusion_pytorch_model*.safetensors"
+FRAMES, SIZE, RANK = 9, 32, 4
+CLIPS = [  # (file, colour, pixels moved per frame, caption)
+    ("red.webm", (230, 30, 30), 2, "a red ball rolls from left to right, zlr style"),
+    ("blue.mp4", (30, 60, 230), -2, "a blue square slides from right to left, zlr style"),
+    ("green", (30, 180, 60), 3, "a green dot moves quickly, zlr style"),
+]
+
+
+def moving_square(colour, dx, n=FRAMES, size=SIZE):
+    import numpy as np
+
+    frames = []
+    for t in range(n):
+        a = np.full((size, size, 3), 255, np.uint8)
+        x = (8 + t * dx) % (size - 8)
+        a[12:20, x:x + 8] = colour
+        frames.append(a)
+    return frames
+
+
+def make_video_dataset(folder: Path) -> Path:
+    from PIL import Image
+
+    from backend.video import write_video
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = ["video,prompt"]
+    for name, colour, dx, caption in CLIPS:
+        frames = moving_square(colour, dx)
+        if "." in name:
+            write_video(frames, folder / name, fps=8)
+        else:  # a folder of frames
+            (folder / name).mkdir()
+            for i, f in enumerate(frames):
+                Image.fromarray(f).save(folder / name / f"{i:04d}.png")
+        rows.append(f'{name},"{caption}"')
+    Image.fromarray(moving_square((200, 200, 30), 0, n=1)[0]).save(folder / "still.png")
+    rows.append('still.png,"a still yellow square, zlr style"')
+    (folder / "metadata.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return folder
+
+
+# ------------------------------------------------------------------------------------------
+# Fixtures: the tiny model in the -Diffusers layout, the clips, one stage-1 cache, one
+# ZeRO-3 training run.
+# ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def wan_models(tmp_path_factory) -> Path:
+    from backend.families.wan.tiny import build_tiny_wan
+
+    root = tmp_path_factory.mktemp("wan_models")
+    build_tiny_wan(root / DIFFUSERS, seed=0)
+    return root
+
+
+@pytest.fixture(scope="module")
+def wan_data(tmp_path_factory) -> Path:
+    return make_video_dataset(tmp_path_factory.mktemp("wan_data") / "clips")
+
+
+@pytest.fixture(scope="module")
+def wan_stage1(tmp_path_factory, wan_models, wan_data):
+    out = tmp_path_factory.mktemp("wan_cache") / "cache"
+    acc = write_accelerate_config(tmp_path_factory.mktemp("wan_accel"), "plain")
+    proc = run_stage(["--task", "sft:data_process", "--models_dir", wan_models, "--offline",
+                      "--model_id_with_origin_paths", REFERENCE_STAGE1,
+                      "--dataset_base_path", wan_data,
+                      "--dataset_metadata_path", wan_data / "metadata.csv",
+                      "--num_frames", FRAMES, "--height", SIZE, "--width", SIZE,
+                      "--mixed_precision", "no", "--output_path", out], config_file=acc)
+    assert_ok(proc)
+    return out, proc
+
+
+@pytest.fixture(scope="module")
+def wan_trained(tmp_path_factory, wan_models, wan_stage1):
+    folder = tmp_path_factory.mktemp("wan_train")
+    acc = write_accelerate_config(folder, "z3", ds_config=SEED_ZERO3, zero3_init_flag=True)
+    out = folder / "out"
+    proc = run_stage(["--task", "sft:train", "--models_dir", wan_models, "--offline",
+                      "--model_id_with_origin_paths", REFERENCE_STAGE2,
+                      "--dataset_base_path", wan_stage1[0], "--output_path", out,
+                      "--lora_target_modules", "q,k,v,o,ffn.0,ffn.2",
+                      "--lora_rank", RANK, "--learning_rate", "1e-2", "--seed", "0",
+                      "--dataset_repeat", "6", "--save_steps", "24",
+                      "--use_gradient_checkpointing", "--initialize_model_on_cpu"],
+                     config_file=acc)
+    assert_ok(proc)
+    return out, proc
+
+
+def transformer(models: Path):
+    import torch
+
+    from backend.families.wan import adapter
+    return adapter.load_transformer(models / DIFFUSERS / "transformer", torch.float32).eval()
+
+
+def pipeline(models: Path):
+    from diffusers import WanPipeline
+
+    pipe = WanPipeline.from_pretrained(str(models / DIFFUSERS))
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def clip(pipe, prompt: str = "a red ball rolls from left to right, zlr style"):
+    import torch
+
+    return pipe(prompt=prompt, num_inference_steps=2, height=SIZE, width=SIZE, num_frames=5,
+                guidance_scale=1.0, generator=torch.Generator().manual_seed(0),
+                output_type="np").frames[0]
+
+
+# ------------------------------------------------------------------------------------------
+# Stage 1
+# ------------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_stage1_from_the_reference_sources_caches_what_the_pipeline_computes(
+        wan_models, wan_data, wan_stage1):
+    """The reference's pickled files are named as the -Diffusers components (and said so);
+    each clip's cache holds the pipeline's prompt embedding (its padding cut off) and the
+    normalised latents of the clip as decoded with PyAV; a still image is a one-frame clip."""
+    import torch
+
+    from backend.cache import load_cached_samples, read_manifest
+    from backend.config import validate
+    from backend.video import load_clip
+
+    cache, proc = wan_stage1
+    log = proc.stdout + proc.stderr
+    assert "models_t5_umt5-xxl-enc-bf16.pth (a pickle: never read) -> " \
+           f"{DIFFUSERS}:text_encoder/*.safetensors" in log
+    assert f"Wan2.1_VAE.pth (a pickle: never read) -> {DIFFUSERS}:vae/" in log
+    assert not list(wan_models.rglob("*.pth"))  # nothing was fetched under the old names
+
+    manifest = read_manifest(cache)
+    assert manifest["family"] == "wan"
+    assert [e["frames"] for e in manifest["samples"]] == [FRAMES, FRAMES, FRAMES, 1]
+    samples = load_cached_samples(cache)
+    latent_frames = (FRAMES - 1) // 4 + 1
+    assert [tuple(s["latents"].shape) for s in samples] == \
+        [(1, 16, latent_frames, SIZE // 8, SIZE // 8)] * 3 + [(1, 16, 1, SIZE // 8, SIZE // 8)]
+
+    pipe = pipeline(wan_models)
+    emb = pipe.encode_prompt(CLIPS[0][3], do_classifier_free_guidance=False,
+                             max_sequence_length=512, device="cpu")[0]
+    n = samples[0]["prompt_emb"].shape[1]
+    assert torch.allclose(samples[0]["prompt_emb"], emb[:, :n], atol=1e-5)
+    assert 1 < n < 512 and not emb[:, n:].any()  # what was cut off is the zero padding
+
+    cfg = validate({"model_family": "wan", "dataset_base_path": str(wan_data),
+                    "num_frames": FRAMES, "height": SIZE, "width": SIZE,
+                    "model_id_with_origin_paths": DIFFUSERS}, require_inputs=False)
+    pixels = load_clip(wan_data / "blue.mp4", cfg)
+    assert tuple(pixels.shape) == (1, 3, FRAMES, SIZE, SIZE)
+    vae = pipe.vae
+    z = vae.encode(pixels).latent_dist.mean
+    mean = torch.tensor(vae.config.latents_mean).view(1, -1, 1, 1, 1)
+    std = torch.tensor(vae.config.latents_std).view(1, -1, 1, 1, 1)
+    assert torch.allclose(samples[1]["latents"], (z - mean) / std, atol=1e-5)
+
+
+def test_bad_clips_are_refused_naming_their_rows(tmp_path):
+    """Before any model loads: a clip too short for num_frames, a file PyAV cannot decode and
+    a missing one each name their row; a frame count that is not 4k+1 names the field."""
+    from backend.config import ConfigError, validate
+    from backend.data import DatasetError
+    from backend.video import check_video_dataset, write_video
+
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    write_video(moving_square((200, 0, 0), 1, n=5), folder / "short.webm", fps=8)
+    write_video(moving_square((0, 0, 200), 1), folder / "ok.webm", fps=8)
+    (folder / "broken.mp4").write_bytes(b"not a video at all" * 10)
+    (folder / "metadata.csv").write_text(
+        "video,prompt\nok.webm,fine\nshort.webm,too short\nbroken.mp4,broken\n"
+        "gone.webm,missing\n", encoding="utf-8")
+    cfg = validate({"model_family": "wan", "dataset_base_path": str(folder),
+                    "dataset_metadata_path": str(folder / "metadata.csv"),
+                    "num_frames": FRAMES, "height": SIZE, "width": SIZE,
+                    "model_id_with_origin_paths": DIFFUSERS}, require_inputs=False)
+    with pytest.raises(DatasetError) as err:
+        check_video_dataset(cfg)
+    problems = err.value.problems
+    assert len(problems) == 3, problems
+    assert problems[0].startswith("metadata.csv row 2: too short: 5 frames")
+    assert f"{FRAMES} needed for num_frames {FRAMES}" in problems[0]
+    assert problems[1].startswith("metadata.csv row 3: cannot decode video broken.mp4")
+    assert problems[2] == "metadata.csv row 4: video not found (got 'gone.webm')"
+    # The Dataset tab's findings: one per row, the good clip with its frame count and size.
+    from backend.video import validate_any_dataset
+    findings = validate_any_dataset(cfg)
+    assert [f["level"] for f in findings] == ["ok", "error", "error", "error"]
+    assert findings[0]["frames"] == FRAMES and findings[0]["size"] == [SIZE, SIZE]
+    # A stride reaches further into the clip: ok.webm's 9 frames are too few for stride 2.
+    with pytest.raises(DatasetError, match=r"row 1: too short: 9 frames.*frame_stride 2"):
+        check_video_dataset(cfg.model_copy(update={"frame_stride": 2}))
+    # Or a rate in the clip's own time: 9 frames at 8 fps hold 1 s, 4 fps x 9 frames need 2.
+    with pytest.raises(DatasetError, match=r"row 1: too short: 9 frames at 8 fps, 17 needed"
+                                           r".*video_fps 4"):
+        check_video_dataset(cfg.model_copy(update={"video_fps": 4.0}))
+    with pytest.raises(ConfigError, match=r"num_frames: must be 4k\+1 \(got 8; allowed e.g. "
+                                          r"5 or 9\)"):
+        validate({"model_family": "wan", "num_frames": 8,
+                  "model_id_with_origin_paths": DIFFUSERS}, require_inputs=False)
+
+
+# ------------------------------------------------------------------------------------------
+# Stage 2, exports and samples (one ZeRO-3 run)
+# ------------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_zero3_training_lowers_the_loss_and_its_exports_change_the_clip(
+        tmp_path, wan_models, wan_stage1, wan_trained):
+    import torch
+    from safetensors.torch import load_file
+
+    from backend import lora
+    from backend.cache import load_cached_samples
+    from backend.export import export_lora
+    from backend.families import get_family
+
+    out, proc = wan_trained
+    ckpt = out / "step-24.safetensors"
+    assert ckpt.is_file(), sorted(p.name for p in out.iterdir())
+
+    # --- the reference's target spelling reached every attention and feed-forward module
+    keys = set(load_file(str(ckpt)))
+    expected = {f"blocks.{b}.{m}.lora_{ab}.default.weight" for b in range(2)
+                for m in ("attn1.to_q", "attn1.to_k", "attn1.to_v", "attn1.to_out.0",
+                          "attn2.to_q", "attn2.to_k", "attn2.to_v", "attn2.to_out.0",
+                          "ffn.net.0.proj", "ffn.net.2") for ab in "AB"}
+    assert keys == expected
+
+    # --- the held-out loss falls
+    family = get_family("wan")
+    samples = load_cached_samples(wan_stage1[0])
+    before = family.eval_loss(transformer(wan_models), samples)
+    trained = transformer(wan_models)
+    lora.load_lora(trained, ckpt)
+    after = family.eval_loss(trained, samples)
+    print(f"wan held-out loss {before:.4f} -> {after:.4f}")
+    assert after < before * 0.9, (before, after)
+
+    # --- diffusers export: WanPipeline.load_lora_weights changes the clip
+    pipe = pipeline(wan_models)
+    base = clip(pipe)
+    d_path = export_lora(ckpt, "diffusers", tmp_path)
+    pipe.load_lora_weights(str(d_path), adapter_name="d")
+    with_lora = clip(pipe)
+    assert base.shape == with_lora.shape == (5, SIZE, SIZE, 3)
+    assert float(abs(with_lora - base).mean()) > 1e-3
+    pipe.delete_adapters("d")
+    assert float(abs(clip(pipe) - base).max()) < 1e-5  # the adapter removed: the base clip
+
+    # --- ComfyUI export: exactly Wan's native names, read back by diffusers' own Wan map
+    c_path = export_lora(ckpt, "comfyui", tmp_path)
+    native = {f"diffusion_model.blocks.{b}.{m}.{part}" for b in range(2)
+              for m in ("self_attn.q", "self_attn.k", "self_attn.v", "self_attn.o",
+                        "cross_attn.q", "cross_attn.k", "cross_attn.v", "cross_attn.o",
+                        "ffn.0", "ffn.2")
+              for part in ("lora_down.weight", "lora_up.weight", "alpha")}
+    assert set(load_file(str(c_path))) == native
+    pipe.load_lora_weights(str(c_path), adapter_name="c")
+    assert float(abs(clip(pipe) - with_lora).max()) < 1e-4
+    # ... and the ComfyUI file exports back to the same diffusers LoRA.
+    back = load_file(str(export_lora(c_path, "diffusers", tmp_path / "back")))
+    ours = load_file(str(d_path))
+    assert set(back) == set(ours)
+    assert all(torch.allclose(back[k], ours[k]) for k in ours)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_samples_are_webm_clips_with_frame_strips(tmp_path, wan_models, wan_trained):
+    """The sample code renders the base clip and the LoRA clip at the same seed as VP9 WebM
+    files that decode back to the clip's frames, each with a strip of frames beside it."""
+    import numpy as np
+    from PIL import Image
+
+    from backend.config import validate
+    from backend.samples import render_samples
+    from backend.video import read_video_frames
+
+    cfg = validate({"model_family": "wan", "models_dir": str(wan_models), "offline": True,
+                    "stages": ["sample"], "sample_prompts": ["a red ball, zlr style"],
+                    "sample_steps": 2, "sample_cfg": 1.0, "sample_height": SIZE,
+                    "sample_width": SIZE, "sample_num_frames": 5, "sample_fps": 8,
+                    "sample_lora_scales": [0, 1]}, require_inputs=False)
+    entries = render_samples(cfg, [wan_trained[0] / "step-24.safetensors"], tmp_path)
+    assert [e["image"] for e in entries] == ["base/p00-seed0.webm",
+                                             "step-24/p00-x1-seed0.webm"]
+    clips = []
+    for e in entries:
+        frames = read_video_frames(tmp_path / e["image"])
+        assert len(frames) == 5 and frames[0].shape == (SIZE, SIZE, 3)
+        assert e["num_frames"] == 5 and e["fps"] == 8
+        strip = Image.open(tmp_path / e["strip"])
+        assert strip.size == (4 * SIZE, SIZE)
+        clips.append(np.stack(frames).astype(np.float32))
+    assert float(np.abs(clips[0] - clips[1]).mean()) > 0.5  # the LoRA changes the clip
+
+
+def test_estimator_counts_clip_tokens_and_the_presets_fit_their_cards():
+    """A clip is latent frames x latent area tokens: 81 frames at 480x832 are 21 x 30 x 52;
+    the 1.3B preset fits a 12 GB card, the 14B ZeRO-3 offload preset a 24 GB one and not a
+    12 GB one, and more frames need more memory."""
+    from backend.config import load_preset
+    from backend.estimator import estimate_memory, fits
+
+    small = estimate_memory(load_preset("wan_1_3b_12gb"))
+    assert small.image_tokens == 21 * 30 * 52
+    assert fits(small, 12, 64)[0], fits(small, 12, 64)[1]
+    big = estimate_memory(load_preset("wan_14b_zero3_offload"))
+    assert big.params["transformer"] > 13e9 and small.params["transformer"] < 1.5e9
+    assert fits(big, 24, 128)[0] and not fits(big, 12, 128)[0]
+    fewer = estimate_memory(load_preset("wan_1_3b_12gb").model_copy(update={"num_frames": 33}))
+    assert fewer.image_tokens == 9 * 30 * 52
+    assert fewer.stages["train"].gpu_gb < small.stages["train"].gpu_gb
+
+
+def test_the_reference_wan_command_imports_onto_the_diffusers_layout():
+    """The reference's Wan2.1-T2V-1.3B LoRA command imports with only the script path
+    changed: its original-repository files (pickles among them) become the -Diffusers
+    components, never read; its targets, frames and size are kept; --fp8_models maps to its
+    field and --offload_models is explained."""
+    from backend.importer import import_commands
+
+    result = import_commands(
+        "accelerate launch examples/wanvideo/model_training/train.py \\\n"
+        "  --dataset_base_path data/example_video_dataset \\\n"
+        "  --dataset_metadata_path data/example_video_dataset/metadata.csv \\\n"
+        "  --height 480 --width 832 --num_frames 81 --dataset_repeat 100 \\\n"
+        f"  --model_id_with_origin_paths \"{REFERENCE_STAGE2},{REFERENCE_STAGE1}\" \\\n"
+        "  --learning_rate 1e-4 --num_epochs 5 --remove_prefix_in_ckpt pipe.dit. \\\n"
+        "  --output_path ./models/train/Wan2.1-T2V-1.3B_lora --lora_base_model dit \\\n"
+        "  --lora_target_modules q,k,v,o,ffn.0,ffn.2 --lora_rank 32 \\\n"
+        "  --offload_models dit --fp8_models dit\n")
+    cfg = result.config
+    assert cfg.model_family == "wan"
+    assert cfg.model_id_with_origin_paths == (
+        f"{DIFFUSERS}:transformer/*.safetensors,{DIFFUSERS}:text_encoder/*.safetensors,"
+        f"{DIFFUSERS}:vae/diffusion_pytorch_model.safetensors")
+    assert (cfg.num_frames, cfg.height, cfg.width, cfg.lora_rank) == (81, 480, 832, 32)
+    assert cfg.lora_target_modules == "q,k,v,o,ffn.0,ffn.2"
+    pickles = [n for n in result.notes if "a pickle: never read" in n]
+    assert len(pickles) == 2 and any("Wan2.1_VAE.pth" in n for n in pickles)
+    assert cfg.fp8_models == "dit"  # the reference's low-VRAM flag: an fp8 transformer
+    assert not any("--fp8_models" in n for n in result.not_understood), result.not_understood
+    assert any("--offload_models" in n for n in result.notes), result.notes
