@@ -108,6 +108,46 @@ ZH_LABELS: dict[str, str] = {
     "sample_every_n_steps": "每 N 步出样图",
     "sample_cpu_offload": "采样显存节省",
     "sample_vae_tiling": "VAE 分块解码",
+    "num_frames": "每段片段帧数",
+    "frame_stride": "抽帧间隔",
+    "video_fps": "片段抽帧帧率",
+    "sample_num_frames": "样片帧数",
+    "sample_fps": "样片帧率",
+    "extra_inputs": "额外模型输入",
+    "zero_cond_t": "输入图片用时间步 0",
+    "sample_images": "样图输入图片",
+    "enable_model_cpu_offload": "逐层卸载权重",
+    "enable_optimizer_cpu_offload": "优化器状态放内存",
+    "quant_options": "量化",
+    "fp8_models": "FP8 模型",
+    "offload_models": "留在内存中的模型",
+    "lora_alpha": "LoRA 缩放系数 alpha",
+    "lora_dropout": "LoRA 丢弃率",
+    "lora_type": "适配器类型",
+    "lokr_factor": "LoKr 分解因子",
+    "optimizer": "优化器",
+    "customized_optimizer": "优化器类（参考训练器的名称）",
+    "adam_beta1": "AdamW 一阶矩系数 beta1",
+    "adam_beta2": "AdamW 二阶矩系数 beta2",
+    "adam_epsilon": "AdamW 数值稳定项 ε",
+    "adafactor_decay_rate": "Adafactor 衰减率",
+    "adafactor_clip_threshold": "Adafactor 裁剪阈值",
+    "prodigy_d_coef": "Prodigy 步长倍数",
+    "prodigy_use_bias_correction": "Prodigy 偏差校正",
+    "prodigy_safeguard_warmup": "Prodigy 预热保护",
+    "lr_scheduler": "学习率调度",
+    "lr_num_cycles": "调度重启次数",
+    "lr_power": "调度幂次",
+    "batch_size": "批大小",
+    "aspect_buckets": "宽高比分桶",
+    "bucket_remainder": "不满批的分桶",
+    "timestep_sampling": "时间步采样",
+    "logit_mean": "对数几率正态分布均值",
+    "logit_std": "对数几率正态分布标准差",
+    "timestep_shift": "时间步偏移",
+    "caption_dropout": "描述丢弃率",
+    "validation_samples": "验证样本数",
+    "validation_every_n_steps": "每 N 步验证",
 }
 
 ZH_HELP: dict[str, str] = {
@@ -194,6 +234,46 @@ ZH_HELP: dict[str, str] = {
     "sample_every_n_steps": "训练中每 N 步渲染一次样图。",
     "sample_cpu_offload": "采样阶段的显存用法。none：整个 pipeline 放在 GPU 上；model：一次一个组件（diffusers 的模型级 CPU 卸载；Transformer 仍整个上 GPU）；sequential：权重从内存中一次一个模块流式送到 GPU（diffusers 的逐模块 CPU 卸载；慢很多，显存最省，配合 sample_vae_tiling 更省）。显存估算会给出所选模型在每种模式下的数值。旧配置中的 true / false 分别表示 model / none。",
     "sample_vae_tiling": "把样图分成相互重叠的小块解码，VAE 解码器的显存不再随图片尺寸增长。接缝会融合；像素与不分块解码略有差别。",
+    "num_frames": "视频系列：每个训练片段的帧数（4k+1：VAE 在第一帧之后每 4 帧一组；1 表示按单帧训练）。图片视作只有一帧的片段。",
+    "frame_stride": "视频系列：每隔 N 帧取一帧（1：每帧都取）。",
+    "video_fps": "视频系列：按片段自身的时间以这个帧率取帧，代替 frame_stride（留空：用 frame_stride）。",
+    "sample_num_frames": "视频系列：样片的帧数（4k+1）。",
+    "sample_fps": "视频系列：样片每秒的帧数。",
+    "extra_inputs": "除图片和提示词之外传给模型的元数据列：编辑模型用 edit_image（每行一个路径或路径列表：输入图片；image 列是目标图片）。留空：文生图。",
+    "zero_cond_t": "编辑模型：输入图片的 token 在 Transformer 的调制中使用时间步 0（模型配置里已开启时总会使用；这里强制开启）。",
+    "sample_images": "编辑模型：每条测试提示词的输入图片，每行对应一条提示词，顺序与 sample_prompts 相同；一条提示词的多张图片用 | 分隔。",
+    "enable_model_cpu_offload": "不用 DeepSpeed 的逐层卸载（单 GPU）：冻结的权重留在锁页内存中，每个模块在运行前才复制到 GPU（与下一个模块的复制重叠），用完即丢弃。不用 DeepSpeed 时显存最省；每一步权重都要经总线传输两次。",
+    "enable_optimizer_cpu_offload": "不用 DeepSpeed，把优化器的状态（及其更新计算）放在内存中（单 GPU）。",
+    "quant_options": "量化冻结的模型：条目格式为 <model_id>:<glob>:<method>[/<不量化的模块>]，用 ';' 分隔；方法可选 `bitsandbytes_nf4` | `bitsandbytes_int8` | `torchao_int8` | `torchao_fp8`（glob 的文件夹名指明组件：transformer、text_encoder、vae）。LoRA 本身以全精度训练和保存。",
+    "fp8_models": "以 FP8 权重保存的模型（逗号分隔的 <model_id>:<glob>），等同于 quant_options 中用 `torchao_fp8`。",
+    "offload_models": "两次使用之间留在内存中的模型（逗号分隔的 <model_id>:<glob>）：一体训练时，文本编码器和 VAE 只在编码时才移到 GPU。分阶段训练不需要（每个阶段只加载自己用到的模型）。",
+    "lora_alpha": "LoRA alpha；更新量按 `alpha / lora_rank` 缩放（留空：`alpha = lora_rank`，缩放为 1，与参考训练器相同）。导出格式能记录 alpha 时写入 alpha，不能时折算进权重。",
+    "lora_dropout": "训练时随机丢弃 LoRA 分支输入的比例（lora 和 dora）。",
+    "lora_type": "lora：低秩 A·B；dora：每个输出带一个可学习幅值的 LoRA（权重分解）；lokr：克罗内克积（`LyCORIS` 的 `LoKr`；ComfyUI 和 `peft` 能加载，diffusers 的加载器只认 LoRA 的键名）。全部通过 `peft` 实现。",
+    "lokr_factor": "`LoKr`：拆分每个维度的克罗内克因子（-1：按该维度尽量均衡地拆分）。",
+    "optimizer": "adamw：torch 的 AdamW（开启优化器卸载时用 DeepSpeed 的 CPU Adam）；adamw8bit：`bitsandbytes` 的 8 位 AdamW；adafactor：`transformers` 的 `Adafactor`，使用给定的学习率；prodigy：`prodigyopt` 包（自动学习步长：learning_rate 请设为 1.0）。只有 adamw 能配合优化器卸载。",
+    "customized_optimizer": "参考训练器中以点分路径写的优化器类，会映射到 optimizer（只接受这几个名称；不会按路径导入任何东西）。",
+    "adam_beta1": "AdamW 的 beta1。",
+    "adam_beta2": "AdamW 的 beta2。",
+    "adam_epsilon": "AdamW 的数值稳定项 ε（防止除以零）。",
+    "adafactor_decay_rate": "`Adafactor`：二阶矩的衰减率（`transformers` 的 `decay_rate`）。",
+    "adafactor_clip_threshold": "`Adafactor`：更新量的裁剪阈值。",
+    "prodigy_d_coef": "`Prodigy`：学到的步长的倍数（`d_coef`）。",
+    "prodigy_use_bias_correction": "`Prodigy`：使用 Adam 的偏差校正。",
+    "prodigy_safeguard_warmup": "`Prodigy`：预热期间不让步长估计增大。",
+    "lr_scheduler": "在 lr_warmup_steps 的线性预热之后的学习率调度（diffusers 的 `get_scheduler`）：constant 恒定；linear 线性衰减到 0；cosine 余弦衰减到 0；cosine_with_restarts 带重启的余弦（lr_num_cycles）；polynomial 多项式衰减（lr_power）。",
+    "lr_num_cycles": "cosine_with_restarts：重启次数。",
+    "lr_power": "polynomial：衰减的幂次。",
+    "batch_size": "每个 GPU 上每批的图片数（微批）；每一批都取自同一个尺寸分桶。DeepSpeed 的 `train_batch_size` 由此推出：batch_size × gradient_accumulation_steps × 进程数。",
+    "aspect_buckets": "把每张图片缩放到一组固定宽高比分桶中最接近的一个（按 max_pixels 的像素预算），而不是按自身尺寸取整到倍数，这样批次能填满。",
+    "bucket_remainder": "某个分桶的图片填不满最后一批时：pad 用同一分桶的图片重复补齐；drop 在该轮中丢弃这些图片。",
+    "timestep_sampling": "每一步噪声强度的抽取方式：reference（该系列自己的调度，与参考训练器相同）；uniform（在训练用的噪声强度 σ 上均匀抽取）；logit_normal（`SD3` 的方式，参数为 logit_mean / logit_std）；shifted（均匀抽取后按 timestep_shift 向高噪声偏移）。",
+    "logit_mean": "logit_normal：均值。",
+    "logit_std": "logit_normal：标准差。",
+    "timestep_shift": "shifted：`sigma = s·u / (1 + (s - 1)·u)`。",
+    "caption_dropout": "某一步用空描述代替图片自身描述来训练的概率（让模型保留无条件预测）。",
+    "validation_samples": "把数据集最后 N 个样本留出、不参与训练，在固定的噪声和时间步上记录它们的损失，与训练损失并列显示（0：不留出）。",
+    "validation_every_n_steps": "每 N 个优化器步计算一次验证损失（留空：每个检查点时计算），另外在第一步之前和最后一步之后各算一次。",
 }
 
 # Names that are not words to translate: products, libraries, units, formats, option values
@@ -205,6 +285,7 @@ HF_TOKEN ModelScope modelscope huggingface Hugging Face Transformer transformer 
 bf16 fp16 fp32 float32 torch cfg sft dit none cpu true false all no auto
 reference comfyui zip id ids ID API KiB TiB TSV png txt csv json jsonl yaml glob alpha CFG http https
 token tokens vae epoch pipeline DataLoader Web
+LoKr Adafactor Prodigy
 """.split())
 # Option values that read as English words: allowed only where they stand as values (in
 # code spans, quotes, after "=" or between "|").
@@ -297,6 +378,57 @@ rule(r"secrets are never stored in run configs \(got a value; allowed: set HF_TO
      "MODELSCOPE_API_TOKEN）")
 rule(r"not a number \(got (?P<g>.*?); allowed comma-separated numbers, e\.g\. 0, 0\.5, 1\)",
      r"不是数字（当前：\g<g>；允许：逗号分隔的数字，例如 0, 0.5, 1）")
+# ------------------------------------------------------------------ validation: low VRAM, options, video
+rule(r"each entry is <model_id>:<glob>:<method>\[/<modules left unquantized>\] \(got (?P<g>.*?); "
+     r"allowed methods (?P<a>[\w |]+)\)",
+     r"每个条目的格式为 <model_id>:<glob>:<method>[/<不量化的模块>]（当前：\g<g>；允许的方法：\g<a>）")
+rule(r"each entry is <model_id>:<glob> or a model name \(got (?P<g>.*?); allowed e\.g\. "
+     r"(?P<e>\S+), or (?P<a>[\w |]+)\)",
+     r"每个条目的格式为 <model_id>:<glob> 或模型名称（当前：\g<g>；允许：例如 \g<e>，或 \g<a>）")
+rule(r"needs held-out samples \(got (?P<g>\S+) with validation_samples 0; allowed empty, or "
+     r"validation_samples ≥ 1\)",
+     r"需要留出的验证样本（当前：\g<g>，validation_samples 为 0；允许：留空，或 validation_samples ≥ 1）")
+rule(r"names another optimizer than optimizer \(got (?P<g>.*?) with optimizer (?P<o>\S+); allowed "
+     r"one of the two, or both naming the same\)",
+     r"指定的优化器与 optimizer 不同（当前：\g<g>，optimizer 为 \g<o>；允许：只设其中一个，或两者指同一个优化器）")
+rule(r"with optimizer offload only adamw runs \(DeepSpeed's CPU Adam\) \(got (?P<g>\S+) with "
+     r"offload_optimizer_device (?P<d>\S+); allowed adamw, or offload_optimizer_device none\)",
+     r"开启优化器卸载时只能用 adamw（DeepSpeed 的 CPU Adam）（当前：\g<g>，offload_optimizer_device 为 "
+     r"\g<d>；允许：adamw，或 offload_optimizer_device 设为 none）")
+rule(r"applies to lora and dora \(got (?P<g>\S+) with lora_type (?P<t>\S+); allowed 0\)",
+     r"只对 lora 和 dora 生效（当前：\g<g>，lora_type 为 \g<t>；允许：0）")
+rule(r"dora reads each layer's whole base weight, which ZeRO-3 partitions \(got dora with "
+     r"zero_stage (?P<z>\S+); allowed lora \| lokr, or zero_stage 0-2\)",
+     r"dora 需要读取每层完整的基础权重，而 ZeRO-3 会把它切分（当前：dora，zero_stage 为 \g<z>；"
+     r"允许：lora | lokr，或 zero_stage 0-2）")
+rule(r"a fixed height and width make one size for every image \(got aspect_buckets true with "
+     r"height=(?P<h>\S+), width=(?P<w>\S+); allowed false, or empty height and width\)",
+     r"固定的 height 和 width 会让所有图片都是同一尺寸（当前：aspect_buckets 为 true，height=\g<h>，"
+     r"width=\g<w>；允许：false，或 height 和 width 留空）")
+rule(r"must be 4k\+1 \(got (?P<g>\S+); allowed e\.g\. (?P<a>\S+) or (?P<b>\S+)\)",
+     r"必须是 4k+1（当前：\g<g>；允许：例如 \g<a> 或 \g<b>）")
+rule(r"a quantized base cannot be partitioned by ZeRO-3 \(got (?P<g>\S+) with zero_stage 3; "
+     r"allowed zero_stage 0-2, or enable_model_cpu_offload for the memory ZeRO-3 offload saves\)",
+     r"量化后的基础模型不能被 ZeRO-3 切分（当前：\g<g>，zero_stage 为 3；允许：zero_stage 0-2，"
+     r"或用 enable_model_cpu_offload 省下 ZeRO-3 卸载所省的显存）")
+rule(r"torchao's quantized tensors are not streamed block by block \(got true with a torchao "
+     r"method for the transformer from (?P<f>\S+); allowed a bitsandbytes method, or no layer "
+     r"offload\)",
+     r"`torchao` 量化后的张量不能逐模块流式传输（当前：true，且 \g<f> 给 Transformer 用了 `torchao` "
+     r"方法；允许：改用 `bitsandbytes` 方法，或不逐层卸载）")
+rule(r"DoRA needs the base weights in full precision for its norms \(got (?P<g>\S+) with DoRA; "
+     r"allowed plain LoRA, or no quantization\)",
+     r"`DoRA` 计算范数需要全精度的基础权重（当前：\g<g>，并用了 `DoRA`；允许：普通 LoRA，或不量化）")
+rule(r"8-bit optimizers run on the GPU only \(got optimizer (?P<o>\S+); allowed a 32-bit "
+     r"optimizer such as adamw\)",
+     r"8 位优化器只能在 GPU 上运行（当前：optimizer 为 \g<o>；允许：32 位优化器，例如 adamw）")
+rule(r"layer-wise offload runs without DeepSpeed \(got true with zero_stage (?P<z>\S+); allowed "
+     r"zero_stage 0, or DeepSpeed's own (?P<o>\w+)\)",
+     r"逐层卸载在不用 DeepSpeed 时才能运行（当前：true，zero_stage 为 \g<z>；允许：zero_stage 0，"
+     r"或改用 DeepSpeed 自己的 \g<o>）")
+rule(r"layer-wise offload runs on one GPU \(got true with num_processes (?P<n>\S+); allowed "
+     r"num_processes 1\)",
+     r"逐层卸载只能在单个 GPU 上运行（当前：true，num_processes 为 \g<n>；允许：num_processes 1）")
 # ------------------------------------------------------------------ validation: rules between fields
 rule(r"parameter offload needs ZeRO-3 \(got (?P<g>\S+) with zero_stage (?P<z>\S+); allowed "
      r"none unless zero_stage is 3\)",
@@ -472,6 +604,10 @@ PARTS_ZH = {
     "vae encode": "VAE 编码", "denoise": "去噪", "vae decode": "VAE 解码",
     "vae decode (tiled)": "VAE 分块解码",
     "text encoder: largest module": "文本编码器：最大模块", "vae: largest module": "VAE：最大模块",
+    "base weights (pinned, offloaded)": "基础模型权重（锁页内存，已卸载）",
+    "base weights (resident)": "基础模型权重（常驻显存）", "dequantized weight": "反量化的权重",
+    "lora weights + grads": "LoRA 权重 + 梯度",
+    "offloaded blocks (running + prefetched)": "卸载的模块（运行中 + 预取）",
 }
 
 
