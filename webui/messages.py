@@ -331,7 +331,8 @@ STATUS_ZH = {"queued": "排队中", "running": "运行中", "succeeded": "已完
 STAGE_ZH = {"data_process": "data_process（缓存）", "train": "train（训练）",
             "sample": "sample（采样）"}
 HISTORY_HEADERS_ZH = {"run id": "运行 ID", "name": "名称", "status": "状态", "stages": "阶段",
-                      "created": "创建时间", "time": "用时", "note": "备注"}
+                      "created": "创建时间", "time": "用时", "note": "备注", "stage": "阶段",
+                      "steps": "步数", "exit code": "退出码"}
 
 # ------------------------------------------------------------------ validation: one field
 # "field: <pydantic message>[ at item N] (got X; allowed Y)"
@@ -655,6 +656,34 @@ rule(r"^(?P<n>\d+) image\(s\); captions from (?P<w>\S+)\.$", r"\g<n> 张图片�
 rule(r"^No run yet: press \*\*Start training\*\*\.$", "还没有运行：点 **开始训练**。")
 
 # ------------------------------------------------------------------ compiled
+# ------------------------------------------------------------------ run tab: progress, queue, messages
+rule(r"^stage <b>(?P<s>[^<]*)</b>$", lambda m: f"阶段 <b>{STAGE_ZH.get(m['s'], m['s'])}</b>")
+rule(r"^step <b>(?P<a>\d+)</b> / (?P<b>\d+) \((?P<p>\d+) %\)$", r"步 <b>\g<a></b> / \g<b>（\g<p> %）")
+rule(r"^epoch (?P<e>\S+)$", r"轮次 \g<e>")
+rule(r"^loss <b>(?P<l>[^<]+)</b>$", r"损失 <b>\g<l></b>")
+rule(r"^ETA <b>(?P<t>[^<]+)</b>$", r"预计剩余 <b>\g<t></b>")
+rule(r"^(?P<n>\S+) samples/s$", r"\g<n> 样本/秒")
+rule(r"^no output for (?P<t>.+)$", r"已有 \g<t> 没有输出")
+rule(r"^\*\*Your runs on the server:\*\*$", "**你在服务器上的运行：**")
+rule(r"^\*Start training\* now adds another run to the queue: it begins when these have ended\.$",
+     "现在点 *开始训练* 会再排队一个运行：它在上面这些运行结束后开始。")
+rule(r"^Run (?P<id>`[^`]+`) is not in the history \(deleted\?\)\.$",
+     r"运行 \g<id> 不在历史记录中（已删除？）。")
+rule(r"^✗ Not started: (?P<n>\d+) problem\(s\) in the form\. Each is shown next to its field "
+     r"\(tabs Model, Dataset, Training\)\.$",
+     r"✗ 未开始：表单中有 \g<n> 个问题，每个都显示在对应字段旁边（模型、数据集、训练页）。")
+rule(r"^Started run (?P<id>`[^`]+`)\.$", r"已开始运行 \g<id>。")
+rule(r"^Queued run (?P<id>`[^`]+`): it starts when (?P<n>\d+) run\(s\) ahead of it have ended\. "
+     r"This tab keeps showing (?P<a>`[^`]+`), which is (?P<st>\w+)\.$",
+     lambda m: f"运行 {m['id']} 已排队：前面的 {m['n']} 个运行结束后开始。本页继续显示 {m['a']}，"
+               f"它当前{STATUS_ZH.get(m['st'], m['st'])}。")
+rule(r"^No run to stop\.$", "没有可停止的运行。")
+rule(r"^No run to resume\.$", "没有可继续的运行。")
+rule(r"^Run (?P<id>`[^`]+`) is (?P<st>\w+); nothing to stop\.$",
+     lambda m: f"运行 {m['id']} {STATUS_ZH.get(m['st'], m['st'])}，无需停止。")
+rule(r"^Stopping run (?P<id>`[^`]+`)… the train stage saves its state first, so it can be "
+     r"resumed\.$", r"正在停止运行 \g<id>……train 阶段会先保存状态，之后可以继续。")
+rule(r"^Resumed run (?P<id>`[^`]+`) from its saved state\.$", r"已从保存的状态继续运行 \g<id>。")
 RULES: list[Rule] = [(re.compile(p), zh) for p, zh in _RULES_SRC]
 
 
