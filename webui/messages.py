@@ -332,7 +332,8 @@ STAGE_ZH = {"data_process": "data_process（缓存）", "train": "train（训练
             "sample": "sample（采样）"}
 HISTORY_HEADERS_ZH = {"run id": "运行 ID", "name": "名称", "status": "状态", "stages": "阶段",
                       "created": "创建时间", "time": "用时", "note": "备注", "stage": "阶段",
-                      "steps": "步数", "exit code": "退出码"}
+                      "steps": "步数", "exit code": "退出码", "method": "方法",
+                      "host RAM": "内存", "bus per step": "每步总线传输", "fits": "放得下"}
 
 # ------------------------------------------------------------------ validation: one field
 # "field: <pydantic message>[ at item N] (got X; allowed Y)"
@@ -684,6 +685,54 @@ rule(r"^Run (?P<id>`[^`]+`) is (?P<st>\w+); nothing to stop\.$",
 rule(r"^Stopping run (?P<id>`[^`]+`)… the train stage saves its state first, so it can be "
      r"resumed\.$", r"正在停止运行 \g<id>……train 阶段会先保存状态，之后可以继续。")
 rule(r"^Resumed run (?P<id>`[^`]+`) from its saved state\.$", r"已从保存的状态继续运行 \g<id>。")
+# ------------------------------------------------------------------ training tab: target GPU
+METHODS_ZH = {
+    "bf16 base on the GPU": "bf16 基础模型放在 GPU 上",
+    "fp8 base (torchao weight-only)": "fp8 基础模型（`torchao` 仅量化权重）",
+    "int8 base (torchao weight-only)": "int8 基础模型（`torchao` 仅量化权重）",
+    "nf4 base (bitsandbytes)": "nf4 基础模型（`bitsandbytes`）",
+    "layer offload, bf16 base": "逐层卸载，bf16 基础模型",
+    "layer offload, int8 base (bitsandbytes)": "逐层卸载，int8 基础模型（`bitsandbytes`）",
+    "layer offload, nf4 base (bitsandbytes)": "逐层卸载，nf4 基础模型（`bitsandbytes`）",
+    "DeepSpeed ZeRO-3, parameters + optimizer offloaded": "DeepSpeed ZeRO-3，参数和优化器都卸载",
+}
+for _en, _zh in METHODS_ZH.items():
+    rule("^" + re.escape(_en) + "$", _zh)
+
+
+def _why_zh(why: str) -> str:
+    m = re.match(r"^(?P<g>[\d.]+) GB on the GPU(?: of (?P<of>[\d.]+))?, (?P<h>[\d.]+) GB host RAM"
+                 r"(?:, (?P<b>[\d.]+) GB over the bus per step: at least (?P<t>[\d.]+) s at "
+                 r"(?P<bw>[\d.]+) GB/s|, nothing over the bus)"
+                 r"(?:; dequantizing costs compute \(about (?P<f>[\d.]+)x bf16\))?$", why)
+    if not m:
+        return why
+    out = f"GPU 上 {m['g']} GB" + (f"（共 {m['of']} GB）" if m["of"] else "") + \
+        f"，内存 {m['h']} GB"
+    out += (f"，每步经总线传输 {m['b']} GB：按 {m['bw']} GB/s 至少 {m['t']} 秒" if m["b"]
+            else "，无需经总线传输")
+    if m["f"]:
+        out += f"；反量化要耗费计算（约为 bf16 的 {m['f']} 倍）"
+    return out
+
+
+rule(r"^\*\*Memory estimate\*\* for one (?P<g>\S+) GB GPU \(these settings\):$",
+     r"**显存估算**：单块 \g<g> GB 的 GPU（当前设置）：")
+rule(r"^Fastest that fits: \*\*(?P<l>[^*]+)\*\* — (?P<w>.+)\.$",
+     lambda m: f"放得下的最快方法：**{METHODS_ZH.get(m['l'], m['l'])}** —— {_why_zh(m['w'])}。")
+rule(r"^The form already uses it\.$", "表单已经在用这个方法。")
+rule(r"^Changes it makes: ", "会做的修改：")
+rule(r"^⚠ No single-GPU method fits this card at these settings: lower the resolution or the "
+     r"LoRA rank, or pick a larger GPU\.$",
+     "⚠ 按当前设置，没有哪种单 GPU 方法放得下这块卡：请降低分辨率或 LoRA 秩，或选更大的 GPU。")
+rule(r"^under 0\.1 GB", "不到 0.1 GB")
+rule(r"^none$", "无")
+# ------------------------------------------------------------------ dataset tab: sample prompts
+rule(r"^The sample prompts \(Training tab, Samples\) do not mention this dataset\. Render its "
+     r"own captions instead\?$",
+     "测试提示词（训练页，样图）没有提到这个数据集。改用它自己的描述来渲染吗？")
+rule(r"^✓ Sample prompts set to (?P<n>\d+) of the dataset's captions \(Training tab, "
+     r"Samples\)\.$", r"✓ 测试提示词已设为数据集的 \g<n> 条描述（训练页，样图）。")
 RULES: list[Rule] = [(re.compile(p), zh) for p, zh in _RULES_SRC]
 
 

@@ -47,7 +47,7 @@ def create_ui(ctx: Ctx) -> None:
                              object_fit="contain", fit_columns=False, allow_preview=True)
     with gr.Row(visible=False, elem_id="sample-suggest-row") as c["sample_suggest_row"]:
         c["sample_suggest"] = gr.Markdown("", elem_id="sample-suggest")
-        c["sample_suggest_btn"] = gr.Button("Use these as sample prompts", size="sm",
+        c["sample_suggest_btn"] = gr.Button(T("data.suggest_btn"), size="sm",
                                             elem_id="sample-suggest-btn", scale=0)
     c["sample_suggestion"] = gr.State([])
     c["data_report"] = gr.Dataframe(headers=REPORT_HEADERS, label=T("data.report"),
@@ -194,8 +194,8 @@ def bind_events(ctx: Ctx) -> None:
                 **suggestion_outputs(offer)}
 
     def suggestion_outputs(offer: list[str]) -> dict:
-        text = ("The sample prompts (Training tab, Samples) do not mention this dataset. "
-                "Render its own captions instead?  \n" +
+        text = (bilingual("The sample prompts (Training tab, Samples) do not mention this "
+                          "dataset. Render its own captions instead?") + "  \n" +
                 "  \n".join(f"- {p}" for p in offer)) if offer else ""
         return {c["sample_suggest_row"]: gr.Row(visible=bool(offer)),
                 c["sample_suggest"]: text, c["sample_suggestion"]: offer}
@@ -210,8 +210,8 @@ def bind_events(ctx: Ctx) -> None:
         if not offer:
             return {c["sample_suggest_row"]: gr.Row(visible=False)}
         return {form.components["sample_prompts"]: to_widget_value("sample_prompts", offer),
-                c["data_msg"]: f"✓ Sample prompts set to {len(offer)} of the dataset's "
-                               f"captions (Training tab, Samples).",
+                c["data_msg"]: bilingual(f"✓ Sample prompts set to {len(offer)} of the dataset's "
+                                         f"captions (Training tab, Samples)."),
                 **suggestion_outputs([])}
 
     c["sample_suggest_btn"].click(

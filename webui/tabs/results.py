@@ -47,9 +47,8 @@ def create_ui(ctx: Ctx) -> None:
                                            elem_id="res-width", min_width=80)
     c["res_render"] = gr.Button(T("res.render"), variant="primary", elem_id="res-render")
     c["res_status"] = gr.Markdown("", elem_id="res-status")
-    c["res_set"] = gr.Dropdown(choices=[], value=None, label="Samples shown",
-                               info="Each render keeps its own images; the newest is shown "
-                                    "first.", elem_id="res-set", allow_custom_value=False)
+    c["res_set"] = gr.Dropdown(choices=[], value=None, label=T("res.set"),
+                               info=T("res.set_info"), elem_id="res-set", allow_custom_value=False)
     c["res_columns"] = gr.Markdown("", elem_id="res-columns")
     c["res_grid"] = gr.Gallery(label=T("res.grid"), columns=3, elem_id="res-grid",
                                object_fit="contain", height="auto", buttons=["download"])
