@@ -733,6 +733,21 @@ rule(r"^The sample prompts \(Training tab, Samples\) do not mention this dataset
      "测试提示词（训练页，样图）没有提到这个数据集。改用它自己的描述来渲染吗？")
 rule(r"^✓ Sample prompts set to (?P<n>\d+) of the dataset's captions \(Training tab, "
      r"Samples\)\.$", r"✓ 测试提示词已设为数据集的 \g<n> 条描述（训练页，样图）。")
+# ------------------------------------------------------------------ results tab: renders
+rule(r"^This run has no LoRA checkpoint yet\.$", "这个运行还没有 LoRA 检查点。")
+rule(r"^Columns:$", "列：")
+rule(r"^— one row per prompt$", "—— 每条提示词一行")
+rule(r"^No samples yet\.$", "还没有样图。")
+rule(r"^✗ Run (?P<id>`[^`]+`) is (?P<st>\w+): render when it has ended\.$",
+     lambda m: f"✗ 运行 {m['id']} {STATUS_ZH.get(m['st'], m['st'])}：请在它结束后再渲染。")
+rule(r"^○ Rendering \(job (?P<id>`[^`]+`)\)… the grid fills in when it ends\.$",
+     r"○ 正在渲染（任务 \g<id>）……结束后网格会填满。")
+rule(r"^○ Rendering \(job (?P<id>`[^`]+`), (?P<st>\w+)\)(?: \((?P<a>\d+)/(?P<b>\d+) images\))?…$",
+     lambda m: f"○ 正在渲染（任务 {m['id']}，{STATUS_ZH.get(m['st'], m['st'])}）"
+               + (f"（{m['a']}/{m['b']} 张图）" if m["a"] else "") + "……")
+rule(r"^✓ Render (?P<id>`[^`]+`) finished\.$", r"✓ 渲染 \g<id> 已完成。")
+rule(r"^✗ Render (?P<id>`[^`]+`) (?P<st>\w+):$",
+     lambda m: f"✗ 渲染 {m['id']} {STATUS_ZH.get(m['st'], m['st'])}：")
 RULES: list[Rule] = [(re.compile(p), zh) for p, zh in _RULES_SRC]
 
 
