@@ -126,10 +126,14 @@ def _problem_field(problem: str) -> str:
 
 
 
-def F(default: Any, help: str, group: str, *, ui: str = "basic", **kw: Any) -> Any:
-    """A schema field: default, help text, UI group and level (basic | advanced | hidden)."""
+def F(default: Any, help: str, group: str, *, ui: str = "basic", label: str | None = None,
+      **kw: Any) -> Any:
+    """A schema field: default, help text, UI group and level (basic | advanced | hidden);
+    ``label``: the words a newcomer reads for it (default: ``FIELD_LABELS``)."""
     assert group in GROUPS and ui in LEVELS, (group, ui)
     extra = {"group": group, "ui": ui}
+    if label:
+        extra["label"] = label
     extra.update(kw.pop("extra", {}))
     return Field(default, description=help, json_schema_extra=extra, **kw)
 
@@ -543,6 +547,136 @@ class RunConfig(BaseModel):
 
 FIELDS: dict[str, Any] = RunConfig.model_fields
 
+# ------------------------------------------------------------------------------------------
+# Field labels: the words a newcomer reads for each option, shown beside its name
+# ("LoRA rank · lora_rank"). A field may carry its own (``F(..., label=...)``), which wins.
+# ------------------------------------------------------------------------------------------
+FIELD_LABELS: dict[str, str] = {
+    "run_name": "Run name",
+    "task": "Task",
+    "output_path": "Output folder",
+    "resume_from": "Resume from",
+    "progress_file": "Progress file",
+    "read_roots": "Readable folders",
+    "model_family": "Model family",
+    "model_id_with_origin_paths": "Model sources",
+    "model_paths": "Local weight files",
+    "tokenizer_path": "Tokenizer",
+    "download_source": "Download from",
+    "hub_endpoint": "Mirror endpoint",
+    "models_dir": "Models folder",
+    "offline": "Offline",
+    "dataset_base_path": "Dataset folder",
+    "dataset_metadata_path": "Metadata file",
+    "data_file_keys": "File columns",
+    "trigger_word": "Trigger word",
+    "max_pixels": "Max pixels per image",
+    "height": "Image height",
+    "width": "Image width",
+    "dataset_repeat": "Dataset repeats",
+    "dataset_num_workers": "Data loader workers",
+    "lora_base_model": "LoRA on",
+    "lora_target_modules": "Target modules",
+    "lora_rank": "LoRA rank",
+    "lora_checkpoint": "Start from LoRA",
+    "preset_lora_path": "Merged LoRA",
+    "remove_prefix_in_ckpt": "Key prefix to strip",
+    "learning_rate": "Learning rate",
+    "lr_warmup_steps": "Warm-up steps",
+    "weight_decay": "Weight decay",
+    "num_epochs": "Epochs",
+    "max_train_steps": "Training steps",
+    "max_steps": "Step cap",
+    "gradient_accumulation_steps": "Gradient accumulation",
+    "save_steps": "Save every N steps",
+    "keep_last_n_checkpoints": "Checkpoints to keep",
+    "seed": "Seed",
+    "use_gradient_checkpointing": "Gradient checkpointing",
+    "use_gradient_checkpointing_offload": "Checkpoints on CPU",
+    "find_unused_parameters": "Find unused parameters",
+    "initialize_model_on_cpu": "Build model on CPU",
+    "mixed_precision": "Mixed precision",
+    "num_processes": "Processes (GPUs)",
+    "gpu_ids": "GPUs to use",
+    "num_machines": "Machines",
+    "machine_rank": "Machine rank",
+    "main_process_ip": "Main machine address",
+    "main_process_port": "Main machine port",
+    "zero_stage": "ZeRO stage",
+    "offload_optimizer_device": "Optimizer offload",
+    "offload_param_device": "Parameter offload",
+    "offload_nvme_path": "NVMe folder",
+    "pin_memory": "Pinned memory",
+    "zero3_init_flag": "Partitioned model build",
+    "ds_activation_checkpointing": "DeepSpeed activation checkpointing",
+    "partition_activations": "Partition activations",
+    "cpu_checkpointing": "Activation checkpoints on CPU",
+    "contiguous_memory_optimization": "Contiguous checkpoint memory",
+    "overlap_comm": "Overlap communication",
+    "contiguous_gradients": "Contiguous gradients",
+    "sub_group_size": "Sub-group size",
+    "reduce_bucket_size": "Reduce bucket size",
+    "stage3_prefetch_bucket_size": "Prefetch bucket size",
+    "stage3_param_persistence_threshold": "Persistence threshold",
+    "stage3_max_live_parameters": "Max live parameters",
+    "stage3_max_reuse_distance": "Max reuse distance",
+    "gradient_clipping": "Gradient clipping",
+    "split_training": "Split training",
+    "stages": "Stages",
+    "data_process_offload": "Stage 1 memory saving",
+    "sample_prompts": "Sample prompts",
+    "sample_negative_prompt": "Negative prompt",
+    "sample_seed": "Sample seed",
+    "sample_steps": "Sample steps",
+    "sample_cfg": "Guidance scale",
+    "sample_height": "Sample height",
+    "sample_width": "Sample width",
+    "sample_lora_scales": "LoRA scales",
+    "sample_every_n_steps": "Samples every N steps",
+    "sample_cpu_offload": "Sampling memory saving",
+    "sample_vae_tiling": "Tiled VAE decoding",
+    "num_frames": "Frames per clip",
+    "frame_stride": "Frame stride",
+    "video_fps": "Clip frame rate",
+    "sample_num_frames": "Sample clip frames",
+    "sample_fps": "Sample clip frame rate",
+    "extra_inputs": "Extra model inputs",
+    "zero_cond_t": "Zero timestep for input images",
+    "sample_images": "Sample input images",
+    "enable_model_cpu_offload": "Layer-wise weight offload",
+    "enable_optimizer_cpu_offload": "Optimizer state in host RAM",
+    "quant_options": "Quantization",
+    "fp8_models": "FP8 models",
+    "offload_models": "Models kept in host RAM",
+    "lora_alpha": "LoRA alpha",
+    "lora_dropout": "LoRA dropout",
+    "lora_type": "Adapter type",
+    "lokr_factor": "LoKr factor",
+    "optimizer": "Optimizer",
+    "customized_optimizer": "Optimizer class (reference name)",
+    "adam_beta1": "AdamW beta1",
+    "adam_beta2": "AdamW beta2",
+    "adam_epsilon": "AdamW epsilon",
+    "adafactor_decay_rate": "Adafactor decay rate",
+    "adafactor_clip_threshold": "Adafactor clip threshold",
+    "prodigy_d_coef": "Prodigy step-size multiplier",
+    "prodigy_use_bias_correction": "Prodigy bias correction",
+    "prodigy_safeguard_warmup": "Prodigy warm-up safeguard",
+    "lr_scheduler": "Learning-rate schedule",
+    "lr_num_cycles": "Schedule restarts",
+    "lr_power": "Schedule power",
+    "batch_size": "Batch size",
+    "aspect_buckets": "Aspect-ratio buckets",
+    "bucket_remainder": "Incomplete bucket batches",
+    "timestep_sampling": "Timestep sampling",
+    "logit_mean": "Logit-normal mean",
+    "logit_std": "Logit-normal std",
+    "timestep_shift": "Timestep shift",
+    "caption_dropout": "Caption dropout",
+    "validation_samples": "Validation samples",
+    "validation_every_n_steps": "Validate every N steps",
+}
+
 
 def family_defaults(family: str, variant: str | None = None) -> dict[str, Any]:
     """Every option's default for ``family`` (and one of its variants): the schema's
@@ -600,6 +734,7 @@ def field_meta(name: str) -> dict[str, Any]:
     info = FIELDS[name]
     extra = dict(info.json_schema_extra or {})
     meta: dict[str, Any] = {"name": name, "help": info.description or "",
+                            "label": extra.get("label") or FIELD_LABELS.get(name, ""),
                             "default": copy.deepcopy(info.default)
                             if info.default_factory is None else info.default_factory(),
                             "group": extra.get("group"), "ui": extra.get("ui", "basic")}

@@ -25,6 +25,7 @@ import gradio as gr  # noqa: E402
 from webui.context import Ctx, persistent_secret  # noqa: E402
 from webui.form import Form  # noqa: E402
 from webui.i18n import EN, I18N, ZH, T  # noqa: E402
+from webui.messages import LANG_CSS  # noqa: E402
 from webui.tabs import dataset, model, results, run, runs, training  # noqa: E402
 
 TABS = (("tab-model", "tab.model", model), ("tab-dataset", "tab.dataset", dataset),
@@ -64,6 +65,7 @@ LANG_JS = """
 async () => {
   window.zlSetLang = async (lang, remember) => {
     if (remember) localStorage.setItem('zerolora-lang', lang);
+    document.documentElement.setAttribute('data-zl-lang', lang);
     try {
       const url = performance.getEntriesByType('resource').map(e => e.name)
         .find(n => /\\/assets\\/core-[\\w-]+\\.js$/.test(n));
@@ -73,6 +75,9 @@ async () => {
     window.location.search = '?view=settings';
   };
   const saved = localStorage.getItem('zerolora-lang') || window.zlDefaultLang;
+  // Text computed on the server holds both languages; this attribute picks the one shown.
+  document.documentElement.setAttribute('data-zl-lang', saved ||
+    ((navigator.language || '').toLowerCase().startsWith('zh') ? 'zh' : 'en'));
   if (saved) await window.zlSetLang(saved, false);
 }
 """
@@ -80,7 +85,7 @@ async () => {
 
 def launch_kwargs() -> dict[str, Any]:
     """What ``Blocks.launch`` needs for this UI (gradio 6 takes these at launch)."""
-    return {"i18n": I18N, "css": CSS, "footer_links": ["api", "settings"]}
+    return {"i18n": I18N, "css": CSS + LANG_CSS, "footer_links": ["api", "settings"]}
 
 
 def create_app(runner, workspace: Path, models_dir: Path | None = None,
@@ -138,18 +143,21 @@ def _bind_app_events(ctx: Ctx, demo: gr.Blocks, lang_en, lang_zh, lang: str | No
         """gradio's tab bar does not follow a language change: relabel it in plain text."""
         table = {"en": EN, "zh": ZH}.get((chosen or "").strip())
         if table is None:
-            return [gr.skip()] * len(tabs)
-        return [gr.Tab(label=table[key]) for _, key, _ in TABS]
+            return [gr.skip()] * (len(tabs) + 1)
+        # The language also goes into lang_box, for text the server draws per language.
+        return [gr.Tab(label=table[key]) for _, key, _ in TABS] + [chosen.strip()]
 
     for button, code in ((lang_en, "en"), (lang_zh, "zh")):
-        button.click(tab_labels, inputs=[c["lang_box"]], outputs=tabs,
+        button.click(tab_labels, inputs=[c["lang_box"]], outputs=tabs + [c["lang_box"]],
                      js=f"(x) => {{ window.zlSetLang && window.zlSetLang('{code}', true); "
                         f"return '{code}'; }}", show_progress="hidden",
                      api_visibility="private")
     default = f"window.zlDefaultLang = {json.dumps(lang)};" if lang else ""
     demo.load(None, js=LANG_JS.replace("async () => {", "async () => {" + default, 1))
-    demo.load(tab_labels, inputs=[c["lang_box"]], outputs=tabs, show_progress="hidden",
-              js=f"(x) => localStorage.getItem('zerolora-lang') || {json.dumps(lang or '')}",
+    demo.load(tab_labels, inputs=[c["lang_box"]], outputs=tabs + [c["lang_box"]],
+              show_progress="hidden",
+              js=f"(x) => localStorage.getItem('zerolora-lang') || {json.dumps(lang or '')} || "
+                 f"((navigator.language || '').toLowerCase().startsWith('zh') ? 'zh' : 'en')",
               api_visibility="private")
 
     # Reattach to the run this browser was following, or (a fresh browser, or that run

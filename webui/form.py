@@ -15,7 +15,8 @@ import gradio as gr
 
 from backend.config import (FIELDS, ConfigError, RunConfig, family_defaults, family_of, field_meta,
                             validate)
-from webui.i18n import T
+from webui.i18n import T, bounds_text
+from webui.messages import bilingual
 
 GROUP_ORDER = ("run", "model", "data", "lora", "training", "distributed", "stages", "samples")
 
@@ -52,16 +53,7 @@ def _optional(name: str) -> bool:
 
 
 def _bounds_text(meta: dict) -> str:
-    parts = []
-    if "ge" in meta:
-        parts.append(f"≥ {meta['ge']}")
-    if "gt" in meta:
-        parts.append(f"> {meta['gt']}")
-    if "le" in meta:
-        parts.append(f"≤ {meta['le']}")
-    if "multiple_of" in meta:
-        parts.append(f"× {meta['multiple_of']}")
-    return ", ".join(parts)
+    return bounds_text(meta["name"])
 
 
 def _fmt_number(v: float) -> str:
@@ -137,7 +129,7 @@ class Form:
         meta = field_meta(name)
         kind = _kind(name)
         value = to_widget_value(name, self.defaults.get(name))
-        common = dict(label=name, info=T(f"help.{name}"), elem_id=f"field-{name}",
+        common = dict(label=T(f"label.{name}"), info=T(f"help.{name}"), elem_id=f"field-{name}",
                       elem_classes=["zl-field"])
         if kind == "bool":
             comp = gr.Checkbox(value=bool(value), **common)
@@ -147,9 +139,8 @@ class Form:
             comp = gr.CheckboxGroup(choices=meta["choices"], value=value, **common)
         elif kind in ("int", "float") and _optional(name):
             # Empty means "unset": a Number box cannot be empty, so a one-line text box.
-            comp = gr.Textbox(value=value, lines=1,
-                              max_lines=1, placeholder=f"empty = unset; {_bounds_text(meta)}"
-                              if _bounds_text(meta) else "empty = unset", **common)
+            comp = gr.Textbox(value=value, lines=1, max_lines=1,
+                              placeholder=T(f"unset.{name}"), **common)
         elif kind in ("int", "float"):
             # No minimum/maximum on the box: gradio would refuse the whole event with a
             # pop-up; the schema's message appears under the field instead.
@@ -258,7 +249,7 @@ class Form:
         by_field: dict[str, list[str]] = {}
         for p in problems:
             by_field.setdefault(p.split(":", 1)[0].strip(), []).append(p)
-        return {md: gr.Markdown(value="\n\n".join("⚠ " + p for p in by_field[name]),
+        return {md: gr.Markdown(value="\n\n".join("⚠ " + bilingual(p) for p in by_field[name]),
                                 visible=True) if name in by_field
                 else gr.Markdown(value="", visible=False)
                 for name, md in self.errors.items()}
@@ -270,8 +261,12 @@ def _known_groups() -> set[str]:
 
 
 def problems_markdown(problems: list[str]) -> str:
+    """The problems summary, each line in both languages (the page shows one)."""
     if not problems:
-        return "✓ No problems."
-    return "\n".join([f"✗ **{len(problems)} problem(s)** — fix them before starting:", ""] +
-                     [f"- `{p.split(':', 1)[0]}`:{p.split(':', 1)[1] if ':' in p else ''}"
-                      for p in problems])
+        return bilingual("✓ No problems.")
+    lines = [bilingual(f"✗ **{len(problems)} problem(s)** — fix them before starting:"), ""]
+    for p in problems:
+        field, sep, rest = str(p).partition(":")
+        lines.append(f"- `{field}`: " + bilingual(rest.strip()) if sep and " " not in field
+                     else "- " + bilingual(p))
+    return "\n".join(lines)

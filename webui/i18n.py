@@ -2,15 +2,19 @@
 
 Static text (labels, help lines, buttons, headings) is written as ``T("key")``; the browser
 picks the language from its own setting, and the language switch in the header changes it.
-Text computed by the backend (validation problems, log lines, diagnoses) is shown as-is.
-Field labels are the schema names (the same word as the YAML key and the CLI flag); their
-help lines come from the schema, with Chinese for the fields a newcomer sees first.
+Text computed by the backend (validation problems, the memory estimate, status words) goes
+through ``webui.messages`` (both languages in the page, one shown). A field's label leads
+with words a newcomer reads and keeps the option name (the YAML key and CLI flag) after
+them: "LoRA rank · lora_rank" / "LoRA 秩 · lora_rank"; labels and help lines come from the
+schema, their Chinese from ``webui.messages``. ``tests/test_i18n.py`` fails on any key
+without Chinese.
 """
 from __future__ import annotations
 
 import gradio as gr
 
 from backend.config import FIELDS, field_meta
+from webui.messages import ZH_HELP, ZH_LABELS
 
 EN: dict[str, str] = {
     "app.title": "ZeroLoRA",
@@ -49,6 +53,7 @@ EN: dict[str, str] = {
     "model.save_name": "Save the form as preset",
     "model.save_name_ph": "my-preset",
     "model.save": "Save preset",
+    "model.share": "Share with every user (admins only)",
     "model.diff": "Changes from the loaded preset",
     "model.token": "Hub token (optional)",
     "model.token_info": "For gated or private models. Kept in memory for the runs you start "
@@ -73,7 +78,16 @@ EN: dict[str, str] = {
     "train.import_ph": "Paste an accelerate launch … command of the reference trainer",
     "train.import_btn": "Import into the form",
     "train.problems": "Problems",
+    "train.target_gpu": "Estimate for",
+    "train.target_gpu_info": "This machine, or the GPU you will train on.",
+    "train.target_bus": "Host→GPU bus",
+    "train.target_bus_info": "Offload moves weights over it every step.",
+    "train.apply_method": "Apply the suggested method",
+    "data.suggest_btn": "Use these as sample prompts",
+    "res.set": "Samples shown",
+    "res.set_info": "Each render keeps its own images; the newest is shown first.",
     "train.estimate": "Memory estimate",
+    "form.unset": "empty = unset",
     # run tab
     "run.start": "Start training",
     "run.stop": "Stop",
@@ -160,6 +174,7 @@ ZH: dict[str, str] = {
     "model.save_name": "将表单保存为预设",
     "model.save_name_ph": "我的预设",
     "model.save": "保存预设",
+    "model.share": "与所有用户共享（仅管理员）",
     "model.diff": "与已加载预设的差异",
     "model.token": "模型库令牌（可选）",
     "model.token_info": "用于受限或私有模型。仅在内存中保存，供现在启动的运行使用；不会写入文件、历史记录或日志。",
@@ -180,7 +195,16 @@ ZH: dict[str, str] = {
     "train.import_ph": "粘贴参考训练器的 accelerate launch … 命令",
     "train.import_btn": "导入到表单",
     "train.problems": "问题",
+    "train.target_gpu": "估算对象",
+    "train.target_gpu_info": "本机，或你将用来训练的 GPU。",
+    "train.target_bus": "内存→GPU 总线",
+    "train.target_bus_info": "卸载时每一步都要经它传输权重。",
+    "train.apply_method": "应用建议的方法",
+    "data.suggest_btn": "用这些作为测试提示词",
+    "res.set": "显示的样图",
+    "res.set_info": "每次渲染的图片单独保存；最新的排在最前。",
     "train.estimate": "显存估算",
+    "form.unset": "留空 = 不设置",
     "run.start": "开始训练",
     "run.stop": "停止",
     "run.resume": "继续训练",
@@ -230,52 +254,32 @@ ZH: dict[str, str] = {
     "runs.disk": "磁盘占用",
 }
 
-# Chinese help lines for the fields a newcomer meets first; the rest fall back to English.
-ZH_HELP: dict[str, str] = {
-    "run_name": "本次运行在历史记录中的名称（可选）。",
-    "model_family": "模型系列。",
-    "model_id_with_origin_paths": "逗号分隔的 model_id:glob（在最后一个冒号处拆分）；已存在的本地路径按路径使用。",
-    "download_source": "缺少的模型文件从哪里下载。",
-    "models_dir": "存放下载模型的文件夹：{models_dir}/{model_id}/{glob}。",
-    "offline": "从不联网；缺少文件即报错。",
-    "dataset_base_path": "数据集文件夹。",
-    "dataset_metadata_path": "metadata.csv/json/jsonl；留空：使用文件夹中的图片 + 同名 .txt 描述。",
-    "trigger_word": "加在每条描述前面的触发词（例如 'zlr style'）。",
-    "max_pixels": "动态分辨率的面积上限。",
-    "height": "固定高度（与宽度一起设置）。",
-    "width": "固定宽度（与高度一起设置）。",
-    "dataset_repeat": "每个 epoch 数据集重复的次数。",
-    "lora_rank": "LoRA 秩（alpha = 秩）。",
-    "learning_rate": "AdamW 学习率。",
-    "num_epochs": "训练轮数（epoch）。",
-    "max_steps": "优化步数上限：达到此步数后停止，但不会多于各 epoch 的总步数（要指定训练步数请用 max_train_steps）。",
-    "max_train_steps": "训练的优化步数目标：覆盖 num_epochs，epoch 数由它推出。",
-    "save_steps": "每 N 步保存一次（留空：每个 epoch 保存）。",
-    "seed": "随机种子。",
-    "use_gradient_checkpointing": "按块做激活检查点，节省显存。",
-    "mixed_precision": "混合精度。",
-    "num_processes": "进程（GPU）总数。",
-    "gpu_ids": "本次使用的 GPU 编号，例如 0,1（或 all）。",
-    "zero_stage": "DeepSpeed ZeRO 阶段（0：不使用 DeepSpeed）。",
-    "offload_optimizer_device": "优化器状态放在哪里。",
-    "offload_param_device": "参数放在哪里（ZeRO-3）。",
-    "split_training": "先缓存文本/VAE 输出（阶段 1），再只训练 Transformer（阶段 2）。",
-    "sample_prompts": "测试提示词（每行一个）。",
-    "sample_seed": "所有样图使用的种子。",
-    "sample_steps": "去噪步数。",
-    "sample_cfg": "无分类器引导强度。",
-    "sample_height": "样图高度。",
-    "sample_width": "样图宽度。",
-    "sample_lora_scales": "LoRA 强度（0 = 基础模型），逗号分隔。",
-}
+def field_label(name: str, lang: str = "en") -> str:
+    """The form's label of a field: words first, then the option name."""
+    words = ZH_LABELS.get(name) if lang == "zh" else field_meta(name)["label"]
+    return f"{words} · {name}" if words else name
+
+
+def bounds_text(name: str) -> str:
+    """A number field's bounds in symbols (≥ 1, ≤ 1024, × 16)."""
+    meta = field_meta(name)
+    parts = [f"{sym} {meta[k]}" for k, sym in (("ge", "≥"), ("gt", ">"), ("le", "≤"),
+                                               ("multiple_of", "×")) if k in meta]
+    return ", ".join(parts)
 
 
 def _field_keys() -> tuple[dict[str, str], dict[str, str]]:
     en, zh = {}, {}
     for name in FIELDS:
         en[f"help.{name}"] = field_meta(name)["help"]
+        en[f"label.{name}"] = field_label(name)
+        bounds = bounds_text(name)
+        en[f"unset.{name}"] = EN["form.unset"] + (f"; {bounds}" if bounds else "")
+        zh[f"unset.{name}"] = ZH["form.unset"] + (f"；{bounds}" if bounds else "")
         if name in ZH_HELP:
             zh[f"help.{name}"] = ZH_HELP[name]
+        if name in ZH_LABELS:
+            zh[f"label.{name}"] = field_label(name, "zh")
     return en, zh
 
 
@@ -283,7 +287,12 @@ _en_help, _zh_help = _field_keys()
 # gradio replaces its "en" and "zh-CN" dictionaries with its own after ours are added, and a
 # switched-to language finds our text only under an exact region tag: register both.
 _EN_ALL = {**EN, **_en_help}
-_ZH_ALL = {**ZH, **_zh_help}
+# gradio's own words on our page (footer, table drop zone, loading), which it keeps under
+# its zh-CN locale only.
+GRADIO_ZH = {"common.settings": "设置", "common.loading": "加载中",
+             "common.built_with_gradio": "使用 Gradio 构建", "errors.use_via_api": "通过 API 使用",
+             "dataframe.drop_to_upload": "将 CSV 或 TSV 文件拖放到此处以将数据导入数据框"}
+_ZH_ALL = {**ZH, **_zh_help, **GRADIO_ZH}
 I18N = gr.I18n(en=_EN_ALL, zh=_ZH_ALL)
 
 

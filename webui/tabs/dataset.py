@@ -15,6 +15,7 @@ from webui import datasets, security
 from webui.context import Ctx
 from webui.form import to_widget_value
 from webui.i18n import T
+from webui.messages import bilingual
 
 THUMB = 160
 REPORT_HEADERS = ["level", "where", "size", "caption (with trigger word)", "message"]
@@ -37,7 +38,7 @@ def create_ui(ctx: Ctx) -> None:
         c["captions_load"] = gr.Button(T("data.load"), elem_id="captions-load")
         c["captions_save"] = gr.Button(T("data.save"), elem_id="captions-save")
         c["data_check"] = gr.Button(T("data.validate"), variant="primary", elem_id="data-check")
-    c["captions"] = gr.Dataframe(headers=["image", "caption"], datatype=["str", "str"],
+    c["captions"] = gr.Dataframe(headers=CAPTION_HEADERS["en"], datatype=["str", "str"],
                                  column_count=2, interactive=True, wrap=True,
                                  label=T("data.captions"), elem_id="captions",
                                  static_columns=[0], type="array")
@@ -46,7 +47,7 @@ def create_ui(ctx: Ctx) -> None:
                              object_fit="contain", fit_columns=False, allow_preview=True)
     with gr.Row(visible=False, elem_id="sample-suggest-row") as c["sample_suggest_row"]:
         c["sample_suggest"] = gr.Markdown("", elem_id="sample-suggest")
-        c["sample_suggest_btn"] = gr.Button("Use these as sample prompts", size="sm",
+        c["sample_suggest_btn"] = gr.Button(T("data.suggest_btn"), size="sm",
                                             elem_id="sample-suggest-btn", scale=0)
     c["sample_suggestion"] = gr.State([])
     c["data_report"] = gr.Dataframe(headers=REPORT_HEADERS, label=T("data.report"),
@@ -69,8 +70,23 @@ def _thumbs(base: str, rows: list[list], user: str | None, ctx: Ctx):
     return out
 
 
+CAPTION_HEADERS = {"en": ["image", "caption"], "zh": ["图片", "描述"]}
+
+
 def bind_events(ctx: Ctx) -> None:
     c, form = ctx.c, ctx.form
+
+    def caption_headers(data: dict):
+        """gradio draws headers as plain text: they follow the language through the server."""
+        rows = data[c["captions"]]
+        rows = rows if isinstance(rows, list) else []
+        hdrs = CAPTION_HEADERS.get(data[c["lang_box"]] or "en", CAPTION_HEADERS["en"])
+        return {c["captions"]: gr.Dataframe(value={"data": rows or [["", ""]],
+                                                   "headers": hdrs}, headers=hdrs)}
+
+    c["lang_box"].change(caption_headers, inputs={c["captions"], c["lang_box"]},
+                         outputs=[c["captions"]], show_progress="hidden",
+                         api_visibility="private")
     base_c = form.components["dataset_base_path"]
     meta_c = form.components["dataset_metadata_path"]
 
@@ -85,7 +101,7 @@ def bind_events(ctx: Ctx) -> None:
             return {c["data_msg"]: f"✗ {e}", c["captions"]: [], c["thumbs"]:
                     gr.Gallery(value=None, visible=False)}
         where = Path(meta).name if meta else "one .txt per image"
-        return {c["data_msg"]: f"{len(rows)} image(s); captions from {where}.",
+        return {c["data_msg"]: bilingual(f"{len(rows)} image(s); captions from {where}."),
                 c["captions"]: rows,
                 c["thumbs"]: gr.Gallery(value=thumbs, visible=bool(rows))}
 
@@ -178,8 +194,8 @@ def bind_events(ctx: Ctx) -> None:
                 **suggestion_outputs(offer)}
 
     def suggestion_outputs(offer: list[str]) -> dict:
-        text = ("The sample prompts (Training tab, Samples) do not mention this dataset. "
-                "Render its own captions instead?  \n" +
+        text = (bilingual("The sample prompts (Training tab, Samples) do not mention this "
+                          "dataset. Render its own captions instead?") + "  \n" +
                 "  \n".join(f"- {p}" for p in offer)) if offer else ""
         return {c["sample_suggest_row"]: gr.Row(visible=bool(offer)),
                 c["sample_suggest"]: text, c["sample_suggestion"]: offer}
@@ -194,8 +210,8 @@ def bind_events(ctx: Ctx) -> None:
         if not offer:
             return {c["sample_suggest_row"]: gr.Row(visible=False)}
         return {form.components["sample_prompts"]: to_widget_value("sample_prompts", offer),
-                c["data_msg"]: f"✓ Sample prompts set to {len(offer)} of the dataset's "
-                               f"captions (Training tab, Samples).",
+                c["data_msg"]: bilingual(f"✓ Sample prompts set to {len(offer)} of the dataset's "
+                                         f"captions (Training tab, Samples)."),
                 **suggestion_outputs([])}
 
     c["sample_suggest_btn"].click(

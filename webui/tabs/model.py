@@ -6,6 +6,7 @@ import gradio as gr
 
 from backend.config import (ConfigError, RunConfig, diff_configs, list_presets, load_preset,
                             save_preset, validate)
+from webui.messages import bilingual
 from webui import security
 from webui.context import Ctx
 from webui.i18n import T
@@ -47,9 +48,10 @@ def diff_markdown(loaded: dict | None, current: dict, name: str | None) -> str:
     rows = diff_configs(RunConfig.model_construct(**loaded),
                         RunConfig.model_construct(**{**loaded, **current}))
     if not rows:
-        return f"Same as preset **{name or 'defaults'}**."
-    lines = [f"**{len(rows)}** change(s) from preset **{name or 'defaults'}**:", "",
-             "| field | preset | now |", "|---|---|---|"]
+        return bilingual(f"Same as preset **{name or 'defaults'}**.")
+    lines = [bilingual(f"**{len(rows)}** change(s) from preset **{name or 'defaults'}**:"), "",
+             "| " + " | ".join(bilingual(h) for h in ("field", "preset", "now")) + " |",
+             "|---|---|---|"]
     for field, a, b in rows:
         lines.append(f"| `{field}` | {_cell(a)} | {_cell(b)} |")
     return "\n".join(lines)
@@ -58,7 +60,7 @@ def diff_markdown(loaded: dict | None, current: dict, name: str | None) -> str:
 def _cell(v) -> str:
     text = "" if v is None else (", ".join(map(str, v)) if isinstance(v, list) else str(v))
     text = text.replace("|", "\\|").replace("\n", " ")
-    return f"`{text[:60]}{'…' if len(text) > 60 else ''}`" if text else "*empty*"
+    return f"`{text[:60]}{'…' if len(text) > 60 else ''}`" if text else bilingual("*empty*")
 
 
 def create_ui(ctx: Ctx) -> None:
@@ -79,7 +81,7 @@ def create_ui(ctx: Ctx) -> None:
                                            placeholder=T("model.save_name_ph"),
                                            elem_id="preset-save-name", scale=3)
         c["preset_save"] = gr.Button(T("model.save"), elem_id="preset-save", scale=1)
-    c["preset_shared"] = gr.Checkbox(False, label="Share with every user (admins only)",
+    c["preset_shared"] = gr.Checkbox(False, label=T("model.share"),
                                      elem_id="preset-shared")
     with gr.Accordion(T("model.diff"), open=True):
         c["preset_diff"] = gr.Markdown("", elem_id="preset-diff")

@@ -10,6 +10,7 @@ from webui import jobs, services
 from webui.context import TERMINAL, Ctx
 from webui.form import from_widget_value, to_widget_value
 from webui.i18n import T
+from webui.messages import bilingual
 from webui.tabs.run import with_sample_counts
 
 RENDER_TICK_S = 2.0
@@ -47,9 +48,8 @@ def create_ui(ctx: Ctx) -> None:
                                            elem_id="res-width", min_width=80)
     c["res_render"] = gr.Button(T("res.render"), variant="primary", elem_id="res-render")
     c["res_status"] = gr.Markdown("", elem_id="res-status")
-    c["res_set"] = gr.Dropdown(choices=[], value=None, label="Samples shown",
-                               info="Each render keeps its own images; the newest is shown "
-                                    "first.", elem_id="res-set", allow_custom_value=False)
+    c["res_set"] = gr.Dropdown(choices=[], value=None, label=T("res.set"),
+                               info=T("res.set_info"), elem_id="res-set", allow_custom_value=False)
     c["res_columns"] = gr.Markdown("", elem_id="res-columns")
     c["res_grid"] = gr.Gallery(label=T("res.grid"), columns=3, elem_id="res-grid",
                                object_fit="contain", height="auto", buttons=["download"])
@@ -85,7 +85,7 @@ def show_run(ctx: Ctx, run_id: str | None, request) -> dict:
     out = {c[k]: to_widget_value(field, cfg.get(field)) for k, field in SETTINGS.items()}
     out[c["res_checkpoints"]] = gr.CheckboxGroup(choices=names, value=names[-1:])
     out.update(grid_outputs(ctx, run, request))
-    out[c["res_status"]] = "" if names else "This run has no LoRA checkpoint yet."
+    out[c["res_status"]] = "" if names else bilingual("This run has no LoRA checkpoint yet.")
     return out
 
 
@@ -102,8 +102,8 @@ def grid_outputs(ctx: Ctx, run: dict, request, sample_set: str | None = None) ->
             served.append((ctx.serve(run["id"], path, request), caption))
         except gr.Error:
             continue
-    header = ("Columns: " + " | ".join(f"**{t}**" for t in titles) + " — one row per prompt"
-              if titles else "No samples yet.")
+    header = (bilingual("Columns:") + " " + " | ".join(f"**{t}**" for t in titles) + " " +
+              bilingual("— one row per prompt") if titles else bilingual("No samples yet."))
     return {c["res_grid"]: gr.Gallery(value=served, columns=max(1, ncols)),
             c["res_columns"]: header,
             c["res_set"]: gr.Dropdown(choices=sets, value=chosen)}
@@ -149,10 +149,10 @@ def bind_events(ctx: Ctx) -> None:
     def render(data: dict, request: gr.Request):
         run = ctx.run(data[c["res_run"]], request)
         if run is None:
-            return {c["res_status"]: "✗ Choose a run first."}
+            return {c["res_status"]: bilingual("✗ Choose a run first.")}
         if run["status"] not in TERMINAL:
-            return {c["res_status"]: f"✗ Run `{run['id']}` is {run['status']}: render when "
-                    f"it has ended."}
+            return {c["res_status"]: bilingual(f"✗ Run `{run['id']}` is {run['status']}: render "
+                                              f"when it has ended.")}
         settings, problems = {}, []
         for k, field in SETTINGS.items():
             value, problem = from_widget_value(field, data[c[k]])
@@ -166,7 +166,8 @@ def bind_events(ctx: Ctx) -> None:
                                   ctx.owner(request))
         except services.Refused as e:
             return {c["res_status"]: "✗ " + "  \n".join(e.problems or [e.headline])}
-        return {c["res_status"]: f"○ Rendering (job `{job}`)… the grid fills in when it ends.",
+        return {c["res_status"]: bilingual(f"○ Rendering (job `{job}`)… the grid fills in when it "
+                                           f"ends."),
                 c["res_render_state"]: {"job": job, "run": run["id"]},
                 c["res_timer"]: gr.Timer(active=True)}
 
@@ -190,15 +191,15 @@ def bind_events(ctx: Ctx) -> None:
             pass
         if job["status"] not in TERMINAL:
             done = f" ({p.get('step') or 0}/{p['total']} images)" if p.get("total") else ""
-            return {c["res_status"]: f"○ Rendering (job `{job['id']}`, {job['status']})"
-                    f"{done}…", **grid_outputs(ctx, run, request, job["id"])}
+            return {c["res_status"]: bilingual(f"○ Rendering (job `{job['id']}`, "
+                                               f"{job['status']}){done}…"), **grid_outputs(ctx, run, request, job["id"])}
         out = {c["res_timer"]: gr.Timer(active=False), c["res_render_state"]: None,
                **grid_outputs(ctx, run, request, job["id"])}
         if job["status"] == "succeeded":
-            out[c["res_status"]] = f"✓ Render `{job['id']}` finished."
+            out[c["res_status"]] = bilingual(f"✓ Render `{job['id']}` finished.")
         else:
             f = ctx.runner.failure_summary(job["id"]) or {}
-            out[c["res_status"]] = (f"✗ Render `{job['id']}` {job['status']}: "
+            out[c["res_status"]] = (bilingual(f"✗ Render `{job['id']}` {job['status']}:") + " " +
                                     f"{f.get('headline') or job.get('note') or ''}")
         return out
 

@@ -19,6 +19,7 @@ from backend.runner import RunnerError
 from webui import jobs, security, services
 from webui.context import TERMINAL, Ctx, gpu_memory_text, human_seconds
 from webui.i18n import T
+from webui.messages import bilingual, bilingual_plain
 
 TICK_S = 1.0
 LOG_KEEP_BYTES = 256 * 1024
@@ -45,7 +46,7 @@ def create_ui(ctx: Ctx) -> None:
     c["run_active"] = gr.Markdown("", elem_id="run-active")
     c["run_problems"] = gr.Markdown("", elem_id="run-problems")
     c["run_msg"] = gr.Markdown("", elem_id="run-message")
-    c["run_head"] = gr.Markdown("No run yet: press **Start training**.", elem_id="run-current")
+    c["run_head"] = gr.Markdown(bilingual("No run yet: press **Start training**."), elem_id="run-current")
     c["run_progress"] = gr.HTML(progress_html(None), elem_id="run-progress")
     c["run_stages"] = gr.HTML("", elem_id="run-stages")
     c["gpu"] = gr.Markdown("", elem_id="run-gpu", visible=False)
@@ -97,12 +98,12 @@ def active_markdown(active: list[dict]) -> str:
         name = f" {r['name']}" if r.get("name") else ""
         if r["status"] == "running":
             stage = f" ({r['current_stage']})" if r.get("current_stage") else ""
-            parts.append(f"▶ `{r['id']}`{name} — running{stage}")
+            parts.append(f"▶ `{r['id']}`{name} — " + bilingual("running") + stage)
         else:
-            parts.append(f"○ `{r['id']}`{name} — queued")
-    return ("**Your runs on the server:** " + " · ".join(parts) +
-            "  \n*Start training* now adds another run to the queue: it begins when these "
-            "have ended.")
+            parts.append(f"○ `{r['id']}`{name} — " + bilingual("queued"))
+    return (bilingual("**Your runs on the server:**") + " " + " · ".join(parts) + "  \n" +
+            bilingual("*Start training* now adds another run to the queue: it begins when "
+                      "these have ended."))
 
 
 def loss_frame(losses: list) -> pd.DataFrame:
@@ -123,25 +124,25 @@ def progress_html(p: dict | None) -> str:
     pct = 0.0 if frac is None else max(0.0, min(1.0, float(frac))) * 100
     bits = []
     if p.get("stage"):
-        bits.append(f"stage <b>{html.escape(str(p['stage']))}</b>")
+        bits.append(bilingual(f"stage <b>{html.escape(str(p['stage']))}</b>"))
     if p.get("total"):
-        bits.append(f"step <b>{p.get('step') or 0}</b> / {p['total']} ({pct:.0f} %)")
+        bits.append(bilingual(f"step <b>{p.get('step') or 0}</b> / {p['total']} ({pct:.0f} %)"))
     if p.get("epoch") is not None:
-        bits.append(f"epoch {p['epoch']}")
+        bits.append(bilingual(f"epoch {p['epoch']}"))
     if p.get("loss") is not None:
-        bits.append(f"loss <b>{float(p['loss']):.4f}</b>")
+        bits.append(bilingual(f"loss <b>{float(p['loss']):.4f}</b>"))
     if p.get("eta_s") is not None and status == "running":
-        bits.append(f"ETA <b>{human_seconds(p['eta_s'])}</b>")
+        bits.append(bilingual(f"ETA <b>{human_seconds(p['eta_s'])}</b>"))
     if p.get("samples_per_s"):
-        bits.append(f"{float(p['samples_per_s']):.2f} samples/s")
+        bits.append(bilingual(f"{float(p['samples_per_s']):.2f} samples/s"))
     quiet = p.get("seconds_since_output")
     if status == "running" and quiet is not None and quiet > 120:
-        bits.append(f"<span class='zl-warn'>no output for {human_seconds(quiet)}</span>")
+        bits.append(f"<span class='zl-warn'>{bilingual(f'no output for {human_seconds(quiet)}')}</span>")
     cls = {"failed": " zl-failed", "stopped": " zl-stopped", "succeeded": " zl-done"}.get(
         status or "", "")
     return (f'<div class="zl-progress{cls}" data-status="{html.escape(str(status))}">'
             f'<div class="zl-bar"><div class="zl-fill" style="width:{pct:.1f}%"></div></div>'
-            f'<div class="zl-stats">{" · ".join(bits) or html.escape(str(status or "–"))}'
+            f'<div class="zl-stats">{" · ".join(bits) or bilingual_plain(str(status or "–"))}'
             f'</div></div>')
 
 
@@ -159,10 +160,11 @@ def stages_html(run: dict, progress: dict | None) -> str:
         note = html.escape(str(p.get("reason") or s.get("note") or ""))[:200]
         rows.append(f"<tr data-stage='{html.escape(s['name'])}' data-status='{st}'>"
                     f"<td>{STATUS_ICON.get(st, '')} <b>{html.escape(s['name'])}</b></td>"
-                    f"<td class='zl-status-{st}'>{st}</td><td>{step}</td><td>{took}</td>"
+                    f"<td class='zl-status-{st}'>{bilingual_plain(st)}</td><td>{step}</td><td>{took}</td>"
                     f"<td>{code}</td><td>{note}</td></tr>")
-    return ("<table class='zl-stages'><thead><tr><th>stage</th><th>status</th><th>steps</th>"
-            "<th>time</th><th>exit code</th><th>note</th></tr></thead><tbody>"
+    head = "".join(f"<th>{bilingual_plain(h)}</th>"
+                   for h in ("stage", "status", "steps", "time", "exit code", "note"))
+    return ("<table class='zl-stages'><thead><tr>" + head + "</tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>")
 
 
@@ -258,7 +260,7 @@ def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
     if run is None:
         out["timer"] = gr.Timer(active=False)
         if run_id:
-            out["run_head"] = f"Run `{run_id}` is not in the history (deleted?)."
+            out["run_head"] = bilingual(f"Run `{run_id}` is not in the history (deleted?).")
         return _keyed(c, out, state)
     if run is not followed:  # the followed run ended (or was never set): show the running one
         out["run_id"] = run["id"]
@@ -380,8 +382,9 @@ def bind_events(ctx: Ctx) -> None:
     def start(data: dict, request: gr.Request):
         cfg, _, problems = form.check(data)
         if cfg is None:
-            return {c["run_msg"]: f"✗ Not started: {len(problems)} problem(s) in the form. "
-                    f"Each is shown next to its field (tabs Model, Dataset, Training).",
+            return {c["run_msg"]: bilingual(f"✗ Not started: {len(problems)} problem(s) in the form. "
+                                           f"Each is shown next to its field (tabs Model, "
+                                           f"Dataset, Training)."),
                     c["run_problems"]: "\n".join(f"- `{p}`" for p in problems)}
         before = my_active_runs(ctx, request)
         try:
@@ -391,11 +394,12 @@ def bind_events(ctx: Ctx) -> None:
             return {c["run_msg"]: f"✗ Not started: {e.headline}.",
                     c["run_problems"]: "\n".join(f"- `{p}`" for p in e.problems)}
         if not before:
-            return follow(run_id, f"Started run `{run_id}`.")
+            return follow(run_id, bilingual(f"Started run `{run_id}`."))
         # Queued behind the user's own runs: the tab keeps showing the one that runs.
         ahead = before[0]
-        msg = (f"Queued run `{run_id}`: it starts when {len(before)} run(s) ahead of it have "
-               f"ended. This tab keeps showing `{ahead['id']}`, which is {ahead['status']}.")
+        msg = bilingual(f"Queued run `{run_id}`: it starts when {len(before)} run(s) ahead of "
+                        f"it have ended. This tab keeps showing `{ahead['id']}`, which is "
+                        f"{ahead['status']}.")
         if data[c["run_id"]] == ahead["id"]:
             return {c["run_msg"]: msg, c["run_problems"]: ""}
         return follow(ahead["id"], msg)
@@ -409,15 +413,15 @@ def bind_events(ctx: Ctx) -> None:
     def stop(data: dict, request: gr.Request):
         run = ctx.run(data[c["run_id"]], request)
         if run is None:
-            return {c["run_msg"]: "No run to stop."}
+            return {c["run_msg"]: bilingual("No run to stop.")}
         if run["status"] not in ("running", "queued"):
-            return {c["run_msg"]: f"Run `{run['id']}` is {run['status']}; nothing to stop."}
+            return {c["run_msg"]: bilingual(f"Run `{run['id']}` is {run['status']}; nothing to stop.")}
         try:
             ctx.runner.stop(run["id"])
         except RunnerError as e:
             return {c["run_msg"]: f"✗ {e}"}
-        return {c["run_msg"]: f"Stopping run `{run['id']}`… the train stage saves its state "
-                f"first, so it can be resumed.", c["timer"]: gr.Timer(active=True)}
+        return {c["run_msg"]: bilingual(f"Stopping run `{run['id']}`… the train stage saves its "
+                                       f"state first, so it can be resumed."), c["timer"]: gr.Timer(active=True)}
 
     c["run_stop"].click(stop, inputs={c["run_id"]}, outputs=[c["run_msg"], c["timer"]],
                         api_visibility="private")
@@ -425,14 +429,14 @@ def bind_events(ctx: Ctx) -> None:
     def resume(data: dict, request: gr.Request):
         run = ctx.run(data[c["run_id"]], request)
         if run is None:
-            return {c["run_msg"]: "No run to resume."}
+            return {c["run_msg"]: bilingual("No run to resume.")}
         try:
             run_id = services.resume_run(ctx, run, ctx.owner(request),
                                          hub_token=data[c["hub_token"]])
         except services.Refused as e:
             return {c["run_msg"]: f"✗ Not resumed: {e.headline}.",
                     c["run_problems"]: "\n".join(f"- `{p}`" for p in e.problems)}
-        return follow(run_id, f"Resumed run `{run_id}` from its saved state.")
+        return follow(run_id, bilingual(f"Resumed run `{run_id}` from its saved state."))
 
     c["run_resume"].click(resume, inputs={c["run_id"], c["hub_token"]}, outputs=follow_outputs,
                           api_visibility="private").then(

@@ -5,6 +5,8 @@ of a run in the history (``Ctx.run_file``); zips and exports are built in
 {workspace}/downloads/<run_id>/."""
 from __future__ import annotations
 
+import html
+
 import gradio as gr
 
 from backend.config import ConfigError, validate
@@ -12,8 +14,31 @@ from backend.runner import RunnerError
 from webui import jobs
 from webui.context import Ctx, human_bytes
 from webui.i18n import T
+from webui.messages import HISTORY_HEADERS_ZH, bilingual, bilingual_plain
 
 HEADERS = ["run id", "name", "status", "stages", "created", "time", "note"]
+# status and stages are shown in both languages (HTML spans; the page shows one)
+DATATYPES = ["str", "str", "html", "html", "str", "str", "html"]
+
+
+def headers(lang: str | None) -> list[str]:
+    """The history table's column names in the page's language (gradio draws headers as
+    plain text, so they follow the language switch through the server)."""
+    return [HISTORY_HEADERS_ZH[h] for h in HEADERS] if lang == "zh" else list(HEADERS)
+
+
+def table(runs: list[dict], lang: str | None) -> gr.Dataframe:
+    """The history rows with status words, stage statuses and notes in both languages."""
+    rows = []
+    for row in jobs.history_rows(runs):
+        rid, name, status, stages, created, took, note = row
+        stages_html = " → ".join(
+            f"{html.escape(n)}:{bilingual_plain(st)}"
+            for n, _, st in (part.partition(":") for part in stages.split(" → ") if part))
+        rows.append([rid, name, bilingual_plain(status), stages_html, created, took,
+                     bilingual_plain(note)])
+    return gr.Dataframe(value={"data": rows, "headers": headers(lang)} if rows else None,
+                        headers=headers(lang))
 FORMATS = ("reference", "diffusers", "comfyui")
 
 
@@ -25,7 +50,8 @@ def create_ui(ctx: Ctx) -> None:
                                      elem_id="runs-pick", scale=4)
         c["runs_open"] = gr.Button(T("runs.open"), elem_id="runs-open", scale=1)
         c["runs_reuse"] = gr.Button(T("runs.reuse"), elem_id="runs-reuse", scale=1)
-    c["runs_table"] = gr.Dataframe(headers=HEADERS, interactive=False, wrap=True,
+    c["runs_table"] = gr.Dataframe(headers=HEADERS, datatype=DATATYPES, interactive=False,
+                                   wrap=True,
                                    label=T("runs.history"), elem_id="runs-table", type="array")
     c["runs_info"] = gr.Markdown("", elem_id="runs-info")
     with gr.Row(equal_height=False):
@@ -63,7 +89,7 @@ def _info(ctx: Ctx, run: dict | None) -> str:
              f"disk {disk}", f"Checkpoints: {', '.join(ckpts) if ckpts else 'none yet'}"]
     if run.get("failure_reason"):
         lines.append(f"Failure: {run['failure_reason']}")
-    return "  \n".join(lines)
+    return "  \n".join(bilingual(x) for x in lines)
 
 
 def bind_events(ctx: Ctx) -> None:
@@ -78,7 +104,7 @@ def bind_events(ctx: Ctx) -> None:
                                                     for s in r.get("stages", []))]
             pick = data.get(c["run_id"]) if data.get(c["run_id"]) in ids else (
                 (trained or ids or [None])[0])
-        return {c["runs_table"]: jobs.history_rows(runs),
+        return {c["runs_table"]: table(runs, data.get(c["lang_box"])),
                 c["runs_pick"]: gr.Dropdown(choices=[(f"{r.get('name') or 'run'} · {r['id']}"
                                                       f" · {r['status']}", r["id"])
                                                      for r in runs], value=pick),
@@ -91,10 +117,12 @@ def bind_events(ctx: Ctx) -> None:
                 c["dl_checkpoint"]: gr.Dropdown(choices=names,
                                                 value=names[-1] if names else None)}
 
-    inputs = {c["runs_pick"], c["run_id"]}
+    inputs = {c["runs_pick"], c["run_id"], c["lang_box"]}
     outputs = [c["runs_table"], c["runs_pick"], c["runs_info"], c["dl_checkpoint"]]
     c["runs_refresh"].click(refresh, inputs=inputs, outputs=outputs, api_visibility="private")
     c["tab_runs"].select(refresh, inputs=inputs, outputs=outputs, api_visibility="private")
+    c["lang_box"].change(refresh, inputs=inputs, outputs=outputs, show_progress="hidden",
+                         api_visibility="private")
     def pick(data: dict, request: gr.Request):
         return picked(ctx, data[c["runs_pick"]], request)
 
@@ -113,8 +141,8 @@ def bind_events(ctx: Ctx) -> None:
     def open_run(data: dict, request: gr.Request):
         run = ctx.run(data[c["runs_pick"]], request)
         if run is None:
-            return {c["dl_msg"]: "Choose a run first."}
-        return {**c["follow"](run["id"], f"Showing run `{run['id']}`."),
+            return {c["dl_msg"]: bilingual("Choose a run first.")}
+        return {**c["follow"](run["id"], bilingual(f"Showing run `{run['id']}`.")),
                 c["tabs"]: gr.Tabs(selected="tab-run")}
 
     c["runs_open"].click(open_run, inputs={c["runs_pick"]},
@@ -128,18 +156,18 @@ def bind_events(ctx: Ctx) -> None:
         gets its own folder)."""
         run = ctx.run(data[c["runs_pick"]], request)
         if run is None:
-            return {c["dl_msg"]: "✗ Choose a run first."}
+            return {c["dl_msg"]: bilingual("✗ Choose a run first.")}
         try:
             cfg = validate(jobs.run_config(run), require_inputs=False).to_dict()
         except ConfigError as e:
-            return {c["dl_msg"]: "✗ This run's settings no longer validate:  \n" +
-                    "  \n".join(e.problems)}
+            return {c["dl_msg"]: bilingual("✗ This run's settings no longer validate:") +
+                    "  \n" + "  \n".join(bilingual(p) for p in e.problems)}
         form = ctx.form
         # Said on the Training tab, where the user lands, not on the tab just left.
         return {**form.to_updates(form.full_config(cfg)), c["dl_msg"]: "",
-                c["train_notice"]: f"✓ The form now holds the settings of run `{run['id']}`: "
-                                   f"change what you like and press **Start training** (Run "
-                                   f"tab) for a new run.",
+                c["train_notice"]: bilingual(f"✓ The form now holds the settings of run "
+                                             f"`{run['id']}`: change what you like and press "
+                                             f"**Start training** (Run tab) for a new run."),
                 c["tabs"]: gr.Tabs(selected="tab-training")}
 
     c["runs_reuse"].click(reuse, inputs={c["runs_pick"]},
@@ -151,7 +179,7 @@ def bind_events(ctx: Ctx) -> None:
         def fn(data: dict, request: gr.Request):
             run = ctx.run(data[c["runs_pick"]], request)
             if run is None:
-                return {c["dl_msg"]: "✗ Choose a run first.", c["dl_file"]: None}
+                return {c["dl_msg"]: bilingual("✗ Choose a run first."), c["dl_file"]: None}
             out_dir = ctx.downloads_dir(run)
             try:
                 if kind == "lora":
@@ -167,8 +195,8 @@ def bind_events(ctx: Ctx) -> None:
                 return {c["dl_msg"]: f"✗ {e}", c["dl_file"]: None}
             served = ctx.serve(run["id"], path, request)
             return {c["dl_file"]: served,
-                    c["dl_msg"]: f"✓ `{path.name}` ({human_bytes(path.stat().st_size)}) — "
-                    f"use the download link above."}
+                    c["dl_msg"]: bilingual(f"✓ `{path.name}` ({human_bytes(path.stat().st_size)})"
+                                           f" — use the download link above.")}
         return fn
 
     dl_inputs = {c["runs_pick"], c["dl_checkpoint"], c["dl_format"]}
@@ -180,18 +208,19 @@ def bind_events(ctx: Ctx) -> None:
     def delete(data: dict, request: gr.Request):
         run = ctx.run(data[c["runs_pick"]], request)
         if run is None:
-            return {c["dl_msg"]: "✗ Choose a run first."}
+            return {c["dl_msg"]: bilingual("✗ Choose a run first.")}
         if not data[c["del_confirm"]]:
-            return {c["dl_msg"]: "Tick the box to confirm the deletion first."}
+            return {c["dl_msg"]: bilingual("Tick the box to confirm the deletion first.")}
         try:
             ctx.runner.delete(run["id"])
         except RunnerError as e:
             return {c["dl_msg"]: f"✗ {e}"}
-        out = refresh({c["runs_pick"]: None, c["run_id"]: None}, request)
-        out.update({c["dl_msg"]: f"Deleted run `{run['id']}` and its files.",
+        out = refresh({c["runs_pick"]: None, c["run_id"]: None,
+                       c["lang_box"]: data.get(c["lang_box"])}, request)
+        out.update({c["dl_msg"]: bilingual(f"Deleted run `{run['id']}` and its files."),
                     c["del_confirm"]: False, c["dl_file"]: None})
         return out
 
-    c["del_btn"].click(delete, inputs={c["runs_pick"], c["del_confirm"]},
+    c["del_btn"].click(delete, inputs={c["runs_pick"], c["del_confirm"], c["lang_box"]},
                        outputs=outputs + [c["dl_msg"], c["del_confirm"], c["dl_file"]],
                        api_visibility="private")

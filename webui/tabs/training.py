@@ -16,6 +16,7 @@ from backend.rundir import RunDir
 from webui.context import Ctx
 from webui.form import GROUP_ORDER, problems_markdown, to_widget_value
 from webui.i18n import T
+from webui.messages import bilingual, bilingual_plain
 
 OWN_TABS = ("model", "data")  # groups shown in the Model and Dataset tabs
 RUN_PLACEHOLDER = str(RunDir.new("<workspace>", "<run_id>").run_dir)
@@ -47,15 +48,15 @@ def create_ui(ctx: Ctx) -> None:
             c["problems"] = gr.Markdown("", elem_id="problems", label=T("train.problems"))
             with gr.Row(equal_height=True):
                 c["target_gpu"] = gr.Dropdown(
-                    TARGET_GPUS, value="this", label="Estimate for", elem_id="target-gpu",
-                    info="This machine, or the GPU you will train on.")
+                    TARGET_GPUS, value="this", label=T("train.target_gpu"), elem_id="target-gpu",
+                    info=T("train.target_gpu_info"))
                 c["target_bus"] = gr.Dropdown(
-                    BUSES, value=25.0, label="Host→GPU bus", elem_id="target-bus",
-                    info="Offload moves weights over it every step.")
+                    BUSES, value=25.0, label=T("train.target_bus"), elem_id="target-bus",
+                    info=T("train.target_bus_info"))
             c["estimate"] = gr.Markdown("", elem_id="estimate", visible=False,
                                         elem_classes=["zl-estimate"])
             c["method_changes"] = gr.State({})
-            c["apply_method"] = gr.Button("Apply the suggested method", visible=False,
+            c["apply_method"] = gr.Button(T("train.apply_method"), visible=False,
                                           elem_id="apply-method", size="sm")
             gr.Markdown(T("train.generated"), elem_classes=["zl-group-title"])
             with gr.Tabs(elem_id="generated"):
@@ -68,7 +69,7 @@ def create_ui(ctx: Ctx) -> None:
                     c["gen_deepspeed"] = gr.Code(language="json", elem_id="gen-deepspeed",
                                                  label=GEN_DEEPSPEED,
                                                  interactive=False, max_lines=30)
-                with gr.Tab("commands", id="gen-tab-commands", elem_id="gen-tab-commands"):
+                with gr.Tab(GEN_COMMANDS, id="gen-tab-commands", elem_id="gen-tab-commands"):
                     c["gen_commands"] = gr.Code(language="shell", elem_id="gen-commands",
                                                 label=GEN_COMMANDS,
                                                 interactive=False, max_lines=40)
@@ -156,26 +157,30 @@ def target_markdown(cfg: RunConfig, gpu_gb: float, bus_gbs: float) -> tuple[str,
     est = estimator.estimate_memory(cfg, device="cuda")
     ok, line = estimator.fits(est, gpu_gb)
     rows, best = estimator.compare_methods(cfg, gpu_gb * 1e9, bus_gbs * 1e9)
-    lines = [f"**Memory estimate** for one {gpu_gb:g} GB GPU (these settings):", "",
-             f"{'✓' if ok else '⚠'} {line}", "",
-             "| method | GPU | host RAM | bus per step | fits |", "|---|---|---|---|---|"]
+    head = " | ".join(bilingual_plain(h) for h in ("method", "GPU", "host RAM", "bus per step",
+                                                   "fits"))
+    lines = [bilingual(f"**Memory estimate** for one {gpu_gb:g} GB GPU (these settings):"), "",
+             f"{'✓' if ok else '⚠'} " + bilingual(line), "",
+             f"| {head} |", "|---|---|---|---|---|"]
     for r in rows:
         bus = (f"{gb_text(r.bus_bytes_per_step)} (≥ {r.transfer_bound_s:.1f} s)"
                if r.bus_bytes_per_step else "none")
         mark = "**" if r.name == best else ""
-        lines.append(f"| {mark}{r.label}{mark} | {gb_text(r.gpu_bytes)} | "
-                     f"{gb_text(r.host_bytes)} | {bus} | {'✓' if r.fits else '✗'} |")
+        lines.append(f"| {mark}{bilingual_plain(r.label)}{mark} | "
+                     f"{bilingual_plain(gb_text(r.gpu_bytes))} | "
+                     f"{bilingual_plain(gb_text(r.host_bytes))} | {bilingual_plain(bus)} | "
+                     f"{'✓' if r.fits else '✗'} |")
     changes: dict = {}
     if best is None:
-        lines += ["", "⚠ No single-GPU method fits this card at these settings: lower the "
-                  "resolution or the LoRA rank, or pick a larger GPU."]
+        lines += ["", bilingual("⚠ No single-GPU method fits this card at these settings: "
+                                "lower the resolution or the LoRA rank, or pick a larger GPU.")]
     else:
         row = next(r for r in rows if r.name == best)
         changes = {k: v for k, v in row.changes.items() if getattr(cfg, k, None) != v}
-        lines += ["", f"Fastest that fits: **{row.label}** — {row.why}."]
-        lines += ["", "The form already uses it." if not changes else
-                  "Changes it makes: " + ", ".join(f"`{k}` → `{v}`"
-                                                   for k, v in changes.items())]
+        lines += ["", bilingual(f"Fastest that fits: **{row.label}** — {row.why}.")]
+        lines += ["", bilingual("The form already uses it." if not changes else
+                                "Changes it makes: " + ", ".join(f"`{k}` → `{v}`"
+                                                                 for k, v in changes.items()))]
     return "\n".join(lines), changes
 
 
@@ -194,13 +199,15 @@ def estimate_markdown(cfg: RunConfig) -> str | None:
         if gpu_gb not in _recommended:
             _recommended[gpu_gb] = estimator.recommend_preset(gpu_gb, max(1, n_gpus))
     except Exception as e:  # noqa: BLE001 - an estimate must never block the form
-        return f"**Memory estimate** unavailable: {type(e).__name__}: {e}"
+        return bilingual(f"**Memory estimate** unavailable: {type(e).__name__}: {e}")
     where = (f"{n_gpus} GPU(s), {gpu_gb:.0f} GB each" if gpu_gb else "no GPU (CPU run)") + \
         f", {host_gb:.0f} GB RAM"
-    return "\n".join([f"**Memory estimate** for this machine ({where}):", "",
-                      f"{'✓' if ok else '⚠'} {line}", "",
-                      f"Recommended preset here: **{_recommended[gpu_gb]}**", "",
-                      "```", est.summary(), "```"])
+    # Each line in both languages (the page shows one); the figures as a list, not a code
+    # block, so they are translated too.
+    return "\n".join([bilingual(f"**Memory estimate** for this machine ({where}):"), "",
+                      f"{'✓' if ok else '⚠'} " + bilingual(line), "",
+                      bilingual(f"Recommended preset here: **{_recommended[gpu_gb]}**"), ""]
+                     + [f"- {bilingual(x)}" for x in est.summary().splitlines()])
 
 
 def bind_events(ctx: Ctx) -> None:
@@ -221,7 +228,8 @@ def bind_events(ctx: Ctx) -> None:
             text, changes = target_markdown(cfg, float(target),
                                             float(data.get(c["target_bus"]) or 25.0))
         except Exception as e:  # noqa: BLE001 - an estimate must never block the form
-            text, changes = f"**Memory estimate** unavailable: {type(e).__name__}: {e}", {}
+            text, changes = bilingual(f"**Memory estimate** unavailable: "
+                                      f"{type(e).__name__}: {e}"), {}
         return {c["estimate"]: gr.Markdown(value=text, visible=True),
                 c["method_changes"]: changes, c["apply_method"]: gr.Button(visible=bool(changes))}
 
