@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from backend import readgate
 from backend.config import MODELS_DIR_ENV, RunConfig
 from backend.families import family_spec
 from backend.families.base import MODEL, SCHEDULER, TOKENIZER
@@ -337,6 +338,9 @@ def resolve_component_dirs(cfg: RunConfig, components: Iterable[str]) -> dict[st
             f"model sources give no {', '.join(missing)} (found {seen}{odd}). Add it to "
             f"model_id_with_origin_paths (e.g. {example}) or model_paths; a component is "
             f"recognised by the config.json beside its weights ({known}).")
+    gate = readgate.for_config(cfg)
+    for comp, folder in result.items():
+        gate.check_tree(folder, f"{comp} folder")
     return result
 
 

@@ -159,11 +159,24 @@ def _default_family() -> str:
     return default_family()
 
 
-def read_lora(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]]:
-    """(tensors, metadata) of a LoRA file."""
+def read_lora(path: str | os.PathLike, gate=None, what: str = "LoRA file"
+              ) -> tuple[dict[str, Any], dict[str, str]]:
+    """(tensors, metadata) of a LoRA file; with a ``backend.readgate`` gate, read through it
+    (the bytes of the file the gate opened, so no link swapped in after a check is read)."""
     from safetensors import safe_open
-    from safetensors.torch import load_file
+    from safetensors.torch import load, load_file
 
+    if gate is not None and gate.restricted:
+        data = gate.read_bytes(path, what)
+        size = int.from_bytes(data[:8], "little") if len(data) >= 8 else -1
+        try:
+            header = json.loads(data[8:8 + size]) if 0 < size <= len(data) - 8 else None
+        except ValueError:
+            header = None
+        if not isinstance(header, dict):
+            raise ValueError(f"{what}: not a safetensors file (got {os.fspath(path)!r})")
+        meta = {str(k): str(v) for k, v in (header.get("__metadata__") or {}).items()}
+        return load(data), meta
     with safe_open(str(path), framework="pt") as f:
         meta = dict(f.metadata() or {})
     return load_file(str(path)), meta
@@ -220,12 +233,14 @@ def load_lora(model, path: str | os.PathLike, adapter_name: str = ADAPTER,
     return meta
 
 
-def init_from_checkpoint(model, path: str | os.PathLike, adapter_name: str = ADAPTER) -> int:
+def init_from_checkpoint(model, path: str | os.PathLike, adapter_name: str = ADAPTER,
+                         gate=None) -> int:
     """Copy the tensors of a LoRA file into ``model``'s existing adapter (``lora_checkpoint``);
-    returns how many tensors were loaded. Shapes must match (same rank and targets)."""
+    returns how many tensors were loaded. Shapes must match (same rank and targets). With a
+    read gate the file is read through it."""
     from peft.utils import set_peft_model_state_dict
 
-    tensors, meta = read_lora(path)
+    tensors, meta = read_lora(path, gate, "lora_checkpoint")
     if lora_type_of(tensors) != "lokr":
         tensors, _ = from_any_format(tensors, meta)
     result = set_peft_model_state_dict(model, peft_keys(tensors), adapter_name=adapter_name)

@@ -134,6 +134,20 @@ class ReadGate:
                   encoding: str = "utf-8", newline: str | None = None) -> IO[str]:
         return io.TextIOWrapper(self.open(path, what), encoding=encoding, newline=newline)
 
+    def check_tree(self, path: str | os.PathLike, what: str = "folder") -> Path:
+        """``check`` for ``path`` and, when it is a folder, for every link below it: a model
+        folder read by a library (which opens its files itself) cannot lead outside the
+        roots through a link planted inside it. Returns ``path`` resolved."""
+        real = self.check(path, what)
+        if self.roots is None or not real.is_dir():
+            return real
+        for top, dirs, files in os.walk(real, followlinks=False):
+            for name in (*dirs, *files):
+                entry = Path(top) / name
+                if entry.is_symlink():
+                    self.check(entry, what)
+        return real
+
     def list_dir(self, path: str | os.PathLike, what: str = "folder") -> list[Path]:
         """The entries of a folder the run may read (entries themselves are checked when
         opened)."""

@@ -27,18 +27,23 @@ INDEX_VERSION = 1
 # ------------------------------------------------------------------------------------------
 # Checkpoints
 # ------------------------------------------------------------------------------------------
-def resolve_checkpoints(paths: Iterable[str | os.PathLike], all_checkpoints: bool = False
-                        ) -> list[Path]:
-    """Files as given; a folder gives its latest checkpoint (or all of them)."""
+def resolve_checkpoints(paths: Iterable[str | os.PathLike], all_checkpoints: bool = False,
+                        gate=None) -> list[Path]:
+    """Files as given; a folder gives its latest checkpoint (or all of them). With a read
+    gate (``backend.readgate``), a path outside the run's read roots is not found."""
     out: list[Path] = []
     problems: list[str] = []
     for raw in paths:
         p = Path(raw).expanduser()
-        if p.is_dir():
+        if gate is not None and not gate.allows(p):
+            problems.append(f"checkpoints: not found (got {str(p)!r}; allowed an existing "
+                            f"LoRA file or folder)")
+        elif p.is_dir():
             found = list_checkpoints(p)
             if not found:
                 problems.append(f"checkpoints: no step-N/epoch-N .safetensors in folder (got "
                                 f"{str(p)!r}; allowed a LoRA file or a folder of checkpoints)")
+            found = [f for f in found if gate is None or gate.allows(f)]
             out += found if all_checkpoints else found[-1:]
         elif p.is_file():
             if p.suffix != ".safetensors":
@@ -330,7 +335,6 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
     can report its steps. ``reuse_from``: other sample folders whose base images (same
     prompt, settings and base model) are copied instead of rendered again.
     """
-    from backend.export import load_as_diffusers
 
     output_dir = Path(output_dir)
     ckpts = resolve_checkpoints(checkpoints)

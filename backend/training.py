@@ -18,6 +18,7 @@ from typing import Any
 from backend import rundir
 from backend.config import RunConfig
 from backend.progress import ProgressWriter
+from backend.readgate import for_config as read_gate
 
 STATE_DIR = rundir.STATE
 TRAINER_STATE = "trainer_state.json"
@@ -184,7 +185,6 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
     else:
         model = family.load_transformer(folder, dtype, device)
     if cfg.preset_lora_path:
-        from backend.readgate import for_config as read_gate
 
         # Through the run's read gate: a signed-in user's run reads only their own files.
         if not read_gate(cfg).is_file(cfg.preset_lora_path):
@@ -200,7 +200,7 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
     lora.add_lora(model, cfg.lora_rank, family.target_modules(cfg.target_modules()),
                   **lora.adapter_options(cfg))
     if cfg.lora_checkpoint:
-        lora.init_from_checkpoint(model, cfg.lora_checkpoint)
+        lora.init_from_checkpoint(model, cfg.lora_checkpoint, gate=read_gate(cfg))
     if ds_plugin is None:
         # Trainable LoRA weights stay float32 under autocast; DeepSpeed keeps its own
         # fp32 master copy.
@@ -373,6 +373,7 @@ class Checkpointer:
     def resume(self, state: dict[str, Any], lr_scheduler) -> int:
         """Load ``cfg.resume_from``; step the schedule to where it was; return the step."""
         kwargs = {"load_module_strict": False} if self.deepspeed else {"strict": False}
+        read_gate(self.cfg).check_tree(self.cfg.resume_from, "resume_from")
         self.accelerator.load_state(self.cfg.resume_from, **kwargs)
         step = int(state["global_step"])
         for _ in range(step):

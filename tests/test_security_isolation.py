@@ -101,6 +101,64 @@ def test_a_dataset_outside_the_read_roots_reads_as_missing(tmp_path):
                                              "dataset_metadata_path": None}))
 
 
+def test_model_folders_and_lora_files_are_read_through_the_gate(tmp_path):
+    """A model folder a library reads itself, a LoRA to start from, a saved state to resume:
+    a link planted inside leading out of the read roots refuses the run like a missing file."""
+    import shutil
+
+    import torch
+    from safetensors.torch import save_file
+
+    from backend import readgate
+    from backend.hub import resolve_component_dirs
+    from backend.lora import read_lora
+
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    theirs.mkdir()
+    assets = Path(__file__).resolve().parents[1] / "backend" / "assets" / "tiny-qwen-image"
+    shutil.copytree(assets, mine / "model")
+    cfg = validate({"model_family": "qwen_image", "models_dir": str(mine),
+                    "model_paths": json.dumps([str(mine / "model" / "transformer")]),
+                    "read_roots": [str(mine)]}, "run config", require_inputs=False)
+    dirs = resolve_component_dirs(cfg, ["transformer"])
+    assert dirs["transformer"] == mine / "model" / "transformer"
+    # A weights file swapped for a link to another user's file: refused before loading.
+    (theirs / "w.safetensors").write_bytes(b"theirs")
+    (mine / "model" / "transformer" / "extra.safetensors").symlink_to(theirs / "w.safetensors")
+    with pytest.raises(readgate.ReadRefused, match=r"transformer folder not found"):
+        resolve_component_dirs(cfg, ["transformer"])
+    assert resolve_component_dirs(cfg.model_copy(update={"read_roots": None}), ["transformer"])
+
+    # A LoRA file is read as the bytes of the file the gate opened.
+    save_file({"a.lora_A.weight": torch.ones(2, 3)}, str(mine / "lora.safetensors"),
+              metadata={"rank": "2"})
+    save_file({"a.lora_A.weight": torch.zeros(2, 3)}, str(theirs / "lora.safetensors"))
+    gate = readgate.gate_of([str(mine)])
+    tensors, meta = read_lora(mine / "lora.safetensors", gate)
+    assert meta == {"rank": "2"} and tensors["a.lora_A.weight"].sum().item() == 6
+    (mine / "link.safetensors").symlink_to(theirs / "lora.safetensors")
+    for path in (theirs / "lora.safetensors", mine / "link.safetensors"):
+        with pytest.raises(readgate.ReadRefused, match="lora_checkpoint not found"):
+            read_lora(path, gate, "lora_checkpoint")
+    (mine / "junk.safetensors").write_bytes(b"\xff" * 12)
+    with pytest.raises(ValueError, match="not a safetensors file"):
+        read_lora(mine / "junk.safetensors", gate)
+    # Checkpoints to render: outside the roots, not found; inside, as before.
+    from backend.config import ConfigError
+    from backend.samples import resolve_checkpoints
+    assert resolve_checkpoints([mine / "lora.safetensors"], gate=gate) == [mine / "lora.safetensors"]
+    with pytest.raises(ConfigError, match="checkpoints: not found"):
+        resolve_checkpoints([theirs / "lora.safetensors"], gate=gate)
+    # A saved state (a folder) with a link out of the roots.
+    state = mine / "state"
+    state.mkdir()
+    (state / "model.safetensors").write_bytes(b"x")
+    assert gate.check_tree(state, "resume_from") == state.resolve()
+    (state / "optimizer.bin").symlink_to(theirs / "w.safetensors")
+    with pytest.raises(readgate.ReadRefused, match="resume_from not found"):
+        gate.check_tree(state, "resume_from")
+
+
 def test_a_cache_manifest_names_only_files_of_its_folder(tmp_path):
     from backend import readgate
     from backend.cache import CacheError, check_cache

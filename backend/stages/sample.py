@@ -54,7 +54,7 @@ import time
 import traceback
 from pathlib import Path
 
-from backend import rundir
+from backend import readgate, rundir
 from backend.config import ConfigError, parse_stage_args
 from backend.progress import ProgressWriter
 from backend.samples import plan_samples, render_samples, resolve_checkpoints
@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_stopped)
     try:
         output_dir = Path(ns.output_dir)
-        checkpoints = resolve_checkpoints(ns.checkpoints, ns.all_checkpoints)
+        checkpoints = resolve_checkpoints(ns.checkpoints, ns.all_checkpoints,
+                                          readgate.for_config(cfg))
         plan_samples(cfg, checkpoints)  # configuration errors before any model is loaded
 
         count = {"total": 0, "done": 0, "t0": time.time()}

@@ -72,6 +72,7 @@ from typing import Any
 from backend import rundir
 from backend.config import ConfigError, RunConfig, parse_stage_args, resolve_paths
 from backend.progress import ProgressWriter
+from backend.readgate import for_config as read_gate
 from backend.training import (STATE_DIR, Checkpointer, EpochSampler, StageError, Stopper,
                               check_processes, check_resume, current_lr, first_item,
                               is_main_process, load_frozen_encoder, load_trainable_transformer,
@@ -276,7 +277,6 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
                                      getattr(family, "title", family.spec.title))
     else:
         from backend.cache import CachedDataset, check_cache
-        from backend.readgate import for_config as read_gate
         check_not_raw_dataset(cfg)
         check_cache(cfg.dataset_base_path, read_gate(cfg))
         if cfg.dataset_metadata_path:
@@ -285,7 +285,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     resume_state = None
     if cfg.resume_from:
         resume_state = read_trainer_state(Path(cfg.resume_from))
-    if cfg.lora_checkpoint and not Path(cfg.lora_checkpoint).is_file():
+    if cfg.lora_checkpoint and not read_gate(cfg).is_file(cfg.lora_checkpoint):
         raise StageError(f"lora_checkpoint: file not found (got {cfg.lora_checkpoint!r})")
     dirs = resolve_component_dirs(cfg, components)
     from backend.lora import target_module_problems
