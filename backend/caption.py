@@ -5,12 +5,12 @@ What it writes (``caption_target``): ``txt`` -- one same-named ``.txt`` per imag
 (its other columns kept). An image that already has a caption keeps it unless
 ``caption_overwrite``; ``trigger_word`` is put in front of every new caption (as
 ``backend.data.with_trigger`` reads it back: never twice). Each caption is one line of at
-most ``caption_max_tokens`` tokens of the captioning model, answering ``caption_template``.
+most ``caption_max_length`` tokens of the captioning model, answering ``caption_template``.
 
 The model: ``captioner_path`` (a local Qwen2.5-VL / Qwen3-VL folder, or ``model_id:folder/``
 resolved as the model sources are; its ``config.json`` read through the read gate picks the
 class with transformers' Auto classes), else the family's own captioner
-(``Family.load_captioner``: Qwen-Image's text encoder is a Qwen2.5-VL). Images go through in
+(``Family.load_captioner``: a family whose text encoder is a vision-language model). Images go through in
 batches of ``caption_batch_size``; ``caption_offload: sequential`` keeps the weights in host
 RAM and streams them to the GPU module by module (accelerate's ``cpu_offload``).
 
@@ -393,7 +393,7 @@ def caption_dataset(cfg: "RunConfig", captioner, *, journal: Path | None = None,
         for it in batch:
             with gate.open(it.path, "image") as f, Image.open(f) as im:
                 images.append(im.convert("RGB"))
-        texts = captioner.caption(images, cfg.caption_template, cfg.caption_max_tokens)
+        texts = captioner.caption(images, cfg.caption_template, cfg.caption_max_length)
         captions = {it.key: with_trigger(one_line(t), cfg.trigger_word)
                     for it, t in zip(batch, texts)}
         write_captions(cfg, captions, gate)

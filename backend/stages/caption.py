@@ -4,24 +4,24 @@ Reads ``dataset_base_path`` (and ``dataset_metadata_path`` for ``caption_target:
 metadata``), captions the images without a caption (all of them with
 ``caption_overwrite``) in batches of ``caption_batch_size`` and writes each batch before
 the next (``backend/caption.py`` has the rules: trigger word in front, one line, at most
-``caption_max_tokens`` tokens). The model is ``captioner_path`` or the family's own text
-encoder (Qwen-Image's Qwen2.5-VL). Every option comes from the run schema via ``--config``
+``caption_max_length`` tokens). The model is ``captioner_path`` or the family's own text
+encoder (a vision-language model). Every option comes from the run schema via ``--config``
 and flags; ``--journal`` lists the images this job captioned, so a resumed job (or the
 same command run again) skips them.
 Device: CUDA when present (bf16), else CPU (float32). Progress events (stage ``caption``):
 start{total, kept}, step{step, total, eta_s} per batch (step: images captioned so far),
 end{status, reason}.
 
-GPU (the Qwen-Image text encoder in bf16 is about 16 GB; with --caption_offload
+GPU (the default family's text encoder in bf16 is about 16 GB; with --caption_offload
 sequential a few GB, slower):
     python -m backend.stages.caption --config runs/<id>/run.yaml \\
         --dataset_base_path data/my-set --trigger_word "zlr style" --caption_batch_size 8
 
 Tiny CPU model (seconds):
-    python -m backend.families.qwen_image.tiny /tmp/tiny
+    python -m backend.families.tiny /tmp/tiny
     python -m backend.stages.caption --stages data_process \\
         --model_id_with_origin_paths /tmp/tiny --dataset_base_path /tmp/images \\
-        --caption_max_tokens 12 --progress_file /tmp/progress.jsonl
+        --caption_max_length 12 --progress_file /tmp/progress.jsonl
 """
 from __future__ import annotations
 
