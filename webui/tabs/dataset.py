@@ -380,6 +380,7 @@ def bind_caption_events(ctx: Ctx) -> None:
                                    "base": cfg.dataset_base_path},
                 c["caption_timer"]: gr.Timer(active=True),
                 c["caption_review"]: gr.Dataframe(visible=False),
+                c["data_msg"]: bilingual(caption_lock(ctx, cfg.dataset_base_path) or ""),
                 **_locked_updates(c, "busy")}
 
     outputs = [c["caption_msg"], c["caption_job"], c["caption_timer"], c["caption_review"],
