@@ -64,7 +64,8 @@ def _family_default(name: str) -> Any:
     return _DEFAULT_FAMILY.defaults[name]
 TASKS = ("sft", "sft:data_process", "sft:train")
 STAGES = ("data_process", "train", "sample")
-GROUPS = ("run", "model", "data", "lora", "training", "distributed", "stages", "samples")
+GROUPS = ("run", "model", "data", "lora", "training", "distributed", "stages", "samples",
+          "captions")
 LEVELS = ("basic", "advanced", "hidden")
 # Strings that mean "unset" for optional fields (command line, YAML, forms).
 NONE_WORDS = ("none", "null", "")
@@ -515,6 +516,34 @@ class RunConfig(BaseModel):
         le=10**9)
     # === end of the training options block ===
 
+    # === captioning (backend/caption.py, the caption stage) ===
+    caption_template: str = F(
+        "Describe this image in one detailed sentence, as a caption for training an image "
+        "model.", "What the captioning model is asked for each image (the instruction "
+        "beside the image).", "captions", ui="basic", min_length=1, max_length=2000)
+    caption_max_length: int = F(
+        120, "Longest caption, in tokens of the captioning model (generation stops there).",
+        "captions", ui="basic", ge=1, le=1024)
+    caption_overwrite: bool = F(
+        False, "Replace captions that already exist (off: images with a caption keep it "
+        "and are skipped).", "captions", ui="basic")
+    caption_batch_size: int = F(
+        4, "Images captioned together in one generation batch (more: faster on a large "
+        "GPU, more memory).", "captions", ui="advanced", ge=1, le=64)
+    caption_target: Literal["txt", "metadata"] = F(
+        "txt", "Where captions go: txt (one same-named .txt per image) or metadata (the "
+        "prompt column of dataset_metadata_path).", "captions", ui="basic")
+    captioner_path: Optional[str] = F(
+        None, "A local Qwen2.5-VL or Qwen3-VL model folder to caption with (empty: the "
+        "family's own text encoder from the model sources, with its image processor).",
+        "captions", ui="advanced")
+    caption_offload: Literal["none", "sequential"] = F(
+        "none", "GPU memory of captioning. none: the whole captioning model on the GPU; "
+        "sequential: its weights stay in host RAM and reach the GPU one module at a time "
+        "(least memory, slower). The caption estimate gives each mode's figure.", "captions",
+        ui="advanced")
+    # === end of the captioning block ===
+
     # -----------------------------------------------------------------------------------
     @property
     def uses_deepspeed(self) -> bool:
@@ -675,6 +704,13 @@ FIELD_LABELS: dict[str, str] = {
     "caption_dropout": "Caption dropout",
     "validation_samples": "Validation samples",
     "validation_every_n_steps": "Validate every N steps",
+    "caption_template": "Caption instruction",
+    "caption_max_length": "Caption length (tokens)",
+    "caption_overwrite": "Replace existing captions",
+    "caption_batch_size": "Caption batch size",
+    "caption_target": "Write captions to",
+    "captioner_path": "Captioning model folder",
+    "caption_offload": "Captioning memory saving",
 }
 
 
@@ -1257,6 +1293,10 @@ def resolve_paths(cfg: RunConfig, base: str | os.PathLike | None = None) -> RunC
         tp = cfg.tokenizer_path
         if ":" not in tp or (base / tp).exists():
             updates["tokenizer_path"] = absolute(tp)
+    if cfg.captioner_path:  # a local folder, or model_id:folder/ (kept as it is)
+        cp = cfg.captioner_path
+        if ":" not in cp or (base / cp).exists() or Path(cp).is_absolute():
+            updates["captioner_path"] = absolute(cp)
     if cfg.model_id_with_origin_paths:
         entries = []
         for entry in cfg.model_id_with_origin_paths.split(","):

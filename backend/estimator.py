@@ -1101,3 +1101,51 @@ def compare_methods(cfg, gpu_bytes: float | None, bandwidth: float = 25e9,
     best = min(fitting, key=lambda r: (r.transfer_bound_s, r.compute_factor),
                default=None)
     return rows, best.name if best else None
+
+
+# ------------------------------------------------------------------------------------------
+# Captioning (backend/caption.py): what the captioning model needs
+# ------------------------------------------------------------------------------------------
+# Tokens of one captioned image besides its caption: the image at the caption area
+# (backend.caption.IMAGE_AREA, 28x28 pixels a token after the 2x2 merge) and the prompt.
+CAPTION_IMAGE_TOKENS = 768 * 768 // (28 * 28)
+CAPTION_PROMPT_TOKENS = 64
+CAPTION_OVERHEAD = 1.1  # the allocator's slack over what the tensors need
+
+
+def caption_estimate(cfg, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What captioning needs, before anything loads: {"params", "weights_gb" (bf16),
+    "gpu_gb": {"none", "sequential"}, "host_gb": {"none", "sequential"}, "batch",
+    "source"}. ``config``: the captioning model's config.json (a ``captioner_path``
+    folder's, read by the caller through its read gate); None: the family's text encoder
+    (found on disk, else the published one). GPU: weights (bf16; sequential: the largest
+    module at a time) + per image of a batch the KV cache and one layer's prefill
+    activations over image, prompt and caption tokens."""
+    source = "captioner_path"
+    if config is None:
+        configs, where = model_configs(cfg)
+        config, source = configs["text_encoder"], where["text_encoder"]
+    stats = _text_encoder_stats(_key(config))
+    text = config.get("text_config") or config
+    heads = int(text.get("num_attention_heads") or 1)
+    kv_dim = int(text.get("num_key_value_heads") or heads) * (stats.hidden // heads)
+    b = 2  # bf16 on a GPU
+    tokens = CAPTION_IMAGE_TOKENS + CAPTION_PROMPT_TOKENS + int(cfg.caption_max_length)
+    per_image = tokens * (2 * stats.layers * kv_dim + 4 * stats.hidden
+                          + 2 * stats.intermediate) * b + stats.vocab * 4
+    activations = int(cfg.caption_batch_size) * per_image
+    weights = stats.params * b
+    gpu = {"none": (weights + activations) * CAPTION_OVERHEAD,
+           "sequential": (stats.largest_module * b + activations) * CAPTION_OVERHEAD}
+    return {"params": stats.params, "weights_gb": round(weights / GB, 2),
+            "gpu_gb": {k: round(v / GB, 2) for k, v in gpu.items()},
+            "host_gb": {"none": round(weights / GB, 2), "sequential": round(weights / GB, 2)},
+            "batch": int(cfg.caption_batch_size), "source": source}
+
+
+def caption_estimate_line(est: dict[str, Any]) -> str:
+    """The estimate as one line for the Dataset tab (``webui.messages`` has its Chinese)."""
+    return (f"Captioning model: {est['params'] / 1e9:.2f} B parameters, "
+            f"{est['weights_gb']:.1f} GB in bf16. GPU at batch {est['batch']}: about "
+            f"{est['gpu_gb']['none']:.1f} GB (none), {est['gpu_gb']['sequential']:.1f} GB "
+            f"(sequential, weights in host RAM).")

@@ -19,6 +19,7 @@ below and fails on any other module that writes one)::
         output/tensorboard/              TensorBoard events
         output/training_args.json        the arguments of the train stage
         samples/                         rendered samples and their index.json
+        captioned.txt                    a caption job: the images it has captioned (resume)
         downloads/                       zips built for a person (configs, logs, the run)
 
 The whole-run zip leaves out ``ZIP_SKIP`` (the cache and resume state can be many GB and a
@@ -62,19 +63,22 @@ CHECKPOINT_RE = re.compile(r"^(?P<kind>step|epoch)-(?P<n>\d+)\.safetensors$")
 # Inside samples/.
 SAMPLES_INDEX = "index.json"
 RENDERS = "renders"  # samples/renders/<job id>/: one Results-tab render, with its own index
+# A caption job's journal: one image per line, those it has captioned (a resumed job skips
+# them).
+CAPTION_JOURNAL = "captioned.txt"
 # In the workspace.
 RUNS = "runs"
 
 # Left out of the whole-run zip (paths relative to the run folder).
 ZIP_SKIP = (CACHE, f"{OUTPUT}/{STATE}", DOWNLOADS)
 # What a run writes into its folder (globs): deleted with a run whose folder is not its own.
-ARTIFACTS = (LOGS, CACHE, OUTPUT, SAMPLES, PROGRESS, RUN_YAML, COMMANDS,
+ARTIFACTS = (LOGS, CACHE, OUTPUT, SAMPLES, PROGRESS, RUN_YAML, COMMANDS, CAPTION_JOURNAL,
              ACCELERATE_YAML.format(stage="*"), DEEPSPEED_JSON.format(stage="*"))
 
 # Every name above that a test looks for outside this module: file names (matched inside
 # any string) and folder names (matched as a path component).
 FILE_NAMES = (RUN_YAML, COMMANDS, PROGRESS, ACCELERATE_YAML, DEEPSPEED_JSON, TRAINING_ARGS,
-              SAMPLES_INDEX, f"{SUPERVISOR}.log")
+              SAMPLES_INDEX, f"{SUPERVISOR}.log", CAPTION_JOURNAL)
 FOLDER_NAMES = (RUNS, LOGS, CACHE, OUTPUT, SAMPLES, DOWNLOADS, STATE, EXPORT, TENSORBOARD)
 
 
@@ -238,6 +242,11 @@ class RunDir:
         found = sorted((d for d in renders.iterdir() if (d / SAMPLES_INDEX).is_file()),
                        key=lambda d: d.name, reverse=True) if renders.is_dir() else []
         return found + ([self.samples] if self.samples_index.is_file() else [])
+
+    @property
+    def caption_journal(self) -> Path:
+        """A caption job's list of the images it has captioned."""
+        return self.run_dir / CAPTION_JOURNAL
 
     @property
     def downloads(self) -> Path:

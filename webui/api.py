@@ -19,6 +19,11 @@ Endpoints (all take ``run_id`` as text where they concern one run):
   run's stages through their environment only. ``output_path`` and ``progress_file`` are
   refused: the run plan puts every file of a run in its own folder. ``name`` has
   ``run_name``'s length limit.
+- ``/start_caption(config, preset, hub_token) -> {run_id, status, name, owner}``: a
+  caption job for the config's ``dataset_base_path`` (the ``caption_*`` options,
+  ``captioner_path``, ``trigger_word``); follow it with ``/run_progress`` and
+  ``/run_log(run_id, "caption")``, stop it with ``/stop_run``. A folder without images, an
+  unknown ``caption_target`` or an unreadable folder is refused naming the field.
 - ``/run_status(run_id) -> dict``; ``/run_progress(run_id) -> dict``;
   ``/stop_run(run_id) -> dict``; ``/resume_run(run_id, hub_token) -> dict`` (a stopped or
   failed run continues from its saved state, after its paths pass the start checks again:
@@ -54,7 +59,7 @@ from webui import security, services
 
 __all__ = ["add_api_endpoints", "ENDPOINTS"]
 
-ENDPOINTS = ("start_run", "run_status", "run_progress", "stop_run", "resume_run", "list_runs",
+ENDPOINTS = ("start_run", "start_caption", "run_status", "run_progress", "stop_run", "resume_run", "list_runs",
              "list_outputs", "fetch_output", "run_log", "list_presets")
 # Which environment variable carries a token for each download source.
 RUN_FIELDS = ("id", "name", "owner", "status", "created_at", "started_at", "ended_at",
@@ -190,6 +195,19 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
         return {"run_id": run_id, "status": run["status"], "name": run.get("name"),
                 "owner": run.get("owner")}
 
+    def start_caption(config: str | dict | None = None, preset: str = "",
+                      hub_token: str = "", request: gr.Request = None) -> dict:
+        """Caption a dataset folder: run options (YAML text or a mapping) on a preset."""
+        user = who(request)
+        cfg = build_config(config, preset, workspace, user)
+        try:
+            run_id = services.caption(where, cfg, user, hub_token=hub_token)
+        except services.Refused as e:
+            raise _Fail(str(ConfigError(e.problems)) if e.problems else e.headline) from None
+        run = runner.get_run(run_id)
+        return {"run_id": run_id, "status": run["status"], "name": run.get("name"),
+                "owner": run.get("owner")}
+
     def run_status(run_id: str, request: gr.Request = None) -> dict:
         """The run's status, stages and failure reason (with a diagnosis when it failed)."""
         run = checked_run(run_id, request)
@@ -271,7 +289,7 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
         return str(security.stage_download(real, workspace, user))
 
     fns = {}
-    for fn in (start_run, run_status, run_progress, stop_run, resume_run, list_runs,
+    for fn in (start_run, start_caption, run_status, run_progress, stop_run, resume_run, list_runs,
                list_outputs, run_log, list_presets):
         fns[fn.__name__] = gr.api(fn, api_name=fn.__name__)
     # A file output needs components: gradio then serves the file and the client downloads it.

@@ -37,6 +37,7 @@ EN: dict[str, str] = {
     "group.distributed": "Distributed & memory (accelerate / DeepSpeed)",
     "group.stages": "Stages",
     "group.samples": "Samples",
+    "group.captions": "Write captions",
     "form.advanced": "Advanced",
     "advanced.run": "Run — advanced",
     "advanced.model": "Model — advanced",
@@ -46,6 +47,7 @@ EN: dict[str, str] = {
     "advanced.distributed": "Distributed & memory — advanced",
     "advanced.stages": "Stages — advanced",
     "advanced.samples": "Samples — advanced",
+    "advanced.captions": "Write captions — advanced",
     # model tab
     "model.preset": "Preset",
     "model.preset_info": "A preset fills the whole form; change anything afterwards.",
@@ -72,6 +74,16 @@ EN: dict[str, str] = {
     "data.validate": "Check dataset",
     "data.report": "Dataset check",
     "data.preview": "Images",
+    # dataset tab: writing captions
+    "caption.intro": "Caption the images of the dataset folder with a vision-language model: "
+                     "the model family's own text encoder (no second download), or a "
+                     "Qwen2.5-VL / Qwen3-VL folder you name. Images with a caption keep it "
+                     "unless you tick Replace; the trigger word goes in front.",
+    "caption.start": "Write captions",
+    "caption.stop": "Stop captioning",
+    "caption.review": "Before → after (edit, then Save captions)",
+    "caption.review_before": "before",
+    "caption.review_after": "after",
     # training tab
     "train.generated": "Generated files (update as you type)",
     "train.import": "Import a command",
@@ -201,6 +213,16 @@ ZH: dict[str, str] = {
     "train.target_bus_info": "卸载时每一步都要经它传输权重。",
     "train.apply_method": "应用建议的方法",
     "data.suggest_btn": "用这些作为测试提示词",
+    "group.captions": "写描述",
+    "advanced.captions": "写描述 — 高级",
+    "caption.intro": "用视觉语言模型为数据集文件夹中的图片写描述：该模型系列自带的文本编码器（无需再下载），"
+                     "或你指定的 Qwen2.5-VL / Qwen3-VL 文件夹。已有描述的图片保留原描述，除非勾选替换；"
+                     "触发词放在最前面。",
+    "caption.start": "写描述",
+    "caption.stop": "停止写描述",
+    "caption.review": "之前 → 之后（编辑后点保存描述）",
+    "caption.review_before": "之前",
+    "caption.review_after": "之后",
     "res.set": "显示的样图",
     "res.set_info": "每次渲染的图片单独保存；最新的排在最前。",
     "train.estimate": "显存估算",

@@ -148,6 +148,13 @@ ZH_LABELS: dict[str, str] = {
     "caption_dropout": "描述丢弃率",
     "validation_samples": "验证样本数",
     "validation_every_n_steps": "每 N 步验证",
+    "caption_template": "描述指令",
+    "caption_max_length": "描述长度（词元）",
+    "caption_overwrite": "替换已有描述",
+    "caption_batch_size": "描述批大小",
+    "caption_target": "描述写入",
+    "captioner_path": "描述模型文件夹",
+    "caption_offload": "描述时的显存节省",
 }
 
 ZH_HELP: dict[str, str] = {
@@ -274,6 +281,13 @@ ZH_HELP: dict[str, str] = {
     "caption_dropout": "某一步用空描述代替图片自身描述来训练的概率（让模型保留无条件预测）。",
     "validation_samples": "把数据集最后 N 个样本留出、不参与训练，在固定的噪声和时间步上记录它们的损失，与训练损失并列显示（0：不留出）。",
     "validation_every_n_steps": "每 N 个优化器步计算一次验证损失（留空：每个检查点时计算），另外在第一步之前和最后一步之后各算一次。",
+    "caption_template": "对每张图片向描述模型提出的要求（与图片一起给出的指令）。",
+    "caption_max_length": "描述的最大长度，按描述模型的词元计（生成到此为止）。",
+    "caption_overwrite": "替换已有的描述（关闭：已有描述的图片保留原描述并跳过）。",
+    "caption_batch_size": "一次生成中一起描述的图片数（越多：大显卡上越快，占用显存越多）。",
+    "caption_target": "描述写到哪里：txt（每张图片一个同名 .txt）或 metadata（dataset_metadata_path 中的描述列）。",
+    "captioner_path": "用来写描述的本地 Qwen2.5-VL 或 Qwen3-VL 模型文件夹（留空：用模型来源中该系列自己的文本编码器及其图像处理器）。",
+    "caption_offload": "写描述时的 GPU 显存。none：整个描述模型放在 GPU 上；sequential：权重留在内存中，逐个模块送到 GPU（显存最少，较慢）。描述显存估算给出每种方式的数字。",
 }
 
 # Names that are not words to translate: products, libraries, units, formats, option values
@@ -748,6 +762,25 @@ rule(r"^○ Rendering \(job (?P<id>`[^`]+`), (?P<st>\w+)\)(?: \((?P<a>\d+)/(?P<b
 rule(r"^✓ Render (?P<id>`[^`]+`) finished\.$", r"✓ 渲染 \g<id> 已完成。")
 rule(r"^✗ Render (?P<id>`[^`]+`) (?P<st>\w+):$",
      lambda m: f"✗ 渲染 {m['id']} {STATUS_ZH.get(m['st'], m['st'])}：")
+# ------------------------------------------------------------------ dataset tab: captions
+rule(r"^Captioning model: (?P<p>[\d.]+) B parameters, (?P<w>[\d.]+) GB in bf16\. GPU at batch "
+     r"(?P<b>\d+): about (?P<n>[\d.]+) GB \(none\), (?P<s>[\d.]+) GB \(sequential, weights in "
+     r"host RAM\)\.$",
+     r"描述模型：\g<p> B 参数，bf16 下 \g<w> GB。批大小 \g<b> 时 GPU 约需 \g<n> GB（none），"
+     r"\g<s> GB（sequential，权重留在内存中）。")
+rule(r"^🔒 Caption run (?P<id>`[^`]+`) is writing this folder's captions: the table is "
+     r"read-only until it ends\.$",
+     r"🔒 描述任务 \g<id> 正在写这个文件夹的描述：它结束前表格只读。")
+rule(r"^○ Caption run (?P<id>`[^`]+`) queued\.$", r"○ 描述任务 \g<id> 已排队。")
+rule(r"^○ Captioning \(run (?P<id>`[^`]+`), (?P<st>\w+)\)(?: (?P<a>\d+)/(?P<b>\d+) images)?…$",
+     lambda m: f"○ 正在写描述（任务 {m['id']}，{STATUS_ZH.get(m['st'], m['st'])}）"
+               + (f" {m['a']}/{m['b']} 张图" if m["a"] else "") + "……")
+rule(r"^✓ Caption run (?P<id>`[^`]+`) finished: (?P<n>\d+) image\(s\) captioned\.$",
+     r"✓ 描述任务 \g<id> 已完成：写了 \g<n> 张图的描述。")
+rule(r"^✗ Caption run (?P<id>`[^`]+`) (?P<st>\w+)\.$",
+     lambda m: f"✗ 描述任务 {m['id']} {STATUS_ZH.get(m['st'], m['st'])}。")
+rule(r"^No caption run to stop\.$", "没有可停止的描述任务。")
+rule(r"^○ Stopping caption run (?P<id>`[^`]+`)…$", r"○ 正在停止描述任务 \g<id>……")
 RULES: list[Rule] = [(re.compile(p), zh) for p, zh in _RULES_SRC]
 
 

@@ -8,6 +8,7 @@ problems, one per field, for each surface to show its own way.
     run_id = start_run(ctx, cfg, user, name=..., hub_token=...)
     run_id = resume_run(ctx, run, user, hub_token=...)
     job_id = render(ctx, run, settings, checkpoint_names, user)
+    run_id = caption(ctx, cfg, user, hub_token=...)
 
 ``ctx`` is anything with ``runner``, ``workspace`` and ``models_dir`` (the tabs' ``Ctx``, the
 API's closure).
@@ -127,5 +128,26 @@ def render(where: Where, run: dict, settings: dict[str, Any], names: list[str],
         return jobs.submit_render(where.runner, run, settings, list(names), user)
     except ConfigError as e:
         raise Refused("invalid sample settings", e.problems) from None
+    except (RunnerError, ValueError, OSError) as e:
+        raise Refused(security.redact(str(e))) from None
+
+
+def caption(where: Where, cfg: RunConfig, user: str | None, *,
+            hub_token: str | None = None) -> str:
+    """Queue a caption job for ``cfg``'s dataset folder (``backend.caption``); returns its
+    id. The folder, its images and the captioning model are checked first."""
+    from backend.caption import CaptionError, submit_caption
+
+    problems = security.check_run_paths(cfg, user, where.workspace,
+                                        models_dir=where.models_dir, runner=where.runner)
+    if problems:
+        raise Refused(f"{len(problems)} path(s) not allowed", problems)
+    cfg = security.with_read_policy(cfg, user, where.workspace, models_dir=where.models_dir,
+                                    runner=where.runner)
+    env = secret_env(hub_token, cfg.download_source)
+    try:
+        return submit_caption(where.runner, cfg, owner=user, secret_env=env)
+    except CaptionError as e:
+        raise Refused("cannot caption this dataset", e.problems) from None
     except (RunnerError, ValueError, OSError) as e:
         raise Refused(security.redact(str(e))) from None

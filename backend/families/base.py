@@ -177,6 +177,14 @@ class Encoder(Protocol):
         """Each (load_pixels, prompt) item's sample, in order; stops when asked."""
 
 
+class Captioner(Protocol):
+    """A vision-language model that writes captions (``backend/caption.py``)."""
+
+    def caption(self, images: list[Any], instruction: str, max_new_tokens: int) -> list[str]:
+        """One caption per image (PIL RGB), answering ``instruction``; at most
+        ``max_new_tokens`` tokens each."""
+
+
 class Family(abc.ABC):
     """The adapter of one family: every architecture-specific step of the stages.
 
@@ -313,6 +321,18 @@ class Family(abc.ABC):
         new LoRA. Returns the number of merged modules."""
         from backend.lora import merge_lora_file
         return merge_lora_file(model, path, scale)
+
+    # --- captioning (optional) -------------------------------------------------------------
+    # Components a captioner loads from the model sources (the text encoder of a family
+    # whose text encoder is a vision-language model, and its tokenizer); empty: the family
+    # cannot caption a dataset by itself (a captioning model folder is named instead).
+    captioner_components: tuple[str, ...] = ()
+
+    def load_captioner(self, dirs: Mapping[str, Path], dtype=None, device: Any = "cpu",
+                       offload: str = "none") -> Captioner:
+        """A ``Captioner`` from the resolved ``captioner_components`` folders; ``offload``
+        is ``caption_offload`` (none | sequential)."""
+        raise NotImplementedError(f"{self.spec.name}: no captioner of its own")
 
     # --- estimator -------------------------------------------------------------------------
     @abc.abstractmethod

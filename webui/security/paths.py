@@ -35,7 +35,7 @@ MAX_DATASET_ENTRIES = 200_000
 PATH_OPTIONS = ("output_path", "resume_from", "progress_file", "models_dir",
                 "dataset_base_path", "dataset_metadata_path", "lora_checkpoint",
                 "preset_lora_path", "offload_nvme_path", "model_id_with_origin_paths",
-                "model_paths", "tokenizer_path")
+                "model_paths", "tokenizer_path", "captioner_path")
 
 
 def user_dataset_root(workspace: str | os.PathLike, user: str | None) -> Path:
@@ -329,6 +329,10 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
                 break
     if resolved.tokenizer_path:
         p = _source_problem("tokenizer_path", resolved.tokenizer_path.strip(), roots, repo)
+        if p:
+            problems.append(p)
+    if resolved.captioner_path:  # a captioning model: read like the model sources
+        p = _source_problem("captioner_path", resolved.captioner_path.strip(), roots, repo)
         if p:
             problems.append(p)
     if resolved.model_paths:

@@ -53,6 +53,7 @@ def create_ui(ctx: Ctx) -> None:
     c["data_report"] = gr.Dataframe(headers=REPORT_HEADERS, label=T("data.report"),
                                     interactive=False, wrap=True, elem_id="data-report",
                                     visible=False, type="array")
+    create_caption_ui(ctx)
 
 
 def _thumbs(base: str, rows: list[list], user: str | None, ctx: Ctx):
@@ -115,6 +116,9 @@ def bind_events(ctx: Ctx) -> None:
         base, meta = data[base_c] or "", (data[meta_c] or "").strip() or None
         rows = data[c["captions"]]
         rows = rows.values.tolist() if hasattr(rows, "values") else (rows or [])
+        why = caption_lock(ctx, base)  # a caption run writes these captions now
+        if why:
+            return {c["data_msg"]: bilingual(why)}
         try:
             n = datasets.save_captions(base, meta, rows, user=ctx.owner(request),
                                        workspace=ctx.workspace)
@@ -218,6 +222,7 @@ def bind_events(ctx: Ctx) -> None:
         use_suggestion, inputs={c["sample_suggestion"]},
         outputs=[form.components["sample_prompts"], c["data_msg"]] + suggest_outputs,
         api_visibility="private")
+    bind_caption_events(ctx)
 
 
 SUGGESTED_PROMPTS = 2
@@ -238,3 +243,231 @@ def prompt_suggestion(sample_prompts: list[str], captions: list[str], trigger: s
 
 _DATA_KEYS = ("dataset_base_path", "dataset_metadata_path", "data_file_keys", "trigger_word",
               "max_pixels", "height", "width", "dataset_repeat", "dataset_num_workers")
+
+
+# ---------------------------------------------------------------------- writing captions
+CAPTION_TICK_S = 2.0
+# The fields a caption job reads (checked on their own when the rest of the form has
+# problems elsewhere).
+_CAPTION_KEYS = _DATA_KEYS + (
+    "model_family", "model_id_with_origin_paths", "model_paths", "tokenizer_path",
+    "models_dir", "offline", "download_source", "hub_endpoint", "gpu_ids",
+    "caption_template", "caption_max_length", "caption_overwrite", "caption_batch_size",
+    "caption_target", "captioner_path", "caption_offload")
+
+
+def create_caption_ui(ctx: Ctx) -> None:
+    """The "Write captions" section: its fields (the schema's ``captions`` group), the
+    estimate, Start / Stop, a progress line and the before → after review."""
+    c = ctx.c
+    with gr.Group(elem_id="caption-section"):
+        gr.Markdown(T("group.captions"), elem_classes=["zl-group-title"])
+        gr.Markdown(T("caption.intro"))
+        ctx.form.render_group("captions")
+        c["caption_estimate"] = gr.Markdown("", elem_id="caption-estimate")
+        with gr.Row():
+            c["caption_start"] = gr.Button(T("caption.start"), variant="primary",
+                                           elem_id="caption-start")
+            c["caption_stop"] = gr.Button(T("caption.stop"), elem_id="caption-stop")
+        c["caption_msg"] = gr.Markdown("", elem_id="caption-msg")
+        c["caption_review"] = gr.Dataframe(headers=["image", "before", "after"],
+                                           label=T("caption.review"), interactive=False,
+                                           wrap=True, visible=False, type="array",
+                                           elem_id="caption-review")
+    # {"run_id": ..., "before": {image: caption}} of the job this page follows.
+    c["caption_job"] = gr.State(None)
+    c["caption_timer"] = gr.Timer(CAPTION_TICK_S, active=False)
+
+
+def caption_config(form, data: dict) -> tuple[object | None, list[str]]:
+    """The form as a config for captioning: (RunConfig, []) or (None, the problems of the
+    fields captioning reads)."""
+    cfg_dict, problems = form.to_config(data)
+    try:
+        return validate(cfg_dict), []
+    except ConfigError as e:
+        problems += e.problems
+    own = [p for p in problems if p.split(":", 1)[0] in _CAPTION_KEYS]
+    if own:
+        return None, own
+    try:  # problems elsewhere in the form (training): caption with what we have
+        return validate({k: v for k, v in cfg_dict.items() if k in _CAPTION_KEYS},
+                        require_inputs=False), []
+    except ConfigError as e:
+        return None, e.problems
+
+
+def caption_estimate_text(ctx: Ctx, cfg, user: str | None) -> str:
+    """The estimate line for ``cfg``; a ``captioner_path`` folder's config.json is read
+    through the user's read gate."""
+    import json
+
+    from backend import readgate
+    from backend.estimator import caption_estimate, caption_estimate_line
+
+    config = None
+    try:
+        if cfg.captioner_path:
+            path = Path(cfg.captioner_path).expanduser() / "config.json"
+            gated = security.with_read_policy(cfg, user, ctx.workspace,
+                                              models_dir=ctx.models_dir, runner=ctx.runner)
+            config = json.loads(readgate.for_config(gated).read_text(path, "captioner_path"))
+        return bilingual(caption_estimate_line(caption_estimate(cfg, config)))
+    except Exception:  # noqa: BLE001 - no estimate for a model we cannot read
+        return ""
+
+
+def caption_lock(ctx: Ctx, folder: str | None) -> str | None:
+    """Why the caption editor of ``folder`` is read-only now (a caption run writes it), or
+    None."""
+    from backend.caption import active_caption_runs
+
+    busy = active_caption_runs(ctx.runner, folder) if folder else []
+    if not busy:
+        return None
+    return (f"🔒 Caption run `{busy[0]['id']}` is writing this folder's captions: the "
+            f"table is read-only until it ends.")
+
+
+def _locked_updates(c: dict, why: str | None) -> dict:
+    return {c["captions"]: gr.Dataframe(interactive=why is None),
+            c["captions_save"]: gr.Button(interactive=why is None)}
+
+
+def review_rows(before: dict[str, str], after: list[list]) -> list[list[str]]:
+    """[image, before, after] of the images whose caption changed."""
+    return [[str(img), before.get(str(img), ""), str(cap)] for img, cap in after
+            if before.get(str(img), "") != str(cap)]
+
+
+def bind_caption_events(ctx: Ctx) -> None:
+    from backend.jobs.history import TERMINAL
+
+    c, form = ctx.c, ctx.form
+    base_c = form.components["dataset_base_path"]
+    meta_c = form.components["dataset_metadata_path"]
+    fields = [form.components[n] for n in _CAPTION_KEYS if n in form.components]
+
+    def estimate(data: dict, request: gr.Request):
+        cfg, _ = caption_config(form, data)
+        return {c["caption_estimate"]: caption_estimate_text(ctx, cfg, ctx.owner(request))
+                if cfg is not None else ""}
+
+    for name in ("caption_batch_size", "caption_max_length", "captioner_path"):
+        form.components[name].change(estimate, inputs=set(fields), outputs=[c["caption_estimate"]],
+                                     show_progress="hidden", api_visibility="private")
+
+    def start(data: dict, request: gr.Request):
+        from webui import services
+
+        user = ctx.owner(request)
+        cfg, problems = caption_config(form, data)
+        if cfg is None:
+            return {c["caption_msg"]: "✗ " + "  \n".join(problems)}
+        try:
+            before = dict(map(tuple, datasets.read_captions(
+                cfg.dataset_base_path, cfg.dataset_metadata_path
+                if cfg.caption_target == "metadata" else None, user=user,
+                workspace=ctx.workspace, runner=ctx.runner)))
+            run_id = services.caption(ctx, cfg, user)
+        except services.Refused as e:
+            return {c["caption_msg"]: "✗ " + "  \n".join(e.problems or [e.headline])}
+        except (datasets.DatasetFolderError, OSError, ValueError) as e:
+            return {c["caption_msg"]: f"✗ {e}"}
+        meta = cfg.dataset_metadata_path if cfg.caption_target == "metadata" else None
+        return {c["caption_msg"]: bilingual(f"○ Caption run `{run_id}` queued."),
+                c["caption_job"]: {"run_id": run_id, "before": before, "meta": meta,
+                                   "base": cfg.dataset_base_path},
+                c["caption_timer"]: gr.Timer(active=True),
+                c["caption_review"]: gr.Dataframe(visible=False),
+                c["data_msg"]: bilingual(caption_lock(ctx, cfg.dataset_base_path) or ""),
+                **_locked_updates(c, "busy")}
+
+    outputs = [c["caption_msg"], c["caption_job"], c["caption_timer"], c["caption_review"],
+               c["captions"], c["captions_save"], c["data_msg"], c["thumbs"]]
+    c["caption_start"].click(start, inputs=set(fields), outputs=outputs,
+                             api_visibility="private")
+
+    def tick(data: dict, request: gr.Request):
+        job = data[c["caption_job"]] or {}
+        run = ctx.run(job.get("run_id"), request)
+        if run is None:
+            return {c["caption_timer"]: gr.Timer(active=False)}
+        status = run["status"]
+        if status not in TERMINAL:
+            p = ctx.runner.progress(run["id"])
+            count = (f" {p['step'] or 0}/{p['total']} images" if p.get("total") is not None
+                     else "")
+            return {c["caption_msg"]: bilingual(
+                f"○ Captioning (run `{run['id']}`, {status}){count}…")}
+        out = {c["caption_timer"]: gr.Timer(active=False), **_locked_updates(c, None)}
+        if status == "succeeded":
+            p = ctx.runner.progress(run["id"])
+            out[c["caption_msg"]] = bilingual(
+                f"✓ Caption run `{run['id']}` finished: {p.get('step') or 0} image(s) "
+                f"captioned.")
+        else:
+            reason = run.get("failure_reason") or run.get("stop_reason") or ""
+            summary = ctx.runner.failure_summary(run["id"]) or {}
+            reason = summary.get("end_reason") or reason
+            out[c["caption_msg"]] = bilingual(f"✗ Caption run `{run['id']}` {status}.") + \
+                (f"  \n{security.redact(str(reason))}" if reason else "")
+        try:
+            user = ctx.owner(request)
+            base, meta = data[base_c] or "", (data[meta_c] or "").strip() or None
+            if "base" in job:  # what the job wrote
+                base, meta = job["base"], job.get("meta")
+            rows = datasets.read_captions(base, meta, user=user, workspace=ctx.workspace,
+                                          runner=ctx.runner)
+            review = review_rows(job.get("before") or {}, rows)
+            out.update({c["captions"]: gr.Dataframe(value=rows, interactive=True),
+                        c["caption_review"]: gr.Dataframe(value=review, visible=bool(review)),
+                        c["thumbs"]: gr.Gallery(value=_thumbs(base, rows, user, ctx),
+                                                visible=bool(rows))})
+        except (datasets.DatasetFolderError, OSError, ValueError) as e:
+            out[c["data_msg"]] = f"✗ {e}"
+        return out
+
+    c["caption_timer"].tick(tick, inputs={c["caption_job"], base_c, meta_c},
+                            outputs=outputs, show_progress="hidden",
+                            api_visibility="private")
+
+    def stop(data: dict, request: gr.Request):
+        job = data[c["caption_job"]] or {}
+        run = ctx.run(job.get("run_id"), request)
+        if run is None:
+            from backend.caption import active_caption_runs
+
+            user = ctx.owner(request)
+            mine = [r for r in active_caption_runs(ctx.runner, data[base_c])
+                    if security.can_access(user, r)]
+            run = mine[0] if mine else None
+        if run is None or run["status"] in TERMINAL:
+            return {c["caption_msg"]: bilingual("No caption run to stop.")}
+        ctx.runner.stop(run["id"])
+        return {c["caption_msg"]: bilingual(f"○ Stopping caption run `{run['id']}`…"),
+                c["caption_job"]: {"run_id": run["id"], "before": job.get("before") or {}},
+                c["caption_timer"]: gr.Timer(active=True)}
+
+    c["caption_stop"].click(stop, inputs={c["caption_job"], base_c}, outputs=outputs,
+                            api_visibility="private")
+
+    def lock_state(data: dict, request: gr.Request):
+        """On opening the tab: a caption run writing this folder locks the editor, and
+        this page follows it."""
+        from backend.caption import active_caption_runs
+
+        folder = data[base_c]
+        why = caption_lock(ctx, folder)
+        out = {**_locked_updates(c, why), **estimate(data, request)}
+        if why:
+            run = active_caption_runs(ctx.runner, folder)[0]
+            job = data[c["caption_job"]] or {}
+            if job.get("run_id") != run["id"]:
+                out[c["caption_job"]] = {"run_id": run["id"], "before": {}}
+            out.update({c["data_msg"]: bilingual(why), c["caption_timer"]: gr.Timer(active=True)})
+        return out
+
+    c["tab_dataset"].select(lock_state, inputs=set(fields) | {c["caption_job"]},
+                            outputs=outputs + [c["caption_estimate"]], show_progress="hidden",
+                            api_visibility="private")

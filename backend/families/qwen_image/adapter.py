@@ -425,6 +425,13 @@ class Adapter(Family):
     load_pipeline = staticmethod(load_pipeline)
     render = staticmethod(render)
 
+    # Captioning: the text encoder is a whole Qwen2.5-VL (``caption.py``).
+    captioner_components = ("text_encoder", "tokenizer")
+
+    def load_captioner(self, dirs, dtype=None, device="cpu", offload="none"):
+        from backend.families.qwen_image.caption import load_captioner
+        return load_captioner(dirs, dtype, device, offload)
+
     def published_configs(self):
         from backend.families.qwen_image.published import CONFIGS
         return {k: dict(v) for k, v in CONFIGS.items()}

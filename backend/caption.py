@@ -1,0 +1,485 @@
+"""Captioning a dataset with a vision-language model: a run whose only stage is ``caption``.
+
+What it writes (``caption_target``): ``txt`` -- one same-named ``.txt`` per image in
+``dataset_base_path``; ``metadata`` -- the ``prompt`` column of ``dataset_metadata_path``
+(its other columns kept). An image that already has a caption keeps it unless
+``caption_overwrite``; ``trigger_word`` is put in front of every new caption (as
+``backend.data.with_trigger`` reads it back: never twice). Each caption is one line of at
+most ``caption_max_length`` tokens of the captioning model, answering ``caption_template``.
+
+The model: ``captioner_path`` (a local Qwen2.5-VL / Qwen3-VL folder, or ``model_id:folder/``
+resolved as the model sources are; its ``config.json`` read through the read gate picks the
+class with transformers' Auto classes), else the family's own captioner
+(``Family.load_captioner``: a family whose text encoder is a vision-language model). Images go through in
+batches of ``caption_batch_size``; ``caption_offload: sequential`` keeps the weights in host
+RAM and streams them to the GPU module by module (accelerate's ``cpu_offload``).
+
+    problems = caption_problems(cfg)             # before anything starts: field: problem
+    run_id = submit_caption(runner, cfg, owner)  # the runner's run "caption · <folder>"
+    active_caption_runs(runner, folder)          # queued/running caption runs on a folder
+
+The stage (``backend/stages/caption.py``) calls ``caption_dataset``. A resumed job skips
+the images its journal (``RunDir.caption_journal``) lists, so nothing is captioned twice.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from backend import readgate
+from backend.media_types import IMAGE_EXTS
+
+if TYPE_CHECKING:
+    from backend.config import RunConfig
+
+STAGE = "caption"
+MODULE = "backend.stages.caption"
+IMAGE_KEY, PROMPT_KEY = "image", "prompt"
+# Images are shown to the model at no more than this area (aspect kept): about 750 image
+# tokens for a Qwen2.5-VL, plenty for a caption.
+IMAGE_AREA = 768 * 768
+# model_type values of the captioning model folders we load (config.json).
+VL_MODEL_TYPES = ("qwen2_5_vl", "qwen3_vl", "qwen2_vl")
+ACTIVE = ("queued", "running")
+
+
+class CaptionError(ValueError):
+    """Every problem with a captioning job, one ``field: problem`` per line."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+@dataclass
+class Item:
+    """One image of the dataset: its path, its name as the dataset writes it (the .txt
+    stem's image or the metadata's ``image`` cell) and its caption now."""
+    path: Path
+    key: str
+    caption: str
+
+
+# ------------------------------------------------------------------------------------------
+# The dataset
+# ------------------------------------------------------------------------------------------
+def _folder(cfg: "RunConfig", gate: readgate.ReadGate) -> Path:
+    base = cfg.dataset_base_path
+    folder = Path(base or "").expanduser()
+    if not base or not gate.is_dir(folder):
+        raise CaptionError([f"dataset_base_path: folder not found or not readable (got "
+                            f"{base!r}; allowed an existing dataset folder)"])
+    return folder
+
+
+def read_metadata(meta: Path, gate: readgate.ReadGate) -> list[dict[str, Any]]:
+    from backend.data import DatasetError, read_metadata_rows
+
+    try:
+        rows = read_metadata_rows(meta, gate)
+    except DatasetError as e:
+        raise CaptionError([f"dataset_metadata_path: {'; '.join(e.problems)}"]) from None
+    return [r for r in rows if isinstance(r, dict)]
+
+
+def dataset_items(cfg: "RunConfig", gate: readgate.ReadGate | None = None) -> list[Item]:
+    """The images ``cfg`` captions, with their captions now. ``CaptionError`` when the
+    folder (or the metadata file of ``caption_target: metadata``) cannot be read or holds
+    no images."""
+    gate = gate or readgate.for_config(cfg)
+    folder = _folder(cfg, gate)
+    items: list[Item] = []
+    if cfg.caption_target == "metadata":
+        meta = cfg.dataset_metadata_path
+        if not meta or not gate.is_file(Path(meta).expanduser()):
+            raise CaptionError([f"dataset_metadata_path: caption_target metadata writes the "
+                                f"prompt column of a metadata file (got {meta!r}; allowed an "
+                                f"existing .csv, .json or .jsonl file, or caption_target "
+                                f"txt)"])
+        for row in read_metadata(Path(meta).expanduser(), gate):
+            key = str(row.get(IMAGE_KEY) or "")
+            if not key or isinstance(row.get(IMAGE_KEY), list):
+                continue
+            path = folder / key
+            if path.suffix.lower() in IMAGE_EXTS and gate.is_file(path):
+                items.append(Item(path, key, "" if row.get(PROMPT_KEY) is None
+                                  else str(row.get(PROMPT_KEY)).strip()))
+    else:
+        for path in sorted(gate.list_dir(folder, "dataset_base_path"), key=lambda p: p.name):
+            if path.suffix.lower() not in IMAGE_EXTS or not gate.is_file(path):
+                continue
+            txt = path.with_suffix(".txt")
+            caption = gate.read_text(txt, "caption").strip() if gate.is_file(txt) else ""
+            items.append(Item(path, path.name, caption))
+    if not items:
+        where = (f"rows of {cfg.dataset_metadata_path}" if cfg.caption_target == "metadata"
+                 else "the folder")
+        raise CaptionError([f"dataset_base_path: no images to caption in {where} (got "
+                            f"{cfg.dataset_base_path!r}; allowed a folder holding "
+                            f"{', '.join(IMAGE_EXTS)} files)"])
+    return items
+
+
+def to_caption(items: list[Item], overwrite: bool, done: set[str] = frozenset()
+               ) -> list[Item]:
+    """The items a job captions: without a caption (all with ``overwrite``), less those it
+    already captioned (``done``, from its journal)."""
+    return [it for it in items if (overwrite or not it.caption) and it.key not in done]
+
+
+def captioner_problems(cfg: "RunConfig", gate: readgate.ReadGate | None = None) -> list[str]:
+    """Why the captioning model cannot be loaded, found without loading it: a
+    ``captioner_path`` folder that is not there or holds no vision-language model, or a
+    family with no captioner of its own."""
+    gate = gate or readgate.for_config(cfg)
+    path = (cfg.captioner_path or "").strip()
+    if not path:
+        from backend.families import get_family
+
+        if not get_family(cfg.model_family).captioner_components:
+            return [f"captioner_path: model family {cfg.model_family} has no captioner of "
+                    f"its own (got empty; allowed a Qwen2.5-VL or Qwen3-VL model folder)"]
+        return []
+    local = Path(path).expanduser()
+    if not local.exists() and ":" in path:
+        return []  # model_id:folder/: resolved (and downloaded) by the stage
+    config = local / "config.json"
+    if not gate.is_file(config):
+        return [f"captioner_path: no readable config.json in the folder (got {path!r}; "
+                f"allowed a Qwen2.5-VL or Qwen3-VL model folder)"]
+    try:
+        data = json.loads(gate.read_text(config, "captioner_path"))
+    except (ValueError, OSError) as e:
+        return [f"captioner_path: config.json cannot be read ({e})"]
+    if data.get("model_type") not in VL_MODEL_TYPES:
+        return [f"captioner_path: not a vision-language model this app captions with (got "
+                f"model_type {data.get('model_type')!r}; allowed "
+                f"{' | '.join(VL_MODEL_TYPES)})"]
+    return []
+
+
+def caption_problems(cfg: "RunConfig", gate: readgate.ReadGate | None = None) -> list[str]:
+    """Everything a caption job needs, checked before it is queued (``field: problem``)."""
+    gate = gate or readgate.for_config(cfg)
+    problems: list[str] = []
+    try:
+        dataset_items(cfg, gate)
+    except CaptionError as e:
+        problems += e.problems
+    except readgate.ReadRefused as e:
+        problems.append(f"dataset_base_path: {e}")
+    problems += captioner_problems(cfg, gate)
+    return problems
+
+
+# ------------------------------------------------------------------------------------------
+# Writing captions
+# ------------------------------------------------------------------------------------------
+def one_line(text: str) -> str:
+    """A generated caption as one line: whitespace and control characters collapsed."""
+    text = "".join(ch if ch.isprintable() else " " for ch in str(text))
+    return " ".join(text.split()).strip()
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_metadata_rows(meta: Path, rows: list[dict[str, Any]]) -> None:
+    """Rows back into a metadata file in its own format (.csv, .json, .jsonl), atomically."""
+    suffix = meta.suffix.lower()
+    if suffix == ".csv":
+        columns = list(dict.fromkeys([IMAGE_KEY, PROMPT_KEY] + [k for r in rows for k in r]))
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        text = buf.getvalue()
+    elif suffix == ".json":
+        text = json.dumps(rows, ensure_ascii=False, indent=1)
+    else:
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    _atomic_write(meta, text)
+
+
+def write_captions(cfg: "RunConfig", captions: dict[str, str],
+                   gate: readgate.ReadGate | None = None) -> None:
+    """Write ``{item key: caption}`` where ``caption_target`` says (the caption text as
+    given: trigger word already in front)."""
+    gate = gate or readgate.for_config(cfg)
+    if not captions:
+        return
+    folder = _folder(cfg, gate)
+    if cfg.caption_target == "metadata":
+        meta = Path(cfg.dataset_metadata_path).expanduser()
+        rows = read_metadata(meta, gate)
+        for row in rows:
+            key = row.get(IMAGE_KEY)
+            if isinstance(key, str) and key in captions:
+                row[PROMPT_KEY] = captions[key]
+        write_metadata_rows(meta, rows)
+        return
+    for key, caption in captions.items():
+        _atomic_write((folder / key).with_suffix(".txt"), caption + "\n")
+
+
+# ------------------------------------------------------------------------------------------
+# The model
+# ------------------------------------------------------------------------------------------
+def fit_area(image, area: int = IMAGE_AREA):
+    """``image`` (PIL) shrunk to at most ``area`` pixels, aspect kept (never enlarged)."""
+    w, h = image.size
+    if w * h <= area:
+        return image
+    scale = (area / (w * h)) ** 0.5
+    return image.resize((max(1, int(w * scale)), max(1, int(h * scale))))
+
+
+class VLMCaptioner:
+    """A transformers vision-language model and its processor as a ``Captioner``: batched
+    greedy generation, the prompt from the tokenizer's chat template (else
+    ``chat_format``, a string with one ``{}`` for the instruction)."""
+
+    def __init__(self, model, processor, *, device: Any = "cpu", offload: str = "none",
+                 chat_format: str | None = None):
+        import torch
+
+        self.model, self.processor, self.chat_format = model.eval(), processor, chat_format
+        self.device = torch.device(device)
+        if offload == "sequential" and self.device.type != "cpu":
+            from accelerate import cpu_offload
+
+            cpu_offload(self.model, execution_device=self.device)
+        else:
+            self.model.to(self.device)
+        tokenizer = getattr(processor, "tokenizer", None)
+        if tokenizer is not None:
+            tokenizer.padding_side = "left"  # batched generation continues every row's end
+
+    def prompt(self, instruction: str) -> str:
+        tokenizer = getattr(self.processor, "tokenizer", None)
+        if getattr(tokenizer, "chat_template", None) or (
+                getattr(self.processor, "chat_template", None)):
+            messages = [{"role": "user", "content": [{"type": "image"},
+                                                     {"type": "text", "text": instruction}]}]
+            return self.processor.apply_chat_template(messages, tokenize=False,
+                                                      add_generation_prompt=True)
+        if not self.chat_format:
+            raise ValueError("captioner_path: the model's processor has no chat template")
+        return self.chat_format.format(instruction)
+
+    def caption(self, images: list, instruction: str, max_new_tokens: int) -> list[str]:
+        import torch
+
+        images = [fit_area(im.convert("RGB")) for im in images]
+        text = self.prompt(instruction)
+        inputs = self.processor(text=[text] * len(images), images=images, padding=True,
+                                return_tensors="pt")
+        inputs = {k: (v.to(self.device) if hasattr(v, "to") else v) for k, v in inputs.items()}
+        with torch.inference_mode():
+            out = self.model.generate(**inputs, max_new_tokens=int(max_new_tokens),
+                                      do_sample=False)
+        new = out[:, inputs["input_ids"].shape[1]:]
+        return self.processor.batch_decode(new, skip_special_tokens=True)
+
+
+def image_only_processor(folder: Path):
+    """The processor of a vision-language model folder. AutoProcessor where it loads; where
+    the video processor needs torchvision (absent), the model's own processor class built
+    from the PIL image processor and the tokenizer alone, skipping only the absent video
+    processor's class check."""
+    from transformers import AutoImageProcessor, AutoProcessor, AutoTokenizer
+
+    try:
+        return AutoProcessor.from_pretrained(str(folder))
+    except Exception as first:  # noqa: BLE001 - e.g. no torchvision for the video processor
+        from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+        import transformers
+
+        model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")
+                                ).get("model_type")
+        name = PROCESSOR_MAPPING_NAMES.get(model_type)
+        if not name:
+            raise first
+        base = getattr(transformers, name)
+
+        def check(self, argument_name, argument):
+            if argument is None and argument_name == "video_processor":
+                return None
+            return base.check_argument_for_proper_class(self, argument_name, argument)
+
+        cls = type(f"ImageOnly{name}", (base,), {"check_argument_for_proper_class": check})
+        image_processor = AutoImageProcessor.from_pretrained(str(folder), backend="pil")
+        return cls(image_processor=image_processor,
+                   tokenizer=AutoTokenizer.from_pretrained(str(folder)), video_processor=None)
+
+
+def captioner_folder(cfg: "RunConfig") -> Path:
+    """``captioner_path`` as a local folder (a ``model_id:folder/`` is fetched as the model
+    sources are)."""
+    from backend.hub import parse_spec, resolve_source
+
+    found = resolve_source(cfg, parse_spec(cfg.captioner_path.strip()))
+    return found[0] if found[0].is_dir() else found[0].parent
+
+
+def load_captioner(cfg: "RunConfig", device: Any = "cpu", dtype=None, log=print):
+    """The captioning model of ``cfg`` (see the module's docstring)."""
+    if cfg.captioner_path:
+        from transformers import AutoModelForImageTextToText
+
+        folder = captioner_folder(cfg)
+        log(f"[caption] captioning model {folder}")
+        model = AutoModelForImageTextToText.from_pretrained(str(folder), dtype=dtype)
+        return VLMCaptioner(model, image_only_processor(folder), device=device,
+                            offload=cfg.caption_offload)
+    from backend.families import get_family
+    from backend.hub import resolve_component_dirs
+
+    family = get_family(cfg.model_family).for_config(cfg)
+    dirs = resolve_component_dirs(cfg, family.captioner_components)
+    log(f"[caption] captioning with {cfg.model_family}'s own model: "
+        + ", ".join(f"{k}={v}" for k, v in dirs.items()))
+    return family.load_captioner(dirs, dtype, device, offload=cfg.caption_offload)
+
+
+# ------------------------------------------------------------------------------------------
+# The job
+# ------------------------------------------------------------------------------------------
+def read_journal(path: Path | None) -> set[str]:
+    if path is None or not path.is_file():
+        return set()
+    return {line for line in path.read_text(encoding="utf-8").splitlines() if line}
+
+
+def caption_dataset(cfg: "RunConfig", captioner, *, journal: Path | None = None,
+                    gate: readgate.ReadGate | None = None,
+                    should_stop: Callable[[], bool] = lambda: False,
+                    on_start: Callable[[int, int], None] = lambda total, kept: None,
+                    on_batch: Callable[[int, int, dict[str, str]], None] =
+                    lambda done, total, captions: None,
+                    log: Callable[[str], None] = print) -> dict[str, int]:
+    """Caption ``cfg``'s dataset with ``captioner`` (a ``Captioner``), batch by batch; each
+    batch is written before the next starts and listed in ``journal``. Returns
+    {"images", "captioned", "kept", "done_before"}."""
+    from PIL import Image
+
+    from backend.data import with_trigger
+
+    gate = gate or readgate.for_config(cfg)
+    items = dataset_items(cfg, gate)
+    done_before = read_journal(journal)
+    todo = to_caption(items, cfg.caption_overwrite, done_before)
+    kept = sum(1 for it in items if it.caption and not cfg.caption_overwrite)
+    log(f"[caption] {len(items)} image(s) in {cfg.dataset_base_path}: {len(todo)} to caption, "
+        f"{kept} keep their caption, {len(done_before)} captioned before this attempt; "
+        f"writing {'.txt files' if cfg.caption_target == 'txt' else cfg.dataset_metadata_path}")
+    on_start(len(todo), kept)
+    captioned = 0
+    size = int(cfg.caption_batch_size)
+    for start in range(0, len(todo), size):
+        if should_stop():
+            break
+        batch = todo[start:start + size]
+        images = []
+        for it in batch:
+            with gate.open(it.path, "image") as f, Image.open(f) as im:
+                images.append(im.convert("RGB"))
+        texts = captioner.caption(images, cfg.caption_template, cfg.caption_max_length)
+        captions = {it.key: with_trigger(one_line(t), cfg.trigger_word)
+                    for it, t in zip(batch, texts)}
+        write_captions(cfg, captions, gate)
+        if journal is not None:
+            with open(journal, "a", encoding="utf-8") as f:
+                f.write("".join(k + "\n" for k in captions))
+        captioned += len(captions)
+        for key, text in captions.items():
+            log(f"[caption] {key}: {text}")
+        on_batch(captioned, len(todo), captions)
+    return {"images": len(items), "captioned": captioned, "kept": kept,
+            "done_before": len(done_before)}
+
+
+# ------------------------------------------------------------------------------------------
+# Through the runner
+# ------------------------------------------------------------------------------------------
+def job_name(cfg: "RunConfig") -> str:
+    return f"caption · {Path(cfg.dataset_base_path or '').name or cfg.dataset_base_path}"
+
+
+def plan_caption(cfg: "RunConfig", job_dir: str | os.PathLike):
+    """Write a caption job's run.yaml and commands.sh into ``job_dir``; returns (its one
+    stage, the resolved config)."""
+    from backend.plan import StagePlan, commands_script, resolved_config, stage_env
+    from backend.rundir import RunDir
+
+    files = RunDir(Path(job_dir).resolve())
+    files.run_dir.mkdir(parents=True, exist_ok=True)
+    cfg = resolved_config(cfg, files.run_dir)
+    cfg.save(files.run_yaml)
+    argv = [sys.executable, "-m", MODULE, "--config", str(files.run_yaml),
+            "--journal", str(files.caption_journal)]
+    plan = StagePlan(STAGE, argv, stage_env(cfg, STAGE, cuda=False))
+    files.commands.write_text(commands_script([plan], [], files.run_dir), encoding="utf-8")
+    return plan, cfg
+
+
+def submit_caption(runner, cfg: "RunConfig", owner: str | None = None,
+                   secret_env: dict[str, str] | None = None) -> str:
+    """Queue a caption job for ``cfg`` (checked first: ``CaptionError`` names every
+    problem, nothing is queued); returns its run id. A folder another caption job is
+    writing is refused."""
+    from backend.jobs.runner import new_run_id
+    from backend.rundir import RunDir
+
+    problems = caption_problems(cfg)
+    busy = active_caption_runs(runner, cfg.dataset_base_path)
+    if busy:
+        problems.append(f"dataset_base_path: caption run {busy[0]['id']} is writing this "
+                        f"folder's captions (got {cfg.dataset_base_path!r}; allowed wait for "
+                        f"it or stop it)")
+    if problems:
+        raise CaptionError(problems)
+    job_id = new_run_id()
+    job_dir = RunDir.new(runner.workspace, job_id).run_dir
+    plan, cfg = plan_caption(cfg, job_dir)
+    kwargs = {"secret_env": secret_env} if secret_env else {}
+    return runner.submit_stages([plan], job_dir, cfg.to_yaml(), owner=owner,
+                                name=cfg.run_name or job_name(cfg), gpu_ids=cfg.gpu_ids,
+                                run_id=job_id, **kwargs)
+
+
+def is_caption_run(run: dict) -> bool:
+    return [s["name"] for s in run.get("stages", [])] == [STAGE]
+
+
+def _same_folder(a: str | None, b: str | None) -> bool:
+    if not a or not b:
+        return False
+    try:
+        return os.path.realpath(os.path.expanduser(a)) == os.path.realpath(os.path.expanduser(b))
+    except (OSError, ValueError):
+        return False
+
+
+def active_caption_runs(runner, folder: str | None,
+                        runs: Iterable[dict] | None = None) -> list[dict]:
+    """Queued or running caption runs that write ``folder``'s captions."""
+    import yaml
+
+    out = []
+    for run in (runs if runs is not None else runner.list_runs()):
+        if run.get("status") not in ACTIVE or not is_caption_run(run):
+            continue
+        data = yaml.safe_load(run.get("config_yaml") or "") or {}
+        if _same_folder(data.get("dataset_base_path"), folder):
+            out.append(run)
+    return out
