@@ -570,6 +570,7 @@ def _read_deepspeed_json(cmd: _Command, found: _Found, nu: list[str]) -> None:
     for which, name in DS_OFFLOAD_FIELDS.items():
         block = dict(zero.pop(which, None) or {})
         if not block:
+            out[name] = "none"  # the file is the whole DeepSpeed config: no such offload
             continue
         out[name] = block.pop("device", "none")
         if "pin_memory" in block:
