@@ -37,7 +37,9 @@ def page(browser, server):  # noqa: F811 - the module's one page, after its firs
 
 def load_preset(page, name: str) -> None:
     tab(page, "model")
-    pick(page, "preset", name)
+    page.fill("#preset input", name)  # picked with the keyboard: the list closes at once
+    page.press("#preset input", "Enter")
+    expect(page.locator("#preset input")).to_have_value(name)
     page.click("#preset-load")
     expect(md(page, "preset-msg")).to_contain_text(f"Loaded preset {name}",
                                                    timeout=STEP_S * 1000)
@@ -116,3 +118,68 @@ def test_target_gpu_apply_changes_the_fields_the_panel_names(page):
              expect(box).not_to_be_checked())
         else:
             expect(field(page, name)).to_have_value(value)
+
+
+# ---------------------------------------------------------------------- results
+PROMPTS = ["turn the circle red", "make the square green", "add a blue triangle"]
+
+
+def _finished_edit_run(ws: Path) -> str:
+    """A succeeded edit run whose samples are 3 prompts × (base, one checkpoint), each
+    prompt with its input images, as the sample stage writes them."""
+    from PIL import Image
+
+    from backend.jobs.runner import Runner
+    from backend.plan import StagePlan
+    from backend.rundir import SAMPLES_INDEX, RunDir
+
+    run_dir = ws / "runs" / "edit-run"
+    samples = RunDir(run_dir).samples
+    entries = []
+    for i, prompt in enumerate(PROMPTS):
+        inputs = samples / f"inputs/p{i:02d}.png"
+        inputs.parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (128, 64), (200, 200, 40 * i)).save(inputs)
+        for ckpt, colour in ((None, (40 * i, 40, 40)), ("step-2", (40, 40 * i, 200))):
+            name = f"{ckpt or 'base'}/p{i:02d}-seed0.png"
+            (samples / name).parent.mkdir(parents=True, exist_ok=True)
+            Image.new("RGB", (64, 64), colour).save(samples / name)
+            entries.append({"prompt": prompt, "prompt_index": i, "checkpoint":
+                            str(run_dir / "output" / "step-2.safetensors") if ckpt else None,
+                            "checkpoint_name": ckpt or "base", "scale": 1.0 if ckpt else 0.0,
+                            "image": name, "seed": 0, "inputs": [f"/data/in{i}.png"],
+                            "input_image": str(inputs.relative_to(samples))})
+    (samples / SAMPLES_INDEX).write_text(json.dumps({"version": 1, "images": entries}))
+    yaml = "schema_version: 1\nmodel_family: qwen_image\n"
+    runner = Runner(ws)
+    run_id = runner.submit_stages([StagePlan("train", [sys.executable, "-c", "pass"])],
+                                  run_dir, yaml, name="edit run")
+    deadline = time.monotonic() + STEP_S
+    while runner.get_run(run_id)["status"] != "succeeded":
+        assert time.monotonic() < deadline, runner.get_run(run_id)
+        time.sleep(0.5)
+    return run_id
+
+
+def test_results_grid_shows_every_row_and_an_edit_runs_input_images(page, server):
+    run_id = _finished_edit_run(server[1])
+    tab(page, "results")
+    page.click("#res-refresh")
+    pick(page, "res-run", run_id)
+    cols = md(page, "res-columns")
+    expect(cols).to_contain_text("input images", timeout=STEP_S * 1000)
+    expect(cols).to_contain_text("base model")
+    expect(cols).to_contain_text("step-2 × 1")
+    imgs = page.locator("#res-grid img")
+    expect(imgs).to_have_count(3 * 3, timeout=STEP_S * 1000)
+    # Each row starts with the prompt's input images (the wide 128×64 picture).
+    srcs = imgs.evaluate_all("els => els.map(e => e.src)")
+    widths = [page.request.get(s).body()[16:20] for s in srcs]
+    assert [int.from_bytes(w, "big") for w in widths] == [128, 64, 64] * 3
+    # The last row is inside the gallery's box, which scrolls nothing away.
+    wrap = page.locator("#res-grid .grid-wrap")
+    hidden = wrap.evaluate("w => w.scrollHeight - w.clientHeight")
+    assert hidden <= 1, f"the gallery hides {hidden}px of its rows"
+    last, box = imgs.nth(8).bounding_box(), wrap.bounding_box()
+    assert last and box and last["height"] > 20
+    assert last["y"] + last["height"] <= box["y"] + box["height"] + 1, (last, box)

@@ -72,6 +72,8 @@ EN: dict[str, str] = {
     "data.validate": "Check dataset",
     "data.report": "Dataset check",
     "data.preview": "Images",
+    "data.pairs": "Edit pairs: input image(s) → target, with the instruction (edit it in the "
+                  "caption column)",
     # training tab
     "train.generated": "Generated files (update as you type)",
     "train.import": "Import a command",
@@ -191,6 +193,7 @@ ZH: dict[str, str] = {
     "data.validate": "检查数据集",
     "data.report": "数据集检查结果",
     "data.preview": "图片",
+    "data.pairs": "编辑样本对：输入图片 → 目标图片，下方为指令（在描述列中编辑）",
     "train.generated": "生成的文件（随输入实时更新）",
     "train.import": "导入命令",
     "train.import_ph": "粘贴参考训练器的 accelerate launch … 命令",
