@@ -12,7 +12,7 @@ continuations, quotes, comments and several commands (lines, ``&&`` or ``;``).
 - ``--config_file`` is read with accelerate's own loader, its ``deepspeed_config_file`` as
   JSON. A file is taken from ``files`` (name -> contents the user gave), else from disk
   under ``base_dir`` (and next to the YAML) through the read gate ``gate``, else, when its
-  name is one of the files the reference ships (``REFERENCE_FILES``), from that table (a
+  name is one of the files the reference ships (each family's ``reference_launch.py``), from that table (a
   note says so). Any other missing file is named in ``notes`` and its settings are not
   imported: ``given`` then holds no distributed setting, so a form keeps its own.
 - ``ImportResult.given`` holds exactly the fields the commands (and their files) set; an
@@ -89,79 +89,21 @@ class ImportResult:
     given: dict[str, Any] = field(default_factory=dict)
 
 
-# The launch files the reference ships (examples/qwen_image/model_training/special/
-# low_vram_training/ of DiffSynth-Studio), verbatim, by file name: a command that names one
-# runs with these contents when the file is not on this machine.
-REFERENCE_FILES: dict[str, tuple[str, str]] = {
-    "deepspeed_zero3_cpuoffload.yaml": (
-        "low-VRAM accelerate config (DeepSpeed ZeRO-3, one process)", """\
-compute_environment: LOCAL_MACHINE
-debug: true
-deepspeed_config:
-  deepspeed_config_file: examples/qwen_image/model_training/special/low_vram_training/ds_z3_cpuoffload.json
-  zero3_init_flag: true
-distributed_type: DEEPSPEED
-downcast_bf16: 'no'
-enable_cpu_affinity: false
-machine_rank: 0
-main_training_function: main
-num_machines: 1
-num_processes: 1
-rdzv_backend: static
-same_network: true
-tpu_env: []
-tpu_use_cluster: false
-tpu_use_sudo: false
-use_cpu: false
-"""),
-    "ds_z3_cpuoffload.json": (
-        "low-VRAM DeepSpeed config (ZeRO-3, parameters and optimizer offloaded to CPU)",
-        """\
-{
-    "fp16": {
-        "enabled": "auto",
-        "loss_scale": 0,
-        "loss_scale_window": 1000,
-        "initial_scale_power": 16,
-        "hysteresis": 2,
-        "min_loss_scale": 1
-    },
-    "bf16": {
-        "enabled": "auto"
-    },
-    "zero_optimization": {
-        "stage": 3,
-        "offload_optimizer": {
-            "device": "cpu",
-            "pin_memory": true
-        },
-        "offload_param": {
-            "device": "cpu",
-            "pin_memory": true
-        },
-        "overlap_comm": false,
-        "contiguous_gradients": true,
-        "sub_group_size": 1e9,
-        "reduce_bucket_size": 5e7,
-        "stage3_prefetch_bucket_size": 5e7,
-        "stage3_param_persistence_threshold": 1e5,
-        "stage3_max_live_parameters": 1e8,
-        "stage3_max_reuse_distance": 1e8,
-        "stage3_gather_16bit_weights_on_model_save": true
-    },
-    "activation_checkpointing": {
-        "partition_activations": false,
-        "cpu_checkpointing": false,
-        "contiguous_memory_optimization": false
-    },
-    "gradient_accumulation_steps": "auto",
-    "gradient_clipping": "auto",
-    "train_batch_size": "auto",
-    "train_micro_batch_size_per_gpu": "auto",
-    "wall_clock_breakdown": false
-}
-"""),
-}
+def reference_launch_files() -> dict[str, tuple[str, str]]:
+    """The launch files the reference ships, by file name: {name: (what it is, contents)},
+    from each family's ``reference_launch.py`` (``LAUNCH_FILES``), where it has one."""
+    import importlib
+
+    from backend.families import family_names
+
+    out: dict[str, tuple[str, str]] = {}
+    for name in family_names():
+        try:
+            module = importlib.import_module(f"backend.families.{name}.reference_launch")
+        except ModuleNotFoundError:
+            continue
+        out.update(getattr(module, "LAUNCH_FILES", {}))
+    return out
 
 
 @dataclass
@@ -191,8 +133,9 @@ class _Files:
                 except OSError:
                     continue
                 return self._copy(c.name, text, c.parent)
-        if p.name in REFERENCE_FILES:
-            what, text = REFERENCE_FILES[p.name]
+        known = reference_launch_files()
+        if p.name in known:
+            what, text = known[p.name]
             self.notes.append(f"{label}: {p.name} is not on this machine; recognised it as "
                               f"the reference's {what} and imported its settings")
             return self._copy(p.name, text, None)

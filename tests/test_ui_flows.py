@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(20 * 60)]
 @pytest.fixture(scope="module")
 def page(browser, server):  # noqa: F811 - the module's one page, after its first refresh
     p = new_page(browser, server[0])
+    p.set_default_timeout(STEP_S * 1000 * 2)  # a form-wide update takes a while on 2 cores
     # The page's first refresh has landed: a preset loaded now is not overwritten by it.
     expect(md(p, "preset-diff")).to_contain_text("Same as preset", timeout=STEP_S * 1000)
     yield p
@@ -36,13 +37,19 @@ def page(browser, server):  # noqa: F811 - the module's one page, after its firs
 
 
 def load_preset(page, name: str) -> None:
+    """Pick a preset (picking loads it) and wait until the form holds it."""
     tab(page, "model")
-    page.fill("#preset input", name)  # picked with the keyboard: the list closes at once
-    page.press("#preset input", "Enter")
-    expect(page.locator("#preset input")).to_have_value(name)
-    page.click("#preset-load")
+    pick(page, "preset", name)
     expect(md(page, "preset-msg")).to_contain_text(f"Loaded preset {name}",
-                                                   timeout=STEP_S * 1000)
+                                                   timeout=STEP_S * 1000 * 2)
+
+
+def natural_widths(page, selector: str) -> list[int]:
+    """The pixel widths of the pictures the page shows, once all have loaded."""
+    page.wait_for_function(f"() => [...document.querySelectorAll({selector!r})]"
+                           ".every(e => e.complete && e.naturalWidth > 0)",
+                           timeout=STEP_S * 1000)
+    return page.eval_on_selector_all(selector, "els => els.map(e => e.naturalWidth)")
 
 
 # ---------------------------------------------------------------------- import
@@ -173,9 +180,7 @@ def test_results_grid_shows_every_row_and_an_edit_runs_input_images(page, server
     imgs = page.locator("#res-grid img")
     expect(imgs).to_have_count(3 * 3, timeout=STEP_S * 1000)
     # Each row starts with the prompt's input images (the wide 128×64 picture).
-    srcs = imgs.evaluate_all("els => els.map(e => e.src)")
-    widths = [page.request.get(s).body()[16:20] for s in srcs]
-    assert [int.from_bytes(w, "big") for w in widths] == [128, 64, 64] * 3
+    assert natural_widths(page, "#res-grid img") == [128, 64, 64] * 3
     # The last row is inside the gallery's box, which scrolls nothing away.
     wrap = page.locator("#res-grid .grid-wrap")
     hidden = wrap.evaluate("w => w.scrollHeight - w.clientHeight")
@@ -183,3 +188,21 @@ def test_results_grid_shows_every_row_and_an_edit_runs_input_images(page, server
     last, box = imgs.nth(8).bounding_box(), wrap.bounding_box()
     assert last and box and last["height"] > 20
     assert last["y"] + last["height"] <= box["y"] + box["height"] + 1, (last, box)
+
+
+# ---------------------------------------------------------------------- edit datasets
+def test_an_edit_dataset_shows_its_pairs_and_instructions(page, tmp_path):
+    from tests.test_qwen_image_edit import make_edit_dataset
+
+    make_edit_dataset(tmp_path)
+    tab(page, "dataset")
+    field(page, "dataset_base_path").fill(str(tmp_path))
+    field(page, "dataset_metadata_path").fill(str(tmp_path / "metadata.json"))
+    field(page, "dataset_metadata_path").press("Tab")
+    page.click("#captions-load")
+    pairs = page.locator("#edit-pairs img")
+    expect(pairs).to_have_count(3, timeout=STEP_S * 1000)
+    expect(page.locator("#captions")).to_contain_text("put the circle of picture 2 in picture 1")
+    # Each picture is the input image(s), an arrow, the target: two inputs make it wider.
+    widths = natural_widths(page, "#edit-pairs img")
+    assert widths[0] == widths[1] < widths[2], widths
