@@ -780,6 +780,8 @@ rule(r"^command (?P<i>\d+): DeepSpeed file (?P<f>'[^']*')(?: \(named in (?P<y>\S
      r"command\) to import them$",
      r"命令 \g<i>：找不到 DeepSpeed 文件 \g<f>（在 \g<b> 下），它也不是参考训练器自带的文件；"
      r"其中的设置未导入。请提供该文件的内容（随命令上传该文件）以导入这些设置")
+rule(r"^command (?P<i>\d+): debug: true in (?P<f>\S+) \(accelerate's debug checks\) is not "
+     r"carried over$", r"命令 \g<i>：\g<f> 中的 `debug: true`（accelerate 的调试检查）不沿用")
 RULES: list[Rule] = [(re.compile(p), zh) for p, zh in _RULES_SRC]
 
 
