@@ -36,6 +36,8 @@ WAIT_MS = 30 * 60 * 1000  # the demo run on a busy machine
 ENGLISH = [("model", "model"), ("dataset", "dataset"), ("training", "training"),
            ("run", "run"), ("results", "results"), ("runs", "runs")]
 CHINESE = [("training", "training-zh"), ("results", "results-zh")]
+# Where a picture starts (the page scrolled to put it near the top): what the tab is about.
+ANCHOR = {"dataset": "#data-msg", "results": "#res-status"}
 
 
 def free_port() -> int:
@@ -110,7 +112,13 @@ def take(page, tab: str, path: Path) -> None:
     if tab == "runs":
         expect(page.locator("#runs-table")).to_contain_text("succeeded", timeout=WAIT_MS)
     page.wait_for_timeout(1500)  # let the last updates paint
-    page.evaluate("window.scrollTo(0, 0)")
+    anchor = page.locator(ANCHOR[tab]) if tab in ANCHOR else None
+    if anchor is not None:
+        anchor.evaluate("el => window.scrollTo(0, el.getBoundingClientRect().top + "
+                        "window.scrollY - 60)")
+    else:
+        page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_timeout(500)
     page.screenshot(path=str(path))
 
 
@@ -138,6 +146,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, int]]:
             page.click("#tab-run-button")
             page.click("#run-start")
             expect(page.locator("#run-current")).to_contain_text("succeeded", timeout=WAIT_MS)
+            expect(page.locator("#run-log textarea")).not_to_have_value("", timeout=WAIT_MS)
             page.wait_for_function("() => document.querySelectorAll('#run-samples img')"
                                    ".length >= 1", timeout=WAIT_MS)
             shots = list(ENGLISH)
@@ -146,7 +155,8 @@ def main(argv: list[str] | None = None) -> list[tuple[str, int]]:
                 written.append((name, small_png(out / f"{name}.png")))
             if has_cjk_font():
                 page.click("#lang-zh")
-                expect(page.locator("#tab-training-button")).to_contain_text("训练设置")
+                expect(page.locator("#tab-training-button")).to_contain_text(
+                    "训练设置", timeout=WAIT_MS)
                 for tab, name in CHINESE:
                     take(page, tab, out / f"{name}.png")
                     written.append((name, small_png(out / f"{name}.png")))
