@@ -1,6 +1,5 @@
-"""More of the web UI in a real headless Chromium: importing the reference's low-VRAM command
-onto the low-VRAM preset, the target-GPU panel's Apply, the Results grid showing all of its
-rows (and an edit run's input images beside them).
+"""More of the web UI in a real headless Chromium: the Results grid showing all of its rows
+(and an edit run's input images beside them), an edit dataset's pairs on the Dataset tab.
 
 The app server and the browser are ``tests/test_ui.py``'s fixtures (one server for this
 module); the runs whose samples the Results tab shows are written into the workspace as a
@@ -9,7 +8,6 @@ finished run would leave them, so no stage has to run here.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -19,7 +17,6 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import expect  # noqa: E402
 
-from tests.test_importer import SEED_COMMANDS  # noqa: E402
 from tests.test_ui import (STEP_S, browser, field, md, new_page, pick, server,  # noqa: E402,F401
                            tab)
 
@@ -36,84 +33,12 @@ def page(browser, server):  # noqa: F811 - the module's one page, after its firs
     p.context.close()
 
 
-def load_preset(page, name: str) -> None:
-    """Pick a preset (picking loads it) and wait until the form holds it."""
-    tab(page, "model")
-    pick(page, "preset", name)
-    expect(md(page, "preset-msg")).to_contain_text(f"Loaded preset {name}",
-                                                   timeout=STEP_S * 1000 * 2)
-
-
 def natural_widths(page, selector: str) -> list[int]:
     """The pixel widths of the pictures the page shows, once all have loaded."""
     page.wait_for_function(f"() => [...document.querySelectorAll({selector!r})]"
                            ".every(e => e.complete && e.naturalWidth > 0)",
                            timeout=STEP_S * 1000)
     return page.eval_on_selector_all(selector, "els => els.map(e => e.naturalWidth)")
-
-
-# ---------------------------------------------------------------------- training tab
-def test_low_vram_import_keeps_zero3_then_the_target_gpu_apply(page):
-    """One preset load (a form-wide update is the slow part in a browser) for both:
-    1. the reference's own low-VRAM commands, whose launch files are not on this machine,
-       onto the low-VRAM preset: ZeRO-3 and both offloads stay on (the files are recognised
-       by name); only the fields the command sets change, each listed old → new;
-    2. a target GPU picked, Apply pressed: the form's fields change as the panel said."""
-    from backend.config import FIELDS, field_meta
-    from backend.config import load_preset as preset
-
-    low = preset("qwen_image_low_vram")
-    load_preset(page, "qwen_image_low_vram")
-    tab(page, "training")
-    expect(field(page, "zero_stage")).to_have_value("3", timeout=STEP_S * 1000)
-    page.click("#import-acc .label-wrap")
-    page.fill("#import-text textarea", SEED_COMMANDS)
-    page.click("#import-btn")
-    notes = md(page, "import-notes")
-    expect(notes).to_contain_text("field(s) changed", timeout=STEP_S * 1000 * 2)
-    text = notes.inner_text()
-    assert "recognised it as the reference's low-VRAM accelerate config" in text, text
-    assert "ds_z3_cpuoffload.json" in text
-    # Distributed settings as the reference's files say (and as the preset had them).
-    expect(field(page, "zero_stage")).to_have_value("3")
-    expect(field(page, "offload_param_device")).to_have_value("cpu")
-    expect(field(page, "offload_optimizer_device")).to_have_value("cpu")
-    expect(page.locator("#field-initialize_model_on_cpu input")).to_be_checked()
-    # What the command sets and the preset had otherwise changed, each listed old → new ...
-    changed = dict(re.findall(r"^(\w+): (.*) → ", text, re.M))
-    assert changed.get("dataset_base_path") == "(empty)", text
-    expect(field(page, "dataset_base_path")).to_have_value("data/example_image_dataset")
-    # ... and nothing the command leaves out or sets to the value the form had.
-    for name in ("zero_stage", "offload_param_device", "lora_rank", "num_epochs",
-                 "dataset_repeat", "sample_cpu_offload", "data_process_offload"):
-        assert name not in changed, (name, text)
-    expect(field(page, "data_process_offload")).to_have_value(low.data_process_offload)
-    m = re.search(r"(\d+) field\(s\) changed", text)
-    assert m and int(m.group(1)) == len(changed), text
-
-    pick(page, "target-gpu", "24 GB GPU")
-    est = md(page, "estimate")
-    expect(est).to_contain_text("Changes it makes:", timeout=STEP_S * 1000 * 2)
-    line = next(x for x in est.inner_text().splitlines() if "Changes it makes:" in x)
-    changes = dict(re.findall(r"(\w+) → ([^,]+)", line.split(":", 1)[1]))
-    assert changes, line
-    # Nothing changes until the user applies it.
-    expect(field(page, "zero_stage")).to_have_value("3")
-    page.click("#apply-method")
-    expect(est).to_contain_text("The form already uses it.", timeout=STEP_S * 1000 * 2)
-    expect(page.locator("#apply-method")).to_be_hidden()
-    for name, value in changes.items():
-        value = value.strip()
-        assert name in FIELDS, name
-        group = field_meta(name)["group"]
-        tab(page, {"model": "model", "data": "dataset"}.get(group, "training"))
-        box = page.locator(f"#field-{name} input[type=checkbox]")
-        if box.count():
-            (expect(box).to_be_checked() if value == "True" else
-             expect(box).not_to_be_checked())
-        else:
-            expect(field(page, name)).to_have_value(value)
-    assert changes["zero_stage"] == "0"
 
 
 # ---------------------------------------------------------------------- results
