@@ -10,8 +10,13 @@ continuations, quotes, comments and several commands (lines, ``&&`` or ``;``).
   the reference's cache), the training and DeepSpeed options from stage 2, the model sources
   of both are joined. One ``sft`` command becomes a config without split training.
 - ``--config_file`` is read with accelerate's own loader, its ``deepspeed_config_file`` as
-  JSON; relative paths are looked up under ``base_dir`` (and next to the YAML). A file that
-  is not there is named in ``notes`` and its settings are left at the defaults.
+  JSON. A file is taken from ``files`` (name -> contents the user gave), else from disk
+  under ``base_dir`` (and next to the YAML) through the read gate ``gate``, else, when its
+  name is one of the files the reference ships (each family's ``reference_launch.py``), from that table (a
+  note says so). Any other missing file is named in ``notes`` and its settings are not
+  imported: ``given`` then holds no distributed setting, so a form keeps its own.
+- ``ImportResult.given`` holds exactly the fields the commands (and their files) set; an
+  import onto a form changes those and keeps every other field as it was.
 - Flags, YAML keys and JSON keys that have no counterpart are listed in ``not_understood``;
   choices ZeroLoRA makes differently (stage 1 without DeepSpeed, the run folder as output)
   are explained in ``notes``. Nothing is dropped silently.
@@ -37,6 +42,7 @@ from typing import Any
 from backend.config import (FIELDS, NONE_WORDS, PATH_FIELDS, REPO_ROOT, ConfigError, RunConfig,
                             build_parser, read_yaml, validate)
 from backend.plan import DS_ACTIVATION_FIELDS, DS_FP16, DS_OFFLOAD_FIELDS, DS_ZERO_FIELDS
+from backend.readgate import UNRESTRICTED, ReadGate
 
 # Options of a stage-1 command that describe the data set (stage 2's point at the cache).
 DATA_KEYS = ("dataset_base_path", "dataset_metadata_path", "data_file_keys", "max_pixels",
@@ -79,6 +85,73 @@ class ImportResult:
     config: RunConfig
     not_understood: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # The fields the commands set, with their validated values (the rest are defaults).
+    given: dict[str, Any] = field(default_factory=dict)
+
+
+def reference_launch_files() -> dict[str, tuple[str, str]]:
+    """The launch files the reference ships, by file name: {name: (what it is, contents)},
+    from each family's ``reference_launch.py`` (``LAUNCH_FILES``), where it has one."""
+    import importlib
+
+    from backend.families import family_names
+
+    out: dict[str, tuple[str, str]] = {}
+    for name in family_names():
+        try:
+            module = importlib.import_module(f"backend.families.{name}.reference_launch")
+        except ModuleNotFoundError:
+            continue
+        out.update(getattr(module, "LAUNCH_FILES", {}))
+    return out
+
+
+@dataclass
+class _Files:
+    """Where the files a command names come from: the contents the user gave (by file
+    name), the disk under ``base`` through the read gate, the reference's shipped files.
+    Each file found is copied into ``tmp`` (accelerate's loader reads a path)."""
+
+    base: Path
+    gate: ReadGate
+    given: dict[str, str]
+    tmp: Path
+    notes: list[str]
+
+    def find(self, name: str, label: str, near: Path | None = None) -> _Found | None:
+        p = Path(name).expanduser()
+        if p.name in self.given:
+            self.notes.append(f"{label}: {p.name} read from the file given with the command")
+            return self._copy(p.name, self.given[p.name], None)
+        candidates = [p] if p.is_absolute() else [self.base / p]
+        if near is not None and not p.is_absolute():
+            candidates += [near / p, near / p.name]
+        for c in candidates:
+            if self.gate.is_file(c):
+                try:
+                    text = self.gate.read_text(c, errors="replace")
+                except OSError:
+                    continue
+                return self._copy(c.name, text, c.parent)
+        known = reference_launch_files()
+        if p.name in known:
+            what, text = known[p.name]
+            self.notes.append(f"{label}: {p.name} is not on this machine; recognised it as "
+                              f"the reference's {what} and imported its settings")
+            return self._copy(p.name, text, None)
+        return None
+
+    def _copy(self, name: str, text: str, folder: Path | None) -> _Found:
+        out = self.tmp / f"{len(list(self.tmp.iterdir()))}-{name}"
+        out.write_text(text, encoding="utf-8")
+        return _Found(out, name, folder)
+
+
+@dataclass
+class _Found:
+    path: Path            # a private copy to read
+    name: str             # the file's own name, for messages
+    folder: Path | None   # where it was on disk (its neighbours are looked up there)
 
 
 @dataclass
@@ -158,29 +231,37 @@ def split_commands(text: str) -> list[list[str]]:
 # ------------------------------------------------------------------------------------------
 # Import
 # ------------------------------------------------------------------------------------------
-def import_commands(text: str, base_dir: str | os.PathLike | None = None) -> ImportResult:
-    """Turn the reference's command lines into a validated ``RunConfig`` (see module doc)."""
+def import_commands(text: str, base_dir: str | os.PathLike | None = None, *,
+                    files: dict[str, str] | None = None,
+                    gate: ReadGate = UNRESTRICTED) -> ImportResult:
+    """Turn the reference's command lines into a validated ``RunConfig`` (see module doc).
+
+    ``files``: contents of launch files the user gave, by file name (they win over the disk);
+    ``gate``: the read gate every file named in a command is opened through."""
     base = Path(base_dir or os.getcwd()).expanduser()
     nu: list[str] = []
     notes: list[str] = []
     trainers: list[_Command] = []
     samples: list[_Command] = []
     base_config: dict[str, Any] = {}
-    for i, argv in enumerate(split_commands(text), 1):
-        cmd = _read_command(i, argv, base, nu, notes)
-        if cmd is None:
-            continue
-        if "config" in cmd.args:
-            found = _find_file(cmd.args.pop("config"), base)
-            if found:
-                base_config.update(read_yaml(found))
+    with tempfile.TemporaryDirectory(prefix="zerolora-import-") as tmp:
+        found_files = _Files(base, gate, {Path(k).name: v for k, v in (files or {}).items()},
+                             Path(tmp), notes)
+        for i, argv in enumerate(split_commands(text), 1):
+            cmd = _read_command(i, argv, found_files, nu, notes)
+            if cmd is None:
+                continue
+            if "config" in cmd.args:
+                found = found_files.find(cmd.args.pop("config"), cmd.label)
+                if found:
+                    base_config.update(read_yaml(found.path))
+                else:
+                    notes.append(f"{cmd.label}: --config file not found; its values are not "
+                                 f"imported")
+            if cmd.is_sample:
+                samples.append(cmd)
             else:
-                notes.append(f"{cmd.label}: --config file not found; its values are not "
-                             f"imported")
-        if cmd.is_sample:
-            samples.append(cmd)
-        else:
-            trainers.append(cmd)
+                trainers.append(cmd)
     if not trainers and not samples:
         notes.append("no training command found (expected accelerate launch or python with "
                      "the trainer's flags); the config holds the defaults")
@@ -196,12 +277,13 @@ def import_commands(text: str, base_dir: str | os.PathLike | None = None) -> Imp
             if isinstance(value, str) and value and value.lower() not in NONE_WORDS and \
                     not os.path.isabs(value):
                 data[key] = str((base / value).resolve())
-    config = _validated(data, nu)
-    return ImportResult(config, nu, notes)
+    config, kept = _validated(data, nu)
+    given = {k: getattr(config, k) for k in kept if k in FIELDS}
+    return ImportResult(config, nu, notes, given)
 
 
-def _read_command(index: int, argv: list[str], base: Path, nu: list[str], notes: list[str]
-                  ) -> _Command | None:
+def _read_command(index: int, argv: list[str], files: _Files, nu: list[str],
+                  notes: list[str]) -> _Command | None:
     text = shlex.join(argv)
     cmd = _Command(index, text)
     while argv and ENV_ASSIGNMENT.match(argv[0]):
@@ -227,7 +309,7 @@ def _read_command(index: int, argv: list[str], base: Path, nu: list[str], notes:
             and argv[3:4] == ["launch"]:
         launch_args = argv[4:]
     if launch_args is not None:
-        parsed = _parse_launch(cmd, launch_args, base, nu, notes)
+        parsed = _parse_launch(cmd, launch_args, files, nu, notes)
         if parsed is None:
             return None
         cmd.script, rest = parsed
@@ -295,8 +377,8 @@ def _parse_trainer_args(cmd: _Command, argv: list[str], nu: list[str]) -> None:
         group.append(tok)
 
 
-def _parse_launch(cmd: _Command, args: list[str], base: Path, nu: list[str], notes: list[str]
-                  ) -> tuple[str, list[str]] | None:
+def _parse_launch(cmd: _Command, args: list[str], files: _Files, nu: list[str],
+                  notes: list[str]) -> tuple[str, list[str]] | None:
     from accelerate.commands.launch import launch_command_parser
 
     parser = launch_command_parser()
@@ -310,12 +392,16 @@ def _parse_launch(cmd: _Command, args: list[str], base: Path, nu: list[str], not
     given = set(getattr(ns, "nondefault", set())) - {"training_script", "training_script_args",
                                                       "module", "config_file"}
     if ns.config_file:
-        found = _find_file(ns.config_file, base)
+        found = files.find(ns.config_file, cmd.label)
         if found is None:
+            cmd.launch["_config_missing"] = True
             notes.append(f"{cmd.label}: accelerate config {ns.config_file!r} not found under "
-                         f"{base}; its settings (and its DeepSpeed file) are not imported")
+                         f"{files.base} and not one of the reference's files; the form's "
+                         f"distributed settings (ZeRO stage, offload, processes, precision) are "
+                         f"left as they are. Give the file's contents (upload the file with the "
+                         f"command) to import them")
         else:
-            _read_accelerate_yaml(cmd, found, base, nu, notes)
+            _read_accelerate_yaml(cmd, found, files, nu, notes)
     else:
         cmd.launch["_no_config_file"] = True
     fields = set(same_named_fields(given))
@@ -324,12 +410,14 @@ def _parse_launch(cmd: _Command, args: list[str], base: Path, nu: list[str], not
         if name in fields:
             cmd.launch[name] = value
         elif name == "deepspeed_config_file":
-            found = _find_file(value, base)
+            found = files.find(value, cmd.label)
             if found:
                 _read_deepspeed_json(cmd, found, nu)
             else:
-                notes.append(f"{cmd.label}: DeepSpeed file {value!r} not found under {base}; "
-                             f"its settings are not imported")
+                notes.append(f"{cmd.label}: DeepSpeed file {value!r} not found under "
+                             f"{files.base} and not one of the reference's files; its settings "
+                             f"are not imported. Give the file's contents (upload the file "
+                             f"with the command) to import them")
         elif name in ("use_deepspeed", "multi_gpu", "debug", "quiet", "same_network",
                       "machine_rank", "rdzv_backend", "cpu"):
             if name == "use_deepspeed" and value:
@@ -343,23 +431,13 @@ def _parse_launch(cmd: _Command, args: list[str], base: Path, nu: list[str], not
     return script, list(ns.training_script_args)
 
 
-def _find_file(name: str, base: Path, near: Path | None = None) -> Path | None:
-    p = Path(name).expanduser()
-    candidates = [p] if p.is_absolute() else [base / p]
-    if near is not None and not p.is_absolute():
-        candidates += [near / p, near / p.name]
-    for c in candidates:
-        if c.is_file():
-            return c
-    return None
-
-
-def _read_accelerate_yaml(cmd: _Command, path: Path, base: Path, nu: list[str],
+def _read_accelerate_yaml(cmd: _Command, found: _Found, files: _Files, nu: list[str],
                           notes: list[str]) -> None:
     from accelerate.commands.config.config_args import load_config_from_file
 
+    path = Path(found.name)
     try:
-        conf = load_config_from_file(str(path))
+        conf = load_config_from_file(str(found.path))
     except (ValueError, TypeError, OSError) as e:
         nu.append(f"{cmd.label}: accelerate config {path} not readable: "
                   f"{' '.join(str(e).split())}")
@@ -388,13 +466,15 @@ def _read_accelerate_yaml(cmd: _Command, path: Path, base: Path, nu: list[str],
         launch.setdefault("zero_stage", None)
         ds_file = ds.pop("deepspeed_config_file", None)
         if ds_file:
-            found = _find_file(ds_file, base, near=path.parent)
-            if found:
-                _read_deepspeed_json(cmd, found, nu)
+            ds_found = files.find(ds_file, cmd.label, near=found.folder)
+            if ds_found:
+                _read_deepspeed_json(cmd, ds_found, nu)
             else:
                 notes.append(f"{cmd.label}: DeepSpeed file {ds_file!r} (named in "
-                             f"{path.name}) not found under {base} or next to the YAML; its "
-                             f"settings are not imported")
+                             f"{path.name}) not found under {files.base} or next to the YAML "
+                             f"and not one of the reference's files; its settings are not "
+                             f"imported. Give the file's contents (upload the file with the "
+                             f"command) to import them")
         if "zero3_init_flag" in ds:
             launch["zero3_init_flag"] = bool(ds.pop("zero3_init_flag"))
         for key in same_named_fields(list(ds)):
@@ -414,15 +494,18 @@ def _read_accelerate_yaml(cmd: _Command, path: Path, base: Path, nu: list[str],
         launch.setdefault("_deepspeed", True)
 
 
-def _read_deepspeed_json(cmd: _Command, path: Path, nu: list[str]) -> None:
+def _read_deepspeed_json(cmd: _Command, found: _Found, nu: list[str]) -> None:
     try:
-        ds = json.loads(path.read_text(encoding="utf-8"))
+        ds = json.loads(found.path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        nu.append(f"{cmd.label}: DeepSpeed file {path} not readable: {e}")
+        nu.append(f"{cmd.label}: DeepSpeed file {found.name} not readable: {e}")
+        return
+    if not isinstance(ds, dict):
+        nu.append(f"{cmd.label}: DeepSpeed file {found.name} not readable: not a JSON object")
         return
     cmd.deepspeed = ds
     out = cmd.launch
-    where = path.name
+    where = found.name
     ds = dict(ds)
     zero = dict(ds.pop("zero_optimization", {}) or {})
     if "stage" in zero:
@@ -430,6 +513,7 @@ def _read_deepspeed_json(cmd: _Command, path: Path, nu: list[str]) -> None:
     for which, name in DS_OFFLOAD_FIELDS.items():
         block = dict(zero.pop(which, None) or {})
         if not block:
+            out[name] = "none"  # the file is the whole DeepSpeed config: no such offload
             continue
         out[name] = block.pop("device", "none")
         if "pin_memory" in block:
@@ -595,6 +679,7 @@ def _distributed(cmd: _Command | None, notes: list[str]) -> dict[str, Any]:
     if cmd is None:
         return {}
     launch = dict(cmd.launch)
+    missing = launch.pop("_config_missing", False)
     ds_precision = launch.pop("_ds_precision", None)
     deepspeed = launch.pop("_deepspeed", False) or cmd.deepspeed is not None
     out = {k: v for k, v in launch.items() if v is not None}
@@ -607,7 +692,9 @@ def _distributed(cmd: _Command | None, notes: list[str]) -> dict[str, Any]:
     if deepspeed and not out.get("zero_stage"):
         notes.append(f"{cmd.label}: DeepSpeed without a readable ZeRO stage; ZeroLoRA's "
                      f"zero_stage stays at the default (0) -- set it by hand")
-    if "mixed_precision" not in out:
+    if "mixed_precision" not in out and missing:
+        pass  # its launch file was not found: the precision stays the form's
+    elif "mixed_precision" not in out:
         if ds_precision:
             out["mixed_precision"] = ds_precision
         else:
@@ -621,12 +708,13 @@ def _distributed(cmd: _Command | None, notes: list[str]) -> dict[str, Any]:
     return out
 
 
-def _validated(data: dict[str, Any], nu: list[str]) -> RunConfig:
-    """Validate; options that fail are reported and left at their defaults."""
+def _validated(data: dict[str, Any], nu: list[str]) -> tuple[RunConfig, list[str]]:
+    """Validate; options that fail are reported and left at their defaults. Returns the
+    config and the keys of ``data`` it took."""
     data = dict(data)
     for _ in range(len(data) + 1):
         try:
-            return validate(data, require_inputs=False)
+            return validate(data, require_inputs=False), list(data)
         except ConfigError as e:
             dropped = False
             for problem in e.problems:
@@ -637,7 +725,7 @@ def _validated(data: dict[str, Any], nu: list[str]) -> RunConfig:
                     dropped = True
             if not dropped:
                 raise
-    return validate(data, require_inputs=False)
+    return validate(data, require_inputs=False), list(data)
 
 
 # ------------------------------------------------------------------------------------------

@@ -241,6 +241,26 @@ def _input_images(cfg: RunConfig, paths: tuple[str, ...]) -> list:
     return [load_input_image(Path(p).expanduser(), cfg) for p in paths]
 
 
+def _save_inputs(cfg: RunConfig, job: Job, output_dir: Path) -> str:
+    """A prompt's input images side by side in the sample set (``inputs/pNN.png``), so the
+    set shows what each sample was edited from without reading the data set again."""
+    from PIL import Image
+
+    rel = f"inputs/p{job.prompt_index:02d}.png"
+    path = output_dir / rel
+    if not path.is_file():
+        images = [im.convert("RGB") for im in _input_images(cfg, job.inputs)]
+        height = max(im.height for im in images)
+        strip = Image.new("RGB", (sum(im.width for im in images), height), "white")
+        x = 0
+        for im in images:
+            strip.paste(im, (x, (height - im.height) // 2))
+            x += im.width
+        path.parent.mkdir(parents=True, exist_ok=True)
+        strip.save(path)
+    return rel
+
+
 def _settings(cfg: RunConfig) -> dict[str, Any]:
     from backend.families import get_family
 
@@ -384,6 +404,7 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
                 entry["strip"] = str(written[1].relative_to(output_dir))
             if job.inputs:
                 entry["inputs"] = list(job.inputs)
+                entry["input_image"] = _save_inputs(cfg, job, output_dir)
             if step is not None:
                 entry["step"] = step
         index[:] = [e for e in index if _entry_key(e) != _entry_key(entry)] + [entry]

@@ -134,14 +134,63 @@ def test_deepspeed_settings_follow_the_files(tmp_path):
     assert [x for x in result.not_understood if "optimizer" in x and "Lion" in x]
 
 
-def test_missing_files_are_named_in_the_notes(tmp_path):
-    result = import_commands(SEED_COMMANDS, base_dir=tmp_path / "elsewhere")
-    assert [n for n in result.notes if "deepspeed_zero3_cpuoffload.yaml" in n and
-            "not found" in n]
-    assert result.config.zero_stage == 0  # nothing read, nothing guessed
-    write_seed_files(tmp_path)[1].unlink()  # the YAML is there, its JSON is not
-    result = import_commands(SEED_COMMANDS, base_dir=tmp_path)
-    assert [n for n in result.notes if "ds_z3_cpuoffload.json" in n and "not found" in n]
+def test_the_references_files_are_recognised_by_name_and_others_named_in_the_notes(tmp_path):
+    """The reference's shipped files import from their known contents when missing; any
+    other missing file is named, with the way to give it, and sets nothing."""
+    write_seed_files(tmp_path / "seed")
+    on_disk = import_commands(SEED_COMMANDS, base_dir=tmp_path / "seed")
+    known = import_commands(SEED_COMMANDS, base_dir=tmp_path / "elsewhere")
+    paths = ("dataset_base_path", "dataset_metadata_path")  # relative to each base
+    assert {k: v for k, v in known.given.items() if k not in paths} == \
+        {k: v for k, v in on_disk.given.items() if k not in paths}
+    assert (known.given["zero_stage"], known.given["offload_param_device"],
+            known.given["offload_optimizer_device"]) == (3, "cpu", "cpu")
+    recognised = [n for n in known.notes if "recognised" in n]
+    assert [n for n in recognised if "deepspeed_zero3_cpuoffload.yaml" in n]
+    assert [n for n in recognised if "ds_z3_cpuoffload.json" in n]
+    assert not [n for n in on_disk.notes if "recognised" in n]
+    from webui.messages import translate  # the Training tab shows these in both languages
+
+    assert all(translate(n) for n in recognised), recognised
+
+    unknown = SEED_COMMANDS.replace("deepspeed_zero3_cpuoffload.yaml", "my_zero3.yaml")
+    result = import_commands(unknown, base_dir=tmp_path / "elsewhere")
+    assert [n for n in result.notes if "my_zero3.yaml" in n and "not found" in n and
+            "upload the file" in n]
+    distributed = {"zero_stage", "offload_param_device", "offload_optimizer_device",
+                   "num_processes", "mixed_precision", "pin_memory", "zero3_init_flag"}
+    assert not distributed & set(result.given)  # nothing read, nothing guessed
+    assert result.given["lora_rank"] == 32 and result.given["split_training"] is True
+
+    # The file's contents given with the command: imported from them, under its own name.
+    yaml_text = (tmp_path / "seed" / SEED_DIR / "deepspeed_zero3_cpuoffload.yaml").read_text()
+    ds = json.loads(SEED_DEEPSPEED_JSON)
+    ds["zero_optimization"]["stage"] = 2
+    del ds["zero_optimization"]["offload_param"]
+    given = import_commands(unknown, base_dir=tmp_path / "elsewhere",
+                            files={"my_zero3.yaml": yaml_text,
+                                   "ds_z3_cpuoffload.json": json.dumps(ds)})
+    assert (given.given["zero_stage"], given.given["offload_optimizer_device"]) == (2, "cpu")
+    assert given.given["offload_param_device"] == "none"  # the file has no offload_param
+    assert [n for n in given.notes if "my_zero3.yaml read from the file given" in n]
+    said = [n for r in (result, given) for n in r.notes if "my_zero3" in n]
+    assert said and all(translate(n) for n in said), said
+
+
+def test_files_named_in_a_command_go_through_the_read_gate(tmp_path):
+    from backend.readgate import gate_of
+
+    acc, _ = write_seed_files(tmp_path / "outside")
+    text = f"accelerate launch --config_file {acc} train.py --task sft --dataset_base_path d"
+    allowed = import_commands(text, gate=gate_of([str(tmp_path / "outside")]))
+    assert allowed.given["zero_stage"] == 3
+    # Outside the user's folders the file is not read; its name is the reference's, so
+    # the known contents stand in (and the note says so), never the file on disk.
+    acc.write_text(acc.read_text().replace("num_processes: 1", "num_processes: 4"))
+    walled = import_commands(text, gate=gate_of([str(tmp_path / "mine")]))
+    assert walled.given["num_processes"] == 1
+    assert [n for n in walled.notes if "recognised" in n]
+    assert import_commands(text).given["num_processes"] == 4
 
 
 def test_the_deepspeed_file_is_also_found_next_to_the_yaml(tmp_path):

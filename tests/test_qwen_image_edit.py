@@ -455,6 +455,10 @@ def test_samples_render_input_base_and_lora(tmp_path, monkeypatch, edit_models, 
     entries = render_samples(cfg, [out / "step-12.safetensors"], tmp_path / "samples")
     assert [e["scale"] for e in entries] == [0.0, 1.0]
     assert all(e["inputs"] == inputs.split("|") for e in entries)
+    # The set keeps the prompt's input images side by side, for the Results tab.
+    assert {e["input_image"] for e in entries} == {"inputs/p00.png"}
+    with Image.open(tmp_path / "samples" / "inputs" / "p00.png") as kept:
+        assert kept.width == 2 * kept.height  # two square input images
     base, lora = (np.asarray(Image.open(tmp_path / "samples" / e["image"]), dtype=float)
                   for e in entries)
     assert base.shape == (SIZE, SIZE, 3) and np.abs(lora - base).max() > 0

@@ -85,7 +85,8 @@ async () => {
 
 def launch_kwargs() -> dict[str, Any]:
     """What ``Blocks.launch`` needs for this UI (gradio 6 takes these at launch)."""
-    return {"i18n": I18N, "css": CSS + LANG_CSS, "footer_links": ["api", "settings"]}
+    return {"i18n": I18N, "css": CSS + LANG_CSS + results.GRID_CSS,
+            "footer_links": ["api", "settings"]}
 
 
 def create_app(runner, workspace: Path, models_dir: Path | None = None,

@@ -107,14 +107,22 @@ def grid(run: dict, sample_set: str | None = None
                                                               float(e.get("scale", 0)))
         cell[(e["prompt"], key)] = e  # later entries (newer renders) win
     titles = ["base model" if n is None else f"{n} × {s:g}" for n, s in cols]
+    # Edit runs: the prompt's input images first (the sample stage keeps a copy in the set).
+    inputs = {e["prompt"]: e["input_image"] for e in entries
+              if e.get("input_image") and (samples / e["input_image"]).is_file()}
     images = []
     for prompt in prompts:
+        if inputs:
+            if prompt in inputs:
+                images.append((str(samples / inputs[prompt]), f"input images · {prompt}"))
         for (n, s), title in zip(cols, titles):
             e = cell.get((prompt, (n, s)))
             if e is not None:
                 images.append((str(samples / e["image"]),
                                f"{title} · seed {e.get('seed')} · {prompt}"))
-    return images, titles, len(cols)
+    if inputs:
+        titles = ["input images"] + titles
+    return images, titles, len(titles)
 
 
 # ---------------------------------------------------------------------- downloads

@@ -781,6 +781,40 @@ rule(r"^✗ Caption run (?P<id>`[^`]+`) (?P<st>\w+)\.$",
      lambda m: f"✗ 描述任务 {m['id']} {STATUS_ZH.get(m['st'], m['st'])}。")
 rule(r"^No caption run to stop\.$", "没有可停止的描述任务。")
 rule(r"^○ Stopping caption run (?P<id>`[^`]+`)…$", r"○ 正在停止描述任务 \g<id>……")
+# ------------------------------------------------------------------ importing a command
+rule(r"^✓ Imported: (?P<n>\d+) field\(s\) changed; every other field kept its value\.$",
+     r"✓ 已导入：改动了 \g<n> 个字段，其余字段保持原值。")
+rule(r"^✓ Imported: the form already has every setting of the command\.$",
+     "✓ 已导入：表单已包含该命令的全部设置。")
+rule(r"^\*\*Not understood\*\* \(not imported\):$", "**无法识别**（未导入）：")
+rule(r"^\*\*Notes:\*\*$", "**说明：**")
+rule(r"^command (?P<i>\d+): (?P<f>\S+) is not on this machine; recognised it as the "
+     r"reference's low-VRAM accelerate config \(DeepSpeed ZeRO-3, one process\) and imported "
+     r"its settings$",
+     r"命令 \g<i>：本机没有 \g<f>；已识别为参考训练器的低显存 accelerate 配置"
+     r"（DeepSpeed ZeRO-3，单进程），并导入了其中的设置")
+rule(r"^command (?P<i>\d+): (?P<f>\S+) is not on this machine; recognised it as the "
+     r"reference's low-VRAM DeepSpeed config \(ZeRO-3, parameters and optimizer offloaded to "
+     r"CPU\) and imported its settings$",
+     r"命令 \g<i>：本机没有 \g<f>；已识别为参考训练器的低显存 DeepSpeed 配置"
+     r"（ZeRO-3，参数和优化器卸载到 CPU），并导入了其中的设置")
+rule(r"^command (?P<i>\d+): (?P<f>\S+) read from the file given with the command$",
+     r"命令 \g<i>：\g<f> 取自随命令提供的文件")
+rule(r"^command (?P<i>\d+): accelerate config (?P<f>'[^']*') not found under (?P<b>\S+) and "
+     r"not one of the reference's files; the form's distributed settings \(ZeRO stage, "
+     r"offload, processes, precision\) are left as they are\. Give the file's contents "
+     r"\(upload the file with the command\) to import them$",
+     r"命令 \g<i>：在 \g<b> 下找不到 accelerate 配置 \g<f>，它也不是参考训练器自带的文件；"
+     r"表单的分布式设置（ZeRO 阶段、卸载、进程数、精度）保持不变。请提供该文件的内容"
+     r"（随命令上传该文件）以导入这些设置")
+rule(r"^command (?P<i>\d+): DeepSpeed file (?P<f>'[^']*')(?: \(named in (?P<y>\S+)\))? not "
+     r"found under (?P<b>\S+)(?: or next to the YAML)? and not one of the reference's files; "
+     r"its settings are not imported\. Give the file's contents \(upload the file with the "
+     r"command\) to import them$",
+     r"命令 \g<i>：找不到 DeepSpeed 文件 \g<f>（在 \g<b> 下），它也不是参考训练器自带的文件；"
+     r"其中的设置未导入。请提供该文件的内容（随命令上传该文件）以导入这些设置")
+rule(r"^command (?P<i>\d+): debug: true in (?P<f>\S+) \(accelerate's debug checks\) is not "
+     r"carried over$", r"命令 \g<i>：\g<f> 中的 `debug: true`（accelerate 的调试检查）不沿用")
 RULES: list[Rule] = [(re.compile(p), zh) for p, zh in _RULES_SRC]
 
 

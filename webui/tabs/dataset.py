@@ -45,6 +45,7 @@ def create_ui(ctx: Ctx) -> None:
     c["thumbs"] = gr.Gallery(label=T("data.preview"), columns=10, height=200,
                              elem_id="thumbs", visible=False, type="pil", buttons=[],
                              object_fit="contain", fit_columns=False, allow_preview=True)
+    create_pairs_ui(ctx)
     with gr.Row(visible=False, elem_id="sample-suggest-row") as c["sample_suggest_row"]:
         c["sample_suggest"] = gr.Markdown("", elem_id="sample-suggest")
         c["sample_suggest_btn"] = gr.Button(T("data.suggest_btn"), size="sm",
@@ -72,6 +73,76 @@ def _thumbs(base: str, rows: list[list], user: str | None, ctx: Ctx):
 
 
 CAPTION_HEADERS = {"en": ["image", "caption"], "zh": ["图片", "描述"]}
+
+
+# ---------------------------------------------------------------------- edit datasets
+def create_pairs_ui(ctx: Ctx) -> None:
+    """Edit datasets (rows with ``edit_image``): each pair as input image(s) → target, with
+    its instruction (the caption column above edits it)."""
+    ctx.c["pairs"] = gr.Gallery(label=T("data.pairs"), columns=4, height=260,
+                                elem_id="edit-pairs", visible=False, type="pil", buttons=[],
+                                object_fit="contain", allow_preview=True)
+
+
+def edit_pairs(base: str, metadata: str | None, user: str | None, ctx: Ctx,
+               limit: int = 24) -> list:
+    """(picture of input image(s) → target, instruction) of the first rows of an edit
+    dataset; empty for a dataset without ``edit_image``. Files outside the folder are
+    left out, as the image preview does."""
+    from PIL import Image, ImageDraw
+
+    from backend.data import EDIT_IMAGE_KEY, IMAGE_KEY, PROMPT_KEY, _input_names
+
+    if not metadata:
+        return []
+    rows = [r for r in datasets._read_rows(Path(metadata).expanduser())
+            if r.get(EDIT_IMAGE_KEY)][:limit]
+    if not rows:
+        return []
+    datasets.image_paths(base, [], user=user, workspace=ctx.workspace, runner=ctx.runner)
+    folder = Path(base).expanduser().resolve()
+
+    def thumb(name: str):
+        p = (folder / str(name)).resolve()
+        if folder not in p.parents or not p.is_file():
+            return None
+        try:
+            with Image.open(p) as im:
+                im = im.convert("RGB")
+                im.thumbnail((THUMB, THUMB))
+                return im
+        except OSError:
+            return None
+
+    out = []
+    for r in rows:
+        inputs = [t for t in map(thumb, _input_names(r[EDIT_IMAGE_KEY]) or []) if t]
+        target = thumb(r.get(IMAGE_KEY) or "")
+        if not inputs or target is None:
+            continue
+        gap = 36  # the arrow between the inputs and the target
+        h = max(im.height for im in inputs + [target])
+        pic = Image.new("RGB", (sum(im.width for im in inputs) + gap + target.width, h),
+                        "white")
+        x = 0
+        for im in inputs:
+            pic.paste(im, (x, (h - im.height) // 2))
+            x += im.width
+        draw, y = ImageDraw.Draw(pic), h // 2
+        draw.line([(x + 6, y), (x + gap - 8, y)], fill=(60, 60, 60), width=3)
+        draw.polygon([(x + gap - 10, y - 7), (x + gap - 10, y + 7), (x + gap - 2, y)],
+                     fill=(60, 60, 60))
+        pic.paste(target, (x + gap, (h - target.height) // 2))
+        out.append((pic, str(r.get(PROMPT_KEY) or "")[:120]))
+    return out
+
+
+def pairs_update(base: str, metadata: str | None, user: str | None, ctx: Ctx):
+    try:
+        pairs = edit_pairs(base, metadata, user, ctx)
+    except (datasets.DatasetFolderError, OSError, ValueError):
+        pairs = []
+    return gr.Gallery(value=pairs or None, visible=bool(pairs))
 
 
 def bind_events(ctx: Ctx) -> None:
@@ -104,9 +175,10 @@ def bind_events(ctx: Ctx) -> None:
         where = Path(meta).name if meta else "one .txt per image"
         return {c["data_msg"]: bilingual(f"{len(rows)} image(s); captions from {where}."),
                 c["captions"]: rows,
-                c["thumbs"]: gr.Gallery(value=thumbs, visible=bool(rows))}
+                c["thumbs"]: gr.Gallery(value=thumbs, visible=bool(rows)),
+                c["pairs"]: pairs_update(base, meta, user, ctx)}
 
-    load_outputs = [c["data_msg"], c["captions"], c["thumbs"]]
+    load_outputs = [c["data_msg"], c["captions"], c["thumbs"], c["pairs"]]
     c["captions_load"].click(load_captions, inputs={base_c, meta_c}, outputs=load_outputs,
                              api_visibility="private")
     c["tab_dataset"].select(load_captions, inputs={base_c, meta_c}, outputs=load_outputs,

@@ -14,6 +14,12 @@ from webui.messages import bilingual
 from webui.tabs.run import with_sample_counts
 
 RENDER_TICK_S = 2.0
+# The grid shows every row: gradio caps a gallery without a fixed height at 55% of the
+# window and scrolls inside it, which cut the third row of a 3-prompt grid.
+GRID_CSS = """
+#res-grid .grid-wrap {max-height: none !important; overflow-y: visible !important;}
+#res-grid .grid-container {grid-template-rows: none !important;}
+"""
 
 
 def create_ui(ctx: Ctx) -> None:

@@ -80,6 +80,9 @@ def create_ui(ctx: Ctx) -> None:
             with gr.Accordion(T("train.import"), open=False, elem_id="import-acc"):
                 c["import_text"] = gr.Textbox(lines=6, placeholder=T("train.import_ph"),
                                               show_label=False, elem_id="import-text")
+                c["import_files"] = gr.File(label=T("train.import_files"), file_count="multiple",
+                                            file_types=[".yaml", ".yml", ".json"],
+                                            elem_id="import-files", height=90)
                 c["import_btn"] = gr.Button(T("train.import_btn"), elem_id="import-btn")
                 c["import_notes"] = gr.Markdown("", elem_id="import-notes")
 
@@ -282,22 +285,22 @@ def bind_events(ctx: Ctx) -> None:
           outputs=outputs, trigger_mode="always_last", show_progress="hidden",
           api_visibility="private")
 
-    def import_command(data: dict):
+    def import_command(data: dict, request: gr.Request):
+        """The command's settings onto the form: only the fields it sets change, each listed
+        old → new; every other field keeps its value."""
         from backend.importer import import_commands
 
-        text = data[c["import_text"]] or ""
         try:
-            result = import_commands(text)
+            result = import_commands(data[c["import_text"]] or "",
+                                     files=import_files(data[c["import_files"]]),
+                                     gate=import_gate(ctx, request))
         except (ConfigError, ValueError) as e:
             return {c["import_notes"]: "✗ " + str(e).replace("\n", "  \n")}
-        cfg = result.config.to_dict()
-        lines = [f"✓ Imported {len(cfg)} settings into the form."]
-        if result.not_understood:
-            lines += ["", "**Not understood** (left at their defaults):"] + \
-                [f"- `{n}`" for n in result.not_understood]
-        if result.notes:
-            lines += ["", "**Notes:**"] + [f"- {n}" for n in result.notes]
-        return {**form.to_updates(form.full_config(cfg)), c["import_notes"]: "\n".join(lines)}
+        before, _ = form.to_config(data)
+        changed = {k: v for k, v in result.given.items()
+                   if k in form.components and before.get(k) != v}
+        return {**form.to_updates(changed),
+                c["import_notes"]: import_notes_markdown(result, before, changed)}
 
     def apply_method(data: dict):
         """The suggested method's fields into the form (the refresh that follows shows it)."""
@@ -308,9 +311,52 @@ def bind_events(ctx: Ctx) -> None:
     c["apply_method"].click(apply_method, inputs={c["method_changes"]},
                             outputs=list(form.components.values()), api_visibility="private")
 
-    c["import_btn"].click(import_command, inputs={c["import_text"]},
+    c["import_btn"].click(import_command,
+                          inputs=form.inputs | {c["import_text"], c["import_files"]},
                           outputs=list(form.components.values()) + [c["import_notes"]],
                           api_visibility="private")
+
+
+def import_files(paths) -> dict[str, str]:
+    """Launch files uploaded with a command: {file name: contents}."""
+    out = {}
+    for p in paths or []:
+        p = Path(getattr(p, "name", p))
+        out[p.name] = p.read_text(encoding="utf-8", errors="replace")
+    return out
+
+
+def import_gate(ctx: Ctx, request: gr.Request | None):
+    """The read gate of the user importing: files a command names are read inside that
+    user's folders only (sign-in off and admins: anywhere)."""
+    from backend import readgate
+    from webui import security
+
+    cfg = validate({}, require_inputs=False)
+    cfg = security.with_read_policy(cfg, ctx.owner(request), ctx.workspace,
+                                    models_dir=ctx.models_dir, runner=ctx.runner)
+    return readgate.gate_of(cfg.read_roots)
+
+
+def import_notes_markdown(result, before: dict, changed: dict) -> str:
+    """What an import did, in both languages where the text has Chinese: every field it
+    changed (old → new), what it did not understand, its notes."""
+    def shown(v) -> str:
+        return "(empty)" if v is None or v == "" else str(v)
+
+    if changed:
+        lines = [bilingual(f"✓ Imported: {len(changed)} field(s) changed; every other field "
+                           f"kept its value."), ""]
+        lines += [f"- `{k}`: `{shown(before.get(k))}` → `{shown(v)}`"
+                  for k, v in changed.items()]
+    else:
+        lines = [bilingual("✓ Imported: the form already has every setting of the command.")]
+    if result.not_understood:
+        lines += ["", bilingual("**Not understood** (not imported):")] + \
+            [f"- `{n}`" for n in result.not_understood]
+    if result.notes:
+        lines += ["", bilingual("**Notes:**")] + [f"- {bilingual(n)}" for n in result.notes]
+    return "\n".join(lines)
 
 
 def _diff(c: dict, data: dict, cfg_dict: dict) -> str:
