@@ -141,3 +141,42 @@ def load_partitioned(model_cls, folder, dtype, remote_device: str | None = None)
         raise RuntimeError(f"{folder}: weights missing for {len(missing)} parameters, e.g. "
                            f"{', '.join(missing[:3])}")
     return model.eval()
+
+
+# ------------------------------------------------------------------------------------------
+# Flow-matching loss around a family's ``loss_at(transformer, sample, schedule, index, noise,
+# dtype)``: the draws every family makes the same way.
+# ------------------------------------------------------------------------------------------
+EVAL_INDICES = (100, 300, 500, 700, 900)
+
+
+def uniform_index_loss(loss_at: Callable[..., Any], transformer, sample: dict[str, Any],
+                       schedule, generator, dtype):
+    """One training step's loss: a uniform index into ``schedule.sigmas`` and fresh noise,
+    both drawn from ``generator`` (a CPU ``torch.Generator``, so a step's draw depends only
+    on its seed)."""
+    import torch
+
+    index = int(torch.randint(0, len(schedule.sigmas), (1,), generator=generator))
+    noise = torch.randn(sample["latents"].shape, generator=generator)
+    return loss_at(transformer, sample, schedule, index, noise, dtype)
+
+
+def fixed_noise_loss(loss_at: Callable[..., Any], schedule, transformer,
+                     samples: list[dict[str, Any]], seed: int = 0,
+                     indices: tuple[int, ...] = EVAL_INDICES) -> float:
+    """Mean ``loss_at`` over ``samples`` × schedule ``indices`` with noise fixed by ``seed``
+    (the same draws on every call: a LoRA's loss compares with the base model's), in the
+    transformer's dtype, without gradients."""
+    import torch
+
+    dtype = next(transformer.parameters()).dtype
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for si, sample in enumerate(samples):
+            for index in indices:
+                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
+                noise = torch.randn(sample["latents"].shape, generator=g)
+                total += float(loss_at(transformer, sample, schedule, index, noise, dtype))
+                n += 1
+    return total / max(n, 1)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from backend.families.base import Family
+from backend.families.common import EVAL_INDICES, fixed_noise_loss
 
 NUM_TRAIN_TIMESTEPS = 1000
 MAX_SEQUENCE_LENGTH = 512
@@ -252,22 +253,10 @@ def training_loss(transformer, sample, schedule: Schedule, generator, dtype):
 
 
 def eval_loss(transformer, samples, seed: int = 0,
-              indices: tuple[int, ...] = (100, 300, 500, 700, 900)) -> float:
+              indices: tuple[int, ...] = EVAL_INDICES) -> float:
     """Mean loss over ``samples`` x ``indices`` with noise fixed by ``seed``."""
-    import torch
-
-    schedule = training_schedule()
-    dtype = next(transformer.parameters()).dtype
-    total, n = 0.0, 0
-    with torch.no_grad():
-        for si, sample in enumerate(samples):
-            for index in indices:
-                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
-                noise = torch.randn(sample["latents"].shape, generator=g)
-                total += float(flow_matching_loss(transformer, sample, schedule, index, noise,
-                                                  dtype))
-                n += 1
-    return total / max(n, 1)
+    return fixed_noise_loss(flow_matching_loss, training_schedule(), transformer, samples,
+                            seed, indices)
 
 
 # ------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from backend.families.base import Family
+from backend.families.common import EVAL_INDICES, fixed_noise_loss, uniform_index_loss
 
 # The real Qwen-Image scheduler config (Qwen/Qwen-Image scheduler/scheduler_config.json);
 # training needs only the transformer, so the schedule does not depend on a scheduler folder.
@@ -322,35 +323,18 @@ def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
 
 
 def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, generator, dtype):
-    """One training step's loss: a uniform schedule index and fresh noise from ``generator``
-    (a CPU ``torch.Generator``, so a step's draw depends only on its seed)."""
-    import torch
-
-    index = int(torch.randint(0, len(schedule.sigmas), (1,), generator=generator))
-    noise = torch.randn(sample["latents"].shape, generator=generator)
-    return flow_matching_loss(transformer, sample, schedule, index, noise, dtype)
+    """One training step's loss: a uniform schedule index and fresh noise from ``generator``."""
+    return uniform_index_loss(flow_matching_loss, transformer, sample, schedule, generator, dtype)
 
 
 # ------------------------------------------------------------------------------------------
 # Evaluation helpers (tests, UI checks)
 # ------------------------------------------------------------------------------------------
 def eval_loss(transformer, samples: list[dict[str, Any]], seed: int = 0,
-              indices: tuple[int, ...] = (100, 300, 500, 700, 900)) -> float:
+              indices: tuple[int, ...] = EVAL_INDICES) -> float:
     """Mean weighted loss over ``samples`` × ``indices`` with noise fixed by ``seed``."""
-    import torch
-
-    schedule = training_schedule()
-    dtype = next(transformer.parameters()).dtype
-    total, n = 0.0, 0
-    with torch.no_grad():
-        for si, sample in enumerate(samples):
-            for index in indices:
-                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
-                noise = torch.randn(sample["latents"].shape, generator=g)
-                total += float(flow_matching_loss(transformer, sample, schedule, index,
-                                                  noise, dtype))
-                n += 1
-    return total / max(n, 1)
+    return fixed_noise_loss(flow_matching_loss, training_schedule(), transformer, samples,
+                            seed, indices)
 
 
 def eval_lora_loss(transformer_dir: str | Path, cache_dir: str | Path,

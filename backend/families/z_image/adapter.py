@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from backend.families.base import Family
+from backend.families.common import EVAL_INDICES, fixed_noise_loss, uniform_index_loss
 
 NUM_TRAIN_TIMESTEPS = 1000
 MAX_SEQUENCE_LENGTH = 512          # ZImagePipeline's default
@@ -237,31 +238,15 @@ def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
 
 
 def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, generator, dtype):
-    """One step's loss: a uniform schedule index and fresh noise from ``generator``."""
-    import torch
-
-    index = int(torch.randint(0, len(schedule.sigmas), (1,), generator=generator))
-    noise = torch.randn(sample["latents"].shape, generator=generator)
-    return flow_matching_loss(transformer, sample, schedule, index, noise, dtype)
+    """One training step's loss: a uniform schedule index and fresh noise from ``generator``."""
+    return uniform_index_loss(flow_matching_loss, transformer, sample, schedule, generator, dtype)
 
 
 def eval_loss(transformer, samples: list[dict[str, Any]], seed: int = 0,
-              indices: tuple[int, ...] = (100, 300, 500, 700, 900)) -> float:
-    """Mean loss over ``samples`` × ``indices`` with noise fixed by ``seed``."""
-    import torch
-
-    schedule = training_schedule()
-    dtype = next(transformer.parameters()).dtype
-    total, n = 0.0, 0
-    with torch.no_grad():
-        for si, sample in enumerate(samples):
-            for index in indices:
-                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
-                noise = torch.randn(sample["latents"].shape, generator=g)
-                total += float(flow_matching_loss(transformer, sample, schedule, index,
-                                                  noise, dtype))
-                n += 1
-    return total / max(n, 1)
+              indices: tuple[int, ...] = EVAL_INDICES) -> float:
+    """Mean weighted loss over ``samples`` × ``indices`` with noise fixed by ``seed``."""
+    return fixed_noise_loss(flow_matching_loss, training_schedule(), transformer, samples,
+                            seed, indices)
 
 
 # ------------------------------------------------------------------------------------------
