@@ -180,3 +180,54 @@ def fixed_noise_loss(loss_at: Callable[..., Any], schedule, transformer,
                 total += float(loss_at(transformer, sample, schedule, index, noise, dtype))
                 n += 1
     return total / max(n, 1)
+
+
+# ------------------------------------------------------------------------------------------
+# Tiny pipelines (``build_tiny``): the parts every family's builder writes the same way
+# ------------------------------------------------------------------------------------------
+def train_byte_level_bpe(sentences: list[str], vocab_size: int):
+    """A ``tokenizers`` byte-level BPE with Qwen2's pre-tokenizer, trained on ``sentences``
+    (four times over) up to ``vocab_size`` tokens; no special tokens added."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=1, special_tokens=[],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(list(sentences) * 4, trainer=trainer)
+    return tok
+
+
+def bpe_vocab_and_merges(tok, special_tokens: list[str]) -> tuple[dict[str, int], list]:
+    """A trained BPE's vocabulary (``special_tokens`` appended after it) and merges, as a
+    ``Qwen2Tokenizer`` takes them."""
+    import json
+
+    state = json.loads(tok.to_str())["model"]
+    vocab = dict(sorted(state["vocab"].items(), key=lambda kv: kv[1]))
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in state["merges"]]
+    n = len(vocab)
+    for i, sp in enumerate(special_tokens):
+        vocab[sp] = n + i
+    return vocab, merges
+
+
+def save_tiny_pipeline(pipeline, out_dir):
+    """Write a diffusers ``pipeline`` in the hub layout (safetensors only: a pickled weight
+    file is refused); return its folder."""
+    from pathlib import Path
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pipeline.save_pretrained(out, safe_serialization=True)
+    leftovers = [p for p in out.rglob("*") if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
+    if leftovers:
+        raise RuntimeError(f"non-safetensors weights written: {leftovers}")
+    return out
