@@ -60,25 +60,6 @@ class Component:
     kind: str = MODEL
 
 
-def pipeline_components(transformer: tuple[tuple[str, ...], str],
-                        text_encoder: tuple[tuple[str, ...], str],
-                        vae: tuple[tuple[str, ...], str], tokenizer: str,
-                        scheduler: str) -> tuple[Component, ...]:
-    """The five components of a text-to-image (or video) diffusers pipeline, each given as
-    (class names, default source) or, for the tokenizer and scheduler, its source folder:
-    the transformer is trained (stage 2) and renders (samples); the text encoder, VAE and
-    tokenizer encode the dataset (stage 1) and render; the scheduler renders."""
-    render = ("data_process", "sample")
-    return (
-        Component("transformer", transformer[0], trained=True, source=transformer[1],
-                  stages=("train", "sample")),
-        Component("text_encoder", text_encoder[0], source=text_encoder[1], stages=render),
-        Component("vae", vae[0], source=vae[1], stages=render),
-        Component("tokenizer", source=tokenizer, stages=render, kind=TOKENIZER),
-        Component("scheduler", source=scheduler, stages=("sample",), kind=SCHEDULER),
-    )
-
-
 @dataclass(frozen=True)
 class Variant:
     """A model of the family's architecture: the ids that name it and what it changes."""

@@ -1,10 +1,13 @@
-"""Training helpers every family shares: block checkpointing (torch or DeepSpeed's),
-partitioned loading under ZeRO-3, and a model folder's weight files. Nothing here depends on
-an architecture; importing it is cheap (torch is imported inside the functions).
+"""Helpers every family shares: block checkpointing (torch or DeepSpeed's),
+partitioned loading under ZeRO-3, a model folder's weight files, the flow-matching loss
+draws, the parts of a tiny pipeline builder, and a pipeline's five components. Nothing here
+depends on an architecture; importing it is cheap (torch is imported inside the functions).
 """
 from __future__ import annotations
 
 from typing import Any, Callable
+
+from backend.families.base import SCHEDULER, TOKENIZER, Component
 
 
 def any_requires_grad(args: tuple[Any, ...]) -> bool:
@@ -231,3 +234,25 @@ def save_tiny_pipeline(pipeline, out_dir):
     if leftovers:
         raise RuntimeError(f"non-safetensors weights written: {leftovers}")
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# Family specs
+# ------------------------------------------------------------------------------------------
+def pipeline_components(transformer: tuple[tuple[str, ...], str],
+                        text_encoder: tuple[tuple[str, ...], str],
+                        vae: tuple[tuple[str, ...], str], tokenizer: str,
+                        scheduler: str) -> tuple[Component, ...]:
+    """The five components of a text-to-image (or video) diffusers pipeline, each given as
+    (class names, default source) or, for the tokenizer and scheduler, its source folder:
+    the transformer is trained (stage 2) and renders (samples); the text encoder, VAE and
+    tokenizer encode the dataset (stage 1) and render; the scheduler renders."""
+    render = ("data_process", "sample")
+    return (
+        Component("transformer", transformer[0], trained=True, source=transformer[1],
+                  stages=("train", "sample")),
+        Component("text_encoder", text_encoder[0], source=text_encoder[1], stages=render),
+        Component("vae", vae[0], source=vae[1], stages=render),
+        Component("tokenizer", source=tokenizer, stages=render, kind=TOKENIZER),
+        Component("scheduler", source=scheduler, stages=("sample",), kind=SCHEDULER),
+    )

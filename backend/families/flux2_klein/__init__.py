@@ -20,7 +20,8 @@ the targets name ``to_out.0`` for the double blocks and each single block's
 reference's klein LoRA scripts do. The reference's module names are diffusers' own
 (``linear_in``, ``to_qkv_mlp_proj``...), so ``target_aliases`` maps nothing.
 """
-from backend.families.base import FamilySpec, Variant, pipeline_components
+from backend.families.base import FamilySpec, Variant
+from backend.families.common import pipeline_components
 
 ORG = "black-forest-labs"
 DISTILLED_4B, BASE_4B = f"{ORG}/FLUX.2-klein-4B", f"{ORG}/FLUX.2-klein-base-4B"

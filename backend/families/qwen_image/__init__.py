@@ -34,7 +34,8 @@ qwen_image_edit_2511_low_vram.yaml`` is the same recipe as a run config)::
 stage fetches only the components it loads, and the transformer's model id names the
 variant.)
 """
-from backend.families.base import FamilySpec, Variant, pipeline_components
+from backend.families.base import FamilySpec, Variant
+from backend.families.common import pipeline_components
 
 REPO = "Qwen/Qwen-Image"
 REPO_2512 = "Qwen/Qwen-Image-2512"

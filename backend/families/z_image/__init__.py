@@ -24,7 +24,8 @@ share names and shapes), or train Turbo with a de-distillation adapter merged in
 weights for training only (``preset_lora_path``; the saved LoRA holds only what was trained,
 so it is applied to plain Turbo at inference).
 """
-from backend.families.base import FamilySpec, Variant, pipeline_components
+from backend.families.base import FamilySpec, Variant
+from backend.families.common import pipeline_components
 
 BASE = "Tongyi-MAI/Z-Image"
 TURBO = "Tongyi-MAI/Z-Image-Turbo"
