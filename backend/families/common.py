@@ -256,3 +256,95 @@ def pipeline_components(transformer: tuple[tuple[str, ...], str],
         Component("tokenizer", source=tokenizer, stages=render, kind=TOKENIZER),
         Component("scheduler", source=scheduler, stages=("sample",), kind=SCHEDULER),
     )
+
+
+# ------------------------------------------------------------------------------------------
+# Stage 1: the frozen encoders and their offload modes
+# ------------------------------------------------------------------------------------------
+OFFLOAD_MODES = ("none", "model", "sequential")
+
+
+class OffloadingEncoder:
+    """Text encoder + VAE, frozen, with ``data_process_offload``: ``none`` (both on
+    ``device``), ``model`` (weights in host RAM; the text encoder on ``device`` for every
+    prompt, then the VAE for every image), ``sequential`` (accelerate's ``cpu_offload`` hooks
+    stream each module's weights to ``device`` for its forward). Every mode runs the same
+    operations on the same inputs.
+
+    A family's encoder gives ``prompt_parts(prompt)`` (the prompt's tensors: its embedding,
+    and its mask where the family has one), ``encode_image(pixels)`` and
+    ``make_sample(parts, latents, pixels)`` (the cached sample)."""
+
+    def __init__(self, text_encoder, vae, device=None, offload: str = "none"):
+        import torch
+
+        if offload not in OFFLOAD_MODES:
+            raise ValueError(f"offload: unknown mode (got {offload!r}; allowed "
+                             f"{' | '.join(OFFLOAD_MODES)})")
+        self.text_encoder, self.vae = text_encoder, vae
+        self.device = torch.device(device) if device is not None else text_encoder.device
+        self.offload = offload
+        if offload == "sequential":
+            from accelerate import cpu_offload
+
+            for module in (text_encoder, vae):
+                cpu_offload(module, execution_device=self.device)
+
+    def prompt_parts(self, prompt: str) -> tuple:
+        raise NotImplementedError
+
+    def encode_image(self, pixels):
+        raise NotImplementedError
+
+    def make_sample(self, parts: tuple, latents, pixels) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def on_device(self, name: str):
+        """A context in which the ``name`` module sits on ``device`` (``model`` offload:
+        moved there and back to host RAM after; the other modes: where it is)."""
+        from contextlib import contextmanager
+
+        @contextmanager
+        def moved():
+            if self.offload != "model":
+                yield
+                return
+            import torch
+
+            module = getattr(self, name)
+            module.to(self.device)
+            try:
+                yield
+            finally:
+                module.to("cpu")
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+        return moved()
+
+    def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
+        return self.make_sample(self.prompt_parts(prompt), self.encode_image(pixels), pixels)
+
+    def encode_samples(self, items: list[tuple[Callable[[], Any], str]],
+                       should_stop: Callable[[], bool] = lambda: False, log=print):
+        """Each (load_pixels, prompt) item's sample, in order; ``model`` offload encodes
+        every prompt first, then every image. Stops between two encodings when asked."""
+        if self.offload != "model":
+            for load, prompt in items:
+                if should_stop():
+                    return
+                yield self.encode_sample(load(), prompt)
+            return
+        prompts = []
+        with self.on_device("text_encoder"):
+            for _, prompt in items:
+                if should_stop():
+                    return
+                prompts.append(tuple(t.cpu() for t in self.prompt_parts(prompt)))
+        log(f"[encoder] model offload: {len(prompts)} prompt(s) encoded; text encoder back "
+            f"in host RAM, VAE to {self.device}")
+        with self.on_device("vae"):
+            for (load, _), parts in zip(items, prompts):
+                if should_stop():
+                    return
+                pixels = load()
+                yield self.make_sample(parts, self.encode_image(pixels), pixels)
