@@ -30,7 +30,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from backend import readgate
 from backend.config import RunConfig
@@ -232,6 +232,23 @@ def _csv_header(meta: Path, gate: readgate.ReadGate) -> list[str]:
 def read_records(cfg: RunConfig) -> tuple[list[Record], list[str]]:
     """(records, problems) of the dataset without opening images (the metadata file and the
     captions are read through the run's read gate)."""
+    return dataset_records(cfg, "image", IMAGE_EXTS, _image_column, _read_metadata,
+                           lambda gate, p: p.is_symlink() or gate.is_file(p))
+
+
+def _image_column(row: dict) -> tuple[str | None, str]:
+    missing = [k for k in (IMAGE_KEY, PROMPT_KEY) if k not in row]
+    return (None, f"missing {' and '.join(missing)}") if missing else (IMAGE_KEY, "")
+
+
+def dataset_records(cfg: RunConfig, noun: str, exts, column: Callable[[dict], tuple],
+                    read_rows: Callable[..., list], keep: Callable[..., bool] | None = None
+                    ) -> tuple[list[Record], list[str]]:
+    """(records, problems) of a dataset of ``noun`` files (suffixes ``exts``), without
+    opening them: the rows of ``dataset_metadata_path`` (read by ``read_rows``; ``column(row)``
+    gives the row's file column, or None and what is missing), else every such file in
+    ``dataset_base_path`` (that ``keep(gate, path)``) with a ``.txt`` caption beside it. The
+    metadata file and the captions are read through the run's read gate."""
     gate = readgate.for_config(cfg)
     base = Path(cfg.dataset_base_path).expanduser()
     if not cfg.dataset_base_path or not gate.is_dir(base):
@@ -243,7 +260,7 @@ def read_records(cfg: RunConfig) -> tuple[list[Record], list[str]]:
         if not gate.is_file(meta):
             return [], [f"dataset_metadata_path: file not found (got {str(meta)!r})"]
         try:
-            rows = _read_metadata(meta, gate)
+            rows = read_rows(meta, gate)
         except DatasetError as e:
             return [], e.problems
         except (OSError, ValueError) as e:
@@ -251,31 +268,31 @@ def read_records(cfg: RunConfig) -> tuple[list[Record], list[str]]:
         for i, row in enumerate(rows, 1):
             where = f"{meta.name} row {i}"
             if not isinstance(row, dict):
-                problems.append(f"{where}: expected an object with image and prompt")
+                problems.append(f"{where}: expected an object with {noun} and prompt")
                 continue
-            missing = [k for k in (IMAGE_KEY, PROMPT_KEY) if k not in row]
-            if missing:
-                problems.append(f"{where}: missing {' and '.join(missing)}")
+            key, missing = column(row)
+            if key is None:
+                problems.append(f"{where}: {missing}")
                 continue
-            image, prompt = row[IMAGE_KEY], row[PROMPT_KEY]
-            if isinstance(image, list):
-                if len(image) != 1:
-                    problems.append(f"{where}: image must be one path (got {len(image)})")
+            name, prompt = row[key], row[PROMPT_KEY]
+            if isinstance(name, list):
+                if len(name) != 1:
+                    problems.append(f"{where}: {noun} must be one path (got {len(name)})")
                     continue
-                image = image[0]
+                name = name[0]
             prompt = "" if prompt is None else str(prompt)
             # The path as the row names it, made absolute without following links: the
-            # gate resolves links when the image is opened.
-            records.append(Record(Path(os.path.abspath(base / str(image))),
+            # gate resolves links when the file is opened.
+            records.append(Record(Path(os.path.abspath(base / str(name))),
                                   with_trigger(prompt, cfg.trigger_word) if prompt.strip()
-                                  else "", where, i, str(image)))
+                                  else "", where, i, str(name)))
     else:
-        images = [p for p in gate.list_dir(base, "dataset_base_path")
-                  if p.suffix.lower() in IMAGE_EXTS and (p.is_symlink() or gate.is_file(p))]
-        if not images:
-            problems.append(f"dataset_base_path: no images ({', '.join(IMAGE_EXTS)}) in "
+        files = [p for p in gate.list_dir(base, "dataset_base_path")
+                 if p.suffix.lower() in exts and (keep is None or keep(gate, p))]
+        if not files:
+            problems.append(f"dataset_base_path: no {noun}s ({', '.join(exts)}) in "
                             f"{base} and no dataset_metadata_path")
-        for p in images:
+        for p in files:
             txt = p.with_suffix(".txt")
             if not gate.is_file(txt):
                 problems.append(f"{p.name}: caption file {txt.name} not found")

@@ -16,6 +16,8 @@ A missing package is named: ``pip install bitsandbytes`` / ``pip install torchao
 from __future__ import annotations
 
 import fnmatch
+import logging
+import sys
 from typing import Callable
 
 from backend.lowvram import QuantEntry
@@ -23,6 +25,70 @@ from backend.lowvram import QuantEntry
 
 class QuantizeError(RuntimeError):
     """A quantization the user asked for cannot run here (the message says why)."""
+
+
+# transformers and diffusers import these on start-up whenever they are installed (their
+# quantizer registries): ~2.5 s of CPU per stage process, and torchao's import logs
+# "Failed to load ...so" for its GPU kernels plus torch's pytree deprecation warnings.
+OPTIONAL_PACKAGES = ("torchao", "bitsandbytes")
+
+
+def packages_needed(cfg) -> set[str]:
+    """Which of ``OPTIONAL_PACKAGES`` the run asks for: a quantized component, the 8-bit
+    optimizer, torchao's optimizer offload, or a customized optimizer from one of them."""
+    from backend.lowvram import parse_quant_options
+
+    entries, _ = parse_quant_options(getattr(cfg, "quant_options", None),
+                                     getattr(cfg, "fp8_models", None))
+    need = {e.backend for e in entries}
+    if getattr(cfg, "optimizer", None) == "adamw8bit":
+        need.add("bitsandbytes")
+    if getattr(cfg, "enable_optimizer_cpu_offload", False):
+        need.add("torchao")
+    custom = (getattr(cfg, "customized_optimizer", None) or "").split(".")[0]
+    need.update(p for p in OPTIONAL_PACKAGES if p == custom)
+    return need
+
+
+def keep_out_unneeded(cfg) -> list[str]:
+    """In a stage process, before torch, transformers or diffusers are imported: mark the
+    optional packages the run does not ask for as absent (``sys.modules[name] = None``, which
+    ``importlib.util.find_spec`` reports as not installed), and import torchao quietly when
+    it is asked for. Returns the names kept out. Only for a stage's own process: the
+    packages stay unimportable there."""
+    need = packages_needed(cfg)
+    kept_out = [p for p in OPTIONAL_PACKAGES if p not in need and p not in sys.modules]
+    for name in kept_out:
+        sys.modules[name] = None
+    if "torchao" in need:
+        import_torchao_quietly()
+    return kept_out
+
+
+class _EnumPytreeNotice(logging.Filter):
+    """torch's notice that torchao registers Enum classes as pytree constants (a deprecation
+    aimed at torchao's authors; nothing a user can change)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "is an Enum subclass and is now natively supported" not in str(record.msg)
+
+
+def import_torchao_quietly() -> None:
+    """Import torchao (if installed) without the log lines users cannot act on: its
+    "Failed to load <kernel>.so" warnings for GPU kernels this machine lacks, and torch's
+    pytree Enum deprecation notice it triggers."""
+    if "torchao" in sys.modules:
+        return
+    logging.getLogger("torchao").setLevel(logging.ERROR)
+    pytree = logging.getLogger("torch.utils._pytree")
+    notice = _EnumPytreeNotice()
+    pytree.addFilter(notice)
+    try:
+        import torchao  # noqa: F401
+    except ImportError:
+        pass  # named by _require where the package is used
+    finally:
+        pytree.removeFilter(notice)
 
 
 def _skipped(name: str, skip: tuple[str, ...]) -> bool:
@@ -101,9 +167,8 @@ def _bnb(model, chosen, method: str, compute_dtype, device, defer: bool) -> None
 
 
 def _torchao(model, chosen_ids: set[int], method: str, device) -> None:
+    import_torchao_quietly()
     _require("torchao", method)
-    import logging
-    logging.getLogger("torchao").setLevel(logging.ERROR)
     from torchao.quantization import (Float8WeightOnlyConfig, Int8WeightOnlyConfig,
                                       quantize_)
 

@@ -37,7 +37,7 @@ from typing import Any
 from backend import readgate
 from backend.config import RunConfig
 from backend.data import (IMAGE_EXTS, PROMPT_KEY, DatasetError, Record, _to_rgb, cover_crop,
-                          read_metadata_rows, target_size, upscale_note, with_trigger)
+                          dataset_records, read_metadata_rows, target_size, upscale_note)
 
 from backend.media_types import VIDEO_EXTS
 VIDEO_KEY = "video"
@@ -183,62 +183,18 @@ def load_clip(path: str | Path, cfg: RunConfig):
 # ------------------------------------------------------------------------------------------
 def read_video_records(cfg: RunConfig) -> tuple[list[Record], list[str]]:
     """(records, problems) of a video dataset, without decoding anything."""
-    gate = readgate.for_config(cfg)
-    base = Path(cfg.dataset_base_path).expanduser()
-    if not cfg.dataset_base_path or not gate.is_dir(base):
-        return [], [f"dataset_base_path: folder not found (got {cfg.dataset_base_path!r})"]
-    records: list[Record] = []
-    problems: list[str] = []
-    if cfg.dataset_metadata_path:
-        meta = Path(cfg.dataset_metadata_path).expanduser()
-        if not gate.is_file(meta):
-            return [], [f"dataset_metadata_path: file not found (got {str(meta)!r})"]
-        try:
-            rows = read_metadata_rows(meta, gate)
-        except DatasetError as e:
-            return [], e.problems
-        except (OSError, ValueError) as e:
-            return [], [f"{meta}: cannot read ({e})"]
-        for i, row in enumerate(rows, 1):
-            where = f"{meta.name} row {i}"
-            if not isinstance(row, dict):
-                problems.append(f"{where}: expected an object with video and prompt")
-                continue
-            key = VIDEO_KEY if VIDEO_KEY in row else "image" if "image" in row else None
-            if key is None or PROMPT_KEY not in row:
-                missing = [k for k, ok in ((VIDEO_KEY, key), (PROMPT_KEY, PROMPT_KEY in row))
-                           if not ok]
-                problems.append(f"{where}: missing {' and '.join(missing)} (columns: "
-                                f"{', '.join(map(str, row)) or 'none'}; allowed video,prompt)")
-                continue
-            video, prompt = row[key], row[PROMPT_KEY]
-            if isinstance(video, list):
-                if len(video) != 1:
-                    problems.append(f"{where}: video must be one path (got {len(video)})")
-                    continue
-                video = video[0]
-            prompt = "" if prompt is None else str(prompt)
-            records.append(Record(Path(os.path.abspath(base / str(video))),
-                                  with_trigger(prompt, cfg.trigger_word) if prompt.strip()
-                                  else "", where, i, str(video)))
-    else:
-        clips = [p for p in gate.list_dir(base, "dataset_base_path")
-                 if p.suffix.lower() in VIDEO_EXTS]
-        if not clips:
-            problems.append(f"dataset_base_path: no videos ({', '.join(VIDEO_EXTS)}) in "
-                            f"{base} and no dataset_metadata_path")
-        for p in clips:
-            txt = p.with_suffix(".txt")
-            if not gate.is_file(txt):
-                problems.append(f"{p.name}: caption file {txt.name} not found")
-                continue
-            caption = gate.read_text(txt, "caption file", errors="replace")
-            records.append(Record(Path(os.path.abspath(p)),
-                                  with_trigger(caption, cfg.trigger_word)
-                                  if caption.strip() else "", p.name, None, p.name))
-    if cfg.dataset_metadata_path and not records and not problems:
-        problems.append(f"dataset_metadata_path: no rows in {cfg.dataset_metadata_path}")
-    return records, problems
+    return dataset_records(cfg, "video", VIDEO_EXTS, _video_column, read_metadata_rows)
+
+
+def _video_column(row: dict) -> tuple[str | None, str]:
+    """The row's clip column (``video``, or ``image`` as the reference's image rows name
+    it), or None and what is missing."""
+    key = VIDEO_KEY if VIDEO_KEY in row else "image" if "image" in row else None
+    if key is None or PROMPT_KEY not in row:
+        missing = [k for k, ok in ((VIDEO_KEY, key), (PROMPT_KEY, PROMPT_KEY in row)) if not ok]
+        return None, (f"missing {' and '.join(missing)} (columns: "
+                      f"{', '.join(map(str, row)) or 'none'}; allowed video,prompt)")
+    return key, ""
 
 
 def inspect_video_record(rec: Record, cfg: RunConfig) -> dict[str, Any]:

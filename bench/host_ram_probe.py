@@ -196,9 +196,21 @@ def measure(argv: list[str]) -> dict:
             "seconds": round(time.time() - t0, 1)}
 
 
+def bench_env() -> dict[str, str]:
+    """The environment of a measured child: this checkout importable, one CPU thread,
+    offline."""
+    return dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+
+
+def prepare_model(work: Path, heads: int, layers: int, size: int) -> dict:
+    """A widened tiny model and its cache written under ``work`` by a child process (see
+    ``prepare``); what it wrote (``params``, ...)."""
+    return _child(["prepare", str(work), str(heads), str(layers), str(size)])
+
+
 def _child(args: list[str], malloc_threshold: bool = True) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false")
+    env = bench_env()
     if malloc_threshold:
         # A fixed mmap threshold: glibc then returns every freed block of 1 MiB or more to
         # the system at once. With its default (a threshold that grows as blocks are
@@ -219,7 +231,7 @@ def run(work: Path, heads: int = 6, layers: int = 2, size: int = 512, steps: int
     from backend import estimator
     from backend.config import parse_stage_args
 
-    prep = _child(["prepare", str(work), str(heads), str(layers), str(size)])
+    prep = prepare_model(work, heads, layers, size)
     argv = stage_argv(work, size, steps, rank, ckpt)
     got = _child(["measure", json.dumps(argv)], malloc_threshold)
     if got["exit_code"] != 0:

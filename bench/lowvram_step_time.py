@@ -58,15 +58,13 @@ def main(argv: list[str] | None = None) -> dict:
 
     from backend.plan import plan_run
     from backend.progress import read_events
-    from bench.host_ram_probe import _child
+    from bench.host_ram_probe import bench_env, prepare_model
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env = bench_env()
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        prep = _child(["prepare", str(work), str(args.heads), str(args.layers),
-                       str(args.size)])
+        prep = prepare_model(work, args.heads, args.layers, args.size)
         rounds = []
         for r in range(args.rounds):
             medians, steps = {}, {}

@@ -157,16 +157,14 @@ def main(argv: list[str] | None = None) -> dict | None:
     args = parser.parse_args(argv)
 
     from backend.families.qwen_image import TARGETS as QWEN_IMAGE_TARGETS
-    from bench.host_ram_probe import _child
+    from bench.host_ram_probe import bench_env, prepare_model
 
     targets = QWEN_IMAGE_TARGETS.split(",")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env = bench_env()
     t_start = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        prep = _child(["prepare", str(work), str(args.heads), str(args.layers),
-                       str(args.size)])
+        prep = prepare_model(work, args.heads, args.layers, args.size)
         rounds = []
         for r in range(args.rounds):
             ours, base = run_side_by_side(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import read_progress, run_stage, write_accelerate_config
+from tests.conftest import REPO, read_progress, run_stage, write_accelerate_config
 from tests.test_train import SEED_ZERO3, assert_ok, train_args
 
 
@@ -39,6 +39,8 @@ def test_mixed_precision_on_the_command_line_is_applied(tmp_path, models_root, s
     assert_ok(proc)
     assert _args(out)["mixed_precision"] == "bf16"
     assert "weights torch.bfloat16" in proc.stdout
+    # No quantization asked for: torchao stays out of the process and out of its log.
+    assert "Failed to load" not in proc.stderr and "torchao" not in proc.stderr
 
 
 @pytest.mark.slow
@@ -314,3 +316,37 @@ def test_a_full_disk_in_stage1_names_the_cache_file_and_the_space(
     assert "free of 32.0 KiB" in proc.stderr and "SafetensorError" not in proc.stderr
     end = read_progress(progress)[-1]
     assert end["status"] == "failed" and end["reason"].startswith(f"disk full writing {cache}")
+
+
+# ------------------------------------------------------------------- optional packages
+def test_a_stage_process_keeps_out_the_quantizers_it_was_not_asked_for(tmp_path):
+    """transformers and diffusers import torchao and bitsandbytes whenever installed (seconds
+    of start-up, and torchao's "Failed to load ...so" lines in the log): a stage keeps out
+    those its run does not ask for, and keeps those it does."""
+    import subprocess
+    import sys
+
+    from backend.config import parse_stage_args
+    from backend.quantize import packages_needed
+
+    def needed(*flags: str) -> set[str]:
+        return packages_needed(parse_stage_args([*base, *flags])[0])
+
+    base = ["--task", "sft:train", "--dataset_base_path", str(tmp_path)]
+
+    assert needed() == set()
+    assert needed("--optimizer", "adamw8bit") == {"bitsandbytes"}
+    assert needed("--enable_optimizer_cpu_offload") == {"torchao"}
+    assert needed("--fp8_models", "m:transformer/*") == {"torchao"}
+    assert needed("--quant_options", "m:vae/*:bitsandbytes_nf4;m:transformer/*:torchao_int8"
+                  ) == {"bitsandbytes", "torchao"}
+    assert needed("--customized_optimizer", "bitsandbytes.optim.AdamW8bit") == {"bitsandbytes"}
+    code = ("import sys, importlib.util as u; from backend.config import parse_stage_args; "
+            "from backend.quantize import keep_out_unneeded as k; "
+            "out = k(parse_stage_args(sys.argv[1:])[0]); "
+            "print(out, [u.find_spec(p) is None for p in ('torchao', 'bitsandbytes')])")
+    for flags, expected in (([], "['torchao', 'bitsandbytes'] [True, True]"),
+                            (["--optimizer", "adamw8bit"], "['torchao'] [True, False]")):
+        proc = subprocess.run([sys.executable, "-c", code, *base, *flags],
+                              cwd=str(REPO), capture_output=True, text=True, timeout=120)
+        assert proc.stdout.strip() == expected, proc.stdout + proc.stderr[-2000:]

@@ -432,9 +432,13 @@ def test_train_zero3_offload_bf16(tmp_path, models_root, tiny_model_dir, stage1_
 def test_train_deepspeed_config_optimizer(tmp_path, models_root, tiny_model_dir, stage1_cache,
                                           base_loss):
     """A DeepSpeed JSON that defines its own optimizer: DeepSpeed builds it, with the run's
-    learning rate and weight decay filled in for its "auto" values."""
+    learning rate and weight decay filled in for its "auto" values. The optimizer is offloaded
+    (DeepSpeed's CPU Adam, built once before the suite): on a CPU without offload DeepSpeed
+    would JIT-compile its FusedAdam op for this test alone (~65 s on 2 cores)."""
     ds = {**ZERO2, "optimizer": {"type": "AdamW",
                                  "params": {"lr": "auto", "weight_decay": "auto"}}}
+    ds["zero_optimization"] = {**ZERO2["zero_optimization"],
+                               "offload_optimizer": {"device": "cpu"}}
     acc = write_accelerate_config(tmp_path, "z2opt", ds_config=ds)
     out = tmp_path / "out"
     proc = run_stage(train_args(models_root, stage1_cache, out, "--num_epochs", "100",

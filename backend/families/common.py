@@ -1,10 +1,13 @@
-"""Training helpers every family shares: block checkpointing (torch or DeepSpeed's),
-partitioned loading under ZeRO-3, and a model folder's weight files. Nothing here depends on
-an architecture; importing it is cheap (torch is imported inside the functions).
+"""Helpers every family shares: block checkpointing (torch or DeepSpeed's),
+partitioned loading under ZeRO-3, a model folder's weight files, the flow-matching loss
+draws, the parts of a tiny pipeline builder, and a pipeline's five components. Nothing here
+depends on an architecture; importing it is cheap (torch is imported inside the functions).
 """
 from __future__ import annotations
 
 from typing import Any, Callable
+
+from backend.families.base import SCHEDULER, TOKENIZER, Component
 
 
 def any_requires_grad(args: tuple[Any, ...]) -> bool:
@@ -141,3 +144,207 @@ def load_partitioned(model_cls, folder, dtype, remote_device: str | None = None)
         raise RuntimeError(f"{folder}: weights missing for {len(missing)} parameters, e.g. "
                            f"{', '.join(missing[:3])}")
     return model.eval()
+
+
+# ------------------------------------------------------------------------------------------
+# Flow-matching loss around a family's ``loss_at(transformer, sample, schedule, index, noise,
+# dtype)``: the draws every family makes the same way.
+# ------------------------------------------------------------------------------------------
+EVAL_INDICES = (100, 300, 500, 700, 900)
+
+
+def uniform_index_loss(loss_at: Callable[..., Any], transformer, sample: dict[str, Any],
+                       schedule, generator, dtype):
+    """One training step's loss: a uniform index into ``schedule.sigmas`` and fresh noise,
+    both drawn from ``generator`` (a CPU ``torch.Generator``, so a step's draw depends only
+    on its seed)."""
+    import torch
+
+    index = int(torch.randint(0, len(schedule.sigmas), (1,), generator=generator))
+    noise = torch.randn(sample["latents"].shape, generator=generator)
+    return loss_at(transformer, sample, schedule, index, noise, dtype)
+
+
+def fixed_noise_loss(loss_at: Callable[..., Any], schedule, transformer,
+                     samples: list[dict[str, Any]], seed: int = 0,
+                     indices: tuple[int, ...] = EVAL_INDICES) -> float:
+    """Mean ``loss_at`` over ``samples`` × schedule ``indices`` with noise fixed by ``seed``
+    (the same draws on every call: a LoRA's loss compares with the base model's), in the
+    transformer's dtype, without gradients."""
+    import torch
+
+    dtype = next(transformer.parameters()).dtype
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for si, sample in enumerate(samples):
+            for index in indices:
+                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
+                noise = torch.randn(sample["latents"].shape, generator=g)
+                total += float(loss_at(transformer, sample, schedule, index, noise, dtype))
+                n += 1
+    return total / max(n, 1)
+
+
+# ------------------------------------------------------------------------------------------
+# Tiny pipelines (``build_tiny``): the parts every family's builder writes the same way
+# ------------------------------------------------------------------------------------------
+def train_byte_level_bpe(sentences: list[str], vocab_size: int):
+    """A ``tokenizers`` byte-level BPE with Qwen2's pre-tokenizer, trained on ``sentences``
+    (four times over) up to ``vocab_size`` tokens; no special tokens added."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=1, special_tokens=[],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(list(sentences) * 4, trainer=trainer)
+    return tok
+
+
+def bpe_vocab_and_merges(tok, special_tokens: list[str]) -> tuple[dict[str, int], list]:
+    """A trained BPE's vocabulary (``special_tokens`` appended after it) and merges, as a
+    ``Qwen2Tokenizer`` takes them."""
+    import json
+
+    state = json.loads(tok.to_str())["model"]
+    vocab = dict(sorted(state["vocab"].items(), key=lambda kv: kv[1]))
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in state["merges"]]
+    n = len(vocab)
+    for i, sp in enumerate(special_tokens):
+        vocab[sp] = n + i
+    return vocab, merges
+
+
+def save_tiny_pipeline(pipeline, out_dir):
+    """Write a diffusers ``pipeline`` in the hub layout (safetensors only: a pickled weight
+    file is refused); return its folder."""
+    from pathlib import Path
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pipeline.save_pretrained(out, safe_serialization=True)
+    leftovers = [p for p in out.rglob("*") if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
+    if leftovers:
+        raise RuntimeError(f"non-safetensors weights written: {leftovers}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# Family specs
+# ------------------------------------------------------------------------------------------
+def pipeline_components(transformer: tuple[tuple[str, ...], str],
+                        text_encoder: tuple[tuple[str, ...], str],
+                        vae: tuple[tuple[str, ...], str], tokenizer: str,
+                        scheduler: str) -> tuple[Component, ...]:
+    """The five components of a text-to-image (or video) diffusers pipeline, each given as
+    (class names, default source) or, for the tokenizer and scheduler, its source folder:
+    the transformer is trained (stage 2) and renders (samples); the text encoder, VAE and
+    tokenizer encode the dataset (stage 1) and render; the scheduler renders."""
+    render = ("data_process", "sample")
+    return (
+        Component("transformer", transformer[0], trained=True, source=transformer[1],
+                  stages=("train", "sample")),
+        Component("text_encoder", text_encoder[0], source=text_encoder[1], stages=render),
+        Component("vae", vae[0], source=vae[1], stages=render),
+        Component("tokenizer", source=tokenizer, stages=render, kind=TOKENIZER),
+        Component("scheduler", source=scheduler, stages=("sample",), kind=SCHEDULER),
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Stage 1: the frozen encoders and their offload modes
+# ------------------------------------------------------------------------------------------
+OFFLOAD_MODES = ("none", "model", "sequential")
+
+
+class OffloadingEncoder:
+    """Text encoder + VAE, frozen, with ``data_process_offload``: ``none`` (both on
+    ``device``), ``model`` (weights in host RAM; the text encoder on ``device`` for every
+    prompt, then the VAE for every image), ``sequential`` (accelerate's ``cpu_offload`` hooks
+    stream each module's weights to ``device`` for its forward). Every mode runs the same
+    operations on the same inputs.
+
+    A family's encoder gives ``prompt_parts(prompt)`` (the prompt's tensors: its embedding,
+    and its mask where the family has one), ``encode_image(pixels)`` and
+    ``make_sample(parts, latents, pixels)`` (the cached sample)."""
+
+    def __init__(self, text_encoder, vae, device=None, offload: str = "none"):
+        import torch
+
+        if offload not in OFFLOAD_MODES:
+            raise ValueError(f"offload: unknown mode (got {offload!r}; allowed "
+                             f"{' | '.join(OFFLOAD_MODES)})")
+        self.text_encoder, self.vae = text_encoder, vae
+        self.device = torch.device(device) if device is not None else text_encoder.device
+        self.offload = offload
+        if offload == "sequential":
+            from accelerate import cpu_offload
+
+            for module in (text_encoder, vae):
+                cpu_offload(module, execution_device=self.device)
+
+    def prompt_parts(self, prompt: str) -> tuple:
+        raise NotImplementedError
+
+    def encode_image(self, pixels):
+        raise NotImplementedError
+
+    def make_sample(self, parts: tuple, latents, pixels) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def on_device(self, name: str):
+        """A context in which the ``name`` module sits on ``device`` (``model`` offload:
+        moved there and back to host RAM after; the other modes: where it is)."""
+        from contextlib import contextmanager
+
+        @contextmanager
+        def moved():
+            if self.offload != "model":
+                yield
+                return
+            import torch
+
+            module = getattr(self, name)
+            module.to(self.device)
+            try:
+                yield
+            finally:
+                module.to("cpu")
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+        return moved()
+
+    def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
+        return self.make_sample(self.prompt_parts(prompt), self.encode_image(pixels), pixels)
+
+    def encode_samples(self, items: list[tuple[Callable[[], Any], str]],
+                       should_stop: Callable[[], bool] = lambda: False, log=print):
+        """Each (load_pixels, prompt) item's sample, in order; ``model`` offload encodes
+        every prompt first, then every image. Stops between two encodings when asked."""
+        if self.offload != "model":
+            for load, prompt in items:
+                if should_stop():
+                    return
+                yield self.encode_sample(load(), prompt)
+            return
+        prompts = []
+        with self.on_device("text_encoder"):
+            for _, prompt in items:
+                if should_stop():
+                    return
+                prompts.append(tuple(t.cpu() for t in self.prompt_parts(prompt)))
+        log(f"[encoder] model offload: {len(prompts)} prompt(s) encoded; text encoder back "
+            f"in host RAM, VAE to {self.device}")
+        with self.on_device("vae"):
+            for (load, _), parts in zip(items, prompts):
+                if should_stop():
+                    return
+                pixels = load()
+                yield self.make_sample(parts, self.encode_image(pixels), pixels)

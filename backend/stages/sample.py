@@ -98,6 +98,7 @@ def _raise_stopped(signum, frame):  # noqa: ARG001
 
 
 def main(argv: list[str] | None = None) -> int:
+    own_process = argv is None  # this process is the stage (not a caller's import)
     argv = list(sys.argv[1:] if argv is None else argv)
     is_main = int(os.environ.get("RANK", "0")) == 0
     try:
@@ -110,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         early = _progress_file_from_argv(argv)
         ProgressWriter(early, STAGE, enabled=is_main).end("failed", str(e).replace("\n", " "))
         return 2
+    if own_process:  # keep unused optional packages out of the process
+        from backend.quantize import keep_out_unneeded
+        keep_out_unneeded(cfg)
     progress_file = cfg.progress_file or str(Path(cfg.output_path) / rundir.PROGRESS)
     progress = ProgressWriter(progress_file, STAGE, enabled=is_main)
     if not is_main:  # one renderer is enough; other ranks of a multi-process launch idle

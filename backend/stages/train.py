@@ -118,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
             stage = STAGE_OF_TASK.get(_flag_value(args, "--task") or "sft", "train")
             ProgressWriter(early, stage, enabled=is_main_process()).end("failed", str(e))
         return EXIT_USAGE
+    if argv is None:  # this process is the stage: keep unused optional packages out
+        from backend.quantize import keep_out_unneeded
+        keep_out_unneeded(cfg)
     given = ns.option_sources
     stage = STAGE_OF_TASK[cfg.task]
     progress_path = cfg.progress_file or str(Path(cfg.output_path) / rundir.PROGRESS)

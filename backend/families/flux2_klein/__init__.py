@@ -20,7 +20,8 @@ the targets name ``to_out.0`` for the double blocks and each single block's
 reference's klein LoRA scripts do. The reference's module names are diffusers' own
 (``linear_in``, ``to_qkv_mlp_proj``...), so ``target_aliases`` maps nothing.
 """
-from backend.families.base import SCHEDULER, TOKENIZER, Component, FamilySpec, Variant
+from backend.families.base import FamilySpec, Variant
+from backend.families.common import pipeline_components
 
 ORG = "black-forest-labs"
 DISTILLED_4B, BASE_4B = f"{ORG}/FLUX.2-klein-4B", f"{ORG}/FLUX.2-klein-base-4B"
@@ -45,20 +46,11 @@ SPEC = FamilySpec(
     name="flux2_klein",
     title="FLUX.2 [klein]",
     adapter="backend.families.flux2_klein.adapter",
-    components=(
-        Component("transformer", ("Flux2Transformer2DModel",), trained=True,
-                  source=f"{BASE_4B}:transformer/*.safetensors", stages=("train", "sample")),
-        Component("text_encoder", ("Qwen3ForCausalLM",),
-                  source=f"{DISTILLED_4B}:text_encoder/*.safetensors",
-                  stages=("data_process", "sample")),
-        Component("vae", ("AutoencoderKLFlux2",),
-                  source=f"{DISTILLED_4B}:vae/diffusion_pytorch_model.safetensors",
-                  stages=("data_process", "sample")),
-        Component("tokenizer", source=f"{DISTILLED_4B}:tokenizer/",
-                  stages=("data_process", "sample"), kind=TOKENIZER),
-        Component("scheduler", source=f"{BASE_4B}:scheduler/", stages=("sample",),
-                  kind=SCHEDULER),
-    ),
+    components=pipeline_components(
+        transformer=(("Flux2Transformer2DModel",), f"{BASE_4B}:transformer/*.safetensors"),
+        text_encoder=(("Qwen3ForCausalLM",), f"{DISTILLED_4B}:text_encoder/*.safetensors"),
+        vae=(("AutoencoderKLFlux2",), f"{DISTILLED_4B}:vae/diffusion_pytorch_model.safetensors"),
+        tokenizer=f"{DISTILLED_4B}:tokenizer/", scheduler=f"{BASE_4B}:scheduler/"),
     defaults={
         "model_id_with_origin_paths": sources(DISTILLED_4B, BASE_4B),
         "lora_target_modules": f"{BLOCK_TARGETS},{single_block_targets(20)}",

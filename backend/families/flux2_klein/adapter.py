@@ -27,14 +27,14 @@ ComfyUI export uses ``transformer.`` with ``lora_down`` / ``lora_up`` / ``alpha`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from backend.families.base import Family
+from backend.families.common import EVAL_INDICES, OffloadingEncoder, fixed_noise_loss
 
 NUM_TRAIN_TIMESTEPS = 1000
 MAX_SEQUENCE_LENGTH = 512
 TEXT_LAYERS = (9, 18, 27)
-OFFLOAD_MODES = ("none", "model", "sequential")
 
 
 # ------------------------------------------------------------------------------------------
@@ -72,50 +72,14 @@ def load_tokenizer(folder):
 # ------------------------------------------------------------------------------------------
 # Stage 1
 # ------------------------------------------------------------------------------------------
-class Encoder:
+class Encoder(OffloadingEncoder):
     """Text encoder + VAE (+ tokenizer), frozen: prompts -> stacked hidden states, images ->
-    normalised patchified latents, as ``Flux2KleinPipeline`` computes them.
-
-    ``offload``: ``none`` (both on ``device``), ``model`` (weights in host RAM; the text
-    encoder on ``device`` for all prompts, then the VAE for all images), ``sequential``
-    (accelerate's hooks stream each module's weights to ``device`` for its forward). Every
-    mode runs the same operations on the same inputs.
-    """
+    normalised patchified latents, as ``Flux2KleinPipeline`` computes them; ``offload`` as
+    ``common.OffloadingEncoder``."""
 
     def __init__(self, text_encoder, tokenizer, vae, device=None, offload: str = "none"):
-        import torch
-
-        if offload not in OFFLOAD_MODES:
-            raise ValueError(f"offload: unknown mode (got {offload!r}; allowed "
-                             f"{' | '.join(OFFLOAD_MODES)})")
-        self.text_encoder, self.tokenizer, self.vae = text_encoder, tokenizer, vae
-        self.device = torch.device(device) if device is not None else text_encoder.device
-        self.offload = offload
-        if offload == "sequential":
-            from accelerate import cpu_offload
-
-            for module in (text_encoder, vae):
-                cpu_offload(module, execution_device=self.device)
-
-    def on_device(self, name: str):
-        from contextlib import contextmanager
-
-        @contextmanager
-        def moved():
-            if self.offload != "model":
-                yield
-                return
-            import torch
-
-            module = getattr(self, name)
-            module.to(self.device)
-            try:
-                yield
-            finally:
-                module.to("cpu")
-                if self.device.type == "cuda":
-                    torch.cuda.empty_cache()
-        return moved()
+        self.tokenizer = tokenizer
+        super().__init__(text_encoder, vae, device, offload)
 
     def encode_prompt(self, prompt: str | list[str]):
         """[B, 512, 3 x hidden] as ``Flux2KleinPipeline.encode_prompt`` computes it."""
@@ -143,34 +107,11 @@ class Encoder:
                              vae.config.batch_norm_eps).to(z)
             return (z - mean) / std
 
-    def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
-        return _sample(self.encode_prompt([prompt]), self.encode_image(pixels), pixels)
+    def prompt_parts(self, prompt: str) -> tuple:
+        return (self.encode_prompt([prompt]),)
 
-    def encode_samples(self, items: list[tuple[Callable[[], Any], str]],
-                       should_stop: Callable[[], bool] = lambda: False, log=print
-                       ) -> Iterator[dict[str, Any]]:
-        """Each (load_pixels, prompt) item's sample, in order; ``model`` offload encodes
-        every prompt first, then every image. Stops between two encodings when asked."""
-        if self.offload != "model":
-            for load, prompt in items:
-                if should_stop():
-                    return
-                yield self.encode_sample(load(), prompt)
-            return
-        prompts = []
-        with self.on_device("text_encoder"):
-            for _, prompt in items:
-                if should_stop():
-                    return
-                prompts.append(self.encode_prompt([prompt]).cpu())
-        log(f"[encoder] model offload: {len(prompts)} prompt(s) encoded; text encoder back "
-            f"in host RAM, VAE to {self.device}")
-        with self.on_device("vae"):
-            for (load, _), emb in zip(items, prompts):
-                if should_stop():
-                    return
-                pixels = load()
-                yield _sample(emb, self.encode_image(pixels), pixels)
+    def make_sample(self, parts: tuple, latents, pixels) -> dict[str, Any]:
+        return _sample(*parts, latents, pixels)
 
 
 def _sample(emb, latents, pixels) -> dict[str, Any]:
@@ -252,22 +193,10 @@ def training_loss(transformer, sample, schedule: Schedule, generator, dtype):
 
 
 def eval_loss(transformer, samples, seed: int = 0,
-              indices: tuple[int, ...] = (100, 300, 500, 700, 900)) -> float:
+              indices: tuple[int, ...] = EVAL_INDICES) -> float:
     """Mean loss over ``samples`` x ``indices`` with noise fixed by ``seed``."""
-    import torch
-
-    schedule = training_schedule()
-    dtype = next(transformer.parameters()).dtype
-    total, n = 0.0, 0
-    with torch.no_grad():
-        for si, sample in enumerate(samples):
-            for index in indices:
-                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
-                noise = torch.randn(sample["latents"].shape, generator=g)
-                total += float(flow_matching_loss(transformer, sample, schedule, index, noise,
-                                                  dtype))
-                n += 1
-    return total / max(n, 1)
+    return fixed_noise_loss(flow_matching_loss, training_schedule(), transformer, samples,
+                            seed, indices)
 
 
 # ------------------------------------------------------------------------------------------

@@ -67,20 +67,11 @@ VAE_CONFIG = dict(
 
 def build_tokenizer():
     """A byte-level BPE on the caption words, as a ``Qwen2TokenizerFast`` with a chat template."""
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import Qwen2TokenizerFast
-    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE - len(SPECIAL_TOKENS), min_frequency=1,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tok.train_from_iterator(VOCAB_SENTENCES * 4, trainer=trainer)
+    from backend.families.common import train_byte_level_bpe
+
+    tok = train_byte_level_bpe(VOCAB_SENTENCES, VOCAB_SIZE - len(SPECIAL_TOKENS))
     tok.add_special_tokens(SPECIAL_TOKENS)
     tokenizer = Qwen2TokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
                                    pad_token="<|endoftext|>", unk_token=None,
@@ -122,12 +113,9 @@ def build_tiny_flux2_klein(out_dir: str | Path, seed: int = 0) -> Path:
     """Write a random-init tiny FLUX.2 [klein] pipeline to ``out_dir``; return its path."""
     from diffusers import Flux2KleinPipeline
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    Flux2KleinPipeline(**build_components(seed)).save_pretrained(out, safe_serialization=True)
-    leftovers = [p for p in out.rglob("*") if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
-    if leftovers:
-        raise RuntimeError(f"non-safetensors weights written: {leftovers}")
+    from backend.families.common import save_tiny_pipeline
+
+    out = save_tiny_pipeline(Flux2KleinPipeline(**build_components(seed)), out_dir)
     # The text encoder's folder is recognised by its config's architectures.
     cfg = json.loads((out / "text_encoder" / "config.json").read_text())
     assert "Qwen3ForCausalLM" in cfg.get("architectures", []), cfg.get("architectures")

@@ -34,7 +34,8 @@ qwen_image_edit_2511_low_vram.yaml`` is the same recipe as a run config)::
 stage fetches only the components it loads, and the transformer's model id names the
 variant.)
 """
-from backend.families.base import (SCHEDULER, TOKENIZER, Component, FamilySpec, Variant)
+from backend.families.base import FamilySpec, Variant
+from backend.families.common import pipeline_components
 
 REPO = "Qwen/Qwen-Image"
 REPO_2512 = "Qwen/Qwen-Image-2512"
@@ -65,21 +66,13 @@ SPEC = FamilySpec(
     title="Qwen-Image",
     adapter="backend.families.qwen_image.adapter",
     is_default=True,
-    components=(
-        Component("transformer", ("QwenImageTransformer2DModel",), trained=True,
-                  source=f"{REPO}:transformer/diffusion_pytorch_model*.safetensors",
-                  stages=("train", "sample")),
-        Component("text_encoder", ("Qwen2_5_VLForConditionalGeneration",),
-                  source=f"{REPO}:text_encoder/model*.safetensors",
-                  stages=("data_process", "sample")),
-        Component("vae", ("AutoencoderKLQwenImage",),
-                  source=f"{REPO}:vae/diffusion_pytorch_model.safetensors",
-                  stages=("data_process", "sample")),
-        Component("tokenizer", source=f"{REPO}:tokenizer/", stages=("data_process", "sample"),
-                  kind=TOKENIZER),
-        Component("scheduler", source=f"{REPO}:scheduler/", stages=("sample",),
-                  kind=SCHEDULER),
-    ),
+    components=pipeline_components(
+        transformer=(("QwenImageTransformer2DModel",),
+                     f"{REPO}:transformer/diffusion_pytorch_model*.safetensors"),
+        text_encoder=(("Qwen2_5_VLForConditionalGeneration",),
+                      f"{REPO}:text_encoder/model*.safetensors"),
+        vae=(("AutoencoderKLQwenImage",), f"{REPO}:vae/diffusion_pytorch_model.safetensors"),
+        tokenizer=f"{REPO}:tokenizer/", scheduler=f"{REPO}:scheduler/"),
     defaults={
         "model_id_with_origin_paths": (
             f"{REPO}:transformer/diffusion_pytorch_model*.safetensors,"

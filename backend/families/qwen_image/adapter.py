@@ -19,12 +19,13 @@ Cached sample tensors (one safetensors file per sample, see backend/cache.py):
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from backend.families.base import Family
+from backend.families.common import (EVAL_INDICES, OffloadingEncoder, fixed_noise_loss,
+                                     uniform_index_loss)
 
 # The real Qwen-Image scheduler config (Qwen/Qwen-Image scheduler/scheduler_config.json);
 # training needs only the transformer, so the schedule does not depend on a scheduler folder.
@@ -79,10 +80,7 @@ def template_prefix_tokens(tokenizer, template: str) -> int:
     return len(tokenizer(template.split("{}")[0])["input_ids"])
 
 
-OFFLOAD_MODES = ("none", "model", "sequential")
-
-
-class Encoder:
+class Encoder(OffloadingEncoder):
     """Text encoder + VAE (+ tokenizer), frozen: prompts → embeddings, images → latents.
 
     Uses ``QwenImagePipeline``'s own prompt code on a pipeline holding only the encoders.
@@ -100,46 +98,17 @@ class Encoder:
     """
 
     def __init__(self, text_encoder, tokenizer, vae, device=None, offload: str = "none"):
-        import torch
         from diffusers import QwenImagePipeline
 
-        if offload not in OFFLOAD_MODES:
-            raise ValueError(f"offload: unknown mode (got {offload!r}; allowed "
-                             f"{' | '.join(OFFLOAD_MODES)})")
         self.pipe = QwenImagePipeline(scheduler=None, vae=vae, text_encoder=text_encoder,
                                       tokenizer=tokenizer, transformer=None)
         self.pipe.prompt_template_encode_start_idx = template_prefix_tokens(
             tokenizer, self.pipe.prompt_template_encode)
-        self.text_encoder, self.vae = text_encoder, vae
-        self.device = torch.device(device) if device is not None else text_encoder.device
-        self.offload = offload
-        if offload == "sequential":
-            from accelerate import cpu_offload
-
-            for module in (text_encoder, vae):
-                cpu_offload(module, execution_device=self.device)
+        super().__init__(text_encoder, vae, device, offload)
 
     @property
     def drop_tokens(self) -> int:
         return self.pipe.prompt_template_encode_start_idx
-
-    @contextmanager
-    def on_device(self, name: str):
-        """``model`` offload: the ``text_encoder`` or ``vae`` on ``device`` for the block,
-        back in host RAM after it (its GPU memory released). Other modes: nothing moves."""
-        if self.offload != "model":
-            yield
-            return
-        import torch
-
-        module = getattr(self, name)
-        module.to(self.device)
-        try:
-            yield
-        finally:
-            module.to("cpu")
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
 
     def encode_prompt(self, prompt: str | list[str]):
         """(prompt_emb [B, L, D], prompt_emb_mask [B, L]) as the pipeline computes them."""
@@ -178,41 +147,12 @@ class Encoder:
             std = torch.tensor(vae.config.latents_std).view(1, -1, 1, 1).to(z)
             return (z - mean) / std
 
-    def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
+    def prompt_parts(self, prompt: str) -> tuple:
+        return self.encode_prompt([prompt])
+
+    def make_sample(self, parts: tuple, latents, pixels) -> dict[str, Any]:
         """A training sample (the tensors a cache file holds)."""
-        emb, mask = self.encode_prompt([prompt])
-        return _sample(emb, mask, self.encode_image(pixels), pixels)
-
-    def encode_samples(self, items: list[tuple[Callable[[], Any], str]],
-                       should_stop: Callable[[], bool] = lambda: False, log=print
-                       ) -> Iterator[dict[str, Any]]:
-        """Yield each item's sample tensors, in order; ``items`` are (load_pixels, prompt).
-
-        ``model`` offload: every prompt first with the text encoder on the device (the
-        embeddings wait in host RAM), then every image with the VAE. Other modes: sample by
-        sample. Returns early, between two encodings, once ``should_stop()``.
-        """
-        if self.offload != "model":
-            for load, prompt in items:
-                if should_stop():
-                    return
-                yield self.encode_sample(load(), prompt)
-            return
-        prompts = []
-        with self.on_device("text_encoder"):
-            for _, prompt in items:
-                if should_stop():
-                    return
-                emb, mask = self.encode_prompt([prompt])
-                prompts.append((emb.cpu(), mask.cpu()))
-        log(f"[encoder] model offload: {len(prompts)} prompt(s) encoded; text encoder back "
-            f"in host RAM, VAE to {self.device}")
-        with self.on_device("vae"):
-            for (load, _), (emb, mask) in zip(items, prompts):
-                if should_stop():
-                    return
-                pixels = load()
-                yield _sample(emb, mask, self.encode_image(pixels), pixels)
+        return _sample(*parts, latents, pixels)
 
 
 def _sample(emb, mask, latents, pixels) -> dict[str, Any]:
@@ -322,35 +262,18 @@ def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
 
 
 def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, generator, dtype):
-    """One training step's loss: a uniform schedule index and fresh noise from ``generator``
-    (a CPU ``torch.Generator``, so a step's draw depends only on its seed)."""
-    import torch
-
-    index = int(torch.randint(0, len(schedule.sigmas), (1,), generator=generator))
-    noise = torch.randn(sample["latents"].shape, generator=generator)
-    return flow_matching_loss(transformer, sample, schedule, index, noise, dtype)
+    """One training step's loss: a uniform schedule index and fresh noise from ``generator``."""
+    return uniform_index_loss(flow_matching_loss, transformer, sample, schedule, generator, dtype)
 
 
 # ------------------------------------------------------------------------------------------
 # Evaluation helpers (tests, UI checks)
 # ------------------------------------------------------------------------------------------
 def eval_loss(transformer, samples: list[dict[str, Any]], seed: int = 0,
-              indices: tuple[int, ...] = (100, 300, 500, 700, 900)) -> float:
+              indices: tuple[int, ...] = EVAL_INDICES) -> float:
     """Mean weighted loss over ``samples`` × ``indices`` with noise fixed by ``seed``."""
-    import torch
-
-    schedule = training_schedule()
-    dtype = next(transformer.parameters()).dtype
-    total, n = 0.0, 0
-    with torch.no_grad():
-        for si, sample in enumerate(samples):
-            for index in indices:
-                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
-                noise = torch.randn(sample["latents"].shape, generator=g)
-                total += float(flow_matching_loss(transformer, sample, schedule, index,
-                                                  noise, dtype))
-                n += 1
-    return total / max(n, 1)
+    return fixed_noise_loss(flow_matching_loss, training_schedule(), transformer, samples,
+                            seed, indices)
 
 
 def eval_lora_loss(transformer_dir: str | Path, cache_dir: str | Path,

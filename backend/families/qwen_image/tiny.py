@@ -105,39 +105,18 @@ VAE_CONFIG = dict(
 
 def build_tokenizer():
     """A byte-level BPE trained on the template and caption words, as a ``Qwen2Tokenizer``."""
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
-    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=TOKENIZER_VOCAB_SIZE - len(SPECIAL_TOKENS),
-        min_frequency=1,
-        special_tokens=[],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
+    from backend.families.common import bpe_vocab_and_merges, train_byte_level_bpe
+
     # Special tokens are split out by the tokenizer before BPE; train on plain text only.
     corpus = []
     for s in VOCAB_SENTENCES:
         for sp in SPECIAL_TOKENS:
             s = s.replace(sp, "\n")
         corpus.append(s)
-    tok.train_from_iterator(corpus * 4, trainer=trainer)
-    state = json.loads(tok.to_str())["model"]
-    vocab = dict(sorted(state["vocab"].items(), key=lambda kv: kv[1]))
-    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in state["merges"]]
-    n = len(vocab)
-    for i, sp in enumerate(SPECIAL_TOKENS):
-        vocab[sp] = n + i
+    tok = train_byte_level_bpe(corpus, TOKENIZER_VOCAB_SIZE - len(SPECIAL_TOKENS))
+    vocab, merges = bpe_vocab_and_merges(tok, SPECIAL_TOKENS)
     tokenizer = Qwen2Tokenizer(
         vocab=vocab,
         merges=merges,
@@ -227,15 +206,10 @@ def save_pipeline(components: dict, out_dir: str | Path) -> Path:
     """Write components in the hub layout with ``QwenImagePipeline.save_pretrained`` (safetensors)."""
     from diffusers import QwenImagePipeline
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    pipe = QwenImagePipeline(**components)
-    pipe.save_pretrained(out, safe_serialization=True)
-    # transformers may also write generation_config.json; harmless. Refuse pickles.
-    leftovers = [p for p in out.rglob("*") if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
-    if leftovers:
-        raise RuntimeError(f"non-safetensors weights written: {leftovers}")
-    return out
+    from backend.families.common import save_tiny_pipeline
+
+    # transformers may also write generation_config.json; harmless.
+    return save_tiny_pipeline(QwenImagePipeline(**components), out_dir)
 
 
 def build_tiny_qwen_image(out_dir: str | Path, seed: int = 0) -> Path:

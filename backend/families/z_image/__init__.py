@@ -24,7 +24,8 @@ share names and shapes), or train Turbo with a de-distillation adapter merged in
 weights for training only (``preset_lora_path``; the saved LoRA holds only what was trained,
 so it is applied to plain Turbo at inference).
 """
-from backend.families.base import SCHEDULER, TOKENIZER, Component, FamilySpec, Variant
+from backend.families.base import FamilySpec, Variant
+from backend.families.common import pipeline_components
 
 BASE = "Tongyi-MAI/Z-Image"
 TURBO = "Tongyi-MAI/Z-Image-Turbo"
@@ -41,20 +42,11 @@ SPEC = FamilySpec(
     name="z_image",
     title="Z-Image",
     adapter="backend.families.z_image.adapter",
-    components=(
-        Component("transformer", ("ZImageTransformer2DModel",), trained=True,
-                  source=f"{BASE}:transformer/*.safetensors", stages=("train", "sample")),
-        Component("text_encoder", ("Qwen3Model", "Qwen3ForCausalLM"),
-                  source=f"{BASE}:text_encoder/*.safetensors",
-                  stages=("data_process", "sample")),
-        Component("vae", ("AutoencoderKL",),
-                  source=f"{BASE}:vae/diffusion_pytorch_model.safetensors",
-                  stages=("data_process", "sample")),
-        Component("tokenizer", source=f"{BASE}:tokenizer/", stages=("data_process", "sample"),
-                  kind=TOKENIZER),
-        Component("scheduler", source=f"{BASE}:scheduler/", stages=("sample",),
-                  kind=SCHEDULER),
-    ),
+    components=pipeline_components(
+        transformer=(("ZImageTransformer2DModel",), f"{BASE}:transformer/*.safetensors"),
+        text_encoder=(("Qwen3Model", "Qwen3ForCausalLM"), f"{BASE}:text_encoder/*.safetensors"),
+        vae=(("AutoencoderKL",), f"{BASE}:vae/diffusion_pytorch_model.safetensors"),
+        tokenizer=f"{BASE}:tokenizer/", scheduler=f"{BASE}:scheduler/"),
     defaults={
         "model_id_with_origin_paths": sources(BASE),
         "lora_target_modules": TARGETS,

@@ -21,16 +21,16 @@ in the pipeline; stage 2 reads one sample per step), ``prompt_emb_mask`` [1, L] 
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from backend.families.base import Family
+from backend.families.common import (EVAL_INDICES, OffloadingEncoder, fixed_noise_loss,
+                                     uniform_index_loss)
 
 NUM_TRAIN_TIMESTEPS = 1000
 MAX_SEQUENCE_LENGTH = 512          # ZImagePipeline's default
-OFFLOAD_MODES = ("none", "model", "sequential")
 
 
 # ------------------------------------------------------------------------------------------
@@ -68,48 +68,16 @@ def load_tokenizer(folder: str | Path):
     return AutoTokenizer.from_pretrained(str(folder))
 
 
-class Encoder:
-    """Text encoder + VAE (+ tokenizer), frozen: prompts → embeddings, images → latents.
-
-    ``offload`` (``data_process_offload``): ``none`` (both on ``device``), ``model`` (weights in
-    host RAM, each moved to ``device`` for its phase: every prompt, then every image),
-    ``sequential`` (accelerate's ``cpu_offload`` hooks stream each module's weights). Every
-    mode computes the same tensors.
-    """
+class Encoder(OffloadingEncoder):
+    """Text encoder + VAE (+ tokenizer), frozen: prompts → embeddings, images → latents, as
+    ``ZImagePipeline`` computes them; ``offload`` as ``common.OffloadingEncoder``."""
 
     def __init__(self, text_encoder, tokenizer, vae, device=None, offload: str = "none"):
-        import torch
         from diffusers import ZImagePipeline
 
-        if offload not in OFFLOAD_MODES:
-            raise ValueError(f"offload: unknown mode (got {offload!r}; allowed "
-                             f"{' | '.join(OFFLOAD_MODES)})")
         self.pipe = ZImagePipeline(scheduler=None, vae=vae, text_encoder=text_encoder,
                                    tokenizer=tokenizer, transformer=None)
-        self.text_encoder, self.vae = text_encoder, vae
-        self.device = torch.device(device) if device is not None else text_encoder.device
-        self.offload = offload
-        if offload == "sequential":
-            from accelerate import cpu_offload
-
-            for module in (text_encoder, vae):
-                cpu_offload(module, execution_device=self.device)
-
-    @contextmanager
-    def on_device(self, name: str):
-        if self.offload != "model":
-            yield
-            return
-        import torch
-
-        module = getattr(self, name)
-        module.to(self.device)
-        try:
-            yield
-        finally:
-            module.to("cpu")
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
+        super().__init__(text_encoder, vae, device, offload)
 
     def encode_prompt(self, prompt: str):
         """(prompt_emb [1, L, D], prompt_emb_mask [1, L]) as ``ZImagePipeline`` computes the
@@ -131,36 +99,11 @@ class Encoder:
             z = vae.encode(pixels.to(device=self.device, dtype=vae.dtype)).latent_dist.mean
             return (z - vae.config.shift_factor) * vae.config.scaling_factor
 
-    def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
-        emb, mask = self.encode_prompt(prompt)
-        return _sample(emb, mask, self.encode_image(pixels), pixels)
+    def prompt_parts(self, prompt: str) -> tuple:
+        return self.encode_prompt(prompt)
 
-    def encode_samples(self, items: list[tuple[Callable[[], Any], str]],
-                       should_stop: Callable[[], bool] = lambda: False, log=print
-                       ) -> Iterator[dict[str, Any]]:
-        """Each (load_pixels, prompt) item's sample, in order; with ``model`` offload every
-        prompt first, then every image. Returns early once ``should_stop()``."""
-        if self.offload != "model":
-            for load, prompt in items:
-                if should_stop():
-                    return
-                yield self.encode_sample(load(), prompt)
-            return
-        prompts = []
-        with self.on_device("text_encoder"):
-            for _, prompt in items:
-                if should_stop():
-                    return
-                emb, mask = self.encode_prompt(prompt)
-                prompts.append((emb.cpu(), mask.cpu()))
-        log(f"[encoder] model offload: {len(prompts)} prompt(s) encoded; text encoder back "
-            f"in host RAM, VAE to {self.device}")
-        with self.on_device("vae"):
-            for (load, _), (emb, mask) in zip(items, prompts):
-                if should_stop():
-                    return
-                pixels = load()
-                yield _sample(emb, mask, self.encode_image(pixels), pixels)
+    def make_sample(self, parts: tuple, latents, pixels) -> dict[str, Any]:
+        return _sample(*parts, latents, pixels)
 
 
 def _sample(emb, mask, latents, pixels) -> dict[str, Any]:
@@ -237,31 +180,15 @@ def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
 
 
 def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, generator, dtype):
-    """One step's loss: a uniform schedule index and fresh noise from ``generator``."""
-    import torch
-
-    index = int(torch.randint(0, len(schedule.sigmas), (1,), generator=generator))
-    noise = torch.randn(sample["latents"].shape, generator=generator)
-    return flow_matching_loss(transformer, sample, schedule, index, noise, dtype)
+    """One training step's loss: a uniform schedule index and fresh noise from ``generator``."""
+    return uniform_index_loss(flow_matching_loss, transformer, sample, schedule, generator, dtype)
 
 
 def eval_loss(transformer, samples: list[dict[str, Any]], seed: int = 0,
-              indices: tuple[int, ...] = (100, 300, 500, 700, 900)) -> float:
-    """Mean loss over ``samples`` × ``indices`` with noise fixed by ``seed``."""
-    import torch
-
-    schedule = training_schedule()
-    dtype = next(transformer.parameters()).dtype
-    total, n = 0.0, 0
-    with torch.no_grad():
-        for si, sample in enumerate(samples):
-            for index in indices:
-                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
-                noise = torch.randn(sample["latents"].shape, generator=g)
-                total += float(flow_matching_loss(transformer, sample, schedule, index,
-                                                  noise, dtype))
-                n += 1
-    return total / max(n, 1)
+              indices: tuple[int, ...] = EVAL_INDICES) -> float:
+    """Mean weighted loss over ``samples`` × ``indices`` with noise fixed by ``seed``."""
+    return fixed_noise_loss(flow_matching_loss, training_schedule(), transformer, samples,
+                            seed, indices)
 
 
 # ------------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ Run:
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -94,28 +93,12 @@ VAE_CONFIG = dict(
 def build_tokenizer():
     """A byte-level BPE trained on a few sentences, as a ``Qwen2Tokenizer`` with the chat
     template the pipeline applies."""
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
-    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=TOKENIZER_VOCAB_SIZE - len(SPECIAL_TOKENS),
-                                  min_frequency=1, special_tokens=[],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tok.train_from_iterator(VOCAB_SENTENCES * 4, trainer=trainer)
-    state = json.loads(tok.to_str())["model"]
-    vocab = dict(sorted(state["vocab"].items(), key=lambda kv: kv[1]))
-    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in state["merges"]]
-    n = len(vocab)
-    for i, sp in enumerate(SPECIAL_TOKENS):
-        vocab[sp] = n + i
+    from backend.families.common import bpe_vocab_and_merges, train_byte_level_bpe
+
+    tok = train_byte_level_bpe(VOCAB_SENTENCES, TOKENIZER_VOCAB_SIZE - len(SPECIAL_TOKENS))
+    vocab, merges = bpe_vocab_and_merges(tok, SPECIAL_TOKENS)
     tokenizer = Qwen2Tokenizer(
         vocab=vocab, merges=merges, unk_token=None, eos_token="<|im_end|>",
         pad_token="<|endoftext|>", additional_special_tokens=SPECIAL_TOKENS[1:],
@@ -169,13 +152,9 @@ def save_pipeline(components: dict, out_dir: str | Path) -> Path:
     """Write the components in the hub layout with ``ZImagePipeline.save_pretrained``."""
     from diffusers import ZImagePipeline
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    ZImagePipeline(**components).save_pretrained(out, safe_serialization=True)
-    leftovers = [p for p in out.rglob("*") if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
-    if leftovers:
-        raise RuntimeError(f"non-safetensors weights written: {leftovers}")
-    return out
+    from backend.families.common import save_tiny_pipeline
+
+    return save_tiny_pipeline(ZImagePipeline(**components), out_dir)
 
 
 def build_tiny_z_image(out_dir: str | Path, seed: int = 0) -> Path:
