@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.families.wan import sources
 from tests.conftest import run_stage, write_accelerate_config
 from tests.test_train import SEED_ZERO3, assert_ok
 
@@ -347,6 +348,14 @@ def test_estimator_counts_clip_tokens_and_the_presets_fit_their_cards():
     fewer = estimate_memory(load_preset("wan_1_3b_12gb").model_copy(update={"num_frames": 33}))
     assert fewer.image_tokens == 9 * 30 * 52
     assert fewer.stages["train"].gpu_gb < small.stages["train"].gpu_gb
+    # I2V-14B: the 14B plus the image cross-attention; one A14B expert: the 14B, 49 frames.
+    i2v = estimate_memory(load_preset("wan_2_1_i2v_14b_zero3_offload"))
+    expert = estimate_memory(load_preset("wan_2_2_t2v_a14b_low_noise_zero3_offload"))
+    assert i2v.params["transformer"] > big.params["transformer"] + 1e9
+    assert expert.params["transformer"] == big.params["transformer"]
+    assert expert.image_tokens == 13 * 30 * 52
+    for e in (i2v, expert):
+        assert fits(e, 24, 128)[0] and not fits(e, 12, 128)[0]
 
 
 def test_the_reference_wan_command_imports_onto_the_diffusers_layout():
@@ -504,7 +513,7 @@ def test_i2v_training_lowers_the_loss_and_its_lora_changes_the_pipelines_clip(
     from backend.config import validate
     from backend.export import export_lora
     from backend.families import get_family
-    from backend.families.wan import adapter, sources
+    from backend.families.wan import adapter
     from backend.samples import render_samples
     from backend.video import read_video_frames
 
@@ -571,3 +580,124 @@ def test_the_reference_i2v_command_imports_onto_the_diffusers_layout():
     assert bound.input_images == 1 and "image_encoder" in bound.spec.stage_components(
         "data_process")
     assert not result.not_understood, result.not_understood
+
+
+# ------------------------------------------------------------------------------------------
+# Wan 2.2 A14B: two experts, one trained per run over its timestep range
+# ------------------------------------------------------------------------------------------
+A14B_ID = "Wan-AI/Wan2.2-T2V-A14B"
+A14B_DIFFUSERS = A14B_ID + "-Diffusers"
+LOW_NOISE = f"{A14B_ID}:low_noise_model/diffusion_pytorch_model*.safetensors"
+
+
+@pytest.fixture(scope="module")
+def a14b_models(tmp_path_factory) -> Path:
+    from backend.families.wan.tiny import build_tiny_wan_a14b
+
+    root = tmp_path_factory.mktemp("wan_a14b_models")
+    build_tiny_wan_a14b(root / A14B_DIFFUSERS, seed=0)  # the encoders of wan_models
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_a14b_low_noise_expert_trains_in_its_range_and_samples_put_the_lora_on_it(
+        tmp_path, a14b_models, wan_stage1):
+    """The reference's low-noise command (its low_noise_model/ folder is the -Diffusers
+    transformer_2/) trains from the shared text-to-video cache with every step's timestep
+    below the pipeline's boundary (0.875 x 1000); the pipeline loads both experts and the
+    LoRA goes on transformer_2 only; the diffusers export loads there with diffusers'
+    load_into_transformer_2 and changes the clip."""
+    import json
+    import re
+
+    import torch
+
+    from backend.config import validate
+    from backend.export import export_lora
+    from backend.families import get_family
+    from backend.samples import attach_lora, component_dirs
+
+    folder = tmp_path / "run"
+    acc = write_accelerate_config(folder, "plain")
+    out = folder / "out"
+    proc = run_stage(["--task", "sft:train", "--models_dir", a14b_models, "--offline",
+                      "--model_id_with_origin_paths", LOW_NOISE,
+                      "--min_timestep_boundary", "0.417", "--max_timestep_boundary", "1",
+                      "--dataset_base_path", wan_stage1[0], "--output_path", out,
+                      "--lora_rank", RANK, "--learning_rate", "1e-2", "--seed", "0",
+                      "--dataset_repeat", "3", "--save_steps", "12",
+                      "--mixed_precision", "no"], config_file=acc)
+    assert_ok(proc)
+    log = proc.stdout + proc.stderr
+    assert f"low_noise_model/diffusion_pytorch_model*.safetensors -> " \
+           f"{A14B_DIFFUSERS}:transformer_2/*.safetensors" in log
+    args = json.loads((out / "training_args.json").read_text())
+    assert Path(args["resolved_components"]["transformer"]).name == "transformer_2"
+    drawn = [(float(t), int(i)) for t, i in
+             re.findall(r"\[wan\] timestep ([\d.]+) \(schedule index (\d+) of \[417, 1000\)",
+                        log)]
+    assert len(drawn) == 12, log[-2000:]
+    assert all(417 <= i < 1000 and t < 875 for t, i in drawn), drawn
+    ckpt = out / "step-12.safetensors"
+
+    cfg = validate({"model_family": "wan", "models_dir": str(a14b_models), "offline": True,
+                    "model_id_with_origin_paths": f"{A14B_DIFFUSERS}:transformer_2/"
+                    "*.safetensors," + ",".join(sources(A14B_ID).split(",")[1:])},
+                   require_inputs=False)
+    pipe = get_family("wan").for_config(cfg).load_pipeline(component_dirs(cfg))
+    pipe.set_progress_bar_config(disable=True)
+    assert pipe.config.boundary_ratio == 0.875 and pipe.transformer_2 is not None
+
+    def render():
+        return pipe(prompt=CLIPS[0][3], num_inference_steps=4, height=SIZE, width=SIZE,
+                    num_frames=5, guidance_scale=1.0, output_type="np",
+                    generator=torch.Generator().manual_seed(0)).frames[0]
+
+    def has_lora(model) -> bool:
+        return any("lora_A" in n for n, _ in model.named_modules())
+
+    base = render()
+    attach_lora(pipe, ckpt, "low")
+    assert has_lora(pipe.transformer_2) and not has_lora(pipe.transformer)
+    assert float(abs(render() - base).mean()) > 1e-3
+
+    from diffusers import WanPipeline
+    plain = WanPipeline.from_pretrained(str(a14b_models / A14B_DIFFUSERS))
+    plain.set_progress_bar_config(disable=True)
+    plain.load_lora_weights(str(export_lora(ckpt, "diffusers", tmp_path)),
+                            load_into_transformer_2=True)
+    assert has_lora(plain.transformer_2) and not has_lora(plain.transformer)
+
+
+def test_the_reference_a14b_commands_import_with_their_expert_and_range():
+    """The reference's Wan2.2-I2V-A14B low-noise command: low_noise_model/ becomes the
+    -Diffusers transformer_2/, its boundaries and input image are kept; bad boundaries are
+    refused naming the field."""
+    from backend.config import ConfigError, validate
+    from backend.importer import import_commands
+
+    result = import_commands(
+        "accelerate launch examples/wanvideo/model_training/train.py \\\n"
+        "  --dataset_base_path data/v --dataset_metadata_path data/v/metadata.csv \\\n"
+        "  --height 480 --width 832 --num_frames 49 --dataset_repeat 100 \\\n"
+        "  --model_id_with_origin_paths \"Wan-AI/Wan2.2-I2V-A14B:low_noise_model/"
+        "diffusion_pytorch_model*.safetensors,Wan-AI/Wan2.2-I2V-A14B:"
+        "models_t5_umt5-xxl-enc-bf16.pth,Wan-AI/Wan2.2-I2V-A14B:Wan2.1_VAE.pth\" \\\n"
+        "  --learning_rate 1e-4 --num_epochs 5 --remove_prefix_in_ckpt \"pipe.dit.\" \\\n"
+        "  --output_path ./out --lora_base_model dit --lora_target_modules q,k,v,o,ffn.0,ffn.2 \\\n"
+        "  --lora_rank 32 --extra_inputs input_image \\\n"
+        "  --max_timestep_boundary 1 --min_timestep_boundary 0.358\n")
+    cfg = result.config
+    d = "Wan-AI/Wan2.2-I2V-A14B-Diffusers"
+    assert cfg.model_id_with_origin_paths.split(",")[0] == f"{d}:transformer_2/*.safetensors"
+    assert (cfg.min_timestep_boundary, cfg.max_timestep_boundary) == (0.358, 1.0)
+    assert cfg.extra_inputs == "input_image" and not result.not_understood
+    from backend.families import get_family
+    bound = get_family("wan").for_config(cfg)
+    assert bound.timestep_range == (358, 1000) and bound.input_images == 1
+    assert "image_encoder" not in bound.spec.stage_components("data_process")  # no CLIP
+    with pytest.raises(ConfigError, match=r"min_timestep_boundary: must be below "
+                                          r"max_timestep_boundary \(got 0.9 with"):
+        validate({"model_family": "wan", "min_timestep_boundary": 0.9,
+                  "max_timestep_boundary": 0.5}, require_inputs=False)

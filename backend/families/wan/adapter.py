@@ -21,7 +21,7 @@ adds ``image_embeds`` and ``condition`` (``i2v.py``).
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -138,10 +138,17 @@ class Encoder:
                                dtype=z.dtype).view(1, -1, 1, 1, 1)
             return (z - mean) / std
 
+    # What goes on the device for the clips after the prompts (model offload).
+    clip_modules: tuple[str, ...] = ("vae",)
+
+    def clip_sample(self, prompt_emb, pixels) -> dict[str, Any]:
+        """One cached sample from its prompt embedding and clip [1, 3, F, H, W]."""
+        return _sample(prompt_emb, self.encode_clip(pixels), pixels)
+
     def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
         if pixels.ndim == 4:  # an image: a one-frame clip
             pixels = pixels.unsqueeze(2)
-        return _sample(self.encode_prompt(prompt), self.encode_clip(pixels), pixels)
+        return self.clip_sample(self.encode_prompt(prompt), pixels)
 
     def encode_samples(self, items: list[tuple[Callable[[], Any], str]],
                        should_stop: Callable[[], bool] = lambda: False, log=print
@@ -161,15 +168,17 @@ class Encoder:
                     return
                 prompts.append(self.encode_prompt(prompt).cpu())
         log(f"[encoder] model offload: {len(prompts)} prompt(s) encoded; text encoder back "
-            f"in host RAM, VAE to {self.device}")
-        with self.on_device("vae"):
+            f"in host RAM, {' and '.join(self.clip_modules)} to {self.device}")
+        with ExitStack() as stack:
+            for name in self.clip_modules:
+                stack.enter_context(self.on_device(name))
             for (load, _), emb in zip(items, prompts):
                 if should_stop():
                     return
                 pixels = load()
                 if pixels.ndim == 4:
                     pixels = pixels.unsqueeze(2)
-                yield _sample(emb, self.encode_clip(pixels), pixels)
+                yield self.clip_sample(emb, pixels)
 
 
 def _sample(emb, latents, pixels) -> dict[str, Any]:

@@ -20,11 +20,10 @@ reference's ``--extra_inputs input_image``). Samples render with
 """
 from __future__ import annotations
 
-from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from backend.families.wan.adapter import (Adapter, Encoder, _sample, load_experts,
+from backend.families.wan.adapter import (Adapter, Encoder, load_experts,
                                           load_text_encoder, load_tokenizer, load_vae,
                                           route_lora)
 
@@ -78,6 +77,8 @@ class I2VEncoder(Encoder):
         self.pipe = WanImageToVideoPipeline(
             tokenizer=tokenizer, text_encoder=text_encoder, vae=vae, scheduler=None,
             image_processor=image_processor, image_encoder=image_encoder, transformer=None)
+        if image_encoder is not None:
+            self.clip_modules = ("image_encoder", "vae")
         if offload == "sequential" and image_encoder is not None:
             from accelerate import cpu_offload
             cpu_offload(image_encoder, execution_device=self.device)
@@ -100,36 +101,8 @@ class I2VEncoder(Encoder):
                 torch.zeros(shape, device=self.device))
         return {**out, "condition": condition.float()}
 
-    def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
-        if pixels.ndim == 4:
-            pixels = pixels.unsqueeze(2)
-        sample = _sample(self.encode_prompt(prompt), self.encode_clip(pixels), pixels)
-        return {**sample, **self.encode_first_frame(pixels)}
-
-    def encode_samples(self, items: list[tuple[Callable[[], Any], str]],
-                       should_stop: Callable[[], bool] = lambda: False, log=print
-                       ) -> Iterator[dict[str, Any]]:
-        if self.offload != "model":
-            yield from super().encode_samples(items, should_stop, log)
-            return
-        prompts = []
-        with self.on_device("text_encoder"):
-            for _, prompt in items:
-                if should_stop():
-                    return
-                prompts.append(self.encode_prompt(prompt).cpu())
-        log(f"[encoder] model offload: {len(prompts)} prompt(s) encoded; text encoder back "
-            f"in host RAM, image encoder and VAE to {self.device}")
-        with self.on_device("vae"), (self.on_device("image_encoder") if self.image_encoder
-                                     is not None else nullcontext()):
-            for (load, _), emb in zip(items, prompts):
-                if should_stop():
-                    return
-                pixels = load()
-                if pixels.ndim == 4:
-                    pixels = pixels.unsqueeze(2)
-                yield {**_sample(emb, self.encode_clip(pixels), pixels),
-                       **self.encode_first_frame(pixels)}
+    def clip_sample(self, prompt_emb, pixels) -> dict[str, Any]:
+        return {**super().clip_sample(prompt_emb, pixels), **self.encode_first_frame(pixels)}
 
 
 def load_i2v_encoder(dirs, dtype=None, device: Any = "cpu", offload: str = "none"

@@ -1,4 +1,4 @@
-"""The released Wan 2.1 text-to-video component configs, used by the estimator and the export
+"""The released Wan 2.1 / 2.2 component configs, used by the estimator and the export
 check before the model's own config.json files are on disk. Plain data: no imports.
 
 From the ``config.json`` files of ``Wan-AI/Wan2.1-T2V-1.3B-Diffusers`` and
@@ -76,5 +76,9 @@ CONFIGS = {"transformer": TRANSFORMER_1_3B, "text_encoder": TEXT_ENCODER, "vae":
 CONFIGS_14B = {**CONFIGS, "transformer": TRANSFORMER_14B}
 CONFIGS_I2V_14B = {**CONFIGS, "transformer": TRANSFORMER_I2V_14B,
                    "image_encoder": IMAGE_ENCODER}
+# Wan2.2-T2V-A14B / -I2V-A14B-Diffusers: each expert (transformer/, transformer_2/) is the
+# 14B architecture; the I2V experts take the 36 condition channels but no CLIP embedding.
+CONFIGS_I2V_A14B = {**CONFIGS, "transformer": {**TRANSFORMER_14B, "in_channels": 36}}
 VARIANT_CONFIGS = {"wan_t2v_14b": CONFIGS_14B, "wan_i2v_14b_480p": CONFIGS_I2V_14B,
-                   "wan_i2v_14b_720p": CONFIGS_I2V_14B}
+                   "wan_i2v_14b_720p": CONFIGS_I2V_14B, "wan22_t2v_a14b": CONFIGS_14B,
+                   "wan22_i2v_a14b": CONFIGS_I2V_A14B}

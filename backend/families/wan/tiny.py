@@ -13,7 +13,8 @@ so ``WanPipeline.from_pretrained(OUT_DIR)`` loads it. Weights are safetensors on
 ``build_tiny_wan_i2v`` writes the image-to-video layout (``WanImageToVideoPipeline``): the
 transformer with 36 input channels and image cross-attention (``image_dim``,
 ``added_kv_proj_dim``), plus ``image_encoder/`` (transformers' ``CLIPVisionModel``) and
-``image_processor/`` (``CLIPImageProcessor``) at toy sizes.
+``image_processor/`` (``CLIPImageProcessor``) at toy sizes; ``build_tiny_wan_a14b`` the
+two-expert layout of Wan 2.2 A14B (``transformer/``, ``transformer_2/``, ``boundary_ratio``).
 
 Run:
     python -m backend.families.tiny OUT_DIR --family wan [--seed 0]
@@ -163,3 +164,15 @@ def build_tiny_wan_i2v(out_dir: str | Path, seed: int = 0) -> Path:
     components.update(image_encoder=build_image_encoder(seed * 1000 + 4),
                       image_processor=build_image_processor())
     return save_pipeline(components, out_dir, WanImageToVideoPipeline)
+
+
+def build_tiny_wan_a14b(out_dir: str | Path, seed: int = 0, boundary_ratio: float = 0.875
+                        ) -> Path:
+    """Write a random-init tiny two-expert pipeline (the Wan2.2-T2V-A14B layout: ``transformer``
+    the high-noise expert, ``transformer_2`` the low-noise one, ``boundary_ratio`` in
+    model_index.json) to ``out_dir``; return its path. The encoders are those of
+    ``build_tiny_wan`` with the same seed."""
+    components = build_components(seed)
+    components.update(transformer_2=build_transformer(seed * 1000 + 5),
+                      boundary_ratio=boundary_ratio)
+    return save_pipeline(components, out_dir)
