@@ -227,7 +227,7 @@ class RunConfig(BaseModel):
     video_fps: Optional[float] = F(None, "Video families: sample a clip's frames at this rate "
                                    "in its own time instead of by frame_stride (empty: use "
                                    "frame_stride).", "data", ui="advanced", gt=0, le=240)
-    # --- two-expert video models (Wan 2.2 A14B): one expert per run over its range --------
+    # --- two-expert video models: one expert per run over its own timestep range ---------
     max_timestep_boundary: float = F(
         1.0, "Video families: train only on the schedule's timesteps below this fraction of "
         "them, counted from the noisiest (the reference's flag; 1: to the end). A two-expert "
