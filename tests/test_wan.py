@@ -73,13 +73,19 @@ def make_video_dataset(folder: Path) -> Path:
 # Fixtures: the tiny model in the -Diffusers layout, the clips, one stage-1 cache, one
 # ZeRO-3 training run.
 # ------------------------------------------------------------------------------------------
+def tiny_models(factory, builder: str, repo: str) -> Path:
+    """A models folder holding the tiny pipeline ``backend.families.wan.tiny.<builder>``
+    writes (seed 0: every builder's encoders are the same) as ``repo``."""
+    from backend.families.wan import tiny
+
+    root = factory.mktemp(builder)
+    getattr(tiny, builder)(root / repo, seed=0)
+    return root
+
+
 @pytest.fixture(scope="module")
 def wan_models(tmp_path_factory) -> Path:
-    from backend.families.wan.tiny import build_tiny_wan
-
-    root = tmp_path_factory.mktemp("wan_models")
-    build_tiny_wan(root / DIFFUSERS, seed=0)
-    return root
+    return tiny_models(tmp_path_factory, "build_tiny_wan", DIFFUSERS)
 
 
 @pytest.fixture(scope="module")
@@ -87,35 +93,45 @@ def wan_data(tmp_path_factory) -> Path:
     return make_video_dataset(tmp_path_factory.mktemp("wan_data") / "clips")
 
 
-@pytest.fixture(scope="module")
-def wan_stage1(tmp_path_factory, wan_models, wan_data):
-    out = tmp_path_factory.mktemp("wan_cache") / "cache"
-    acc = write_accelerate_config(tmp_path_factory.mktemp("wan_accel"), "plain")
-    proc = run_stage(["--task", "sft:data_process", "--models_dir", wan_models, "--offline",
-                      "--model_id_with_origin_paths", REFERENCE_STAGE1,
-                      "--dataset_base_path", wan_data,
-                      "--dataset_metadata_path", wan_data / "metadata.csv",
-                      "--num_frames", FRAMES, "--height", SIZE, "--width", SIZE,
-                      "--mixed_precision", "no", "--output_path", out], config_file=acc)
+def stage1(folder: Path, models: Path, data: Path, sources: str, frames: int, *extra):
+    """Stage 1 (plain launch) of the clips in ``data`` into ``folder/cache``."""
+    out = folder / "cache"
+    acc = write_accelerate_config(folder, "plain")
+    proc = run_stage(["--task", "sft:data_process", "--models_dir", models, "--offline",
+                      "--model_id_with_origin_paths", sources, *extra,
+                      "--dataset_base_path", data, "--dataset_metadata_path",
+                      data / "metadata.csv", "--num_frames", frames, "--height", SIZE,
+                      "--width", SIZE, "--mixed_precision", "no", "--output_path", out],
+                     config_file=acc)
     assert_ok(proc)
     return out, proc
+
+
+def train(folder: Path, acc: Path, models: Path, cache: Path, sources: str, *extra):
+    """Stage 2 from ``cache`` into ``folder/out``: rank 4, lr 1e-2, seed 0."""
+    out = folder / "out"
+    proc = run_stage(["--task", "sft:train", "--models_dir", models, "--offline",
+                      "--model_id_with_origin_paths", sources, "--dataset_base_path", cache,
+                      "--output_path", out, "--lora_rank", RANK, "--learning_rate", "1e-2",
+                      "--seed", "0", *extra], config_file=acc)
+    assert_ok(proc)
+    return out, proc
+
+
+@pytest.fixture(scope="module")
+def wan_stage1(tmp_path_factory, wan_models, wan_data):
+    return stage1(tmp_path_factory.mktemp("wan_cache"), wan_models, wan_data,
+                  REFERENCE_STAGE1, FRAMES)
 
 
 @pytest.fixture(scope="module")
 def wan_trained(tmp_path_factory, wan_models, wan_stage1):
     folder = tmp_path_factory.mktemp("wan_train")
     acc = write_accelerate_config(folder, "z3", ds_config=SEED_ZERO3, zero3_init_flag=True)
-    out = folder / "out"
-    proc = run_stage(["--task", "sft:train", "--models_dir", wan_models, "--offline",
-                      "--model_id_with_origin_paths", REFERENCE_STAGE2,
-                      "--dataset_base_path", wan_stage1[0], "--output_path", out,
-                      "--lora_target_modules", "q,k,v,o,ffn.0,ffn.2",
-                      "--lora_rank", RANK, "--learning_rate", "1e-2", "--seed", "0",
-                      "--dataset_repeat", "6", "--save_steps", "24",
-                      "--use_gradient_checkpointing", "--initialize_model_on_cpu"],
-                     config_file=acc)
-    assert_ok(proc)
-    return out, proc
+    return train(folder, acc, wan_models, wan_stage1[0], REFERENCE_STAGE2,
+                 "--lora_target_modules", "q,k,v,o,ffn.0,ffn.2", "--dataset_repeat", "6",
+                 "--save_steps", "24", "--use_gradient_checkpointing",
+                 "--initialize_model_on_cpu")
 
 
 def transformer(models: Path):
@@ -404,43 +420,23 @@ I2V_FRAMES = 5
 
 @pytest.fixture(scope="module")
 def i2v_models(tmp_path_factory) -> Path:
-    from backend.families.wan.tiny import build_tiny_wan_i2v
-
-    root = tmp_path_factory.mktemp("wan_i2v_models")
-    build_tiny_wan_i2v(root / I2V_DIFFUSERS, seed=0)
-    return root
+    return tiny_models(tmp_path_factory, "build_tiny_wan_i2v", I2V_DIFFUSERS)
 
 
 @pytest.fixture(scope="module")
 def i2v_stage1(tmp_path_factory, i2v_models, wan_data):
-    out = tmp_path_factory.mktemp("wan_i2v_cache") / "cache"
-    acc = write_accelerate_config(tmp_path_factory.mktemp("wan_i2v_accel"), "plain")
-    proc = run_stage(["--task", "sft:data_process", "--models_dir", i2v_models, "--offline",
-                      "--model_id_with_origin_paths", I2V_REFERENCE,
-                      "--extra_inputs", "input_image", "--dataset_base_path", wan_data,
-                      "--dataset_metadata_path", wan_data / "metadata.csv",
-                      "--num_frames", I2V_FRAMES, "--height", SIZE, "--width", SIZE,
-                      "--mixed_precision", "no", "--output_path", out], config_file=acc)
-    assert_ok(proc)
-    return out, proc
+    return stage1(tmp_path_factory.mktemp("wan_i2v_cache"), i2v_models, wan_data,
+                  I2V_REFERENCE, I2V_FRAMES, "--extra_inputs", "input_image")
 
 
 @pytest.fixture(scope="module")
 def i2v_trained(tmp_path_factory, i2v_models, i2v_stage1):
     folder = tmp_path_factory.mktemp("wan_i2v_train")
-    acc = write_accelerate_config(folder, "plain")
-    out = folder / "out"
-    proc = run_stage(["--task", "sft:train", "--models_dir", i2v_models, "--offline",
-                      "--model_id_with_origin_paths",
-                      f"{I2V_ID}:diffusion_pytorch_model*.safetensors",
-                      "--extra_inputs", "input_image", "--dataset_base_path", i2v_stage1[0],
-                      "--output_path", out, "--lora_target_modules", "q,k,v,o,ffn.0,ffn.2",
-                      "--lora_rank", RANK, "--learning_rate", "1e-2", "--seed", "0",
-                      "--dataset_repeat", "6", "--save_steps", "24",
-                      "--use_gradient_checkpointing", "--mixed_precision", "no"],
-                     config_file=acc)
-    assert_ok(proc)
-    return out, proc
+    return train(folder, write_accelerate_config(folder, "plain"), i2v_models, i2v_stage1[0],
+                 f"{I2V_ID}:diffusion_pytorch_model*.safetensors", "--extra_inputs",
+                 "input_image", "--lora_target_modules", "q,k,v,o,ffn.0,ffn.2",
+                 "--dataset_repeat", "6", "--save_steps", "24", "--use_gradient_checkpointing",
+                 "--mixed_precision", "no")
 
 
 def i2v_pipeline(models: Path):
@@ -592,11 +588,7 @@ LOW_NOISE = f"{A14B_ID}:low_noise_model/diffusion_pytorch_model*.safetensors"
 
 @pytest.fixture(scope="module")
 def a14b_models(tmp_path_factory) -> Path:
-    from backend.families.wan.tiny import build_tiny_wan_a14b
-
-    root = tmp_path_factory.mktemp("wan_a14b_models")
-    build_tiny_wan_a14b(root / A14B_DIFFUSERS, seed=0)  # the encoders of wan_models
-    return root
+    return tiny_models(tmp_path_factory, "build_tiny_wan_a14b", A14B_DIFFUSERS)
 
 
 @pytest.mark.slow
@@ -619,16 +611,10 @@ def test_a14b_low_noise_expert_trains_in_its_range_and_samples_put_the_lora_on_i
     from backend.samples import attach_lora, component_dirs
 
     folder = tmp_path / "run"
-    acc = write_accelerate_config(folder, "plain")
-    out = folder / "out"
-    proc = run_stage(["--task", "sft:train", "--models_dir", a14b_models, "--offline",
-                      "--model_id_with_origin_paths", LOW_NOISE,
-                      "--min_timestep_boundary", "0.417", "--max_timestep_boundary", "1",
-                      "--dataset_base_path", wan_stage1[0], "--output_path", out,
-                      "--lora_rank", RANK, "--learning_rate", "1e-2", "--seed", "0",
-                      "--dataset_repeat", "3", "--save_steps", "12",
-                      "--mixed_precision", "no"], config_file=acc)
-    assert_ok(proc)
+    out, proc = train(folder, write_accelerate_config(folder, "plain"), a14b_models,
+                      wan_stage1[0], LOW_NOISE, "--min_timestep_boundary", "0.417",
+                      "--max_timestep_boundary", "1", "--dataset_repeat", "3",
+                      "--save_steps", "12", "--mixed_precision", "no")
     log = proc.stdout + proc.stderr
     assert f"low_noise_model/diffusion_pytorch_model*.safetensors -> " \
            f"{A14B_DIFFUSERS}:transformer_2/*.safetensors" in log
