@@ -228,6 +228,17 @@ class RunConfig(BaseModel):
     video_fps: Optional[float] = F(None, "Video families: sample a clip's frames at this rate "
                                    "in its own time instead of by frame_stride (empty: use "
                                    "frame_stride).", "data", ui="advanced", gt=0, le=240)
+    # --- two-expert video models: one expert per run over its own timestep range ---------
+    max_timestep_boundary: float = F(
+        1.0, "Video families: train only on the schedule's timesteps below this fraction of "
+        "them, counted from the noisiest (the reference's flag; 1: to the end). A two-expert "
+        "model trains each expert over its own range: the high-noise expert (transformer) "
+        "from 0, the low-noise one (transformer_2) up to 1.", "training", ui="advanced",
+        ge=0.0, le=1.0)
+    min_timestep_boundary: float = F(
+        0.0, "Video families: train only on the schedule's timesteps from this fraction of "
+        "them on, counted from the noisiest (the reference's flag; 0: from the start).",
+        "training", ui="advanced", ge=0.0, le=1.0)
     sample_num_frames: int = F(81, "Video families: frames of a sample clip (4k+1).",
                                "samples", ui="advanced", ge=1, le=1025)
     sample_fps: int = F(16, "Video families: frames per second of a sample clip.",
@@ -389,8 +400,9 @@ class RunConfig(BaseModel):
     extra_inputs: str = F(
         "", "Metadata columns passed to the model besides image and prompt: edit_image for "
         "edit models (one path or a list per row: the input images; the image column is "
-        "the target). Empty: text-to-image.", "data", ui="advanced",
-        pattern=r"^(edit_image)?$")
+        "the target); input_image for image-to-video models (the first frame of each clip "
+        "conditions it). Empty: text-to-image.", "data", ui="advanced",
+        pattern=r"^(edit_image|input_image)?$")
     zero_cond_t: bool = F(
         False, "Edit models: input-image tokens get timestep 0 in the transformer's "
         "modulation (a model whose config sets it uses it anyway; this forces it on).",
@@ -665,6 +677,8 @@ FIELD_LABELS: dict[str, str] = {
     "sample_cpu_offload": "Sampling memory saving",
     "sample_vae_tiling": "Tiled VAE decoding",
     "num_frames": "Frames per clip",
+    "max_timestep_boundary": "Max timestep boundary",
+    "min_timestep_boundary": "Min timestep boundary",
     "frame_stride": "Frame stride",
     "video_fps": "Clip frame rate",
     "sample_num_frames": "Sample clip frames",
@@ -1089,6 +1103,12 @@ def video_field_problems(c: dict[str, Any]) -> list[str]:
         if isinstance(n, int) and (n - 1) % 4:
             lo = (n - 1) // 4 * 4 + 1
             p.append(f"{name}: must be 4k+1 (got {n}; allowed e.g. {lo} or {lo + 4})")
+    lo, hi = c.get("min_timestep_boundary"), c.get("max_timestep_boundary")
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and \
+            int(lo * 1000) >= int(hi * 1000):
+        p.append(f"min_timestep_boundary: must be below max_timestep_boundary (got {lo:g} "
+                 f"with max_timestep_boundary {hi:g}; allowed e.g. 0 to 0.358 for a "
+                 f"high-noise expert, 0.358 to 1 for a low-noise one)")
     return p
 
 

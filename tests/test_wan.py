@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.families.wan import sources
 from tests.conftest import run_stage, write_accelerate_config
 from tests.test_train import SEED_ZERO3, assert_ok
 
@@ -72,13 +73,19 @@ def make_video_dataset(folder: Path) -> Path:
 # Fixtures: the tiny model in the -Diffusers layout, the clips, one stage-1 cache, one
 # ZeRO-3 training run.
 # ------------------------------------------------------------------------------------------
+def tiny_models(factory, builder: str, repo: str) -> Path:
+    """A models folder holding the tiny pipeline ``backend.families.wan.tiny.<builder>``
+    writes (seed 0: every builder's encoders are the same) as ``repo``."""
+    from backend.families.wan import tiny
+
+    root = factory.mktemp(builder)
+    getattr(tiny, builder)(root / repo, seed=0)
+    return root
+
+
 @pytest.fixture(scope="module")
 def wan_models(tmp_path_factory) -> Path:
-    from backend.families.wan.tiny import build_tiny_wan
-
-    root = tmp_path_factory.mktemp("wan_models")
-    build_tiny_wan(root / DIFFUSERS, seed=0)
-    return root
+    return tiny_models(tmp_path_factory, "build_tiny_wan", DIFFUSERS)
 
 
 @pytest.fixture(scope="module")
@@ -86,35 +93,45 @@ def wan_data(tmp_path_factory) -> Path:
     return make_video_dataset(tmp_path_factory.mktemp("wan_data") / "clips")
 
 
-@pytest.fixture(scope="module")
-def wan_stage1(tmp_path_factory, wan_models, wan_data):
-    out = tmp_path_factory.mktemp("wan_cache") / "cache"
-    acc = write_accelerate_config(tmp_path_factory.mktemp("wan_accel"), "plain")
-    proc = run_stage(["--task", "sft:data_process", "--models_dir", wan_models, "--offline",
-                      "--model_id_with_origin_paths", REFERENCE_STAGE1,
-                      "--dataset_base_path", wan_data,
-                      "--dataset_metadata_path", wan_data / "metadata.csv",
-                      "--num_frames", FRAMES, "--height", SIZE, "--width", SIZE,
-                      "--mixed_precision", "no", "--output_path", out], config_file=acc)
+def stage1(folder: Path, models: Path, data: Path, sources: str, frames: int, *extra):
+    """Stage 1 (plain launch) of the clips in ``data`` into ``folder/cache``."""
+    out = folder / "cache"
+    acc = write_accelerate_config(folder, "plain")
+    proc = run_stage(["--task", "sft:data_process", "--models_dir", models, "--offline",
+                      "--model_id_with_origin_paths", sources, *extra,
+                      "--dataset_base_path", data, "--dataset_metadata_path",
+                      data / "metadata.csv", "--num_frames", frames, "--height", SIZE,
+                      "--width", SIZE, "--mixed_precision", "no", "--output_path", out],
+                     config_file=acc)
     assert_ok(proc)
     return out, proc
+
+
+def train(folder: Path, acc: Path, models: Path, cache: Path, sources: str, *extra):
+    """Stage 2 from ``cache`` into ``folder/out``: rank 4, lr 1e-2, seed 0."""
+    out = folder / "out"
+    proc = run_stage(["--task", "sft:train", "--models_dir", models, "--offline",
+                      "--model_id_with_origin_paths", sources, "--dataset_base_path", cache,
+                      "--output_path", out, "--lora_rank", RANK, "--learning_rate", "1e-2",
+                      "--seed", "0", *extra], config_file=acc)
+    assert_ok(proc)
+    return out, proc
+
+
+@pytest.fixture(scope="module")
+def wan_stage1(tmp_path_factory, wan_models, wan_data):
+    return stage1(tmp_path_factory.mktemp("wan_cache"), wan_models, wan_data,
+                  REFERENCE_STAGE1, FRAMES)
 
 
 @pytest.fixture(scope="module")
 def wan_trained(tmp_path_factory, wan_models, wan_stage1):
     folder = tmp_path_factory.mktemp("wan_train")
     acc = write_accelerate_config(folder, "z3", ds_config=SEED_ZERO3, zero3_init_flag=True)
-    out = folder / "out"
-    proc = run_stage(["--task", "sft:train", "--models_dir", wan_models, "--offline",
-                      "--model_id_with_origin_paths", REFERENCE_STAGE2,
-                      "--dataset_base_path", wan_stage1[0], "--output_path", out,
-                      "--lora_target_modules", "q,k,v,o,ffn.0,ffn.2",
-                      "--lora_rank", RANK, "--learning_rate", "1e-2", "--seed", "0",
-                      "--dataset_repeat", "6", "--save_steps", "24",
-                      "--use_gradient_checkpointing", "--initialize_model_on_cpu"],
-                     config_file=acc)
-    assert_ok(proc)
-    return out, proc
+    return train(folder, acc, wan_models, wan_stage1[0], REFERENCE_STAGE2,
+                 "--lora_target_modules", "q,k,v,o,ffn.0,ffn.2", "--dataset_repeat", "6",
+                 "--save_steps", "24", "--use_gradient_checkpointing",
+                 "--initialize_model_on_cpu")
 
 
 def transformer(models: Path):
@@ -347,6 +364,14 @@ def test_estimator_counts_clip_tokens_and_the_presets_fit_their_cards():
     fewer = estimate_memory(load_preset("wan_1_3b_12gb").model_copy(update={"num_frames": 33}))
     assert fewer.image_tokens == 9 * 30 * 52
     assert fewer.stages["train"].gpu_gb < small.stages["train"].gpu_gb
+    # I2V-14B: the 14B plus the image cross-attention; one A14B expert: the 14B, 49 frames.
+    i2v = estimate_memory(load_preset("wan_2_1_i2v_14b_zero3_offload"))
+    expert = estimate_memory(load_preset("wan_2_2_t2v_a14b_low_noise_zero3_offload"))
+    assert i2v.params["transformer"] > big.params["transformer"] + 1e9
+    assert expert.params["transformer"] == big.params["transformer"]
+    assert expert.image_tokens == 13 * 30 * 52
+    for e in (i2v, expert):
+        assert fits(e, 24, 128)[0] and not fits(e, 12, 128)[0]
 
 
 def test_the_reference_wan_command_imports_onto_the_diffusers_layout():
@@ -378,3 +403,287 @@ def test_the_reference_wan_command_imports_onto_the_diffusers_layout():
     assert cfg.fp8_models == "dit"  # the reference's low-VRAM flag: an fp8 transformer
     assert not any("--fp8_models" in n for n in result.not_understood), result.not_understood
     assert any("--offload_models" in n for n in result.notes), result.notes
+
+
+# ------------------------------------------------------------------------------------------
+# Image-to-video (Wan2.1-I2V-14B-480P): one tiny model, one stage-1 cache, one training run
+# ------------------------------------------------------------------------------------------
+I2V_ID = "Wan-AI/Wan2.1-I2V-14B-480P"
+I2V_DIFFUSERS = I2V_ID + "-Diffusers"
+I2V_CLIP_PTH = "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth"
+# The reference's I2V command names these original-repository files (pickles among them).
+I2V_REFERENCE = (f"{I2V_ID}:diffusion_pytorch_model*.safetensors,"
+                 f"{I2V_ID}:models_t5_umt5-xxl-enc-bf16.pth,{I2V_ID}:Wan2.1_VAE.pth,"
+                 f"{I2V_ID}:{I2V_CLIP_PTH}")
+I2V_FRAMES = 5
+
+
+@pytest.fixture(scope="module")
+def i2v_models(tmp_path_factory) -> Path:
+    return tiny_models(tmp_path_factory, "build_tiny_wan_i2v", I2V_DIFFUSERS)
+
+
+@pytest.fixture(scope="module")
+def i2v_stage1(tmp_path_factory, i2v_models, wan_data):
+    return stage1(tmp_path_factory.mktemp("wan_i2v_cache"), i2v_models, wan_data,
+                  I2V_REFERENCE, I2V_FRAMES, "--extra_inputs", "input_image")
+
+
+@pytest.fixture(scope="module")
+def i2v_trained(tmp_path_factory, i2v_models, i2v_stage1):
+    folder = tmp_path_factory.mktemp("wan_i2v_train")
+    return train(folder, write_accelerate_config(folder, "plain"), i2v_models, i2v_stage1[0],
+                 f"{I2V_ID}:diffusion_pytorch_model*.safetensors", "--extra_inputs",
+                 "input_image", "--lora_target_modules", "q,k,v,o,ffn.0,ffn.2",
+                 "--dataset_repeat", "6", "--save_steps", "24", "--use_gradient_checkpointing",
+                 "--mixed_precision", "no")
+
+
+def i2v_pipeline(models: Path):
+    from diffusers import WanImageToVideoPipeline
+
+    pipe = WanImageToVideoPipeline.from_pretrained(str(models / I2V_DIFFUSERS))
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def i2v_clip(pipe, image, prompt: str = "a red ball rolls from left to right, zlr style"):
+    import torch
+
+    return pipe(image=image, prompt=prompt, num_inference_steps=2, height=SIZE, width=SIZE,
+                num_frames=5, guidance_scale=1.0, generator=torch.Generator().manual_seed(0),
+                output_type="np").frames[0]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_i2v_stage1_caches_the_first_frame_as_the_pipeline_conditions_it(
+        i2v_models, wan_data, i2v_stage1):
+    """The reference's I2V files (the open-clip pickle too) are the -Diffusers components,
+    never read; each clip's cache holds WanImageToVideoPipeline's CLIP embedding of its first
+    frame and the condition its prepare_latents builds from that frame (mask + latents)."""
+    import torch
+    from PIL import Image
+
+    from backend.cache import load_cached_samples, read_manifest
+
+    cache, proc = i2v_stage1
+    log = proc.stdout + proc.stderr
+    assert f"{I2V_CLIP_PTH} (a pickle: never read) -> " \
+           f"{I2V_DIFFUSERS}:image_encoder/*.safetensors" in log
+    assert not list(i2v_models.rglob("*.pth"))
+    assert read_manifest(cache)["family"] == "wan"
+    samples = load_cached_samples(cache)
+    latent_frames = (I2V_FRAMES - 1) // 4 + 1
+    assert tuple(samples[0]["condition"].shape) == (1, 20, latent_frames, SIZE // 8, SIZE // 8)
+    assert tuple(samples[3]["condition"].shape) == (1, 20, 1, SIZE // 8, SIZE // 8)  # a still
+
+    pipe = i2v_pipeline(i2v_models)
+    # The folder of PNG frames (lossless): its first frame is exactly the one drawn here.
+    first = Image.fromarray(moving_square(CLIPS[2][1], CLIPS[2][2])[0])
+    with torch.no_grad():
+        embeds = pipe.encode_image(first, "cpu")
+        pixels = pipe.video_processor.preprocess(first, height=SIZE, width=SIZE)
+        _, condition = pipe.prepare_latents(pixels, 1, 16, SIZE, SIZE, I2V_FRAMES,
+                                            torch.float32, "cpu",
+                                            torch.Generator().manual_seed(0))
+    assert torch.allclose(samples[2]["image_embeds"], embeds, atol=1e-5)
+    assert torch.allclose(samples[2]["condition"], condition, atol=1e-4)
+    assert samples[2]["condition"][:, :4, 0].eq(1).all()  # the first frame's mask
+    assert not samples[2]["condition"][:, :4, 1:].any()
+    assert not torch.allclose(samples[0]["condition"], samples[2]["condition"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_i2v_training_lowers_the_loss_and_its_lora_changes_the_pipelines_clip(
+        tmp_path, i2v_models, i2v_stage1, i2v_trained):
+    """Stage 2 on the first-frame inputs: the held-out loss falls; the diffusers export loads
+    with WanImageToVideoPipeline.load_lora_weights and changes the clip; the sample stage's
+    code renders base and LoRA clips from a first frame given in sample_images."""
+    import numpy as np
+    from PIL import Image
+
+    from backend import lora
+    from backend.cache import load_cached_samples
+    from backend.config import validate
+    from backend.export import export_lora
+    from backend.families import get_family
+    from backend.families.wan import adapter
+    from backend.samples import render_samples
+    from backend.video import read_video_frames
+
+    ckpt = i2v_trained[0] / "step-24.safetensors"
+    assert ckpt.is_file()
+    samples = load_cached_samples(i2v_stage1[0])
+    family = get_family("wan")
+    folder = i2v_models / I2V_DIFFUSERS / "transformer"
+    before = family.eval_loss(adapter.load_transformer(folder), samples)
+    trained = adapter.load_transformer(folder)
+    lora.load_lora(trained, ckpt)
+    after = family.eval_loss(trained, samples)
+    print(f"wan i2v held-out loss {before:.4f} -> {after:.4f}")
+    assert after < before * 0.9, (before, after)
+
+    first = Image.fromarray(moving_square(CLIPS[0][1], CLIPS[0][2])[0])
+    pipe = i2v_pipeline(i2v_models)
+    base = i2v_clip(pipe, first)
+    pipe.load_lora_weights(str(export_lora(ckpt, "diffusers", tmp_path)), adapter_name="d")
+    assert float(abs(i2v_clip(pipe, first) - base).mean()) > 1e-3
+
+    first.save(tmp_path / "first.png")
+    cfg = validate({"model_family": "wan", "models_dir": str(i2v_models), "offline": True,
+                    "model_id_with_origin_paths": sources(I2V_ID, image=True),
+                    "stages": ["sample"],
+                    "sample_prompts": ["a red ball, zlr style"],
+                    "sample_images": [str(tmp_path / "first.png")], "sample_steps": 2,
+                    "sample_cfg": 1.0, "sample_height": SIZE, "sample_width": SIZE,
+                    "sample_num_frames": 5, "sample_fps": 8, "sample_lora_scales": [0, 1]},
+                   require_inputs=False)
+    entries = render_samples(cfg, [ckpt], tmp_path / "samples")
+    clips = [np.stack(read_video_frames(tmp_path / "samples" / e["image"])).astype(np.float32)
+             for e in entries]
+    assert [e["inputs"] for e in entries] == [[str(tmp_path / "first.png")]] * 2
+    assert clips[0].shape == (5, SIZE, SIZE, 3)
+    assert float(np.abs(clips[0] - clips[1]).mean()) > 0.5
+
+
+def test_the_reference_i2v_command_imports_onto_the_diffusers_layout():
+    """The reference's Wan2.1-I2V-14B-480P command imports as it is: its four original files
+    (three pickles, the open-clip image encoder among them) become -Diffusers components with
+    a note each; --extra_inputs input_image binds the image-to-video adapter."""
+    from backend.families import get_family
+    from backend.importer import import_commands
+
+    result = import_commands(
+        "accelerate launch examples/wanvideo/model_training/train.py \\\n"
+        "  --dataset_base_path data/i2v --dataset_metadata_path data/i2v/metadata.csv \\\n"
+        "  --height 480 --width 832 --dataset_repeat 100 \\\n"
+        f"  --model_id_with_origin_paths \"{I2V_REFERENCE}\" \\\n"
+        "  --learning_rate 1e-4 --num_epochs 5 --remove_prefix_in_ckpt \"pipe.dit.\" \\\n"
+        "  --output_path \"./models/train/Wan2.1-I2V-14B-480P_lora\" --lora_base_model dit \\\n"
+        "  --lora_target_modules \"q,k,v,o,ffn.0,ffn.2\" --lora_rank 32 \\\n"
+        "  --extra_inputs \"input_image\"\n")
+    cfg = result.config
+    assert cfg.model_family == "wan" and cfg.extra_inputs == "input_image"
+    assert cfg.model_id_with_origin_paths == (
+        f"{I2V_DIFFUSERS}:transformer/*.safetensors,{I2V_DIFFUSERS}:text_encoder/*.safetensors,"
+        f"{I2V_DIFFUSERS}:vae/diffusion_pytorch_model.safetensors,"
+        f"{I2V_DIFFUSERS}:image_encoder/*.safetensors")
+    pickles = [n for n in result.notes if "a pickle: never read" in n]
+    assert len(pickles) == 3 and any(I2V_CLIP_PTH in n for n in pickles), result.notes
+    bound = get_family("wan").for_config(cfg)
+    assert bound.input_images == 1 and "image_encoder" in bound.spec.stage_components(
+        "data_process")
+    assert not result.not_understood, result.not_understood
+
+
+# ------------------------------------------------------------------------------------------
+# Wan 2.2 A14B: two experts, one trained per run over its timestep range
+# ------------------------------------------------------------------------------------------
+A14B_ID = "Wan-AI/Wan2.2-T2V-A14B"
+A14B_DIFFUSERS = A14B_ID + "-Diffusers"
+LOW_NOISE = f"{A14B_ID}:low_noise_model/diffusion_pytorch_model*.safetensors"
+
+
+@pytest.fixture(scope="module")
+def a14b_models(tmp_path_factory) -> Path:
+    return tiny_models(tmp_path_factory, "build_tiny_wan_a14b", A14B_DIFFUSERS)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_a14b_low_noise_expert_trains_in_its_range_and_samples_put_the_lora_on_it(
+        tmp_path, a14b_models, wan_stage1):
+    """The reference's low-noise command (its low_noise_model/ folder is the -Diffusers
+    transformer_2/) trains from the shared text-to-video cache with every step's timestep
+    below the pipeline's boundary (0.875 x 1000); the pipeline loads both experts and the
+    LoRA goes on transformer_2 only; the diffusers export loads there with diffusers'
+    load_into_transformer_2 and changes the clip."""
+    import json
+    import re
+
+    import torch
+
+    from backend.config import validate
+    from backend.export import export_lora
+    from backend.families import get_family
+    from backend.samples import attach_lora, component_dirs
+
+    folder = tmp_path / "run"
+    out, proc = train(folder, write_accelerate_config(folder, "plain"), a14b_models,
+                      wan_stage1[0], LOW_NOISE, "--min_timestep_boundary", "0.417",
+                      "--max_timestep_boundary", "1", "--dataset_repeat", "3",
+                      "--save_steps", "12", "--mixed_precision", "no")
+    log = proc.stdout + proc.stderr
+    assert f"low_noise_model/diffusion_pytorch_model*.safetensors -> " \
+           f"{A14B_DIFFUSERS}:transformer_2/*.safetensors" in log
+    args = json.loads((out / "training_args.json").read_text())
+    assert Path(args["resolved_components"]["transformer"]).name == "transformer_2"
+    drawn = [(float(t), int(i)) for t, i in
+             re.findall(r"\[wan\] timestep ([\d.]+) \(schedule index (\d+) of \[417, 1000\)",
+                        log)]
+    assert len(drawn) == 12, log[-2000:]
+    assert all(417 <= i < 1000 and t < 875 for t, i in drawn), drawn
+    ckpt = out / "step-12.safetensors"
+
+    cfg = validate({"model_family": "wan", "models_dir": str(a14b_models), "offline": True,
+                    "model_id_with_origin_paths": f"{A14B_DIFFUSERS}:transformer_2/"
+                    "*.safetensors," + ",".join(sources(A14B_ID).split(",")[1:])},
+                   require_inputs=False)
+    pipe = get_family("wan").for_config(cfg).load_pipeline(component_dirs(cfg))
+    pipe.set_progress_bar_config(disable=True)
+    assert pipe.config.boundary_ratio == 0.875 and pipe.transformer_2 is not None
+
+    def render():
+        return pipe(prompt=CLIPS[0][3], num_inference_steps=4, height=SIZE, width=SIZE,
+                    num_frames=5, guidance_scale=1.0, output_type="np",
+                    generator=torch.Generator().manual_seed(0)).frames[0]
+
+    def has_lora(model) -> bool:
+        return any("lora_A" in n for n, _ in model.named_modules())
+
+    base = render()
+    attach_lora(pipe, ckpt, "low")
+    assert has_lora(pipe.transformer_2) and not has_lora(pipe.transformer)
+    assert float(abs(render() - base).mean()) > 1e-3
+
+    from diffusers import WanPipeline
+    plain = WanPipeline.from_pretrained(str(a14b_models / A14B_DIFFUSERS))
+    plain.set_progress_bar_config(disable=True)
+    plain.load_lora_weights(str(export_lora(ckpt, "diffusers", tmp_path)),
+                            load_into_transformer_2=True)
+    assert has_lora(plain.transformer_2) and not has_lora(plain.transformer)
+
+
+def test_the_reference_a14b_commands_import_with_their_expert_and_range():
+    """The reference's Wan2.2-I2V-A14B low-noise command: low_noise_model/ becomes the
+    -Diffusers transformer_2/, its boundaries and input image are kept; bad boundaries are
+    refused naming the field."""
+    from backend.config import ConfigError, validate
+    from backend.importer import import_commands
+
+    result = import_commands(
+        "accelerate launch examples/wanvideo/model_training/train.py \\\n"
+        "  --dataset_base_path data/v --dataset_metadata_path data/v/metadata.csv \\\n"
+        "  --height 480 --width 832 --num_frames 49 --dataset_repeat 100 \\\n"
+        "  --model_id_with_origin_paths \"Wan-AI/Wan2.2-I2V-A14B:low_noise_model/"
+        "diffusion_pytorch_model*.safetensors,Wan-AI/Wan2.2-I2V-A14B:"
+        "models_t5_umt5-xxl-enc-bf16.pth,Wan-AI/Wan2.2-I2V-A14B:Wan2.1_VAE.pth\" \\\n"
+        "  --learning_rate 1e-4 --num_epochs 5 --remove_prefix_in_ckpt \"pipe.dit.\" \\\n"
+        "  --output_path ./out --lora_base_model dit --lora_target_modules q,k,v,o,ffn.0,ffn.2 \\\n"
+        "  --lora_rank 32 --extra_inputs input_image \\\n"
+        "  --max_timestep_boundary 1 --min_timestep_boundary 0.358\n")
+    cfg = result.config
+    d = "Wan-AI/Wan2.2-I2V-A14B-Diffusers"
+    assert cfg.model_id_with_origin_paths.split(",")[0] == f"{d}:transformer_2/*.safetensors"
+    assert (cfg.min_timestep_boundary, cfg.max_timestep_boundary) == (0.358, 1.0)
+    assert cfg.extra_inputs == "input_image" and not result.not_understood
+    from backend.families import get_family
+    bound = get_family("wan").for_config(cfg)
+    assert bound.timestep_range == (358, 1000) and bound.input_images == 1
+    assert "image_encoder" not in bound.spec.stage_components("data_process")  # no CLIP
+    with pytest.raises(ConfigError, match=r"min_timestep_boundary: must be below "
+                                          r"max_timestep_boundary \(got 0.9 with"):
+        validate({"model_family": "wan", "min_timestep_boundary": 0.9,
+                  "max_timestep_boundary": 0.5}, require_inputs=False)

@@ -16,11 +16,12 @@ and normalised to mean 1.
 
 Cached sample tensors (one safetensors file per clip, see backend/cache.py):
 ``prompt_emb`` [1, L, 4096] (L the prompt's tokens, at most 512), ``latents``
-[1, 16, (F - 1) / 4 + 1, H / 8, W / 8], ``height``, ``width``, ``frames``.
+[1, 16, (F - 1) / 4 + 1, H / 8, W / 8], ``height``, ``width``, ``frames``; image-to-video
+adds ``image_embeds`` and ``condition`` (``i2v.py``).
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -137,10 +138,17 @@ class Encoder:
                                dtype=z.dtype).view(1, -1, 1, 1, 1)
             return (z - mean) / std
 
+    # What goes on the device for the clips after the prompts (model offload).
+    clip_modules: tuple[str, ...] = ("vae",)
+
+    def clip_sample(self, prompt_emb, pixels) -> dict[str, Any]:
+        """One cached sample from its prompt embedding and clip [1, 3, F, H, W]."""
+        return _sample(prompt_emb, self.encode_clip(pixels), pixels)
+
     def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
         if pixels.ndim == 4:  # an image: a one-frame clip
             pixels = pixels.unsqueeze(2)
-        return _sample(self.encode_prompt(prompt), self.encode_clip(pixels), pixels)
+        return self.clip_sample(self.encode_prompt(prompt), pixels)
 
     def encode_samples(self, items: list[tuple[Callable[[], Any], str]],
                        should_stop: Callable[[], bool] = lambda: False, log=print
@@ -160,15 +168,17 @@ class Encoder:
                     return
                 prompts.append(self.encode_prompt(prompt).cpu())
         log(f"[encoder] model offload: {len(prompts)} prompt(s) encoded; text encoder back "
-            f"in host RAM, VAE to {self.device}")
-        with self.on_device("vae"):
+            f"in host RAM, {' and '.join(self.clip_modules)} to {self.device}")
+        with ExitStack() as stack:
+            for name in self.clip_modules:
+                stack.enter_context(self.on_device(name))
             for (load, _), emb in zip(items, prompts):
                 if should_stop():
                     return
                 pixels = load()
                 if pixels.ndim == 4:
                     pixels = pixels.unsqueeze(2)
-                yield _sample(emb, self.encode_clip(pixels), pixels)
+                yield self.clip_sample(emb, pixels)
 
 
 def _sample(emb, latents, pixels) -> dict[str, Any]:
@@ -222,11 +232,21 @@ def padded_prompt(prompt_emb, length: int = MAX_SEQUENCE_LENGTH):
     return torch.cat([prompt_emb, prompt_emb.new_zeros(b, length - n, d)], dim=1)
 
 
-def predict(transformer, noisy_latents, timestep, prompt_emb):
-    """The flow (noise - x0) the transformer predicts at ``timestep`` (a 0-d tensor)."""
+def predict(transformer, noisy_latents, timestep, prompt_emb, condition=None,
+            image_embeds=None):
+    """The flow (noise - x0) the transformer predicts at ``timestep`` (a 0-d tensor). An
+    image-to-video sample's ``condition`` goes after the noisy latents' channels and its
+    ``image_embeds`` to the image cross-attention, as ``WanImageToVideoPipeline`` does."""
+    import torch
+
     t = timestep.to(noisy_latents.dtype).expand(noisy_latents.shape[0])
+    if condition is not None:
+        noisy_latents = torch.cat([noisy_latents, condition.to(noisy_latents)], dim=1)
+    if image_embeds is not None:
+        image_embeds = image_embeds.to(noisy_latents)
     return transformer(hidden_states=noisy_latents, timestep=t,
-                       encoder_hidden_states=padded_prompt(prompt_emb), return_dict=False)[0]
+                       encoder_hidden_states=padded_prompt(prompt_emb),
+                       encoder_hidden_states_image=image_embeds, return_dict=False)[0]
 
 
 def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
@@ -239,16 +259,32 @@ def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
     noise = noise.to(device=device, dtype=dtype)
     x_t = (1 - sigma) * x0 + sigma * noise
     pred = predict(transformer, x_t.to(dtype), schedule.timesteps[index].to(device),
-                   sample["prompt_emb"].to(device, dtype))
+                   sample["prompt_emb"].to(device, dtype), sample.get("condition"),
+                   sample.get("image_embeds"))
     loss = F.mse_loss(pred.float(), (noise - x0).float())
     return loss * schedule.weights[index].to(device)
 
 
-def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, generator, dtype):
-    """One step's loss: a uniform schedule index and fresh noise from ``generator``."""
+def boundary_indices(cfg, n: int = NUM_TRAIN_TIMESTEPS) -> tuple[int, int]:
+    """The schedule indices [lo, hi) a step draws from: the reference's
+    ``--min_timestep_boundary`` / ``--max_timestep_boundary``, fractions of the schedule's
+    timesteps in its order (index 0 the noisiest), ``int(fraction * 1000)`` each."""
+    lo = int(float(getattr(cfg, "min_timestep_boundary", 0.0)) * n)
+    hi = int(float(getattr(cfg, "max_timestep_boundary", 1.0)) * n)
+    return lo, hi
+
+
+def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, generator, dtype,
+                  indices: tuple[int, int] | None = None):
+    """One step's loss: a uniform schedule index (in ``indices`` [lo, hi) when given: one
+    expert's range, logged with the timestep drawn) and fresh noise from ``generator``."""
     import torch
 
-    index = int(torch.randint(0, len(schedule.sigmas), (1,), generator=generator))
+    lo, hi = indices or (0, len(schedule.sigmas))
+    index = int(torch.randint(lo, hi, (1,), generator=generator))
+    if indices is not None:
+        print(f"[wan] timestep {float(schedule.timesteps[index]):.2f} (schedule index "
+              f"{index} of [{lo}, {hi}))", flush=True)
     noise = torch.randn(sample["latents"].shape, generator=generator)
     return flow_matching_loss(transformer, sample, schedule, index, noise, dtype)
 
@@ -275,18 +311,56 @@ def eval_loss(transformer, samples: list[dict[str, Any]], seed: int = 0,
 # ------------------------------------------------------------------------------------------
 # Samples
 # ------------------------------------------------------------------------------------------
+EXPERTS = ("transformer", "transformer_2")  # Wan 2.2 A14B: high-noise, low-noise expert
+
+
+def load_experts(folder: str | Path, dtype=None) -> dict[str, Any]:
+    """The pipeline's transformer arguments for the trained component's ``folder``: one
+    transformer (Wan 2.1); for a two-expert model (Wan 2.2 A14B: ``transformer/`` and
+    ``transformer_2/`` beside a ``model_index.json`` with ``boundary_ratio``) both experts
+    and the ratio, whichever of the two ``folder`` is."""
+    import json
+
+    folder = Path(folder)
+    index = folder.parent / "model_index.json"
+    ratio = None
+    if index.is_file() and folder.name in EXPERTS:
+        ratio = json.loads(index.read_text(encoding="utf-8")).get("boundary_ratio")
+    if ratio is None or not all((folder.parent / e).is_dir() for e in EXPERTS):
+        return {"transformer": load_transformer(folder, dtype)}
+    out = {e: load_transformer(folder.parent / e, dtype) for e in EXPERTS}
+    return {**out, "boundary_ratio": float(ratio)}
+
+
+def route_lora(pipe, expert: str):
+    """Make ``pipe.load_lora_weights`` put a LoRA on ``expert``: diffusers loads Wan LoRAs
+    (``transformer.`` keys) into ``transformer_2`` with ``load_into_transformer_2=True``."""
+    if expert != "transformer_2":
+        return pipe
+    method = type(pipe).load_lora_weights
+
+    def load_lora_weights(*args, **kwargs):
+        kwargs.setdefault("load_into_transformer_2", True)
+        return method(pipe, *args, **kwargs)
+
+    pipe.load_lora_weights = load_lora_weights
+    return pipe
+
+
 def load_pipeline(dirs, dtype=None):
     """``WanPipeline`` from the resolved component folders, on the CPU in ``dtype`` (the VAE
-    in float32)."""
+    in float32). A two-expert model loads both experts; a LoRA then goes on the one the
+    trained folder is (``route_lora``)."""
     from diffusers import UniPCMultistepScheduler, WanPipeline
 
-    return WanPipeline(
-        transformer=load_transformer(dirs["transformer"], dtype),
+    pipe = WanPipeline(
+        **load_experts(dirs["transformer"], dtype),
         text_encoder=load_text_encoder(dirs["text_encoder"], dtype),
         vae=load_vae(dirs["vae"], dtype),
         tokenizer=load_tokenizer(dirs["tokenizer"]),
         scheduler=UniPCMultistepScheduler.from_pretrained(dirs["scheduler"]),
     )
+    return route_lora(pipe, Path(dirs["transformer"]).name)
 
 
 def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cfg: float,
@@ -318,15 +392,34 @@ class Adapter(Family):
     offload_blocks = ("blocks",)
     quantize_skip = ("patch_embedding", "condition_embedder", "proj_out")
 
+    # Schedule indices a training step draws from (a Wan 2.2 expert's range: for_config).
+    timestep_range: tuple[int, int] | None = None
+
     transformer_class = staticmethod(transformer_class)
     load_transformer = staticmethod(load_transformer)
     load_encoder = staticmethod(load_encoder)
     training_schedule = staticmethod(training_schedule)
-    training_loss = staticmethod(training_loss)
     eval_loss = staticmethod(eval_loss)
     pack_latents = staticmethod(pack_latents)
     load_pipeline = staticmethod(load_pipeline)
     render = staticmethod(render)
+
+    def training_loss(self, transformer, sample, schedule, generator, dtype):
+        return training_loss(transformer, sample, schedule, generator, dtype,
+                             self.timestep_range)
+
+    def for_config(self, cfg):
+        """The image-to-video adapter for an I2V model (``i2v.py``), else this one; bound to
+        the run's timestep range when ``min/max_timestep_boundary`` narrow it."""
+        import copy
+
+        from backend.families.wan.i2v import i2v_adapter_for
+        bound = i2v_adapter_for(self, cfg)
+        lo, hi = boundary_indices(cfg)
+        if (lo, hi) != (0, NUM_TRAIN_TIMESTEPS):
+            bound = copy.copy(bound)
+            bound.timestep_range = (lo, hi)
+        return bound
 
     def export_module_name(self, module: str, fmt: str) -> str:
         from backend.families.wan.native import to_native
@@ -346,8 +439,8 @@ class Adapter(Family):
         return {k: dict(v) for k, v in CONFIGS.items()}
 
     def variant_configs(self, variant):
-        from backend.families.wan.published import CONFIGS, CONFIGS_14B
-        chosen = CONFIGS_14B if variant == "wan_t2v_14b" else CONFIGS
+        from backend.families.wan.published import VARIANT_CONFIGS
+        chosen = VARIANT_CONFIGS.get(variant) or self.published_configs()
         return {k: dict(v) for k, v in chosen.items()}
 
     def image_tokens(self, height: int, width: int) -> int:

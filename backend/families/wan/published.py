@@ -1,4 +1,4 @@
-"""The released Wan 2.1 text-to-video component configs, used by the estimator and the export
+"""The released Wan 2.1 / 2.2 component configs, used by the estimator and the export
 check before the model's own config.json files are on disk. Plain data: no imports.
 
 From the ``config.json`` files of ``Wan-AI/Wan2.1-T2V-1.3B-Diffusers`` and
@@ -61,5 +61,24 @@ SCHEDULER: dict[str, Any] = {"num_train_timesteps": 1000, "flow_shift": 3.0,
                              "prediction_type": "flow_prediction", "use_flow_sigmas": True,
                              "solver_order": 2, "predict_x0": True, "solver_type": "bh2",
                              "lower_order_final": True}
+# Wan2.1-I2V-14B-480P/720P-Diffusers transformer/ (the two share it): the 14B with 36 input
+# channels (noisy latents + first-frame mask and latents) and the CLIP image cross-attention.
+TRANSFORMER_I2V_14B: dict[str, Any] = {**TRANSFORMER_14B, "in_channels": 36,
+                                       "image_dim": 1280, "added_kv_proj_dim": 5120}
+# image_encoder/ (open-clip XLM-RoBERTa ViT-H/14's vision tower as CLIPVisionModel).
+IMAGE_ENCODER: dict[str, Any] = {
+    "architectures": ["CLIPVisionModel"], "model_type": "clip_vision_model",
+    "hidden_size": 1280, "image_size": 224, "intermediate_size": 5120,
+    "num_attention_heads": 16, "num_hidden_layers": 32, "patch_size": 14,
+    "projection_dim": 1024,
+}
 CONFIGS = {"transformer": TRANSFORMER_1_3B, "text_encoder": TEXT_ENCODER, "vae": VAE}
 CONFIGS_14B = {**CONFIGS, "transformer": TRANSFORMER_14B}
+CONFIGS_I2V_14B = {**CONFIGS, "transformer": TRANSFORMER_I2V_14B,
+                   "image_encoder": IMAGE_ENCODER}
+# Wan2.2-T2V-A14B / -I2V-A14B-Diffusers: each expert (transformer/, transformer_2/) is the
+# 14B architecture; the I2V experts take the 36 condition channels but no CLIP embedding.
+CONFIGS_I2V_A14B = {**CONFIGS, "transformer": {**TRANSFORMER_14B, "in_channels": 36}}
+VARIANT_CONFIGS = {"wan_t2v_14b": CONFIGS_14B, "wan_i2v_14b_480p": CONFIGS_I2V_14B,
+                   "wan_i2v_14b_720p": CONFIGS_I2V_14B, "wan22_t2v_a14b": CONFIGS_14B,
+                   "wan22_i2v_a14b": CONFIGS_I2V_A14B}

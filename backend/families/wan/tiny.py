@@ -10,6 +10,11 @@ the ``-Diffusers`` repositories::
     OUT_DIR/transformer/  text_encoder/  vae/  tokenizer/  scheduler/
 
 so ``WanPipeline.from_pretrained(OUT_DIR)`` loads it. Weights are safetensors only.
+``build_tiny_wan_i2v`` writes the image-to-video layout (``WanImageToVideoPipeline``): the
+transformer with 36 input channels and image cross-attention (``image_dim``,
+``added_kv_proj_dim``), plus ``image_encoder/`` (transformers' ``CLIPVisionModel``) and
+``image_processor/`` (``CLIPImageProcessor``) at toy sizes; ``build_tiny_wan_a14b`` the
+two-expert layout of Wan 2.2 A14B (``transformer/``, ``transformer_2/``, ``boundary_ratio``).
 
 Run:
     python -m backend.families.tiny OUT_DIR --family wan [--seed 0]
@@ -103,13 +108,14 @@ def build_components(seed: int = 0, transformer_config: dict | None = None) -> d
                 tokenizer=tokenizer, scheduler=scheduler)
 
 
-def save_pipeline(components: dict, out_dir: str | Path) -> Path:
-    """Write the components in the hub layout with ``WanPipeline.save_pretrained``."""
+def save_pipeline(components: dict, out_dir: str | Path, pipeline_class=None) -> Path:
+    """Write the components in the hub layout with the pipeline's ``save_pretrained``
+    (default ``WanPipeline``)."""
     from diffusers import WanPipeline
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    WanPipeline(**components).save_pretrained(out, safe_serialization=True)
+    (pipeline_class or WanPipeline)(**components).save_pretrained(out, safe_serialization=True)
     leftovers = [p for p in out.rglob("*") if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
     if leftovers:
         raise RuntimeError(f"non-safetensors weights written: {leftovers}")
@@ -119,3 +125,54 @@ def save_pipeline(components: dict, out_dir: str | Path) -> Path:
 def build_tiny_wan(out_dir: str | Path, seed: int = 0) -> Path:
     """Write a random-init tiny Wan 2.1 T2V pipeline to ``out_dir``; return its path."""
     return save_pipeline(build_components(seed), out_dir)
+
+
+# Image-to-video: the first frame's mask (4) and latents (16) after the noisy latents (16),
+# CLIP embeddings of width CLIP_CONFIG["hidden_size"] projected to the attention width.
+I2V_TRANSFORMER = dict(in_channels=36, image_dim=16, added_kv_proj_dim=24)
+CLIP_CONFIG = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                   num_attention_heads=2, image_size=32, patch_size=8, projection_dim=16)
+# The released processor's settings (CLIP's mean and std) at the toy image size.
+CLIP_PROCESSOR = dict(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},
+                      do_center_crop=True, do_normalize=True, do_resize=True,
+                      image_mean=[0.48145466, 0.4578275, 0.40821073],
+                      image_std=[0.26862954, 0.26130258, 0.27577711], resample=3)
+
+
+def build_image_encoder(seed: int):
+    from transformers import CLIPVisionConfig, CLIPVisionModel
+
+    torch.manual_seed(seed)
+    return CLIPVisionModel(CLIPVisionConfig(**CLIP_CONFIG)).eval()
+
+
+def build_image_processor():
+    import warnings
+
+    from transformers import CLIPImageProcessor
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the PIL form where torchvision is absent
+        return CLIPImageProcessor(**CLIP_PROCESSOR)
+
+
+def build_tiny_wan_i2v(out_dir: str | Path, seed: int = 0) -> Path:
+    """Write a random-init tiny Wan 2.1 I2V pipeline to ``out_dir``; return its path."""
+    from diffusers import WanImageToVideoPipeline
+
+    components = build_components(seed, I2V_TRANSFORMER)
+    components.update(image_encoder=build_image_encoder(seed * 1000 + 4),
+                      image_processor=build_image_processor())
+    return save_pipeline(components, out_dir, WanImageToVideoPipeline)
+
+
+def build_tiny_wan_a14b(out_dir: str | Path, seed: int = 0, boundary_ratio: float = 0.875
+                        ) -> Path:
+    """Write a random-init tiny two-expert pipeline (the Wan2.2-T2V-A14B layout: ``transformer``
+    the high-noise expert, ``transformer_2`` the low-noise one, ``boundary_ratio`` in
+    model_index.json) to ``out_dir``; return its path. The encoders are those of
+    ``build_tiny_wan`` with the same seed."""
+    components = build_components(seed)
+    components.update(transformer_2=build_transformer(seed * 1000 + 5),
+                      boundary_ratio=boundary_ratio)
+    return save_pipeline(components, out_dir)

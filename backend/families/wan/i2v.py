@@ -1,0 +1,207 @@
+"""Wan 2.1 image-to-video (I2V-14B-480P / -720P): the first frame conditions the clip.
+
+Exactly what diffusers' ``WanImageToVideoPipeline`` computes, so a LoRA trained here
+behaves the same there:
+
+- the first frame's CLIP embedding: ``CLIPImageProcessor`` then ``CLIPVisionModel``'s
+  second-to-last hidden state (the pipeline's ``encode_image``), fed to the transformer as
+  ``encoder_hidden_states_image`` (its image cross-attention, ``add_k_proj`` /
+  ``add_v_proj``);
+- the condition: the VAE latents (normalised) of the first frame followed by black frames,
+  behind a mask that is 1 on the first frame's four temporal slots and 0 elsewhere, 4 + 16
+  channels concatenated after the noisy latents (the transformer takes 36). It is the
+  pipeline's own ``prepare_latents``, called with the clip's first frame.
+
+Stage 1 caches ``image_embeds`` [1, N, D] and ``condition`` [1, 20, F', H/8, W/8] beside
+the text-to-video tensors; stage 2 feeds them as the pipeline does (``adapter.predict``).
+The input image is the clip's first frame, as decoded and sized for training (the
+reference's ``--extra_inputs input_image``). Samples render with
+``WanImageToVideoPipeline`` from each prompt's image in ``sample_images``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from backend.families.wan.adapter import (Adapter, Encoder, load_experts,
+                                          load_text_encoder, load_tokenizer, load_vae,
+                                          route_lora)
+
+I2V_COMPONENTS = ("image_encoder", "image_processor")
+# Image-to-video variants whose transformer has no image cross-attention (Wan 2.2: the
+# first frame enters through the condition channels only, no CLIP image encoder).
+WITHOUT_CLIP = ("wan22_i2v_a14b",)
+
+
+def load_image_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu"):
+    """The CLIP vision tower (the released one is float32-sized; ``dtype`` as given)."""
+    from transformers import CLIPVisionModel
+
+    model = CLIPVisionModel.from_pretrained(str(folder), dtype=dtype)
+    return model.to(device).eval().requires_grad_(False)
+
+
+def load_image_processor(folder: str | Path):
+    """``CLIPImageProcessor`` (transformers picks its PIL form where torchvision is absent;
+    both compute the same pixels)."""
+    import warnings
+
+    from transformers import CLIPImageProcessor
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return CLIPImageProcessor.from_pretrained(str(folder))
+
+
+def to_pil(frame):
+    """A frame [3, H, W] in [-1, 1] (as decoded from uint8) -> the same PIL RGB image."""
+    import torch
+    from PIL import Image
+
+    arr = ((frame.detach().float().cpu() + 1) * 127.5).round().clamp(0, 255)
+    return Image.fromarray(arr.to(torch.uint8).permute(1, 2, 0).numpy())
+
+
+class I2VEncoder(Encoder):
+    """Wan's ``Encoder`` plus the CLIP image encoder: each clip's first frame becomes its
+    ``image_embeds`` and ``condition`` (what ``WanImageToVideoPipeline`` computes). Offload
+    modes as ``Encoder``'s; with ``model`` the image encoder and the VAE share the device
+    after every prompt is encoded."""
+
+    def __init__(self, text_encoder, tokenizer, vae, image_encoder, image_processor,
+                 device=None, offload: str = "none"):
+        super().__init__(text_encoder, tokenizer, vae, device=device, offload=offload)
+        from diffusers import WanImageToVideoPipeline
+
+        self.image_encoder = image_encoder
+        self.pipe = WanImageToVideoPipeline(
+            tokenizer=tokenizer, text_encoder=text_encoder, vae=vae, scheduler=None,
+            image_processor=image_processor, image_encoder=image_encoder, transformer=None)
+        if image_encoder is not None:
+            self.clip_modules = ("image_encoder", "vae")
+        if offload == "sequential" and image_encoder is not None:
+            from accelerate import cpu_offload
+            cpu_offload(image_encoder, execution_device=self.device)
+
+    def encode_first_frame(self, pixels) -> dict[str, Any]:
+        """{image_embeds, condition} of a clip [1, 3, F, H, W] in [-1, 1]."""
+        import torch
+
+        first = pixels[:, :, 0]
+        frames, height, width = pixels.shape[2], pixels.shape[-2], pixels.shape[-1]
+        out = {}
+        with torch.no_grad():
+            if self.image_encoder is not None:
+                out["image_embeds"] = self.pipe.encode_image(to_pil(first[0]),
+                                                             self.device).float()
+            shape = (1, self.vae.config.z_dim, (frames - 1) // 4 + 1, height // 8, width // 8)
+            _, condition = self.pipe.prepare_latents(
+                first.to(self.device, torch.float32), 1, self.vae.config.z_dim, height, width,
+                frames, torch.float32, self.device, None,
+                torch.zeros(shape, device=self.device))
+        return {**out, "condition": condition.float()}
+
+    def clip_sample(self, prompt_emb, pixels) -> dict[str, Any]:
+        return {**super().clip_sample(prompt_emb, pixels), **self.encode_first_frame(pixels)}
+
+
+def load_i2v_encoder(dirs, dtype=None, device: Any = "cpu", offload: str = "none"
+                     ) -> I2VEncoder:
+    """Stage 1's encoders; without ``image_encoder`` in ``dirs`` (Wan 2.2) no CLIP."""
+    place = device if offload == "none" else "cpu"
+    clip = "image_encoder" in dirs
+    return I2VEncoder(load_text_encoder(dirs["text_encoder"], dtype, place),
+                      load_tokenizer(dirs["tokenizer"]), load_vae(dirs["vae"], dtype, place),
+                      load_image_encoder(dirs["image_encoder"], dtype, place) if clip else None,
+                      load_image_processor(dirs["image_processor"]) if clip else None,
+                      device=device, offload=offload)
+
+
+def load_i2v_pipeline(dirs, dtype=None):
+    """``WanImageToVideoPipeline`` from the resolved component folders (CPU, ``dtype``; the
+    VAE in float32); the CLIP components when ``dirs`` has them."""
+    from diffusers import UniPCMultistepScheduler, WanImageToVideoPipeline
+
+    clip = "image_encoder" in dirs
+    pipe = WanImageToVideoPipeline(
+        **load_experts(dirs["transformer"], dtype),
+        text_encoder=load_text_encoder(dirs["text_encoder"], dtype),
+        vae=load_vae(dirs["vae"], dtype), tokenizer=load_tokenizer(dirs["tokenizer"]),
+        scheduler=UniPCMultistepScheduler.from_pretrained(dirs["scheduler"]),
+        image_encoder=load_image_encoder(dirs["image_encoder"], dtype) if clip else None,
+        image_processor=load_image_processor(dirs["image_processor"]) if clip else None)
+    return route_lora(pipe, Path(dirs["transformer"]).name)
+
+
+def render_i2v(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cfg: float,
+               height: int, width: int, num_frames: int = 81, images: list | None = None):
+    """One clip from its first frame (``images[0]``, PIL): frames [F, H, W, 3] in [0, 1]."""
+    import torch
+
+    if not images:
+        raise ValueError("sample_images: an image-to-video model renders from a first frame "
+                         "(got none for this prompt; allowed one image per prompt)")
+    with torch.inference_mode():
+        return pipe(image=images[0], prompt=prompt, negative_prompt=negative_prompt or None,
+                    guidance_scale=float(cfg), num_inference_steps=steps, height=height,
+                    width=width, num_frames=num_frames, generator=generator,
+                    output_type="np").frames[0]
+
+
+class I2VAdapter(Adapter):
+    """Wan's adapter bound to an image-to-video run: the CLIP components in stage 1 and
+    samples, the first-frame inputs in the loss, ``WanImageToVideoPipeline`` for samples."""
+
+    input_images = 1
+
+    def __init__(self, spec, cfg, title: str, clip: bool = True):
+        from dataclasses import replace
+
+        # The image encoder and its processor load where the text encoder does.
+        stages = ("data_process", "sample") if clip else ()
+        self.spec = replace(spec, components=tuple(
+            replace(c, stages=stages) if c.name in I2V_COMPONENTS else c
+            for c in spec.components))
+        self.cfg, self.title, self.clip = cfg, title, clip
+
+    def for_config(self, cfg):
+        return self
+
+    def load_encoder(self, dirs, dtype=None, device="cpu", offload="none"):
+        return load_i2v_encoder(dirs, dtype, device, offload)
+
+    def training_loss(self, transformer, sample, schedule, generator, dtype):
+        if "condition" not in sample or (self.clip and "image_embeds" not in sample):
+            raise ValueError("dataset_base_path: a cached sample has no first-frame inputs "
+                             "(got a text-to-video cache; allowed a cache written by "
+                             "sft:data_process for an image-to-video model, extra_inputs "
+                             "input_image)")
+        return super().training_loss(transformer, sample, schedule, generator, dtype)
+
+    def load_pipeline(self, dirs, dtype=None):
+        missing = [c for c in I2V_COMPONENTS if c not in dirs] if self.clip else []
+        if missing:  # the sample stage resolves the text-to-video components only
+            from backend.hub import resolve_component_dirs
+            dirs = {**dirs, **resolve_component_dirs(self.cfg, missing)}
+        return load_i2v_pipeline(dirs, dtype)
+
+    def render(self, pipe, prompt, *, negative_prompt, generator, steps, cfg, height, width,
+               num_frames=81, images=None):
+        return render_i2v(pipe, prompt, negative_prompt=negative_prompt, generator=generator,
+                          steps=steps, cfg=cfg, height=height, width=width,
+                          num_frames=num_frames, images=images)
+
+
+def i2v_adapter_for(base: Adapter, cfg) -> Adapter:
+    """An ``I2VAdapter`` when the config's model is an image-to-video variant (by model id
+    or a local pipeline's class) or it gives ``extra_inputs: input_image``; ``base``
+    otherwise."""
+    from backend.config import family_of
+
+    _, name = family_of(cfg.to_dict())
+    variant = next((v for v in base.spec.variants if v.name == name), None)
+    takes = variant.input_images if variant is not None else 0
+    if not takes and cfg.extra_inputs != "input_image":
+        return base
+    return I2VAdapter(base.spec, cfg, variant.title if takes else "Wan2.1-I2V",
+                      clip=not (variant is not None and variant.name in WITHOUT_CLIP))
