@@ -135,7 +135,7 @@ def test_training_tab_shows_the_deepspeed_batch_size_the_plan_derives():
 
 
 def test_loss_plot_has_a_validation_series_in_the_page_language():
-    from webui.tabs.run import loss_frame, progress_html
+    from webui.tabs.run import loss_frame, loss_plot, progress_html
 
     frame = loss_frame([[1, 0.5], [2, 0.4]], [[0, 0.9], [2, 0.7]], "en")
     assert list(frame.columns) == ["step", "loss", "series"]
@@ -144,6 +144,10 @@ def test_loss_plot_has_a_validation_series_in_the_page_language():
         "training loss": [0.5, 0.4], "validation loss": [0.9, 0.7]}
     assert set(loss_frame([[1, 0.5]], [[0, 0.9]], "zh")["series"]) == {"训练损失", "验证损失"}
     assert len(loss_frame([])) == 0 and str(loss_frame([])["step"].dtype) == "float64"
+    # The legend is sent with the points (gradio keeps the first value's legend otherwise).
+    update = loss_plot([[1, 0.5]], [[0, 0.9]], "zh")
+    assert update.colors_in_legend == ["训练损失", "验证损失"] and update.color_title == "曲线"
+    assert loss_plot([[1, 0.5]], [], "en").colors_in_legend == ["training loss"]
     html = progress_html({"status": "running", "loss": 0.4, "val_losses": [[0, 0.9], [2, 0.7]]})
     assert "validation loss <b>0.7000</b> at step 2" in html and "验证损失 <b>0.7000</b>" in html
     assert "validation" not in progress_html({"status": "running", "loss": 0.4})

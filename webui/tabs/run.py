@@ -54,7 +54,7 @@ def create_ui(ctx: Ctx) -> None:
                                elem_classes=["zl-failure"])
     with gr.Row(equal_height=False):
         c["loss_plot"] = gr.LinePlot(loss_frame([]), x="step", y="loss", color="series",
-                                     label=T("run.loss"), elem_id="loss-plot",
+                                     color_title="", label=T("run.loss"), elem_id="loss-plot",
                                      height=260, scale=3)
         c["run_samples"] = gr.Gallery(label=T("run.samples"), columns=4, height=260,
                                       elem_id="run-samples", scale=2, buttons=["download"])
@@ -125,6 +125,18 @@ def series_names(lang: str | None) -> tuple[str, str]:
 
     table = ZH if (lang or "").strip() == "zh" else EN
     return table["run.train_loss"], table["run.val_loss"]
+
+
+def loss_plot(losses: list, val_losses: list | None, lang: str | None) -> gr.LinePlot:
+    """The plot's update: the points and the legend's entries and title (gradio fixes the
+    legend from the first value unless it is given with each new one)."""
+    from webui.i18n import EN, ZH
+
+    names = series_names(lang)
+    title = (ZH if (lang or "").strip() == "zh" else EN)["run.series"]
+    shown = [names[0]] + ([names[1]] if val_losses else [])
+    return gr.LinePlot(value=loss_frame(losses, val_losses, lang), colors_in_legend=shown,
+                       color_title=title)
 
 
 def progress_html(p: dict | None) -> str:
@@ -320,7 +332,7 @@ def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
         drawn = [len(losses), len(val_losses), lang or "en"]
         if drawn != state.get("losses"):  # new points, or the page's language changed
             state["losses"] = drawn
-            out["loss_plot"] = loss_frame(losses, val_losses, lang)
+            out["loss_plot"] = loss_plot(losses, val_losses, lang)
         images = jobs.sample_images(prog)
         if len(images) != state.get("samples"):
             state["samples"] = len(images)
