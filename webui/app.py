@@ -130,6 +130,7 @@ def create_app(runner, workspace: Path, models_dir: Path | None = None,
                     module.create_ui(ctx)
         for _, _, module in TABS:
             module.bind_events(ctx)
+        ctx.form.bind_show_if()
         _bind_app_events(ctx, demo, lang_en, lang_zh, lang)
         _add_api(ctx, runner, workspace)
     demo.zerolora_ctx = ctx  # for tests and the hosting layer

@@ -2,9 +2,15 @@
 
 Every field whose UI level is basic or advanced gets exactly one component, keyed by its
 schema name in ``Form.components`` (elem_id ``field-<name>``) and an error line under it
-(elem_id ``err-<name>``). Values never travel by position: events take the components as a
-set, gradio hands the callback a ``{component: value}`` dict, and ``Form.to_config`` /
-``Form.to_updates`` are the only conversions between component values and a config dict.
+(elem_id ``err-<name>``). A field whose schema entry carries ``show_if`` (``{"optimizer":
+["adafactor"]}``: shown while ``optimizer`` is one of those) is visible only while that holds;
+``Form.bind_show_if`` updates it whenever the controlling field changes, by hand or by a
+preset, a run's settings or an import filling the form. A hidden field keeps its value and is
+still part of the config, so a preset round-trips whatever is shown.
+
+Values never travel by position: events take the components as a set, gradio hands the
+callback a ``{component: value}`` dict, and ``Form.to_config`` / ``Form.to_updates`` are
+the only conversions between component values and a config dict.
 """
 from __future__ import annotations
 
@@ -24,6 +30,28 @@ GROUP_ORDER = ("run", "model", "data", "lora", "training", "distributed", "stage
 def visible_fields() -> list[str]:
     """Schema fields that the form shows (UI level basic or advanced), in schema order."""
     return [n for n in FIELDS if field_meta(n)["ui"] in ("basic", "advanced")]
+
+
+def show_if(name: str) -> dict[str, list[Any]]:
+    """The field's ``show_if`` condition: {controlling field: values it is shown for}
+    (empty: always shown)."""
+    extra = FIELDS[name].json_schema_extra or {}
+    return {k: list(v) for k, v in dict(extra.get("show_if") or {}).items()}
+
+
+def shown(name: str, values: dict[str, Any]) -> bool:
+    """Whether ``name`` is shown for these field values (a controlling field missing from
+    ``values`` counts as shown, so nothing hides by accident)."""
+    return all(k not in values or values[k] in allowed for k, allowed in show_if(name).items())
+
+
+def show_if_controllers() -> dict[str, list[str]]:
+    """{controlling field: the fields it shows or hides}, for the fields the form has."""
+    out: dict[str, list[str]] = {}
+    for name in visible_fields():
+        for ctl in show_if(name):
+            out.setdefault(ctl, []).append(name)
+    return out
 
 
 def _kind(name: str) -> str:
@@ -130,7 +158,7 @@ class Form:
         kind = _kind(name)
         value = to_widget_value(name, self.defaults.get(name))
         common = dict(label=T(f"label.{name}"), info=T(f"help.{name}"), elem_id=f"field-{name}",
-                      elem_classes=["zl-field"])
+                      elem_classes=["zl-field"], visible=shown(name, self.defaults))
         if kind == "bool":
             comp = gr.Checkbox(value=bool(value), **common)
         elif kind == "choice":
@@ -185,6 +213,21 @@ class Form:
             with gr.Accordion(T(f"group.{group}") if f"group.{group}" in _known_groups()
                               else str(group), open=False):
                 self._grid(names, columns)
+
+    def bind_show_if(self) -> None:
+        """Show or hide each ``show_if`` field as its controlling field changes (the change
+        event fires for a value typed in and for one a preset or an import puts in)."""
+        for ctl, names in show_if_controllers().items():
+            if ctl not in self.components:
+                continue
+            deps = [self.components[n] for n in names if n in self.components]
+
+            def update(value, _names=tuple(n for n in names if n in self.components), _ctl=ctl):
+                return [gr.update(visible=shown(n, {_ctl: value})) for n in _names]
+
+            self.components[ctl].change(update, inputs=self.components[ctl], outputs=deps,
+                                        show_progress="hidden", api_visibility="private",
+                                        queue=False)
 
     # ------------------------------------------------------------------ values
     @property

@@ -683,6 +683,8 @@ rule(r"^loss <b>(?P<l>[^<]+)</b>$", r"损失 <b>\g<l></b>")
 rule(r"^ETA <b>(?P<t>[^<]+)</b>$", r"预计剩余 <b>\g<t></b>")
 rule(r"^(?P<n>\S+) samples/s$", r"\g<n> 样本/秒")
 rule(r"^no output for (?P<t>.+)$", r"已有 \g<t> 没有输出")
+rule(r"^validation loss <b>(?P<l>[^<]+)</b> at step (?P<s>\d+)$",
+     r"验证损失 <b>\g<l></b>（第 \g<s> 步）")
 rule(r"^\*\*Your runs on the server:\*\*$", "**你在服务器上的运行：**")
 rule(r"^\*Start training\* now adds another run to the queue: it begins when these have ended\.$",
      "现在点 *开始训练* 会再排队一个运行：它在上面这些运行结束后开始。")
@@ -703,6 +705,28 @@ rule(r"^Run (?P<id>`[^`]+`) is (?P<st>\w+); nothing to stop\.$",
 rule(r"^Stopping run (?P<id>`[^`]+`)… the train stage saves its state first, so it can be "
      r"resumed\.$", r"正在停止运行 \g<id>……train 阶段会先保存状态，之后可以继续。")
 rule(r"^Resumed run (?P<id>`[^`]+`) from its saved state\.$", r"已从保存的状态继续运行 \g<id>。")
+# ------------------------------------------------------------------ training tab: batch sizes
+rule(r"^Images per optimizer step \(DeepSpeed's `train_batch_size`, derived\): \*\*(?P<t>\d+)\*\* "
+     r"= `batch_size` (?P<b>\d+) × `gradient_accumulation_steps` (?P<g>\d+) × (?P<n>\d+) "
+     r"process\(es\)$",
+     r"每个优化步的图片数（DeepSpeed 的 `train_batch_size`，自动推出）：**\g<t>** = `batch_size` "
+     r"\g<b> × `gradient_accumulation_steps` \g<g> × \g<n> 个进程")
+# ------------------------------------------------------------------ dataset tab: bucket plan
+rule(r"^\*\*Bucket plan\*\* \(`batch_size` (?P<b>\d+), `bucket_remainder` (?P<r>\w+)\): "
+     r"(?P<n>\d+) batch\(es\) per epoch$",
+     r"**分桶计划**（`batch_size` \g<b>，`bucket_remainder` \g<r>）：每个 epoch \g<n> 个批次")
+rule(r"^(?P<n>\d+) image\(s\) held out for the validation loss \(`validation_samples`\)\.$",
+     r"留出 \g<n> 张图片用于验证损失（`validation_samples`）。")
+rule(r"^bucket \(W×H\)$", "分桶（宽×高）")
+rule(r"^images$", "图片")
+rule(r"^batches$", "批次")
+rule(r"^padded$", "补齐")
+rule(r"^dropped$", "丢弃")
+rule(r"^⚠ (?P<n>\d+) image\(s\) dropped each epoch: a bucket's last batch is not full "
+     r"\(set `bucket_remainder` to pad to keep them\)\.$",
+     r"⚠ 每个 epoch 丢弃 \g<n> 张图片：某个分桶的最后一个批次不满（把 `bucket_remainder` 设为 pad 可保留它们）。")
+rule(r"^⚠ No bucket holds a full batch: lower `batch_size`, or set `bucket_remainder` to pad\.$",
+     r"⚠ 没有哪个分桶能凑满一个批次：减小 `batch_size`，或把 `bucket_remainder` 设为 pad。")
 # ------------------------------------------------------------------ training tab: target GPU
 METHODS_ZH = {
     "bf16 base on the GPU": "bf16 基础模型放在 GPU 上",

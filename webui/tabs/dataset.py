@@ -264,6 +264,7 @@ def bind_events(ctx: Ctx) -> None:
         if warned and not bad:
             head += (f" ⚠ {len(warned)} warning(s): " +
                      "  \n".join(f["message"] for f in warned))
+        head += bucket_plan_section(cfg, cfg_dict, findings)
         offer = prompt_suggestion(cfg.sample_prompts,
                                   [f.get("caption") or "" for f in findings], cfg.trigger_word)
         return {c["data_msg"]: head, c["data_report"]: gr.Dataframe(value=rows, visible=True),
@@ -543,3 +544,57 @@ def bind_caption_events(ctx: Ctx) -> None:
     c["tab_dataset"].select(lock_state, inputs=set(fields) | {c["caption_job"]},
                             outputs=outputs + [c["caption_estimate"]], show_progress="hidden",
                             api_visibility="private")
+# ---------------------------------------------------------------------- bucket plan
+PLAN_KEYS = ("batch_size", "aspect_buckets", "bucket_remainder", "validation_samples")
+
+
+def bucket_plan_section(cfg, cfg_dict: dict, findings: list[dict]) -> str:
+    """The check's bucket plan (``backend.buckets.dataset_bucket_plan``) when ``batch_size``
+    > 1 or ``aspect_buckets`` is on; empty otherwise, or while those fields have problems
+    (shown next to them in the Training tab). The check's config holds only the data fields
+    when the form has problems elsewhere: the batch fields are then taken from the form."""
+    from backend.buckets import dataset_bucket_plan
+
+    if any(getattr(cfg, k) != cfg_dict.get(k, getattr(cfg, k)) for k in PLAN_KEYS):
+        try:
+            opts = validate({**{k: v for k, v in cfg_dict.items() if k in _DATA_KEYS},
+                             **{k: cfg_dict[k] for k in PLAN_KEYS if k in cfg_dict}},
+                            require_inputs=False)
+        except ConfigError:
+            return ""
+        rebucket = opts.aspect_buckets != cfg.aspect_buckets
+        cfg = cfg.model_copy(update={k: getattr(opts, k) for k in PLAN_KEYS})
+        if rebucket:  # the training sizes change with aspect_buckets
+            from backend.video import validate_any_dataset
+            findings = validate_any_dataset(cfg)
+    if cfg.batch_size <= 1 and not cfg.aspect_buckets:
+        return ""
+    return "\n\n" + bucket_plan_markdown(dataset_bucket_plan(cfg, findings),
+                                          cfg.bucket_remainder)
+
+
+def bucket_plan_markdown(plan: dict, remainder: str) -> str:
+    """``dataset_bucket_plan``'s plain data as a table, each line in both languages."""
+    from webui.messages import bilingual_plain
+
+    rows = plan["rows"]
+    total = sum(r["batches"] for r in rows)
+    lines = [bilingual(f"**Bucket plan** (`batch_size` {plan['batch_size']}, "
+                       f"`bucket_remainder` {remainder}): {total} batch(es) per epoch"), ""]
+    heads = ("bucket (W×H)", "images", "batches", "padded", "dropped")
+    lines += ["| " + " | ".join(bilingual_plain(h) for h in heads) + " |",
+              "|---|---:|---:|---:|---:|"]
+    lines += [f"| {r['size'][0]}×{r['size'][1]} | {r['images']} | {r['batches']} | "
+              f"{r['padded']} | {r['dropped']} |" for r in rows]
+    dropped = sum(r["dropped"] for r in rows)
+    if rows and not total:
+        lines += ["", bilingual("⚠ No bucket holds a full batch: lower `batch_size`, or set "
+                                "`bucket_remainder` to pad.")]
+    elif dropped:
+        lines += ["", bilingual(f"⚠ {dropped} image(s) dropped each epoch: a bucket's last "
+                                f"batch is not full (set `bucket_remainder` to pad to keep "
+                                f"them).")]
+    if plan.get("held_out"):
+        lines += ["", bilingual(f"{plan['held_out']} image(s) held out for the validation loss "
+                                f"(`validation_samples`).")]
+    return "\n".join(lines)

@@ -53,8 +53,8 @@ def create_ui(ctx: Ctx) -> None:
     c["failure"] = gr.Markdown("", elem_id="run-failure", visible=False,
                                elem_classes=["zl-failure"])
     with gr.Row(equal_height=False):
-        c["loss_plot"] = gr.LinePlot(loss_frame([]), x="step",
-                                     y="loss", label=T("run.loss"), elem_id="loss-plot",
+        c["loss_plot"] = gr.LinePlot(loss_frame([]), x="step", y="loss", color="series",
+                                     color_title="", label=T("run.loss"), elem_id="loss-plot",
                                      height=260, scale=3)
         c["run_samples"] = gr.Gallery(label=T("run.samples"), columns=4, height=260,
                                       elem_id="run-samples", scale=2, buttons=["download"])
@@ -106,11 +106,37 @@ def active_markdown(active: list[dict]) -> str:
                       "these have ended."))
 
 
-def loss_frame(losses: list) -> pd.DataFrame:
-    """[[step, loss], ...] as numbers (an empty frame must be numeric too, or the plot's
-    axes become categories)."""
-    return pd.DataFrame({"step": pd.Series([float(s) for s, _ in losses], dtype="float64"),
-                         "loss": pd.Series([float(v) for _, v in losses], dtype="float64")})
+def loss_frame(losses: list, val_losses: list | None = None, lang: str | None = None
+               ) -> pd.DataFrame:
+    """[[step, loss], ...] of training and of validation as one numeric frame with a
+    ``series`` column naming each curve in the page's language (an empty frame must be
+    numeric too, or the plot's axes become categories)."""
+    names = series_names(lang)
+    rows = [(float(s), float(v), names[0]) for s, v in losses] + \
+        [(float(s), float(v), names[1]) for s, v in val_losses or []]
+    return pd.DataFrame({"step": pd.Series([r[0] for r in rows], dtype="float64"),
+                         "loss": pd.Series([r[1] for r in rows], dtype="float64"),
+                         "series": pd.Series([r[2] for r in rows], dtype="object")})
+
+
+def series_names(lang: str | None) -> tuple[str, str]:
+    """The plot's legend: (training loss, validation loss) in ``lang`` (en | zh)."""
+    from webui.i18n import EN, ZH
+
+    table = ZH if (lang or "").strip() == "zh" else EN
+    return table["run.train_loss"], table["run.val_loss"]
+
+
+def loss_plot(losses: list, val_losses: list | None, lang: str | None) -> gr.LinePlot:
+    """The plot's update: the points and the legend's entries and title (gradio fixes the
+    legend from the first value unless it is given with each new one)."""
+    from webui.i18n import EN, ZH
+
+    names = series_names(lang)
+    title = (ZH if (lang or "").strip() == "zh" else EN)["run.series"]
+    shown = [names[0]] + ([names[1]] if val_losses else [])
+    return gr.LinePlot(value=loss_frame(losses, val_losses, lang), colors_in_legend=shown,
+                       color_title=title)
 
 
 def progress_html(p: dict | None) -> str:
@@ -131,6 +157,10 @@ def progress_html(p: dict | None) -> str:
         bits.append(bilingual(f"epoch {p['epoch']}"))
     if p.get("loss") is not None:
         bits.append(bilingual(f"loss <b>{float(p['loss']):.4f}</b>"))
+    if p.get("val_losses"):  # the latest held-out loss, beside the training loss
+        v_step, v_loss = p["val_losses"][-1]
+        bits.append(bilingual(f"validation loss <b>{float(v_loss):.4f}</b> at step "
+                              f"{int(v_step)}"))
     if p.get("eta_s") is not None and status == "running":
         bits.append(bilingual(f"ETA <b>{human_seconds(p['eta_s'])}</b>"))
     if p.get("samples_per_s"):
@@ -241,7 +271,7 @@ def pick_log_stage(run: dict, choice: str | None) -> str | None:
 
 
 def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
-         request: gr.Request | None) -> dict:
+         request: gr.Request | None, lang: str | None = None) -> dict:
     """Everything the Run tab shows for ``run_id``, skipping what has not changed."""
     c = ctx.c
     skip = gr.skip()
@@ -298,10 +328,11 @@ def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
                 "\n".join(clean_lines(raw)[-LOG_SHOW_LINES:]))
 
     if prog is not None:
-        losses = prog.get("losses") or []
-        if len(losses) != state.get("losses"):
-            state["losses"] = len(losses)
-            out["loss_plot"] = loss_frame(losses)
+        losses, val_losses = prog.get("losses") or [], prog.get("val_losses") or []
+        drawn = [len(losses), len(val_losses), lang or "en"]
+        if drawn != state.get("losses"):  # new points, or the page's language changed
+            state["losses"] = drawn
+            out["loss_plot"] = loss_plot(losses, val_losses, lang)
         images = jobs.sample_images(prog)
         if len(images) != state.get("samples"):
             state["samples"] = len(images)
@@ -362,12 +393,15 @@ def bind_events(ctx: Ctx) -> None:
 
     def on_tick(data: dict, request: gr.Request):
         return tick(ctx, data[c["run_id"]], data[c["log_state"]], data[c["log_stage"]],
-                    request)
+                    request, lang=data.get(c["lang_box"]))
 
-    tick_inputs = {c["run_id"], c["log_state"], c["log_stage"]}
+    tick_inputs = {c["run_id"], c["log_state"], c["log_stage"], c["lang_box"]}
     c["timer"].tick(on_tick, inputs=tick_inputs, outputs=outs, show_progress="hidden",
                     api_visibility="private", trigger_mode="always_last")
     c["log_stage"].input(on_tick, inputs=tick_inputs, outputs=outs, show_progress="hidden",
+                         api_visibility="private")
+    # The plot's legend is drawn on the server: redraw it in the language picked.
+    c["lang_box"].change(on_tick, inputs=tick_inputs, outputs=outs, show_progress="hidden",
                          api_visibility="private")
 
     def follow(run_id: str, msg: str):

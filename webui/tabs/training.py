@@ -41,6 +41,8 @@ def create_ui(ctx: Ctx) -> None:
                     with gr.Group(elem_id=f"basic-{g}"):
                         gr.Markdown(T(f"group.{g}"), elem_classes=["zl-group-title"])
                         form.render_group(g, with_advanced=False)
+                        if g == "training":  # derived from the batch fields, never asked for
+                            c["train_batch"] = gr.Markdown("", elem_id="train-batch")
             for g in groups:
                 form.render_group(g, with_basic=False)
             form.render_rest()
@@ -213,6 +215,20 @@ def estimate_markdown(cfg: RunConfig) -> str | None:
                      + [f"- {bilingual(x)}" for x in est.summary().splitlines()])
 
 
+def batch_markdown(cfg: RunConfig | None) -> str:
+    """The line under the batch fields: DeepSpeed's ``train_batch_size`` as the plan derives
+    it (``backend.plan.ds_batch_sizes``, the generator's own numbers)."""
+    if cfg is None:
+        return ""
+    from backend.plan import ds_batch_sizes
+
+    b = ds_batch_sizes(cfg)
+    return bilingual(f"Images per optimizer step (DeepSpeed's `train_batch_size`, derived): "
+                     f"**{b['train_batch_size']}** = `batch_size` "
+                     f"{b['train_micro_batch_size_per_gpu']} × `gradient_accumulation_steps` "
+                     f"{b['gradient_accumulation_steps']} × {cfg.num_processes} process(es)")
+
+
 def bind_events(ctx: Ctx) -> None:
     c, form = ctx.c, ctx.form
 
@@ -252,6 +268,7 @@ def bind_events(ctx: Ctx) -> None:
         out[c["problems"]] = problems_markdown(problems)
         out[c["run_problems"]] = problems_markdown(problems) if problems else ""
         out[c["preset_diff"]] = _diff(c, data, cfg_dict)
+        out[c["train_batch"]] = batch_markdown(estimate_config(cfg, cfg_dict))
         if cfg is None:
             note = "# fix the problems in the form to see this file"
             out.update({c["gen_accelerate"]: note, c["gen_deepspeed"]: note,
@@ -275,7 +292,7 @@ def bind_events(ctx: Ctx) -> None:
     outputs = form.error_outputs + [c["problems"], c["run_problems"], c["preset_diff"],
                                     c["gen_accelerate"], c["gen_deepspeed"],
                                     c["gen_commands"], c["gen_run_yaml"], c["estimate"],
-                                    c["method_changes"], c["apply_method"]]
+                                    c["method_changes"], c["apply_method"], c["train_batch"]]
     inputs = form.inputs | {c["loaded"], c["loaded_name"], c["target_gpu"], c["target_bus"]}
     # Page load and every change share one listener, so a slow first refresh (it loads the
     # planner and the estimator) can never land after a newer one with stale values.
