@@ -21,17 +21,17 @@ adds ``image_embeds`` and ``condition`` (``i2v.py``).
 """
 from __future__ import annotations
 
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from backend.families.base import Family
+from backend.families.common import OffloadingEncoder
 
 NUM_TRAIN_TIMESTEPS = 1000
 MAX_SEQUENCE_LENGTH = 512          # WanPipeline's default
 TRAIN_SHIFT = 5.0                  # the reference trainer's Wan scheduler
-OFFLOAD_MODES = ("none", "model", "sequential")
 
 
 # ------------------------------------------------------------------------------------------
@@ -70,46 +70,19 @@ def load_tokenizer(folder: str | Path):
     return AutoTokenizer.from_pretrained(str(folder))
 
 
-class Encoder:
+class Encoder(OffloadingEncoder):
     """Text encoder + VAE (+ tokenizer), frozen: prompts -> embeddings, clips -> latents.
 
     ``offload`` (``data_process_offload``): none | model | sequential, as for the image
-    families; every mode computes the same tensors.
+    families (``OffloadingEncoder``); every mode computes the same tensors.
     """
 
     def __init__(self, text_encoder, tokenizer, vae, device=None, offload: str = "none"):
-        import torch
         from diffusers import WanPipeline
 
-        if offload not in OFFLOAD_MODES:
-            raise ValueError(f"offload: unknown mode (got {offload!r}; allowed "
-                             f"{' | '.join(OFFLOAD_MODES)})")
         self.pipe = WanPipeline(tokenizer=tokenizer, text_encoder=text_encoder, vae=vae,
                                 scheduler=None, transformer=None)
-        self.text_encoder, self.vae = text_encoder, vae
-        self.device = torch.device(device) if device is not None else text_encoder.device
-        self.offload = offload
-        if offload == "sequential":
-            from accelerate import cpu_offload
-
-            for module in (text_encoder, vae):
-                cpu_offload(module, execution_device=self.device)
-
-    @contextmanager
-    def on_device(self, name: str):
-        if self.offload != "model":
-            yield
-            return
-        import torch
-
-        module = getattr(self, name)
-        module.to(self.device)
-        try:
-            yield
-        finally:
-            module.to("cpu")
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
+        super().__init__(text_encoder, vae, device=device, offload=offload)
 
     def encode_prompt(self, prompt: str):
         """prompt_emb [1, L, D]: ``WanPipeline``'s embedding with its zero padding cut off
