@@ -1,5 +1,7 @@
 """More of the web UI in a real headless Chromium: the Results grid showing all of its rows
-(and an edit run's input images beside them), an edit dataset's pairs on the Dataset tab.
+(and an edit run's input images beside them), an edit dataset's pairs on the Dataset tab,
+importing the reference's low-VRAM command onto the low-VRAM preset and the target-GPU
+panel's Apply (last: it loads a preset into the module's page).
 
 The app server and the browser are ``tests/test_ui.py``'s fixtures (one server for this
 module); the runs whose samples the Results tab shows are written into the workspace as a
@@ -8,6 +10,7 @@ finished run would leave them, so no stage has to run here.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -17,6 +20,7 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import expect  # noqa: E402
 
+from tests.test_importer import SEED_COMMANDS  # noqa: E402
 from tests.test_ui import (STEP_S, browser, field, md, new_page, pick, server,  # noqa: E402,F401
                            tab)
 
@@ -31,6 +35,28 @@ def page(browser, server):  # noqa: F811 - the module's one page, after its firs
     expect(md(p, "preset-diff")).to_contain_text("Same as preset", timeout=STEP_S * 1000)
     yield p
     p.context.close()
+
+
+def load_preset(page, name: str) -> None:
+    """Pick a preset (picking loads it) and wait until the form holds it."""
+    tab(page, "model")
+    pick(page, "preset", name)
+    expect(md(page, "preset-msg")).to_contain_text(f"Loaded preset {name}",
+                                                   timeout=STEP_S * 1000 * 2)
+
+
+def show_field(page, name: str):
+    """Go where field ``name`` is (its tab; its group's Advanced accordion opened when it is
+    an advanced field) and return its input."""
+    from backend.config import field_meta
+
+    meta = field_meta(name)
+    tab(page, {"model": "model", "data": "dataset", "captions": "dataset"}.get(meta["group"],
+                                                                              "training"))
+    if meta["ui"] == "advanced" and not page.locator(f"#field-{name}").is_visible():
+        page.click(f"#adv-{meta['group']} > button")
+    expect(page.locator(f"#field-{name}")).to_be_visible()
+    return field(page, name)
 
 
 def natural_widths(page, selector: str) -> list[int]:
@@ -120,3 +146,68 @@ def test_an_edit_dataset_shows_its_pairs_and_instructions(page, tmp_path):
     # Each picture is the input image(s), an arrow, the target: two inputs make it wider.
     widths = natural_widths(page, "#edit-pairs img")
     assert widths[0] == widths[1] < widths[2], widths
+
+
+# ---------------------------------------------------------------------- training tab
+def test_low_vram_import_keeps_zero3_then_the_target_gpu_apply(page):
+    """One preset load (a form-wide update is the slow part in a browser) for both:
+    1. the reference's own low-VRAM commands, whose launch files are not on this machine,
+       onto the low-VRAM preset: ZeRO-3 and both offloads stay on (the files are recognised
+       by name); only the fields the command sets change, each listed old → new;
+    2. a target GPU picked, Apply pressed: the form's fields change as the panel said."""
+    from backend.config import FIELDS
+    from backend.config import load_preset as preset
+
+    low = preset("qwen_image_low_vram")
+    load_preset(page, "qwen_image_low_vram")
+    tab(page, "training")
+    expect(field(page, "zero_stage")).to_have_value("3", timeout=STEP_S * 1000)
+    page.click("#import-acc .label-wrap")
+    page.fill("#import-text textarea", SEED_COMMANDS)
+    page.click("#import-btn")
+    notes = md(page, "import-notes")
+    expect(notes).to_contain_text("field(s) changed", timeout=STEP_S * 1000 * 2)
+    text = notes.inner_text()
+    assert "recognised it as the reference's low-VRAM accelerate config" in text, text
+    assert "ds_z3_cpuoffload.json" in text
+    # Distributed settings as the reference's files say (and as the preset had them).
+    expect(field(page, "zero_stage")).to_have_value("3")
+    expect(field(page, "offload_param_device")).to_have_value("cpu")
+    expect(field(page, "offload_optimizer_device")).to_have_value("cpu")
+    show_field(page, "initialize_model_on_cpu")
+    expect(page.locator("#field-initialize_model_on_cpu input")).to_be_checked()
+    # What the command sets and the preset had otherwise changed, each listed old → new ...
+    changed = dict(re.findall(r"^(\w+): (.*) → ", text, re.M))
+    assert changed.get("dataset_base_path") == "(empty)", text
+    expect(show_field(page, "dataset_base_path")).to_have_value("data/example_image_dataset")
+    # ... and nothing the command leaves out or sets to the value the form had.
+    for name in ("zero_stage", "offload_param_device", "lora_rank", "num_epochs",
+                 "dataset_repeat", "sample_cpu_offload", "data_process_offload"):
+        assert name not in changed, (name, text)
+    expect(show_field(page, "data_process_offload")).to_have_value(low.data_process_offload)
+    m = re.search(r"(\d+) field\(s\) changed", text)
+    assert m and int(m.group(1)) == len(changed), text
+
+    tab(page, "training")
+    pick(page, "target-gpu", "24 GB GPU")
+    est = md(page, "estimate")
+    expect(est).to_contain_text("Changes it makes:", timeout=STEP_S * 1000 * 2)
+    line = next(x for x in est.inner_text().splitlines() if "Changes it makes:" in x)
+    changes = dict(re.findall(r"(\w+) → ([^,]+)", line.split(":", 1)[1]))
+    assert changes, line
+    # Nothing changes until the user applies it.
+    expect(field(page, "zero_stage")).to_have_value("3")
+    page.click("#apply-method")
+    expect(est).to_contain_text("The form already uses it.", timeout=STEP_S * 1000 * 2)
+    expect(page.locator("#apply-method")).to_be_hidden()
+    for name, value in changes.items():
+        value = value.strip()
+        assert name in FIELDS, name
+        shown = show_field(page, name)
+        box = page.locator(f"#field-{name} input[type=checkbox]")
+        if box.count():
+            (expect(box).to_be_checked() if value == "True" else
+             expect(box).not_to_be_checked())
+        else:
+            expect(shown).to_have_value(value)
+    assert changes["zero_stage"] == "0"
