@@ -272,7 +272,7 @@ def test_chinese_page_shows_no_english(tmp_path_factory):
                     expect(page.locator("#runs-table")).to_contain_text("状态",
                                                                          timeout=60_000)
                 for acc in page.locator(
-                        "[id^=adv-] > button, #import-acc > button").all():
+                        "[id^=adv-] > button, #import-acc > button, #upload-acc > button").all():
                     if acc.is_visible():
                         acc.click()
                 page.wait_for_timeout(500)

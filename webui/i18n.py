@@ -324,7 +324,12 @@ _EN_ALL = {**EN, **_en_help}
 # its zh-CN locale only.
 GRADIO_ZH = {"common.settings": "设置", "common.loading": "加载中",
              "common.built_with_gradio": "使用 Gradio 构建", "errors.use_via_api": "通过 API 使用",
-             "dataframe.drop_to_upload": "将 CSV 或 TSV 文件拖放到此处以将数据导入数据框"}
+             "dataframe.drop_to_upload": "将 CSV 或 TSV 文件拖放到此处以将数据导入数据框",
+             # the drop zone of every file upload (a dataset, an import's launch files)
+             "upload_text.drop_file": "拖放文件到此处", "upload_text.click_to_upload": "点击上传",
+             "upload_text.drop_image": "拖放图片到此处", "upload_text.drop_video": "拖放视频到此处",
+             "common.or": "或", "common.clear": "清除", "common.remove": "移除",
+             "common.download": "下载"}
 _ZH_ALL = {**ZH, **_zh_help, **GRADIO_ZH}
 I18N = gr.I18n(en=_EN_ALL, zh=_ZH_ALL)
 
