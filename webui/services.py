@@ -79,6 +79,23 @@ def plan_field_problems(cfg: RunConfig) -> list[str]:
             if getattr(cfg, k) not in (security.PLAN_ONLY_DEFAULTS[k], None, "")]
 
 
+def _checked(where: Where, cfg: RunConfig, user: str | None, hub_token: str | None,
+             more_problems=None) -> tuple[RunConfig, dict]:
+    """``cfg`` checked for what ``user`` may point at (plus ``more_problems(cfg)`` for fields
+    the paths check did not name) and carrying their read policy, with the secret
+    environment of its download; ``Refused`` naming every problem."""
+    problems = security.check_run_paths(cfg, user, where.workspace,
+                                        models_dir=where.models_dir, runner=where.runner)
+    if more_problems is not None:
+        named = {p.split(":", 1)[0] for p in problems}
+        problems += [p for p in more_problems(cfg) if p.split(":", 1)[0] not in named]
+    if problems:
+        raise Refused(f"{len(problems)} path(s) not allowed", problems)
+    cfg = security.with_read_policy(cfg, user, where.workspace, models_dir=where.models_dir,
+                                    runner=where.runner)
+    return cfg, secret_env(hub_token, cfg.download_source)
+
+
 def start_run(where: Where, cfg: RunConfig, user: str | None, *, name: str | None = None,
               hub_token: str | None = None) -> str:
     """Queue ``cfg`` as ``user``'s run; returns its id. ``name`` (the history's name; the
@@ -86,15 +103,7 @@ def start_run(where: Where, cfg: RunConfig, user: str | None, *, name: str | Non
     name_problem = run_name_problem(name)
     if name_problem:
         raise Refused("invalid run name", [name_problem])
-    problems = security.check_run_paths(cfg, user, where.workspace,
-                                        models_dir=where.models_dir, runner=where.runner)
-    named = {p.split(":", 1)[0] for p in problems}
-    problems += [p for p in plan_field_problems(cfg) if p.split(":", 1)[0] not in named]
-    if problems:
-        raise Refused(f"{len(problems)} path(s) not allowed", problems)
-    cfg = security.with_read_policy(cfg, user, where.workspace, models_dir=where.models_dir,
-                                    runner=where.runner)
-    env = secret_env(hub_token, cfg.download_source)
+    cfg, env = _checked(where, cfg, user, hub_token, plan_field_problems)
     try:
         return where.runner.submit(cfg, owner=user, name=(name or "").strip() or None,
                                    **_env_kwargs(env))
@@ -138,13 +147,7 @@ def caption(where: Where, cfg: RunConfig, user: str | None, *,
     id. The folder, its images and the captioning model are checked first."""
     from backend.caption import CaptionError, submit_caption
 
-    problems = security.check_run_paths(cfg, user, where.workspace,
-                                        models_dir=where.models_dir, runner=where.runner)
-    if problems:
-        raise Refused(f"{len(problems)} path(s) not allowed", problems)
-    cfg = security.with_read_policy(cfg, user, where.workspace, models_dir=where.models_dir,
-                                    runner=where.runner)
-    env = secret_env(hub_token, cfg.download_source)
+    cfg, env = _checked(where, cfg, user, hub_token)
     try:
         return submit_caption(where.runner, cfg, owner=user, secret_env=env)
     except CaptionError as e:
