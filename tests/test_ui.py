@@ -201,13 +201,16 @@ def test_language_follows_the_browser_and_the_switch(browser, server):
     try:
         expect(page.locator("#tab-run-button")).to_contain_text("运行")
         expect(page.locator("#field-offline")).to_contain_text("从不联网")  # a help line
-        page.click("#lang-en")
-        expect(page.locator("#tab-run-button")).to_contain_text("Run")
+        # The page's first refresh has landed (it relabels the tabs too): switch after it.
+        expect(md(page, "preset-diff")).to_contain_text("Same as preset", timeout=120_000)
+        page.click("#lang-en")  # the tab bar is relabelled by the server: a round trip
+        expect(page.locator("#tab-run-button")).to_contain_text("Run", timeout=120_000)
         expect(page.locator("#tab-run-button")).not_to_contain_text("运行")
         page.reload()
         expect(page.locator("#tab-run-button")).to_contain_text("Run", timeout=120_000)
         page.click("#lang-zh")
-        expect(page.locator("#tab-training-button")).to_contain_text("训练设置")
+        expect(page.locator("#tab-training-button")).to_contain_text("训练设置",
+                                                                     timeout=120_000)
         if _has_cjk_font():  # else the picture would show boxes instead of characters
             shot(page, "chinese")
     finally:
