@@ -80,3 +80,14 @@ def read_events(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict], i
         except json.JSONDecodeError:
             continue
     return events, offset + end + 1
+
+
+def progress_file_in(argv: list[str]) -> str | None:
+    """The ``--progress_file`` a stage's command line names (for reporting a failure to
+    parse the rest of it), else None."""
+    for i, a in enumerate(argv):
+        if a == "--progress_file" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--progress_file="):
+            return a.split("=", 1)[1]
+    return None

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from backend.caption import STAGE, CaptionError, caption_dataset, load_captioner
 from backend.config import ConfigError, parse_stage_args
-from backend.progress import ProgressWriter
+from backend.progress import ProgressWriter, progress_file_in
 
 
 class Stopped(Exception):
@@ -50,15 +50,6 @@ def stage_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _progress_file_from_argv(argv: list[str]) -> str | None:
-    for i, a in enumerate(argv):
-        if a == "--progress_file" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--progress_file="):
-            return a.split("=", 1)[1]
-    return None
-
-
 def _raise_stopped(signum, frame):  # noqa: ARG001
     raise Stopped(f"stopped by signal {signal.Signals(signum).name}")
 
@@ -69,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg, ns = parse_stage_args(argv, prog="backend.stages.caption", extra=stage_parser())
     except ConfigError as e:
         print(e, file=sys.stderr, flush=True)
-        ProgressWriter(_progress_file_from_argv(argv), STAGE).end(
+        ProgressWriter(progress_file_in(argv), STAGE).end(
             "failed", str(e).replace("\n", " "))
         return 2
     progress = ProgressWriter(cfg.progress_file, STAGE)

@@ -56,7 +56,7 @@ from pathlib import Path
 
 from backend import readgate, rundir
 from backend.config import ConfigError, parse_stage_args
-from backend.progress import ProgressWriter
+from backend.progress import ProgressWriter, progress_file_in
 from backend.samples import plan_samples, render_samples, resolve_checkpoints
 
 STAGE = "sample"
@@ -84,15 +84,6 @@ def stage_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _progress_file_from_argv(argv: list[str]) -> str | None:
-    for i, a in enumerate(argv):
-        if a == "--progress_file" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--progress_file="):
-            return a.split("=", 1)[1]
-    return None
-
-
 def _raise_stopped(signum, frame):  # noqa: ARG001
     raise Stopped(f"stopped by signal {signal.Signals(signum).name}")
 
@@ -108,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                                f"and {rundir.SAMPLES_INDEX})"])
     except ConfigError as e:
         print(e, file=sys.stderr, flush=True)
-        early = _progress_file_from_argv(argv)
+        early = progress_file_in(argv)
         ProgressWriter(early, STAGE, enabled=is_main).end("failed", str(e).replace("\n", " "))
         return 2
     if own_process:  # keep unused optional packages out of the process
