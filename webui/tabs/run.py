@@ -302,6 +302,13 @@ def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
         prog = with_sample_counts(ctx.runner.progress(run["id"]))
     except RunnerError:
         prog = None
+    if run["status"] in TERMINAL and state.get("final"):
+        # The tick that stops the timer sends the whole view: ticks from other events (the
+        # start button's, a language switch's) carry the state the page had when they were
+        # sent and may land out of order, so "unchanged" cannot be trusted for the last one.
+        shown.clear()
+        state.pop("losses", None)
+        state.pop("samples", None)
     for key, value in (("run_head", head_markdown(run)), ("run_progress", progress_html(prog)),
                        ("run_stages", stages_html(run, prog))):
         if shown.get(key) != value:  # send only what changed since the last tick
