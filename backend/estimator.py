@@ -320,12 +320,13 @@ def _key(config: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=16)
 def _transformer_stats(key: str, family: str) -> TransformerStats:
-    import diffusers
     import torch
     from accelerate import init_empty_weights
 
+    from backend import libraries
+
     config = json.loads(key)
-    cls = getattr(diffusers, config["_class_name"])
+    cls = libraries.model_class(config["_class_name"], ("diffusers",))
     with init_empty_weights():
         model = cls.from_config(config)
     linears, largest = [], 0
@@ -346,8 +347,10 @@ def _text_encoder_stats(key: str) -> ComponentStats:
     import transformers
     from accelerate import init_empty_weights
 
+    from backend import libraries
+
     config = json.loads(key)
-    cls = getattr(transformers, config["architectures"][0])
+    cls = libraries.model_class(config["architectures"][0], ("transformers",))
     kwargs = {k: v for k, v in config.items() if not k.startswith("_")}
     kwargs.pop("architectures", None)
     model_type = kwargs.pop("model_type")

@@ -203,3 +203,39 @@ def test_no_stage_imports_another_stage():
                         parts[2] in stages and parts[2] != path.stem:
                     offenders.append(f"{path.relative_to(REPO)}: {n}")
     assert not offenders, offenders
+
+
+RACE = r"""
+import sys, threading, traceback
+from backend.config import RunConfig
+from backend.estimator import estimate_memory
+from backend.families import get_family
+
+start, errors = threading.Barrier(2), []
+
+def run(fn):
+    start.wait()
+    try:
+        fn()
+    except Exception:
+        errors.append(traceback.format_exc())
+
+estimate = lambda: estimate_memory(RunConfig(model_family="qwen_image"))
+lora_map = lambda: get_family("qwen_image").transformer_class()
+threads = [threading.Thread(target=run, args=(f,)) for f in (estimate, lora_map)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print("\n".join(errors))
+sys.exit(1 if errors else 0)
+"""
+
+
+def test_two_threads_reach_the_model_classes_at_once():
+    """The app answers an estimate and a Start at the same moment in a fresh process: both
+    get their model class (no half-imported library: ``cannot import name ...``)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", RACE], cwd=Path(__file__).parents[1],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -72,9 +72,22 @@ def family_spec(name: str) -> FamilySpec:
 @lru_cache(maxsize=None)
 def get_family(name: str) -> "Family":
     """The adapter of family ``name`` (imports its module, and so torch)."""
+    from backend import libraries
+
     spec = family_spec(name)
-    adapter = importlib.import_module(spec.adapter).Adapter()
-    adapter.spec = spec
+    with libraries.locked():
+        libraries.load()
+        adapter = importlib.import_module(spec.adapter).Adapter()
+        adapter.spec = spec
+        # The classes the family's folders name, resolved now and under the lock: the
+        # adapter's own ``from diffusers import ...`` then only reads attributes.
+        for component in spec.components:
+            for class_name in component.classes:
+                try:
+                    libraries.model_class(class_name)
+                except AttributeError:
+                    pass
+        adapter.transformer_class()
     return adapter
 
 
