@@ -780,6 +780,8 @@ rule(r"^This run has no LoRA checkpoint yet\.$", "这个运行还没有 LoRA 检
 rule(r"^Columns:$", "列：")
 rule(r"^— one row per prompt$", "—— 每条提示词一行")
 rule(r"^No samples yet\.$", "还没有样图。")
+rule(r"^base model$", "基础模型")
+rule(r"^input images$", "输入图像")
 rule(r"^✗ Run (?P<id>`[^`]+`) is (?P<st>\w+): render when it has ended\.$",
      lambda m: f"✗ 运行 {m['id']} {STATUS_ZH.get(m['st'], m['st'])}：请在它结束后再渲染。")
 rule(r"^○ Rendering \(job (?P<id>`[^`]+`)\)… the grid fills in when it ends\.$",

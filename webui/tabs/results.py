@@ -108,7 +108,7 @@ def grid_outputs(ctx: Ctx, run: dict, request, sample_set: str | None = None) ->
             served.append((ctx.serve(run["id"], path, request), caption))
         except gr.Error:
             continue
-    header = (bilingual("Columns:") + " " + " | ".join(f"**{t}**" for t in titles) + " " +
+    header = (bilingual("Columns:") + " " + " | ".join(f"**{bilingual(t)}**" for t in titles) + " " +
               bilingual("— one row per prompt") if titles else bilingual("No samples yet."))
     return {c["res_grid"]: gr.Gallery(value=served, columns=max(1, ncols)),
             c["res_columns"]: header,

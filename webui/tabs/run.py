@@ -133,10 +133,11 @@ def loss_plot(losses: list, val_losses: list | None, lang: str | None) -> gr.Lin
     from webui.i18n import EN, ZH
 
     names = series_names(lang)
-    title = (ZH if (lang or "").strip() == "zh" else EN)["run.series"]
+    words = ZH if (lang or "").strip() == "zh" else EN
     shown = [names[0]] + ([names[1]] if val_losses else [])
     return gr.LinePlot(value=loss_frame(losses, val_losses, lang), colors_in_legend=shown,
-                       color_title=title)
+                       color_title=words["run.series"], x_title=words["run.plot_step"],
+                       y_title=words["run.plot_loss"])
 
 
 def progress_html(p: dict | None) -> str:
