@@ -701,7 +701,8 @@ def _distributed(cmd: _Command | None, notes: list[str]) -> dict[str, Any]:
             notes.append(
                 f"{cmd.label}: no mixed precision given (accelerate would run 'no' and the "
                 f"DeepSpeed 'auto' precision off; the reference keeps its weights in bf16): "
-                f"ZeroLoRA uses mixed_precision bf16 -- set 'no' for float32")
+                f"mixed_precision is not set by this command (a new run's default is bf16) "
+                f"-- set 'no' for float32")
     elif ds_precision and ds_precision != out["mixed_precision"]:
         notes.append(f"{cmd.label}: the DeepSpeed file enables {ds_precision} but accelerate "
                      f"runs {out['mixed_precision']}; using {out['mixed_precision']}")
