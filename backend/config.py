@@ -408,8 +408,10 @@ class RunConfig(BaseModel):
         "modulation (a model whose config sets it uses it anyway; this forces it on).",
         "training", ui="advanced")
     sample_images: list[str] = F(
-        [], "Edit models: the input images of each sample prompt, one line per prompt in "
-        "the order of sample_prompts; several images of one prompt separated by |.",
+        [], "Edit and image-to-video models: the input images of each sample prompt, one "
+        "line per prompt in the order of sample_prompts; several images of one prompt "
+        "separated by |. Empty: each prompt takes a dataset row's input images (an "
+        "image-to-video row: its clip's first frame), row 1 for prompt 1 and so on.",
         "samples")
     # --- low VRAM: layer offload and a quantized base (backend/lowvram.py) --------------
     enable_model_cpu_offload: bool = F(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from backend import rundir
+from backend.media_types import IMAGE_EXTS
 from backend.config import ConfigError, RunConfig
 from backend.rundir import list_checkpoints
 from backend.progress import ProgressWriter
@@ -186,18 +187,7 @@ def plan_samples(cfg: RunConfig, checkpoints: list[Path]) -> list[Job]:
 
     seed = cfg.sample_seed
     ext = get_family(cfg.model_family).sample_suffix
-    inputs = sample_inputs(cfg)
-    takes = get_family(cfg.model_family).for_config(cfg).input_images
-    missing = [str(i + 1) for i, paths in enumerate(inputs) if takes and not paths]
-    too_many = [str(i + 1) for i, paths in enumerate(inputs) if len(paths) > takes]
-    if missing or too_many:
-        allowed = f"at most {takes}" if takes else "none for a text-to-image model"
-        raise ConfigError(
-            ([f"sample_images: the edit model renders from input images; line(s) "
-              f"{', '.join(missing)} give none (allowed 1 to {takes} images per prompt, "
-              f"separated by |)"] if missing else []) +
-            ([f"sample_images: line(s) {', '.join(too_many)} give more images than the model "
-              f"takes (allowed {allowed})"] if too_many else []))
+    inputs = checked_sample_inputs(cfg)
     jobs: list[Job] = []
     if 0.0 in scales:
         for i, prompt in enumerate(cfg.sample_prompts):
@@ -211,13 +201,42 @@ def plan_samples(cfg: RunConfig, checkpoints: list[Path]) -> list[Job]:
     return jobs
 
 
+def checked_sample_inputs(cfg: RunConfig) -> list[tuple[str, ...]]:
+    """``sample_inputs``, checked against what the model takes: a model that renders from
+    input images (edit, image-to-video) needs them on every prompt's line, a text-to-image
+    model none. Run before a run starts too (``jobs.runner.check_before_start``), so a
+    missing line is refused before training, not after it. Raises ``ConfigError``."""
+    from backend.families import get_family
+
+    inputs = sample_inputs(cfg)
+    takes = get_family(cfg.model_family).for_config(cfg).input_images
+    missing = [str(i + 1) for i, paths in enumerate(inputs) if takes and not paths]
+    too_many = [str(i + 1) for i, paths in enumerate(inputs) if len(paths) > takes]
+    if missing or too_many:
+        allowed = f"at most {takes}" if takes else "none for a text-to-image model"
+        raise ConfigError(
+            ([f"sample_images: the model renders from input images; line(s) "
+              f"{', '.join(missing)} give none (allowed 1 to {takes} images per prompt, "
+              f"separated by |, one line per sample prompt; or no sample_images at all to "
+              f"take them from the dataset's rows)"] if missing else []) +
+            ([f"sample_images: line(s) {', '.join(too_many)} give more images than the model "
+              f"takes (allowed {allowed})"] if too_many else []))
+    return inputs
+
+
 def sample_inputs(cfg: RunConfig) -> list[tuple[str, ...]]:
-    """Each sample prompt's input images (edit models), from ``sample_images``: one line
-    per prompt, images separated by ``|``; every file is checked through the run's read
-    gate. A ``ConfigError`` names what is wrong."""
+    """Each sample prompt's input images (edit and image-to-video models), from
+    ``sample_images``: one line per prompt, images separated by ``|``; every file is
+    checked through the run's read gate. A ``ConfigError`` names what is wrong. With no
+    ``sample_images`` at all, a model that renders from input images takes them from the
+    dataset's rows in turn (``dataset_inputs``)."""
     from backend import readgate
 
     lines = list(cfg.sample_images)
+    if not lines and cfg.sample_prompts:
+        from_rows = dataset_inputs(cfg, len(cfg.sample_prompts))
+        if from_rows:
+            return from_rows
     if len(lines) > len(cfg.sample_prompts):
         raise ConfigError([f"sample_images: more lines than sample_prompts (got {len(lines)} "
                            f"for {len(cfg.sample_prompts)} prompts; allowed one line per "
@@ -236,9 +255,50 @@ def sample_inputs(cfg: RunConfig) -> list[tuple[str, ...]]:
     return out
 
 
+def dataset_inputs(cfg: RunConfig, count: int) -> list[tuple[str, ...]] | None:
+    """``count`` prompts' input images from the dataset's rows in turn (prompt 1 from row 1,
+    and round again when there are fewer rows): an edit row's input images, an
+    image-to-video row's clip (its first frame conditions the sample, as in training).
+    None for a model that takes no input images, or when the rows cannot be read (a
+    train-only run whose dataset is the cache): ``sample_images`` must name them then."""
+    from backend.data import DatasetError, check_input_images, read_records
+    from backend.families import get_family
+
+    family = get_family(cfg.model_family)
+    takes = family.for_config(cfg).input_images
+    if not takes or count < 1:
+        return None
+    try:
+        if family.media == "video":
+            from backend.video import read_video_records
+
+            records, problems = read_video_records(cfg)
+            rows = [(str(r.image),) for r in records[:count]]
+        else:
+            records, problems = read_records(cfg)
+            rows = [tuple(str(p) for p in r.inputs)
+                    for r in check_input_images(cfg, records[:count], takes)]
+    except (DatasetError, OSError, ValueError):
+        return None
+    if problems or not rows:
+        return None
+    return [rows[i % len(rows)] for i in range(count)]
+
+
 def _input_images(cfg: RunConfig, paths: tuple[str, ...]) -> list:
+    """PIL images of a prompt's inputs: an image as it is, a clip (a video dataset's row)
+    by its first frame at the training size."""
     from backend.data import load_input_image
-    return [load_input_image(Path(p).expanduser(), cfg) for p in paths]
+    from backend.video import read_frames
+
+    out = []
+    for p in paths:
+        path = Path(p).expanduser()
+        if path.suffix.lower() in IMAGE_EXTS:
+            out.append(load_input_image(path, cfg))
+        else:
+            out.append(read_frames(path, cfg)[0][0])
+    return out
 
 
 def _save_inputs(cfg: RunConfig, job: Job, output_dir: Path) -> str:

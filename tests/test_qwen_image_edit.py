@@ -443,6 +443,7 @@ def test_samples_render_input_base_and_lora(tmp_path, monkeypatch, edit_models, 
     from PIL import Image
 
     from backend.config import ConfigError, RunConfig
+    from backend.jobs.runner import check_before_start
     from backend.samples import plan_samples, render_samples
 
     monkeypatch.setattr(pipeline_qwenimage_edit_plus, "VAE_IMAGE_SIZE", SIZE * SIZE)
@@ -462,9 +463,25 @@ def test_samples_render_input_base_and_lora(tmp_path, monkeypatch, edit_models, 
     base, lora = (np.asarray(Image.open(tmp_path / "samples" / e["image"]), dtype=float)
                   for e in entries)
     assert base.shape == (SIZE, SIZE, 3) and np.abs(lora - base).max() > 0
-    with pytest.raises(ConfigError, match="sample_images: the edit model renders from input"):
+    with pytest.raises(ConfigError, match="sample_images: the model renders from input"):
         plan_samples(cfg.model_copy(update={"sample_images": []}),
                      [out / "step-12.safetensors"])
+    # No sample_images at all: each prompt takes the input images of a dataset row in turn,
+    # and a run is refused before it starts only when neither gives them.
+    rows = json.loads((edit_data / "metadata.json").read_text())
+    from_data = cfg.model_copy(update={
+        "sample_images": [], "sample_prompts": ["a", "b", "c"],
+        "dataset_base_path": str(edit_data),
+        "dataset_metadata_path": str(edit_data / "metadata.json"),
+        "extra_inputs": "edit_image", "data_file_keys": "image,edit_image"})
+    jobs = plan_samples(from_data, [out / "step-12.safetensors"])
+    names = [[Path(p).name for p in j.inputs] for j in jobs if j.scale == 0.0]
+    want = [[Path(n).name for n in (r["edit_image"] if isinstance(r["edit_image"], list)
+                                    else [r["edit_image"]])] for r in rows]
+    assert names == [want[i % len(want)] for i in range(3)]
+    check_before_start(from_data)  # the dataset gives them: nothing to refuse
+    with pytest.raises(ConfigError, match="sample_images: the model renders from input"):
+        check_before_start(from_data.model_copy(update={"dataset_base_path": str(tmp_path)}))
 
 
 @pytest.mark.slow

@@ -497,7 +497,7 @@ def test_i2v_stage1_caches_the_first_frame_as_the_pipeline_conditions_it(
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_i2v_training_lowers_the_loss_and_its_lora_changes_the_pipelines_clip(
-        tmp_path, i2v_models, i2v_stage1, i2v_trained):
+        tmp_path, i2v_models, i2v_stage1, i2v_trained, wan_data):
     """Stage 2 on the first-frame inputs: the held-out loss falls; the diffusers export loads
     with WanImageToVideoPipeline.load_lora_weights and changes the clip; the sample stage's
     code renders base and LoRA clips from a first frame given in sample_images."""
@@ -546,6 +546,22 @@ def test_i2v_training_lowers_the_loss_and_its_lora_changes_the_pipelines_clip(
     assert [e["inputs"] for e in entries] == [[str(tmp_path / "first.png")]] * 2
     assert clips[0].shape == (5, SIZE, SIZE, 3)
     assert float(np.abs(clips[0] - clips[1]).mean()) > 0.5
+
+    # No sample_images: each prompt starts from the first frame of a dataset row's clip,
+    # which the sample set keeps beside the clips (the Results tab's input column).
+    from_rows = cfg.model_copy(update={
+        "sample_images": [], "sample_prompts": ["red", "blue"], "sample_lora_scales": [0.0],
+        "dataset_base_path": str(wan_data), "dataset_metadata_path": str(wan_data /
+                                                                         "metadata.csv"),
+        "num_frames": I2V_FRAMES, "max_pixels": SIZE * SIZE, "extra_inputs": "input_image"})
+    entries = render_samples(from_rows, [ckpt], tmp_path / "from_rows")
+    assert [Path(e["inputs"][0]).name for e in entries] == [CLIPS[0][0], CLIPS[1][0]]
+    for e, colour in zip(entries, (CLIPS[0][1], CLIPS[1][1])):
+        first = np.asarray(Image.open(tmp_path / "from_rows" / e["input_image"]), dtype=float)
+        assert first.shape == (SIZE, SIZE, 3)
+        # the square's colour is in the frame: its strongest channel is the clip's
+        peak = first.reshape(-1, 3)[first.reshape(-1, 3).std(axis=1).argmax()]
+        assert int(np.argmax(peak)) == int(np.argmax(colour)), (e, peak)
 
 
 def test_the_reference_i2v_command_imports_onto_the_diffusers_layout():

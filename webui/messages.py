@@ -252,7 +252,7 @@ ZH_HELP: dict[str, str] = {
     "sample_fps": "视频系列：样片每秒的帧数。",
     "extra_inputs": "除图片和提示词之外传给模型的元数据列：编辑模型用 edit_image（每行一个路径或路径列表：输入图片；image 列是目标图片）；图生视频模型用 input_image（每段视频的第一帧作为条件）。留空：文生图。",
     "zero_cond_t": "编辑模型：输入图片的 token 在 Transformer 的调制中使用时间步 0（模型配置里已开启时总会使用；这里强制开启）。",
-    "sample_images": "编辑模型：每条测试提示词的输入图片，每行对应一条提示词，顺序与 sample_prompts 相同；一条提示词的多张图片用 | 分隔。",
+    "sample_images": "编辑模型和图生视频模型：每条测试提示词的输入图片，每行对应一条提示词，顺序与 sample_prompts 相同；一条提示词的多张图片用 | 分隔。留空：每条提示词依次取数据集一行的输入图片（图生视频的行取其视频的第一帧），第 1 行对应第 1 条提示词，依此类推。",
     "enable_model_cpu_offload": "不用 DeepSpeed 的逐层卸载（单 GPU）：冻结的权重留在锁页内存中，每个模块在运行前才复制到 GPU（与下一个模块的复制重叠），用完即丢弃。不用 DeepSpeed 时显存最省；每一步权重都要经总线传输两次。",
     "enable_optimizer_cpu_offload": "不用 DeepSpeed，把优化器的状态（及其更新计算）放在内存中（单 GPU）。",
     "quant_options": "量化冻结的模型：条目格式为 <model_id>:<glob>:<method>[/<不量化的模块>]，用 ';' 分隔；方法可选 `bitsandbytes_nf4` | `bitsandbytes_int8` | `torchao_int8` | `torchao_fp8`（glob 的文件夹名指明组件：transformer、text_encoder、vae）。LoRA 本身以全精度训练和保存。",

@@ -108,8 +108,9 @@ def input_problems(cfg: "RunConfig") -> list[str]:
 
 def check_before_start(cfg: "RunConfig") -> None:
     """What a config's stages will need, checked before any stage starts: the files each
-    planned stage reads (``input_problems``) and the LoRA target names against the trained
-    component's modules. Raises ConfigError listing every problem."""
+    planned stage reads (``input_problems``), the LoRA target names against the trained
+    component's modules, and each sample prompt's input images. Raises ConfigError listing
+    every problem."""
     from backend.config import ConfigError
 
     problems = input_problems(cfg)
@@ -117,6 +118,13 @@ def check_before_start(cfg: "RunConfig") -> None:
         from backend.lora import target_module_problems
 
         problems += target_module_problems(cfg)
+    if "sample" in cfg.stages and cfg.sample_prompts:
+        from backend.samples import checked_sample_inputs
+
+        try:
+            checked_sample_inputs(cfg)
+        except ConfigError as e:
+            problems += e.problems
     if problems:
         raise ConfigError(problems)
 
