@@ -43,6 +43,9 @@ RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
 START_S = 180
 DEMO_RUN_S = 15 * 60
 STEP_S = 120
+# Every check without its own timeout waits up to this long (playwright's own default is
+# 5 s): the page follows the server by polling, and a loaded machine polls late.
+expect.set_options(timeout=30_000)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(DEMO_RUN_S + 30 * 60)]  # the browser
 
