@@ -511,9 +511,12 @@ VISION_TOKENS_PER_INPUT = (384 // 28) ** 2
 
 
 def input_image_tokens(cfg, h: int, w: int) -> int:
-    """Tokens an edit model's input image adds to a training step (0 for text-to-image)."""
+    """Tokens an edit model's input image adds to a training step (0 for text-to-image,
+    and for image-to-video: its first frame enters through the condition channels of the
+    clip's own tokens)."""
     try:
-        takes = get_family(cfg.model_family).for_config(cfg).input_images
+        family = get_family(cfg.model_family)
+        takes = 0 if family.media == "video" else family.for_config(cfg).input_images
     except Exception:  # noqa: BLE001 - an estimate never fails on a config it cannot bind
         takes = 0
     return image_tokens(h, w) + VISION_TOKENS_PER_INPUT if takes else 0

@@ -370,6 +370,12 @@ def test_estimator_counts_clip_tokens_and_the_presets_fit_their_cards():
     assert i2v.params["transformer"] > big.params["transformer"] + 1e9
     assert expert.params["transformer"] == big.params["transformer"]
     assert expert.image_tokens == 13 * 30 * 52
+    # The first frame conditions through the clip's own channels: no tokens of its own in
+    # the step's activations (an edit model's input image has them).
+    from backend.estimator import input_image_tokens
+
+    assert input_image_tokens(load_preset("wan_2_1_i2v_14b_zero3_offload"), 480, 832) == 0
+    assert input_image_tokens(load_preset("qwen_image_edit_2511_low_vram"), 480, 832) > 0
     for e in (i2v, expert):
         assert fits(e, 24, 128)[0] and not fits(e, 12, 128)[0]
 
