@@ -321,30 +321,47 @@ class OffloadingEncoder:
                     torch.cuda.empty_cache()
         return moved()
 
+    # The modules the second pass of ``model`` offload (the images) needs on the device.
+    image_modules: tuple[str, ...] = ("vae",)
+
     def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
         return self.make_sample(self.prompt_parts(prompt), self.encode_image(pixels), pixels)
 
-    def encode_samples(self, items: list[tuple[Callable[[], Any], str]],
-                       should_stop: Callable[[], bool] = lambda: False, log=print):
-        """Each (load_pixels, prompt) item's sample, in order; ``model`` offload encodes
-        every prompt first, then every image. Stops between two encodings when asked."""
+    def item_prompt(self, item: tuple) -> tuple:
+        """The prompt's tensors of one ``encode_samples`` item (``(load_pixels, prompt)``;
+        a family whose prompt is encoded with input images reads them from the item)."""
+        return self.prompt_parts(item[1])
+
+    def item_sample(self, parts: tuple, item: tuple) -> dict[str, Any]:
+        """One item's sample from its prompt's tensors: its pixels loaded and encoded."""
+        pixels = item[0]()
+        return self.make_sample(parts, self.encode_image(pixels), pixels)
+
+    def encode_samples(self, items: list[tuple], should_stop: Callable[[], bool] = lambda: False,
+                       log=print):
+        """Each item's sample, in order; ``model`` offload encodes every prompt first (the
+        text encoder on the device), then every image (``image_modules`` on the device).
+        Stops between two encodings when asked."""
+        from contextlib import ExitStack
+
         if self.offload != "model":
-            for load, prompt in items:
+            for item in items:
                 if should_stop():
                     return
-                yield self.encode_sample(load(), prompt)
+                yield self.item_sample(self.item_prompt(item), item)
             return
         prompts = []
         with self.on_device("text_encoder"):
-            for _, prompt in items:
+            for item in items:
                 if should_stop():
                     return
-                prompts.append(tuple(t.cpu() for t in self.prompt_parts(prompt)))
+                prompts.append(tuple(t.cpu() for t in self.item_prompt(item)))
         log(f"[encoder] model offload: {len(prompts)} prompt(s) encoded; text encoder back "
-            f"in host RAM, VAE to {self.device}")
-        with self.on_device("vae"):
-            for (load, _), parts in zip(items, prompts):
+            f"in host RAM, {' and '.join(self.image_modules)} to {self.device}")
+        with ExitStack() as stack:
+            for name in self.image_modules:
+                stack.enter_context(self.on_device(name))
+            for item, parts in zip(items, prompts):
                 if should_stop():
                     return
-                pixels = load()
-                yield self.make_sample(parts, self.encode_image(pixels), pixels)
+                yield self.item_sample(parts, item)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from backend.families.qwen_image import EDIT_CLASSES
 from backend.families.qwen_image.adapter import (Adapter, Encoder, _sample, eval_loss,
@@ -182,31 +182,15 @@ class EditEncoder(Encoder):
         emb, mask = self.encode_prompt([prompt], images)
         return self._with_inputs(_sample(emb, mask, self.encode_image(pixels), pixels), images)
 
-    def encode_samples(self, items: list[tuple], should_stop: Callable[[], bool] = lambda: False,
-                       log=print) -> Iterator[dict[str, Any]]:
-        """As ``Encoder.encode_samples``; items are (load_pixels, prompt, load_inputs)."""
-        if self.offload != "model":
-            for load, prompt, inputs in items:
-                if should_stop():
-                    return
-                yield self.encode_sample(load(), prompt, inputs())
-            return
-        prompts = []
-        with self.on_device("text_encoder"):
-            for _, prompt, inputs in items:
-                if should_stop():
-                    return
-                emb, mask = self.encode_prompt([prompt], inputs())
-                prompts.append((emb.cpu(), mask.cpu()))
-        log(f"[encoder] model offload: {len(prompts)} prompt(s) encoded with their input "
-            f"images; text encoder back in host RAM, VAE to {self.device}")
-        with self.on_device("vae"):
-            for (load, _, inputs), (emb, mask) in zip(items, prompts):
-                if should_stop():
-                    return
-                pixels = load()
-                yield self._with_inputs(_sample(emb, mask, self.encode_image(pixels), pixels),
-                                        inputs())
+    def item_prompt(self, item: tuple) -> tuple:
+        """Items are (load_pixels, prompt, load_inputs): the prompt with its input images."""
+        return self.encode_prompt([item[1]], item[2]())
+
+    def item_sample(self, parts: tuple, item: tuple) -> dict[str, Any]:
+        emb, mask = parts
+        pixels = item[0]()
+        return self._with_inputs(_sample(emb, mask, self.encode_image(pixels), pixels),
+                                 item[2]())
 
 
 def load_edit_encoder(dirs, dtype=None, device: Any = "cpu", offload: str = "none", *,
