@@ -145,3 +145,79 @@ def test_ti2v_stage1_and_zero3_training_change_the_pipelines_clip(
     pipe.load_lora_weights(str(export_lora(ckpt, "diffusers", tmp_path)), adapter_name="d")
     assert base.shape == (FRAMES, SIZE, SIZE, 3)
     assert float(abs(clip(pipe) - base).mean()) > 1e-3
+
+
+# ------------------------------------------------------------------------------------------
+# Image-conditioned: the first frame kept clean
+# ------------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_ti2v_from_a_first_frame_trains_on_the_other_frames_and_keeps_the_first(
+        tmp_path, tmp_path_factory, ti2v_models, wan_data):
+    """With extra_inputs input_image stage 1 caches each clip's first frame as
+    WanImageToVideoPipeline (expand_timesteps) encodes it; training lowers the held-out loss
+    of the frames after it; the LoRA changes the pipeline's clip but not its first frame,
+    and the sample stage renders from the image in sample_images."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from backend import lora
+    from backend.cache import load_cached_samples
+    from backend.config import validate
+    from backend.export import export_lora
+    from backend.families import get_family
+    from backend.families.wan import adapter
+    from backend.samples import render_samples
+    from backend.video import read_video_frames
+
+    cache, _ = stage1(tmp_path_factory.mktemp("ti2v_image_cache"), ti2v_models, wan_data,
+                      sources(TI2V_5B), FRAMES, "--extra_inputs", "input_image")
+    samples = load_cached_samples(cache)
+    pipe = pipeline(ti2v_models, image=True)
+    # The folder of PNG frames (lossless): its first frame is exactly the one drawn here.
+    first = Image.fromarray(moving_square(CLIPS[2][1], CLIPS[2][2])[0])
+    with torch.no_grad():
+        pixels = pipe.video_processor.preprocess(first, height=SIZE, width=SIZE)
+        _, condition, mask = pipe.prepare_latents(pixels, 1, 48, SIZE, SIZE, FRAMES,
+                                                  torch.float32, "cpu", None)
+    assert tuple(samples[2]["first_frame"].shape) == (1, 48, 1, SIZE // 16, SIZE // 16)
+    assert torch.allclose(samples[2]["first_frame"], condition, atol=1e-4)
+    assert not mask[:, :, 0].any() and mask[:, :, 1:].all()
+
+    folder = tmp_path / "run"
+    out, _ = train(folder, write_accelerate_config(folder, "plain"), ti2v_models, cache,
+                   f"{TI2V_DIFFUSERS}:transformer/*.safetensors", "--extra_inputs",
+                   "input_image", "--dataset_repeat", "6", "--save_steps", "24",
+                   "--mixed_precision", "no")
+    ckpt = out / "step-24.safetensors"
+    cfg = validate({"model_family": "wan", "models_dir": str(ti2v_models), "offline": True,
+                    "model_id_with_origin_paths": sources(TI2V_5B),
+                    "extra_inputs": "input_image"}, require_inputs=False)
+    family = get_family("wan").for_config(cfg)
+    tdir = ti2v_models / TI2V_DIFFUSERS / "transformer"
+    before = family.eval_loss(adapter.load_transformer(tdir), samples)
+    trained = adapter.load_transformer(tdir)
+    lora.load_lora(trained, ckpt)
+    after = family.eval_loss(trained, samples)
+    print(f"ti2v image-conditioned held-out loss {before:.4f} -> {after:.4f}")
+    assert after < before * 0.9, (before, after)
+
+    base = clip(pipe, image=first)
+    pipe.load_lora_weights(str(export_lora(ckpt, "diffusers", tmp_path)), adapter_name="d")
+    with_lora = clip(pipe, image=first)
+    assert float(abs(with_lora[1:] - base[1:]).mean()) > 1e-3
+    assert float(abs(with_lora[0] - base[0]).max()) < 1e-4  # the clean first frame
+
+    first.save(tmp_path / "first.png")
+    cfg = cfg.model_copy(update={
+        "stages": ["sample"], "sample_prompts": ["a green dot, zlr style"],
+        "sample_images": [str(tmp_path / "first.png")], "sample_steps": 2, "sample_cfg": 1.0,
+        "sample_height": SIZE, "sample_width": SIZE, "sample_num_frames": FRAMES,
+        "sample_fps": 8, "sample_lora_scales": [0, 1]})
+    entries = render_samples(cfg, [ckpt], tmp_path / "samples")
+    clips = [np.stack(read_video_frames(tmp_path / "samples" / e["image"])).astype(np.float32)
+             for e in entries]
+    assert [e["inputs"] for e in entries] == [[str(tmp_path / "first.png")]] * 2
+    assert clips[0].shape == (FRAMES, SIZE, SIZE, 3)
+    assert float(np.abs(clips[0] - clips[1]).mean()) > 0.5

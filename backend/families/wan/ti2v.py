@@ -193,12 +193,18 @@ class TI2VAdapter(Adapter):
             raise ValueError("dataset_base_path: a cached sample has no first frame (got a "
                              "text-to-video cache; allowed a cache written by "
                              "sft:data_process with extra_inputs input_image)")
-        return training_loss(transformer, sample, schedule, generator, dtype,
+        return training_loss(transformer, self._own(sample), schedule, generator, dtype,
                              self.timestep_range, flow_matching_loss)
+
+    def _own(self, sample):
+        """The sample as this run trains it: text-to-video leaves a cached first frame out."""
+        return sample if self.image else {k: v for k, v in sample.items()
+                                          if k != "first_frame"}
 
     def eval_loss(self, transformer, samples, seed: int = 0,
                   indices: tuple[int, ...] = (100, 300, 500, 700, 900)) -> float:
-        return eval_loss(transformer, samples, seed, indices, flow_matching_loss)
+        return eval_loss(transformer, [self._own(s) for s in samples], seed, indices,
+                         flow_matching_loss)
 
     def load_pipeline(self, dirs, dtype=None):
         return load_ti2v_pipeline(dirs, dtype, self.image)
