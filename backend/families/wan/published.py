@@ -119,6 +119,7 @@ VAE_22: dict[str, Any] = {
 # scheduler/ of the TI2V-5B: the family's UniPC with shift 5 (the model card's sample_shift).
 SCHEDULER_TI2V_5B: dict[str, Any] = {**SCHEDULER, "flow_shift": 5.0}
 CONFIGS_TI2V_5B = {**CONFIGS, "transformer": TRANSFORMER_TI2V_5B, "vae": VAE_22}
-VARIANT_CONFIGS = {"wan22_ti2v_5b": CONFIGS_TI2V_5B, "wan_t2v_14b": CONFIGS_14B, "wan_i2v_14b_480p": CONFIGS_I2V_14B,
+VARIANT_CONFIGS = {"wan22_ti2v_5b": CONFIGS_TI2V_5B, "wan_t2v_14b": CONFIGS_14B,
+                   "wan_i2v_14b_480p": CONFIGS_I2V_14B,
                    "wan_i2v_14b_720p": CONFIGS_I2V_14B, "wan22_t2v_a14b": CONFIGS_14B,
                    "wan22_i2v_a14b": CONFIGS_I2V_A14B}
