@@ -221,3 +221,19 @@ def test_ti2v_from_a_first_frame_trains_on_the_other_frames_and_keeps_the_first(
     assert [e["inputs"] for e in entries] == [[str(tmp_path / "first.png")]] * 2
     assert clips[0].shape == (FRAMES, SIZE, SIZE, 3)
     assert float(np.abs(clips[0] - clips[1]).mean()) > 0.5
+
+
+PRESET = "wan_2_2_ti2v_5b_24gb"
+
+
+def test_the_24gb_preset_loads_holds_only_its_changes_and_binds_the_ti2v_adapter(tmp_path):
+    """tests/test_presets.py's checks on this preset, and the run it loads is a TI2V-5B's."""
+    from backend.config import load_preset
+    from backend.families import get_family
+    from tests import test_presets as presets
+
+    presets.test_every_preset_loads_and_holds_only_what_it_changes(PRESET)
+    presets.test_load_save_load_round_trips(tmp_path, PRESET)
+    cfg = load_preset(PRESET)
+    assert (cfg.height, cfg.width, cfg.num_frames, cfg.sample_fps) == (704, 1280, 121, 24)
+    assert get_family("wan").for_config(cfg).title == "Wan2.2-TI2V-5B"
