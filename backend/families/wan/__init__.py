@@ -17,6 +17,12 @@ keep its steps in its range. Samples load both experts (``transformer_2``,
 ``boundary_ratio``) and put the LoRA on the trained one; a low-noise expert's diffusers
 export loads with ``load_lora_weights(file, load_into_transformer_2=True)``.
 
+Wan 2.2 TI2V-5B (``Wan-AI/Wan2.2-TI2V-5B``): one 5B transformer over the Wan 2.2 VAE's
+48-channel latents (16x spatial compression), one timestep per token; text-to-video, or
+with ``extra_inputs: input_image`` the clip's first frame kept clean as
+``WanImageToVideoPipeline`` keeps it (``ti2v.py``). Found by model id or, for a local
+pipeline folder, by ``expand_timesteps`` in its model_index.json (or the Wan 2.2 VAE).
+
 Image-to-video (``Wan-AI/Wan2.1-I2V-14B-480P`` / ``-720P``): the first frame of each clip
 conditions it, as ``WanImageToVideoPipeline`` does: its CLIP vision embedding
 (``CLIPVisionModel`` + ``CLIPImageProcessor``, the ``image_encoder`` / ``image_processor``
@@ -54,6 +60,7 @@ I2V_480P = "Wan-AI/Wan2.1-I2V-14B-480P"
 I2V_720P = "Wan-AI/Wan2.1-I2V-14B-720P"
 I2V_CLASSES = ("WanImageToVideoPipeline",)
 T2V_A14B = "Wan-AI/Wan2.2-T2V-A14B"
+TI2V_5B = "Wan-AI/Wan2.2-TI2V-5B"
 I2V_A14B = "Wan-AI/Wan2.2-I2V-A14B"
 DIFFUSERS = "-Diffusers"
 # The reference trainer's targets (the original module names) and diffusers' spellings.
@@ -89,6 +96,14 @@ def expert_defaults(repo: str, expert: str, image: bool, boundary: float) -> dic
     return {"model_id_with_origin_paths": src, "min_timestep_boundary": lo,
             "max_timestep_boundary": hi, "num_frames": 49, "sample_num_frames": 49,
             **({"extra_inputs": "input_image"} if image else {})}
+
+
+def ti2v_defaults() -> dict:
+    """What Wan2.2-TI2V-5B changes: its sources and the model card's 704x1280 (area; the
+    transpose works too), 121 frames at 24 fps (50 steps, guidance 5 as the family's)."""
+    return {"model_id_with_origin_paths": sources(TI2V_5B), "max_pixels": 704 * 1280,
+            "num_frames": 121, "sample_height": 704, "sample_width": 1280,
+            "sample_num_frames": 121, "sample_fps": 24}
 
 
 SPEC = FamilySpec(
@@ -148,6 +163,10 @@ SPEC = FamilySpec(
         Variant("wan22_i2v_a14b", "Wan2.2-I2V-A14B", (I2V_A14B, I2V_A14B + DIFFUSERS),
                 input_images=1,
                 defaults=expert_defaults(I2V_A14B, "transformer_2", True, 0.358)),
+        # One 5B transformer over the Wan 2.2 VAE's latents (``ti2v.py``): text-to-video, or
+        # from a clean first frame with extra_inputs input_image.
+        Variant("wan22_ti2v_5b", "Wan2.2-TI2V-5B", (TI2V_5B, TI2V_5B + DIFFUSERS),
+                defaults=ti2v_defaults()),
     ),
     # The reference's original module names, as peft matches them in diffusers' model.
     target_aliases={"q": "to_q", "k": "to_k", "v": "to_v", "o": "to_out.0",
@@ -172,7 +191,8 @@ SPEC = FamilySpec(
             "modules: self- and cross-attention of every block and its feed-forward."),
         "num_frames": "Wan: 81 frames (5 s at 16 fps) as released; 4k+1.",
         "extra_inputs": "Wan image-to-video: input_image (the reference's flag); the first "
-                        "frame of each clip conditions it.",
+                        "frame of each clip conditions it (Wan2.2-TI2V-5B: kept clean, "
+                        "the loss on the other frames).",
         "sample_images": "Wan image-to-video: the first frame of each sample prompt's clip.",
         "data_process_offload": "Wan: the UMT5-XXL text encoder is 11 GB in bf16; model "
                                 "offload holds it and the VAE one at a time.",

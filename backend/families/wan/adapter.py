@@ -207,12 +207,15 @@ def padded_prompt(prompt_emb, length: int = MAX_SEQUENCE_LENGTH):
 
 def predict(transformer, noisy_latents, timestep, prompt_emb, condition=None,
             image_embeds=None):
-    """The flow (noise - x0) the transformer predicts at ``timestep`` (a 0-d tensor). An
+    """The flow (noise - x0) the transformer predicts at ``timestep`` (a 0-d tensor, or one
+    per token [B, tokens] as Wan2.2-TI2V-5B's pipeline passes it: ``ti2v.py``). An
     image-to-video sample's ``condition`` goes after the noisy latents' channels and its
     ``image_embeds`` to the image cross-attention, as ``WanImageToVideoPipeline`` does."""
     import torch
 
-    t = timestep.to(noisy_latents.dtype).expand(noisy_latents.shape[0])
+    t = timestep.to(noisy_latents.dtype)
+    if t.ndim == 0:
+        t = t.expand(noisy_latents.shape[0])
     if condition is not None:
         noisy_latents = torch.cat([noisy_latents, condition.to(noisy_latents)], dim=1)
     if image_embeds is not None:
@@ -248,9 +251,10 @@ def boundary_indices(cfg, n: int = NUM_TRAIN_TIMESTEPS) -> tuple[int, int]:
 
 
 def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, generator, dtype,
-                  indices: tuple[int, int] | None = None):
+                  indices: tuple[int, int] | None = None, loss_fn=None):
     """One step's loss: a uniform schedule index (in ``indices`` [lo, hi) when given: one
-    expert's range, logged with the timestep drawn) and fresh noise from ``generator``."""
+    expert's range, logged with the timestep drawn) and fresh noise from ``generator``;
+    ``loss_fn`` a variant's ``flow_matching_loss`` (default this module's)."""
     import torch
 
     lo, hi = indices or (0, len(schedule.sigmas))
@@ -259,14 +263,16 @@ def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, gener
         print(f"[wan] timestep {float(schedule.timesteps[index]):.2f} (schedule index "
               f"{index} of [{lo}, {hi}))", flush=True)
     noise = torch.randn(sample["latents"].shape, generator=generator)
-    return flow_matching_loss(transformer, sample, schedule, index, noise, dtype)
+    return (loss_fn or flow_matching_loss)(transformer, sample, schedule, index, noise, dtype)
 
 
 def eval_loss(transformer, samples: list[dict[str, Any]], seed: int = 0,
-              indices: tuple[int, ...] = (100, 300, 500, 700, 900)) -> float:
-    """Mean loss over ``samples`` x ``indices`` with noise fixed by ``seed``."""
+              indices: tuple[int, ...] = (100, 300, 500, 700, 900), loss_fn=None) -> float:
+    """Mean loss over ``samples`` x ``indices`` with noise fixed by ``seed`` (``loss_fn``: a
+    variant's ``flow_matching_loss``, default this module's)."""
     import torch
 
+    loss_fn = loss_fn or flow_matching_loss
     schedule = training_schedule()
     dtype = next(transformer.parameters()).dtype
     total, n = 0.0, 0
@@ -275,8 +281,7 @@ def eval_loss(transformer, samples: list[dict[str, Any]], seed: int = 0,
             for index in indices:
                 g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
                 noise = torch.randn(sample["latents"].shape, generator=g)
-                total += float(flow_matching_loss(transformer, sample, schedule, index,
-                                                  noise, dtype))
+                total += float(loss_fn(transformer, sample, schedule, index, noise, dtype))
                 n += 1
     return total / max(n, 1)
 
@@ -323,8 +328,10 @@ def route_lora(pipe, expert: str):
 def load_pipeline(dirs, dtype=None):
     """``WanPipeline`` from the resolved component folders, on the CPU in ``dtype`` (the VAE
     in float32). A two-expert model loads both experts; a LoRA then goes on the one the
-    trained folder is (``route_lora``)."""
+    trained folder is (``route_lora``). Folders of a TI2V-5B set ``expand_timesteps``."""
     from diffusers import UniPCMultistepScheduler, WanPipeline
+
+    from backend.families.wan.ti2v import dirs_are_ti2v
 
     pipe = WanPipeline(
         **load_experts(dirs["transformer"], dtype),
@@ -332,6 +339,7 @@ def load_pipeline(dirs, dtype=None):
         vae=load_vae(dirs["vae"], dtype),
         tokenizer=load_tokenizer(dirs["tokenizer"]),
         scheduler=UniPCMultistepScheduler.from_pretrained(dirs["scheduler"]),
+        expand_timesteps=dirs_are_ti2v(dirs),
     )
     return route_lora(pipe, Path(dirs["transformer"]).name)
 
@@ -382,12 +390,14 @@ class Adapter(Family):
                              self.timestep_range)
 
     def for_config(self, cfg):
-        """The image-to-video adapter for an I2V model (``i2v.py``), else this one; bound to
-        the run's timestep range when ``min/max_timestep_boundary`` narrow it."""
+        """The TI2V-5B adapter (``ti2v.py``) or the image-to-video adapter for an I2V model
+        (``i2v.py``), else this one; bound to the run's timestep range when
+        ``min/max_timestep_boundary`` narrow it."""
         import copy
 
         from backend.families.wan.i2v import i2v_adapter_for
-        bound = i2v_adapter_for(self, cfg)
+        from backend.families.wan.ti2v import ti2v_adapter_for
+        bound = ti2v_adapter_for(self, cfg) or i2v_adapter_for(self, cfg)
         lo, hi = boundary_indices(cfg)
         if (lo, hi) != (0, NUM_TRAIN_TIMESTEPS):
             bound = copy.copy(bound)

@@ -14,7 +14,10 @@ so ``WanPipeline.from_pretrained(OUT_DIR)`` loads it. Weights are safetensors on
 transformer with 36 input channels and image cross-attention (``image_dim``,
 ``added_kv_proj_dim``), plus ``image_encoder/`` (transformers' ``CLIPVisionModel``) and
 ``image_processor/`` (``CLIPImageProcessor``) at toy sizes; ``build_tiny_wan_a14b`` the
-two-expert layout of Wan 2.2 A14B (``transformer/``, ``transformer_2/``, ``boundary_ratio``).
+two-expert layout of Wan 2.2 A14B (``transformer/``, ``transformer_2/``, ``boundary_ratio``);
+``build_tiny_wan_ti2v`` the Wan2.2-TI2V-5B layout (the Wan 2.2 VAE: 2x2 pixel patches,
+residual sampling, 16x spatial compression to 48 channels; a transformer over 48 channels;
+``expand_timesteps`` in model_index.json).
 
 Run:
     python -m backend.families.tiny OUT_DIR --family wan [--seed 0]
@@ -94,16 +97,18 @@ def build_transformer(seed: int, overrides: dict | None = None):
     return WanTransformer3DModel(**{**TRANSFORMER_CONFIG, **(overrides or {})}).eval()
 
 
-def build_components(seed: int = 0, transformer_config: dict | None = None) -> dict:
+def build_components(seed: int = 0, transformer_config: dict | None = None,
+                     vae_config: dict | None = None, scheduler_config: dict | None = None
+                     ) -> dict:
     """The five pipeline components, random-init from ``seed`` (float32)."""
     from diffusers import AutoencoderKLWan, UniPCMultistepScheduler
 
     tokenizer = build_tokenizer()
     text_encoder = build_text_encoder(tokenizer, seed * 1000 + 1)
     torch.manual_seed(seed * 1000 + 2)
-    vae = AutoencoderKLWan(**VAE_CONFIG).eval()
+    vae = AutoencoderKLWan(**(vae_config or VAE_CONFIG)).eval()
     transformer = build_transformer(seed * 1000 + 3, transformer_config)
-    scheduler = UniPCMultistepScheduler(**SCHEDULER_CONFIG)
+    scheduler = UniPCMultistepScheduler(**(scheduler_config or SCHEDULER_CONFIG))
     return dict(transformer=transformer, vae=vae, text_encoder=text_encoder,
                 tokenizer=tokenizer, scheduler=scheduler)
 
@@ -175,4 +180,30 @@ def build_tiny_wan_a14b(out_dir: str | Path, seed: int = 0, boundary_ratio: floa
     components = build_components(seed)
     components.update(transformer_2=build_transformer(seed * 1000 + 5),
                       boundary_ratio=boundary_ratio)
+    return save_pipeline(components, out_dir)
+
+
+# Wan2.2-TI2V-5B: the Wan 2.2 VAE's layout (the released one's patching, residual sampling,
+# compression and latents_mean / latents_std) at toy width; the transformer over its 48
+# channels; the released scheduler's shift 5.
+def _ti2v_vae_config() -> dict:
+    from backend.families.wan.published import VAE_22
+
+    keep = ("in_channels", "out_channels", "is_residual", "patch_size", "scale_factor_spatial",
+            "scale_factor_temporal", "temperal_downsample", "z_dim", "latents_mean",
+            "latents_std")
+    return {**{k: VAE_22[k] for k in keep}, "base_dim": 8, "decoder_base_dim": 8,
+            "dim_mult": [1, 1, 1, 1], "num_res_blocks": 1}
+
+
+TI2V_TRANSFORMER = dict(in_channels=48, out_channels=48)
+
+
+def build_tiny_wan_ti2v(out_dir: str | Path, seed: int = 0) -> Path:
+    """Write a random-init tiny Wan2.2-TI2V-5B pipeline (``WanPipeline`` with
+    ``expand_timesteps``) to ``out_dir``; return its path. The text encoder and tokenizer
+    are those of ``build_tiny_wan`` with the same seed."""
+    components = build_components(seed, TI2V_TRANSFORMER, _ti2v_vae_config(),
+                                  {**SCHEDULER_CONFIG, "flow_shift": 5.0})
+    components["expand_timesteps"] = True
     return save_pipeline(components, out_dir)
