@@ -500,8 +500,8 @@ def clip_tokens(cfg, height: int, width: int, frames: int) -> int:
     """Tokens of one training item: an image's, or for a video family a clip's (latent
     frames x latent area, the family's count)."""
     family = get_family(cfg.model_family)
-    if family.media == "video":
-        return family.video_tokens(height, width, frames)
+    if family.media == "video":  # the variant's own VAE factors
+        return family.for_config(cfg).video_tokens(height, width, frames)
     return image_tokens(height, width)
 
 

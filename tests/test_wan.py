@@ -376,6 +376,11 @@ def test_estimator_counts_clip_tokens_and_the_presets_fit_their_cards():
 
     assert input_image_tokens(load_preset("wan_2_1_i2v_14b_zero3_offload"), 480, 832) == 0
     assert input_image_tokens(load_preset("qwen_image_edit_2511_low_vram"), 480, 832) > 0
+    # TI2V-5B's VAE is 16x: 121 frames at 704x1280 are 31 x 22 x 40 tokens; its preset
+    # fits the 24 GB card it is named for.
+    ti2v = estimate_memory(load_preset("wan_2_2_ti2v_5b_24gb"))
+    assert ti2v.image_tokens == 31 * 22 * 40
+    assert fits(ti2v, 24, 64)[0], fits(ti2v, 24, 64)[1]
     for e in (i2v, expert):
         assert fits(e, 24, 128)[0] and not fits(e, 12, 128)[0]
 

@@ -81,6 +81,11 @@ def test_ti2v_is_named_by_its_id_and_found_in_a_local_folder(ti2v_models):
     local = validate({"model_family": "wan", "model_id_with_origin_paths":
                       str(ti2v_models / TI2V_DIFFUSERS)}, require_inputs=False)
     assert family.for_config(local).title == "Wan2.2-TI2V-5B"
+    # The folder alone (no family, no id) is the variant, with the model card's defaults.
+    found = validate({"model_id_with_origin_paths": str(ti2v_models / TI2V_DIFFUSERS)},
+                     require_inputs=False)
+    assert family_of(found.to_dict()) == ("wan", "wan22_ti2v_5b")
+    assert (found.sample_num_frames, found.sample_fps) == (121, 24)
     t2v = validate({"model_family": "wan"}, require_inputs=False)
     assert family.for_config(t2v) is family
 

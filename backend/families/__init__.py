@@ -132,10 +132,25 @@ def recognise(sources: str | None, model_paths: str | None = None
             if model_id in spec.model_ids():
                 return spec.name, spec.variant_of(model_id)
     for f in files:
-        # The pipeline's class (model_index.json) first: it names the variant too.
-        for n in _class_names(Path(str(f)).expanduser()):
+        # The pipeline's class (model_index.json) first: it names the variant too, or with
+        # a value only one variant's pipeline sets.
+        path = Path(str(f)).expanduser()
+        index = _model_index(path)
+        for n in _class_names(path):
             for spec in specs.values():
                 if n in spec.recognise_classes:
-                    return spec.name, next((v for v in spec.variants if n in v.classes),
-                                           None)
+                    by_value = [v for v in spec.variants if v.index_values and all(
+                        index.get(k) == want for k, want in v.index_values.items())]
+                    return spec.name, next(iter(by_value), None) or next(
+                        (v for v in spec.variants if n in v.classes), None)
     return None
+
+
+def _model_index(path: Path) -> dict:
+    """The model_index.json of a pipeline folder (or of the folder a file is in); {}."""
+    folder = path if path.is_dir() else path.parent
+    try:
+        data = json.loads((folder / "model_index.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -70,6 +70,9 @@ class Variant:
     # Pipeline ``_class_name`` values (a local pipeline folder's model_index.json) that name
     # this variant when no known model id does.
     classes: tuple[str, ...] = ()
+    # Other model_index.json values that name this variant (a flag only its pipeline sets),
+    # for a local folder whose pipeline class it shares with other variants.
+    index_values: Mapping[str, Any] = field(default_factory=dict)
     # Input images one sample takes beside its target (edit models); 0: text-to-image.
     input_images: int = 0
 
