@@ -39,6 +39,22 @@ def ti2v_stage1(tmp_path_factory, ti2v_models, wan_data):
                   sources(TI2V_5B), FRAMES)
 
 
+def assert_loss_falls(models: Path, cfg, ckpt: Path, samples, what: str) -> None:
+    """The cached samples' held-out loss falls by over 10% with the LoRA ``ckpt`` loaded."""
+    from backend import lora
+    from backend.families import get_family
+    from backend.families.wan import adapter
+
+    family = get_family("wan").for_config(cfg)
+    tdir = models / TI2V_DIFFUSERS / "transformer"
+    before = family.eval_loss(adapter.load_transformer(tdir), samples)
+    trained = adapter.load_transformer(tdir)
+    lora.load_lora(trained, ckpt)
+    after = family.eval_loss(trained, samples)
+    print(f"{what} held-out loss {before:.4f} -> {after:.4f}")
+    assert after < before * 0.9, (before, after)
+
+
 def pipeline(models: Path, image: bool = False):
     from diffusers import WanImageToVideoPipeline, WanPipeline
 
@@ -107,12 +123,9 @@ def test_ti2v_stage1_and_zero3_training_change_the_pipelines_clip(
     WanPipeline with expand_timesteps and changes the clip."""
     import torch
 
-    from backend import lora
     from backend.cache import load_cached_samples
     from backend.config import validate
     from backend.export import export_lora
-    from backend.families import get_family
-    from backend.families.wan import adapter
     from backend.video import load_clip
 
     cache, _ = ti2v_stage1
@@ -137,14 +150,7 @@ def test_ti2v_stage1_and_zero3_training_change_the_pipelines_clip(
     ckpt = out / "step-24.safetensors"
     assert ckpt.is_file(), sorted(p.name for p in out.iterdir())
 
-    family = get_family("wan").for_config(cfg)
-    tdir = ti2v_models / TI2V_DIFFUSERS / "transformer"
-    before = family.eval_loss(adapter.load_transformer(tdir), samples)
-    trained = adapter.load_transformer(tdir)
-    lora.load_lora(trained, ckpt)
-    after = family.eval_loss(trained, samples)
-    print(f"ti2v held-out loss {before:.4f} -> {after:.4f}")
-    assert after < before * 0.9, (before, after)
+    assert_loss_falls(ti2v_models, cfg, ckpt, samples, "ti2v")
 
     base = clip(pipe)
     pipe.load_lora_weights(str(export_lora(ckpt, "diffusers", tmp_path)), adapter_name="d")
@@ -167,12 +173,9 @@ def test_ti2v_from_a_first_frame_trains_on_the_other_frames_and_keeps_the_first(
     import torch
     from PIL import Image
 
-    from backend import lora
     from backend.cache import load_cached_samples
     from backend.config import validate
     from backend.export import export_lora
-    from backend.families import get_family
-    from backend.families.wan import adapter
     from backend.samples import render_samples
     from backend.video import read_video_frames
 
@@ -199,14 +202,7 @@ def test_ti2v_from_a_first_frame_trains_on_the_other_frames_and_keeps_the_first(
     cfg = validate({"model_family": "wan", "models_dir": str(ti2v_models), "offline": True,
                     "model_id_with_origin_paths": sources(TI2V_5B),
                     "extra_inputs": "input_image"}, require_inputs=False)
-    family = get_family("wan").for_config(cfg)
-    tdir = ti2v_models / TI2V_DIFFUSERS / "transformer"
-    before = family.eval_loss(adapter.load_transformer(tdir), samples)
-    trained = adapter.load_transformer(tdir)
-    lora.load_lora(trained, ckpt)
-    after = family.eval_loss(trained, samples)
-    print(f"ti2v image-conditioned held-out loss {before:.4f} -> {after:.4f}")
-    assert after < before * 0.9, (before, after)
+    assert_loss_falls(ti2v_models, cfg, ckpt, samples, "ti2v image-conditioned")
 
     base = clip(pipe, image=first)
     pipe.load_lora_weights(str(export_lora(ckpt, "diffusers", tmp_path)), adapter_name="d")
