@@ -714,3 +714,63 @@ def test_the_reference_a14b_commands_import_with_their_expert_and_range():
                                           r"max_timestep_boundary \(got 0.9 with"):
         validate({"model_family": "wan", "min_timestep_boundary": 0.9,
                   "max_timestep_boundary": 0.5}, require_inputs=False)
+
+
+I2V_A14B_ID = "Wan-AI/Wan2.2-I2V-A14B"
+I2V_A14B_DIFFUSERS = I2V_A14B_ID + "-Diffusers"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_i2v_a14b_low_noise_expert_from_the_clips_to_a_clip_with_its_lora(tmp_path_factory,
+                                                                         wan_data):
+    """Wan2.2-I2V-A14B end to end: stage 1 caches the first-frame condition without a CLIP
+    image encoder (the model has none); the low-noise expert trains in its range from the
+    reference's low_noise_model/ name; the sample stage's code loads both experts, starts
+    from a dataset row's first frame (no sample_images), and the LoRA's clip differs from
+    the base model's."""
+    import json
+
+    import numpy as np
+    from safetensors import safe_open
+
+    from backend.config import validate
+    from backend.samples import render_samples
+    from backend.video import read_video_frames
+
+    models = tiny_models(tmp_path_factory, "build_tiny_wan_i2v_a14b", I2V_A14B_DIFFUSERS)
+    cache, _ = stage1(tmp_path_factory.mktemp("i2v_a14b_cache"), models, wan_data,
+                      sources(I2V_A14B_ID), I2V_FRAMES, "--extra_inputs", "input_image")
+    first = sorted(cache.glob("*.safetensors"))[0]
+    with safe_open(str(first), "pt") as f:
+        keys = set(f.keys())
+    assert "condition" in keys and "image_embeds" not in keys, keys
+
+    folder = tmp_path_factory.mktemp("i2v_a14b_train")
+    out, proc = train(folder, write_accelerate_config(folder, "plain"), models, cache,
+                      f"{I2V_A14B_ID}:low_noise_model/diffusion_pytorch_model*.safetensors",
+                      "--extra_inputs", "input_image", "--min_timestep_boundary", "0.358",
+                      "--max_timestep_boundary", "1", "--dataset_repeat", "3",
+                      "--save_steps", "12", "--mixed_precision", "no")
+    args = json.loads((out / "training_args.json").read_text())
+    assert Path(args["resolved_components"]["transformer"]).name == "transformer_2"
+    ckpt = out / "step-12.safetensors"
+    assert ckpt.is_file()
+
+    cfg = validate({"model_family": "wan", "models_dir": str(models), "offline": True,
+                    "model_id_with_origin_paths": f"{I2V_A14B_DIFFUSERS}:transformer_2/"
+                    "*.safetensors," + ",".join(sources(I2V_A14B_ID).split(",")[1:]),
+                    "extra_inputs": "input_image", "stages": ["sample"],
+                    "dataset_base_path": str(wan_data),
+                    "dataset_metadata_path": str(wan_data / "metadata.csv"),
+                    "num_frames": I2V_FRAMES, "height": SIZE, "width": SIZE,
+                    "sample_prompts": [CLIPS[0][3]], "sample_steps": 4, "sample_cfg": 1.0,
+                    "sample_height": SIZE, "sample_width": SIZE, "sample_num_frames": 5,
+                    "sample_fps": 8, "sample_lora_scales": [0, 1]}, require_inputs=False)
+    samples = tmp_path_factory.mktemp("i2v_a14b_samples")
+    entries = render_samples(cfg, [ckpt], samples)
+    assert [Path(e["inputs"][0]).name for e in entries] == [CLIPS[0][0]] * 2
+    clips = [np.stack(read_video_frames(samples / e["image"])).astype(np.float32)
+             for e in entries]
+    assert clips[0].shape == (5, SIZE, SIZE, 3)
+    assert float(np.abs(clips[0] - clips[1]).mean()) > 0.5

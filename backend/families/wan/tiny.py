@@ -183,6 +183,24 @@ def build_tiny_wan_a14b(out_dir: str | Path, seed: int = 0, boundary_ratio: floa
     return save_pipeline(components, out_dir)
 
 
+# Wan2.2-I2V-A14B: two experts over the first-frame condition channels, no CLIP image
+# encoder (no image cross-attention).
+I2V_A14B_TRANSFORMER = dict(in_channels=36)
+
+
+def build_tiny_wan_i2v_a14b(out_dir: str | Path, seed: int = 0, boundary_ratio: float = 0.9
+                            ) -> Path:
+    """Write a random-init tiny Wan2.2-I2V-A14B pipeline (``WanImageToVideoPipeline``,
+    ``transformer`` the high-noise expert and ``transformer_2`` the low-noise one, no image
+    encoder) to ``out_dir``; return its path. Encoders as ``build_tiny_wan``'s."""
+    from diffusers import WanImageToVideoPipeline
+
+    components = build_components(seed, I2V_A14B_TRANSFORMER)
+    components.update(transformer_2=build_transformer(seed * 1000 + 5, I2V_A14B_TRANSFORMER),
+                      boundary_ratio=boundary_ratio, image_encoder=None, image_processor=None)
+    return save_pipeline(components, out_dir, WanImageToVideoPipeline)
+
+
 # Wan2.2-TI2V-5B: the Wan 2.2 VAE's layout (the released one's patching, residual sampling,
 # compression and latents_mean / latents_std) at toy width; the transformer over its 48
 # channels; the released scheduler's shift 5.
