@@ -5,9 +5,10 @@ Their packages import each other and resolve model classes lazily, on first attr
 access. Two threads doing that at once can each be handed the other's half-initialised
 module (Python accepts a partial module rather than deadlock on a circular import), and one
 of them fails with ``cannot import name ...``. The stage processes are single-threaded; the
-app answers several browser events at once (an estimate and a Start, say), so everything it
-reaches the libraries through goes by this module: ``get_family`` loads them and its
-family's classes here, and code that looks a class up by name calls ``model_class``.
+app answers several browser events at once (an estimate and a Start, say), so it calls
+``threaded()`` at start and everything it reaches the libraries through goes by this
+module: ``get_family`` loads them and its family's classes here, and code that looks a
+class up by name calls ``model_class``.
 """
 from __future__ import annotations
 
@@ -16,7 +17,21 @@ from typing import Iterable
 
 _LOCK = threading.RLock()
 _loaded = False
+_threaded = False
 _classes: dict[str, type] = {}
+
+
+def threaded() -> None:
+    """Say that this process reaches the libraries from several threads (the app calls it
+    at start): ``get_family`` then loads them, and the family's classes, under the lock
+    before it hands the family out. A stage process stays lazy, so bad input is refused
+    before torch is imported."""
+    global _threaded
+    _threaded = True
+
+
+def is_threaded() -> bool:
+    return _threaded
 
 
 def load() -> None:

@@ -207,10 +207,12 @@ def test_no_stage_imports_another_stage():
 
 RACE = r"""
 import sys, threading, traceback
+from backend import libraries
 from backend.config import RunConfig
 from backend.estimator import estimate_memory
 from backend.families import get_family
 
+libraries.threaded()  # as the app says at its start
 start, errors = threading.Barrier(2), []
 
 def run(fn):

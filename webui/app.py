@@ -101,6 +101,9 @@ def create_app(runner, workspace: Path, models_dir: Path | None = None,
     """
     if lang not in (None, "en", "zh"):
         raise ValueError(f"lang: unknown (got {lang!r}; allowed en | zh)")
+    from backend import libraries
+
+    libraries.threaded()  # browser events run in threads: the libraries load under a lock
     workspace = Path(workspace).expanduser().resolve()
     ctx = Ctx(runner=runner, workspace=workspace,
               models_dir=Path(models_dir).expanduser().resolve() if models_dir else None,

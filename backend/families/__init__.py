@@ -69,25 +69,39 @@ def family_spec(name: str) -> FamilySpec:
     return specs[name]
 
 
-@lru_cache(maxsize=None)
 def get_family(name: str) -> "Family":
     """The adapter of family ``name`` (imports its module, and so torch)."""
     from backend import libraries
 
+    adapter = _adapter(name)
+    if libraries.is_threaded() and name not in _READY:
+        with libraries.locked():
+            if name not in _READY:
+                # The classes the family's folders name, resolved now and under the lock:
+                # the adapter's own ``from diffusers import ...`` then only reads attributes.
+                libraries.load()
+                for component in adapter.spec.components:
+                    for class_name in component.classes:
+                        try:
+                            libraries.model_class(class_name)
+                        except AttributeError:
+                            pass
+                adapter.transformer_class()
+                _READY.add(name)
+    return adapter
+
+
+_READY: set[str] = set()
+
+
+@lru_cache(maxsize=None)
+def _adapter(name: str) -> "Family":
+    from backend import libraries
+
     spec = family_spec(name)
-    with libraries.locked():
-        libraries.load()
+    with libraries.locked():  # one thread imports an adapter module at a time
         adapter = importlib.import_module(spec.adapter).Adapter()
-        adapter.spec = spec
-        # The classes the family's folders name, resolved now and under the lock: the
-        # adapter's own ``from diffusers import ...`` then only reads attributes.
-        for component in spec.components:
-            for class_name in component.classes:
-                try:
-                    libraries.model_class(class_name)
-                except AttributeError:
-                    pass
-        adapter.transformer_class()
+    adapter.spec = spec
     return adapter
 
 
