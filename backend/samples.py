@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from backend import rundir
-from backend.media_types import IMAGE_EXTS
 from backend.config import ConfigError, RunConfig
 from backend.rundir import list_checkpoints
 from backend.progress import ProgressWriter
@@ -288,13 +287,15 @@ def dataset_inputs(cfg: RunConfig, count: int) -> list[tuple[str, ...]] | None:
 def _input_images(cfg: RunConfig, paths: tuple[str, ...]) -> list:
     """PIL images of a prompt's inputs: an image as it is, a clip (a video dataset's row)
     by its first frame at the training size."""
+    from backend import readgate
     from backend.data import load_input_image
-    from backend.video import read_frames
+    from backend.video import kind_of, read_frames
 
+    gate = readgate.for_config(cfg)
     out = []
     for p in paths:
         path = Path(p).expanduser()
-        if path.suffix.lower() in IMAGE_EXTS:
+        if kind_of(path, gate) == "image":
             out.append(load_input_image(path, cfg))
         else:
             out.append(read_frames(path, cfg)[0][0])
