@@ -161,10 +161,13 @@ def recognise(sources: str | None, model_paths: str | None = None
 
 
 def _model_index(path: Path) -> dict:
-    """The model_index.json of a pipeline folder (or of the folder a file is in); {}."""
+    """The model_index.json of the pipeline folder ``path`` is, or is in (a component folder,
+    or a file in one); {} when there is none."""
     folder = path if path.is_dir() else path.parent
-    try:
-        data = json.loads((folder / "model_index.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    for root in (folder, folder.parent, folder.parent.parent):
+        try:
+            data = json.loads((root / "model_index.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        return data if isinstance(data, dict) else {}
+    return {}

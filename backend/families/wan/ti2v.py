@@ -45,19 +45,14 @@ def _wan22_vae(config: dict) -> bool:
     return bool(config.get("is_residual")) and config.get("z_dim") == 48
 
 
-def folder_is_ti2v(path: str | Path) -> bool:
-    """Whether a local pipeline folder (or a component folder / file inside one) is a
-    TI2V-5B: ``expand_timesteps`` in its model_index.json, else the Wan 2.2 VAE."""
+def folder_has_wan22_vae(path: str | Path) -> bool:
+    """Whether a local folder without a pipeline index (a component folder, or a file in
+    one) is a TI2V-5B's by its VAE: the Wan 2.2 VAE, in ``vae/`` beside it or itself."""
     path = Path(path).expanduser()
     folder = path if path.is_dir() else path.parent
-    for root in (folder, folder.parent, folder.parent.parent):
-        index = _json(root / "model_index.json")
-        if "expand_timesteps" in index:
-            return bool(index["expand_timesteps"])
-        if _wan22_vae(_json(root / "vae" / "config.json")) or (
-                root == folder and _wan22_vae(_json(root / "config.json"))):
-            return True
-    return False
+    return any(_wan22_vae(_json(root / "vae" / "config.json")) for root in
+               (folder, folder.parent, folder.parent.parent)) or _wan22_vae(
+        _json(folder / "config.json"))
 
 
 def dirs_are_ti2v(dirs) -> bool:
@@ -71,13 +66,16 @@ def dirs_are_ti2v(dirs) -> bool:
 
 
 def config_is_ti2v(cfg) -> bool:
-    """The config names the TI2V-5B: by model id, or a local folder among its sources."""
+    """The config names the TI2V-5B: as the registry recognises the variant (its model id,
+    or a local pipeline whose model_index.json sets ``expand_timesteps``), or a local folder
+    without an index whose VAE is the Wan 2.2 VAE."""
     from backend.config import family_of
 
     if family_of(cfg.to_dict())[1] == VARIANT:
         return True
     entries = [e.strip() for e in (cfg.model_id_with_origin_paths or "").split(",")]
-    return any(e and Path(e).expanduser().exists() and folder_is_ti2v(e) for e in entries)
+    return any(e and Path(e).expanduser().exists() and folder_has_wan22_vae(e)
+               for e in entries)
 
 
 # ------------------------------------------------------------------------------------------
