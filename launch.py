@@ -407,7 +407,8 @@ def serve(args: argparse.Namespace, workspace: Path, models_dir: Path | None,
     from backend.runner import Runner
     from webui import app as webapp
 
-    runner = Runner(workspace)
+    # The watcher notices a vanished run supervisor with no browser open (Runner.watch).
+    runner = Runner(workspace).watch()
     kwargs = {}
     if args.lang and "lang" in inspect.signature(webapp.create_app).parameters:
         kwargs["lang"] = args.lang
@@ -429,6 +430,8 @@ def serve(args: argparse.Namespace, workspace: Path, models_dir: Path | None,
         demo.block_thread()
     except KeyboardInterrupt:
         pass
+    finally:
+        runner.close()
     return 0
 
 

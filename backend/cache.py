@@ -99,11 +99,16 @@ def write_manifest(cache_dir: str | Path, entries: list[dict], model_fp: list,
 
 
 def save_sample(path: Path, tensors: dict[str, Any], meta: dict[str, str]) -> None:
+    """One cached sample, written atomically; a full disk or a file past the process's
+    file-size limit names this file (``backend.diskspace.writing``)."""
     from safetensors.torch import save_file
 
+    from backend.diskspace import writing
+
     tmp = path.with_name(f".{path.name}.tmp")
-    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp),
-              metadata=meta)
+    with writing(path, partial=tmp):
+        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp),
+                  metadata=meta)
     os.replace(tmp, path)
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from backend import readgate
+from backend import readgate, writegate
 from backend.media_types import IMAGE_EXTS
 
 if TYPE_CHECKING:
@@ -169,13 +169,52 @@ def caption_problems(cfg: "RunConfig", gate: readgate.ReadGate | None = None) ->
     gate = gate or readgate.for_config(cfg)
     problems: list[str] = []
     try:
-        dataset_items(cfg, gate)
+        items = dataset_items(cfg, gate)
     except CaptionError as e:
         problems += e.problems
     except readgate.ReadRefused as e:
         problems.append(f"dataset_base_path: {e}")
+    else:
+        problems += image_problems(to_caption(items, cfg.caption_overwrite), gate)
     problems += captioner_problems(cfg, gate)
     return problems
+
+
+def image_problems(items: list[Item], gate: readgate.ReadGate) -> list[str]:
+    """The images of ``items`` that do not open as images (a text file named ``.png``, an
+    empty file), each naming its file. Only the header is read (format and size), so a
+    large folder is checked in a moment; a file that fails later is named by the stage."""
+    problems = []
+    for it in items:
+        why = unreadable_image(it.path, gate)
+        if why:
+            problems.append(f"dataset_base_path: {it.key} does not open as an image ({why}) "
+                            f"(got {it.key!r}; allowed {', '.join(IMAGE_EXTS)} image files)")
+    return problems
+
+
+def unreadable_image(path: Path, gate: readgate.ReadGate) -> str | None:
+    """Why ``path`` does not open as an image (its header read through ``gate``), or None."""
+    from PIL import Image
+
+    try:
+        with gate.open(path, "image") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return "an empty file"
+            with Image.open(f) as im:
+                w, h = im.size
+    except (OSError, ValueError, SyntaxError) as e:  # PIL raises SyntaxError for bad headers
+        return not_image_reason(e)
+    return None if w > 0 and h > 0 else f"a {w}x{h} image"
+
+
+def not_image_reason(e: BaseException) -> str:
+    """An image's open error in words, without the file object PIL puts in its message."""
+    from PIL import UnidentifiedImageError
+
+    if isinstance(e, UnidentifiedImageError):
+        return "not an image format PIL reads"
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"
 
 
 # ------------------------------------------------------------------------------------------
@@ -187,14 +226,10 @@ def one_line(text: str) -> str:
     return " ".join(text.split()).strip()
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def write_metadata_rows(meta: Path, rows: list[dict[str, Any]]) -> None:
-    """Rows back into a metadata file in its own format (.csv, .json, .jsonl), atomically."""
+def write_metadata_rows(meta: Path, rows: list[dict[str, Any]],
+                        gate: writegate.WriteGate = writegate.UNRESTRICTED) -> None:
+    """Rows back into a metadata file in its own format (.csv, .json, .jsonl), atomically
+    and through ``gate`` (never through a link)."""
     suffix = meta.suffix.lower()
     if suffix == ".csv":
         columns = list(dict.fromkeys([IMAGE_KEY, PROMPT_KEY] + [k for r in rows for k in r]))
@@ -207,14 +242,17 @@ def write_metadata_rows(meta: Path, rows: list[dict[str, Any]]) -> None:
         text = json.dumps(rows, ensure_ascii=False, indent=1)
     else:
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    _atomic_write(meta, text)
+    gate.write_text(meta, text, "dataset_metadata_path")
 
 
 def write_captions(cfg: "RunConfig", captions: dict[str, str],
-                   gate: readgate.ReadGate | None = None) -> None:
+                   gate: readgate.ReadGate | None = None,
+                   wgate: writegate.WriteGate | None = None) -> None:
     """Write ``{item key: caption}`` where ``caption_target`` says (the caption text as
-    given: trigger word already in front)."""
+    given: trigger word already in front), through the run's write gate: inside its
+    ``write_roots`` only, never through a link planted before or during the job."""
     gate = gate or readgate.for_config(cfg)
+    wgate = wgate or writegate.for_config(cfg)
     if not captions:
         return
     folder = _folder(cfg, gate)
@@ -225,10 +263,10 @@ def write_captions(cfg: "RunConfig", captions: dict[str, str],
             key = row.get(IMAGE_KEY)
             if isinstance(key, str) and key in captions:
                 row[PROMPT_KEY] = captions[key]
-        write_metadata_rows(meta, rows)
+        write_metadata_rows(meta, rows, wgate)
         return
     for key, caption in captions.items():
-        _atomic_write((folder / key).with_suffix(".txt"), caption + "\n")
+        wgate.write_text((folder / key).with_suffix(".txt"), caption + "\n", "caption")
 
 
 # ------------------------------------------------------------------------------------------
@@ -391,8 +429,13 @@ def caption_dataset(cfg: "RunConfig", captioner, *, journal: Path | None = None,
         batch = todo[start:start + size]
         images = []
         for it in batch:
-            with gate.open(it.path, "image") as f, Image.open(f) as im:
-                images.append(im.convert("RGB"))
+            try:
+                with gate.open(it.path, "image") as f, Image.open(f) as im:
+                    images.append(im.convert("RGB"))
+            except (OSError, ValueError, SyntaxError) as e:  # UnidentifiedImageError too
+                raise CaptionError([f"dataset_base_path: {it.key} does not open as an image "
+                                    f"({not_image_reason(e)}) (got {it.key!r}; allowed "
+                                    f"{', '.join(IMAGE_EXTS)} image files)"]) from None
         texts = captioner.caption(images, cfg.caption_template, cfg.caption_max_length)
         captions = {it.key: with_trigger(one_line(t), cfg.trigger_word)
                     for it, t in zip(batch, texts)}

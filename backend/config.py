@@ -35,7 +35,8 @@ import yaml
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
                       ValidationError, create_model)
 
-from backend import rundir
+from backend import rundir, writegate
+from backend import bounded
 from backend.families import default_family, family_names, family_spec, recognise
 from backend.lowvram import combination_problems
 
@@ -77,6 +78,7 @@ MODELS_DIR_ENV = "ZEROLORA_MODELS_DIR"
 SAMPLE_SCALE_RANGE = (-4.0, 4.0)
 
 BIG = 10**12
+LOKR_FACTOR_ALLOWED = "-1 (as balanced as the dimension allows) or a factor from 1 to 1024"
 # The reference trainer's --customized_optimizer names a class by dotted path; only these
 # are understood, each mapped onto an ``optimizer`` choice (nothing is ever imported from a
 # user-given path).
@@ -178,6 +180,10 @@ class RunConfig(BaseModel):
         None, "Folders the stages may read files from (besides the run's own folder); set "
         "by the web server for signed-in users who are not admins, never by users. Empty: "
         "no restriction (backend/readgate.py).", "run", ui="hidden")
+    write_roots: Optional[list[str]] = F(
+        None, "Folders the stages may write files into (besides the run's own folder); set "
+        "by the web server for signed-in users who are not admins, never by users. Empty: "
+        "no restriction (backend/writegate.py).", "run", ui="hidden")
 
     # --- model -------------------------------------------------------------------------
     model_family: FamilyName = F(
@@ -424,12 +430,15 @@ class RunConfig(BaseModel):
         "(one GPU).", "distributed", ui="advanced")
     quant_options: Optional[str] = F(
         None, "Quantize a frozen model: entries <model_id>:<glob>:<method>[/<modules left "
-        "unquantized>] separated by ';', methods bitsandbytes_nf4 | bitsandbytes_int8 | "
-        "torchao_int8 | torchao_fp8 (the glob's folder names the component: transformer, "
-        "text_encoder, vae). The LoRA trains and is saved in full precision.", "model",
+        "unquantized>] separated by ';', methods bitsandbytes_nf4 | bitsandbytes_fp4 | "
+        "bitsandbytes_int8 | torchao_int8 | torchao_fp8 (the reference's torchao_int8_w8a16 "
+        "and torchao_fp8_w8a16 are the torchao two; the glob's folder names the component: "
+        "transformer, text_encoder, vae). The LoRA trains and is saved in full precision.",
+        "model",
         ui="advanced")
     fp8_models: Optional[str] = F(
-        None, "Models kept with fp8 weights (comma list of <model_id>:<glob>), as "
+        None, "Models kept with fp8 weights (list of <model_id>:<glob>, separated by ',' "
+        "or ';'), as "
         "quant_options with torchao_fp8.", "model", ui="advanced")
     offload_models: Optional[str] = F(
         None, "Models kept in host RAM between uses (comma list of <model_id>:<glob>): in "
@@ -601,6 +610,7 @@ FIELD_LABELS: dict[str, str] = {
     "resume_from": "Resume from",
     "progress_file": "Progress file",
     "read_roots": "Readable folders",
+    "write_roots": "Writable folders",
     "model_family": "Model family",
     "model_id_with_origin_paths": "Model sources",
     "model_paths": "Local weight files",
@@ -759,6 +769,15 @@ def family_of(data: dict[str, Any]) -> tuple[str, str | None]:
     return default_family(), None
 
 
+def resolution_multiple(data: dict[str, Any]) -> tuple[int, str]:
+    """(the multiple every image side is resized to, the model's title) for a mapping of
+    options: what its family (or its variant, recognised from the sources) declares
+    (``FamilySpec.size_multiple``). The one size rule (``backend.data.target_size``) and
+    the checks of fixed sizes below read it."""
+    family, variant = family_of(data)
+    return family_spec(family).size_multiple(variant)
+
+
 def apply_family_defaults(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with its family's defaults under it: options it leaves out take the values
     of its family (and variant) instead of the default family's."""
@@ -772,13 +791,18 @@ def apply_family_defaults(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _write_yaml(path: str | os.PathLike, text: str) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+def _write_yaml(path: str | os.PathLike, text: str, root: str | os.PathLike | None = None
+                ) -> Path:
+    """``text`` into ``path`` atomically, never through a link (``root``: the folder the
+    write must stay inside, links on the way refused; it is made when missing)."""
+    if root is None:
+        return writegate.atomic_write(path, text)
+    if not os.path.islink(root):
+        Path(root).mkdir(parents=True, exist_ok=True)
+    try:
+        return writegate.gate_of([root]).write_text(path, text, "preset", parents=True)
+    except writegate.WriteRefused as e:
+        raise ConfigError([str(e).replace(os.fspath(path), Path(path).name)]) from None
 
 
 def field_meta(name: str) -> dict[str, Any]:
@@ -839,6 +863,8 @@ def _allowed(name: str) -> str:
         parts.append(" and ".join(p for p in (lo_s, hi_s) if p))
     if "multiple_of" in meta:
         parts.append(f"a multiple of {meta['multiple_of']}")
+    if name == "lokr_factor":  # 0 lies inside the bounds but splits nothing
+        parts = [LOKR_FACTOR_ALLOWED]
     if name == "gpu_ids":
         parts.append("all or comma-separated GPU numbers like 0,1")
     elif name == "hub_endpoint":
@@ -859,8 +885,9 @@ def _allowed(name: str) -> str:
 
 
 def _short(value: Any) -> str:
-    s = repr(value)
-    return s if len(s) <= 80 else s[:77] + "..."
+    """``repr(value)`` in at most 80 characters, never building the whole repr (a value of
+    a YAML alias bomb would take minutes and gigabytes)."""
+    return bounded.short(value)
 
 
 # ------------------------------------------------------------------------------------------
@@ -998,6 +1025,14 @@ def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list
         which = "width" if c["width"] is None else "height"
         p.append(f"{which}: set height and width together for a fixed size (got "
                  f"height={c['height']}, width={c['width']}; allowed both or neither)")
+    mult, model = resolution_multiple(c)
+    for name in ("height", "width", "sample_height", "sample_width"):
+        side = c[name]
+        if isinstance(side, int) and side % mult:
+            lo = side // mult * mult
+            p.append(f"{name}: {model} needs sides that are multiples of {mult} (got {side}; "
+                     f"allowed e.g. {lo or mult} or {lo + mult})")
+    p += source_form_problems(c)
     if c["use_gradient_checkpointing_offload"] and not c["use_gradient_checkpointing"]:
         p.append("use_gradient_checkpointing_offload: needs use_gradient_checkpointing "
                  "(got true with checkpointing off; allowed false, or turn checkpointing on)")
@@ -1006,7 +1041,7 @@ def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list
                  "model_id:glob list, a local path, or model_paths)")
     if c["model_paths"]:
         try:
-            mp = json.loads(c["model_paths"])
+            mp = bounded.load_json(c["model_paths"], "model_paths")
             if not isinstance(mp, list) or not mp or not all(
                     isinstance(x, str) or (isinstance(x, list) and x and all(
                         isinstance(y, str) for y in x)) for x in mp):
@@ -1059,6 +1094,32 @@ def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list
     return p
 
 
+def source_form_problems(c: dict[str, Any]) -> list[str]:
+    """Model sources given as ``model_id:glob`` (``model_id_with_origin_paths`` entries,
+    ``tokenizer_path``, ``captioner_path``) with nothing before or after the last colon,
+    which no stage can resolve; an existing local path is taken as a path."""
+    p: list[str] = []
+    examples = {"model_id_with_origin_paths": "org/model:transformer/*.safetensors",
+                "tokenizer_path": "org/model:tokenizer/",
+                "captioner_path": "org/model:text_encoder/"}
+    for name, example in examples.items():
+        value = c.get(name)
+        if not isinstance(value, str):
+            continue
+        entries = value.split(",") if name == "model_id_with_origin_paths" else [value]
+        for entry in (e.strip() for e in entries):
+            if ":" not in entry or Path(entry).expanduser().exists():
+                continue
+            model_id, _, glob = entry.rpartition(":")
+            if model_id.strip() and glob.strip():
+                continue
+            side = ("the model id before" if not model_id.strip() else
+                    "the folder or files after")
+            p.append(f"{name}: {side} the colon is empty (got {_short(entry)}; allowed a "
+                     f"local folder, or model_id:folder/ or model_id:glob, e.g. {example})")
+    return p
+
+
 def effective_optimizer(c: dict[str, Any]) -> str:
     """The ``optimizer`` choice a config trains with: ``customized_optimizer`` (the
     reference's dotted path) mapped onto the fixed list when given, else ``optimizer``."""
@@ -1079,6 +1140,13 @@ def option_problems(c: dict[str, Any]) -> list[str]:
         p.append(f"optimizer: with optimizer offload only adamw runs (DeepSpeed's CPU Adam) "
                  f"(got {opt} with offload_optimizer_device {offload}; allowed adamw, or "
                  f"offload_optimizer_device none)")
+    if opt != "adamw" and c["enable_optimizer_cpu_offload"] and c["optimizer"] != "adamw8bit":
+        # (optimizer adamw8bit: refused by the low-VRAM rules, combination_problems)
+        p.append(f"optimizer: enable_optimizer_cpu_offload steps adamw only (torchao's "
+                 f"CPU-offload AdamW) (got {opt} with enable_optimizer_cpu_offload true; "
+                 f"allowed adamw, or enable_optimizer_cpu_offload false)")
+    if c["lokr_factor"] == 0:
+        p.append(f"lokr_factor: 0 splits no dimension (got 0; allowed {LOKR_FACTOR_ALLOWED})")
     if c["lora_type"] == "lokr" and c["lora_dropout"]:
         p.append(f"lora_dropout: applies to lora and dora (got {c['lora_dropout']} with "
                  f"lora_type lokr; allowed 0)")
@@ -1171,7 +1239,7 @@ def migrate(data: dict[str, Any], source: str | None = None) -> dict[str, Any]:
     version = data.pop("schema_version", SCHEMA_VERSION)
     if isinstance(version, bool) or not isinstance(version, int) or not (
             1 <= version <= SCHEMA_VERSION):
-        raise ConfigError([f"schema_version: unsupported (got {version!r}; allowed 1.."
+        raise ConfigError([f"schema_version: unsupported (got {_short(version)}; allowed 1.."
                            f"{SCHEMA_VERSION})"], source)
     # (no older versions exist yet: version 1 is the first schema)
     return data
@@ -1187,7 +1255,9 @@ def read_yaml(path: str | os.PathLike, what: str = "config") -> dict[str, Any]:
         raise ConfigError([f"{what}: file not found (got {str(path)!r}; allowed an existing "
                            f"YAML file)"])
     try:
-        text = path.read_text(encoding="utf-8")
+        text = bounded.read_text(path, what)
+    except bounded.ParseError as e:
+        raise ConfigError([str(e)], str(path)) from None
     except UnicodeDecodeError as e:
         raise ConfigError([f"{what}: not UTF-8 text (byte {e.start}; allowed a YAML file)"],
                           str(path)) from None
@@ -1195,9 +1265,10 @@ def read_yaml(path: str | os.PathLike, what: str = "config") -> dict[str, Any]:
         raise ConfigError([f"{what}: cannot read ({e.strerror or e}; allowed a readable "
                            f"YAML file)"], str(path)) from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError([f"{what}: not valid YAML ({' '.join(str(e).split())})"], str(path))
+        # Sizes, nesting and what YAML aliases expand to are bounded (backend/bounded.py).
+        data = bounded.load_yaml(text, what)
+    except bounded.ParseError as e:
+        raise ConfigError([str(e)], str(path)) from None
     if data is None:
         if what == "preset":
             raise ConfigError(["preset: empty file (got no options; allowed schema_version "
@@ -1208,8 +1279,8 @@ def read_yaml(path: str | os.PathLike, what: str = "config") -> dict[str, Any]:
                            f"{type(data).__name__})"], str(path))
     bad = [k for k in data if not isinstance(k, str)]
     if bad:
-        raise ConfigError([f"{k!r}: keys must be option names (got {k!r}; allowed the fields "
-                           f"of the run schema)" for k in bad], str(path))
+        raise ConfigError([f"{_short(k)}: keys must be option names (got {_short(k)}; "
+                           f"allowed the fields of the run schema)" for k in bad], str(path))
     return migrate(data, str(path))
 
 
@@ -1344,7 +1415,8 @@ _USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 # saved by an admin, may hold them).
 ADMIN_PRESET_FIELDS = ("model_id_with_origin_paths", "model_paths", "tokenizer_path",
                        "hub_endpoint", "models_dir", "output_path", "resume_from",
-                       "progress_file", "offload_nvme_path", "read_roots")
+                       "progress_file", "offload_nvme_path", "read_roots",
+                       "write_roots")
 
 
 def _preset_folder(workspace: str | os.PathLike | None, user: str | None = None
@@ -1378,6 +1450,9 @@ def list_presets(workspace: str | os.PathLike | None = None, user: str | None = 
 def _find_preset(name_or_path: str | os.PathLike, workspace, user: str | None = None,
                  by_path: bool = True) -> Path:
     text = str(name_or_path)
+    listed = dict(list_presets(workspace, user))
+    if text in listed:  # a listed name loads, whatever it looks like (``x.yaml`` too)
+        return listed[text]
     as_path = Path(text).expanduser()
     if as_path.suffix in (".yaml", ".yml") or os.sep in text or "/" in text:
         if by_path and as_path.is_file():
@@ -1386,10 +1461,7 @@ def _find_preset(name_or_path: str | os.PathLike, workspace, user: str | None = 
                            f"preset file or a preset name)"] if by_path else
                           [f"preset: a name, not a path (got {text!r}; allowed "
                            f"{' | '.join(n for n, _ in list_presets(workspace, user))})"])
-    for name, path in list_presets(workspace, user):
-        if name == text:
-            return path
-    names = [n for n, _ in list_presets(workspace, user)]
+    names = list(listed)
     raise ConfigError([f"preset: no preset with this name (got {text!r}; allowed "
                        f"{' | '.join(names) or 'none yet'})"])
 
@@ -1473,6 +1545,9 @@ def save_preset(cfg: RunConfig, name: str, workspace: str | os.PathLike,
     if not _PRESET_NAME.match(name or ""):
         problems.append(f"name: not a preset name (got {name!r}; allowed letters, digits, "
                         f"_ . - up to 80 characters)")
+    elif Path(name).suffix.lower() in (".yaml", ".yml"):  # the file would be x.yaml.yaml
+        problems.append(f"name: a preset name, not a file name (got {name!r}; allowed "
+                        f"{Path(name).stem!r}: the .yaml is added)")
     elif (PRESETS_DIR / f"{name}.yaml").exists():
         problems.append(f"name: a bundled preset has this name (got {name!r}; allowed "
                         f"another name)")
@@ -1489,7 +1564,9 @@ def save_preset(cfg: RunConfig, name: str, workspace: str | os.PathLike,
     text = yaml.safe_dump({"schema_version": SCHEMA_VERSION, **values}, sort_keys=False,
                           allow_unicode=True)
     folder = _preset_folder(workspace, None if shared else user)
-    return _write_yaml(folder / f"{name}.yaml", text)
+    # Inside that folder only, links refused (a user's folder swapped for a link to another
+    # user's presets cannot redirect the write).
+    return _write_yaml(folder / f"{name}.yaml", text, root=folder)
 
 
 def diff_configs(a: RunConfig, b: RunConfig) -> list[tuple[str, Any, Any]]:

@@ -8,7 +8,9 @@ A dataset is either
 ``trigger_word`` is prepended to every caption. Sizes follow the reference trainer: with
 ``height`` and ``width`` set, scale to cover and centre-crop; otherwise cap the area at
 ``max_pixels`` (dividing both sides by sqrt(area / max_pixels), truncated), floor both sides
-to multiples of 16, never upscale, then cover-resize and centre-crop. Pixels map to [-1, 1].
+to the model's multiple (``size_multiple``: 16, or what the family or its variant declares,
+e.g. 32 for a VAE that downsamples 16x under 2x2 patches; the schema refuses a fixed size
+that is not one), never upscale, then cover-resize and centre-crop. Pixels map to [-1, 1].
 
 Images are read as shown: EXIF orientation applied, 16-bit images scaled (not clipped) to 8
 bits, transparency composited on white. An image upscaled to a fixed ``height`` x ``width``
@@ -66,18 +68,31 @@ class Record:
 # ------------------------------------------------------------------------------------------
 # Sizes
 # ------------------------------------------------------------------------------------------
-def target_size(width: int, height: int, cfg: RunConfig) -> tuple[int, int]:
-    """(width, height) a ``width`` x ``height`` image is trained at."""
+def size_multiple(cfg: RunConfig) -> int:
+    """The multiple every side is resized to for ``cfg``'s model: what its family, or its
+    variant, declares (``backend.config.resolution_multiple``; ``DIVISOR`` for most)."""
+    from backend.config import resolution_multiple
+
+    return resolution_multiple({"model_family": cfg.model_family,
+                                "model_id_with_origin_paths": cfg.model_id_with_origin_paths,
+                                "model_paths": cfg.model_paths})[0]
+
+
+def target_size(width: int, height: int, cfg: RunConfig,
+                multiple: int | None = None) -> tuple[int, int]:
+    """(width, height) a ``width`` x ``height`` image is trained at; ``multiple``:
+    ``size_multiple(cfg)`` when the caller has it already."""
     if cfg.height is not None and cfg.width is not None:
         return cfg.width, cfg.height
+    m = multiple or size_multiple(cfg)
     if getattr(cfg, "aspect_buckets", False):  # the nearest bucket at the pixel budget
         from backend.buckets import bucket_size
-        return bucket_size(width, height, cfg.max_pixels, DIVISOR)
+        return bucket_size(width, height, cfg.max_pixels, m)
     w, h = width, height
     if w * h > cfg.max_pixels:
         scale = math.sqrt(w * h / cfg.max_pixels)  # as the reference: divide, then truncate
         w, h = int(w / scale), int(h / scale)
-    return w // DIVISOR * DIVISOR, h // DIVISOR * DIVISOR
+    return w // m * m, h // m * m
 
 
 def cover_crop(image, width: int, height: int):
@@ -97,6 +112,14 @@ def upright_size(im) -> tuple[int, int]:
     """(width, height) of a PIL image as shown, its EXIF orientation applied."""
     w, h = im.size
     return (h, w) if im.getexif().get(0x0112, 1) in (5, 6, 7, 8) else (w, h)
+
+
+def header_size(im) -> tuple[int, int]:
+    """(width, height) of an opened image from its header, nothing decoded: as shown where
+    the header holds the EXIF orientation (JPEG, WebP, TIFF), as stored for a PNG (whose
+    eXIf chunk may follow the pixels, so Pillow decodes them to find it). Either way the
+    checks it serves -- an image too small, frames of one size -- come out the same."""
+    return im.size if im.format == "PNG" else upright_size(im)
 
 
 def _to_rgb(im) -> tuple[Any, list[str]]:
@@ -306,10 +329,22 @@ def dataset_records(cfg: RunConfig, noun: str, exts, column: Callable[[dict], tu
     return records, problems
 
 
-def inspect_record(rec: Record, cfg: RunConfig) -> dict[str, Any]:
+def not_opened(gate: readgate.ReadGate, path: Path, name: str, what: str = "image") -> str:
+    """Why ``path`` (named ``name`` in the dataset) did not open as an image file: a folder
+    the run may read is called a folder; anything else -- missing, or outside the read
+    roots (a folder there too) -- is "not found", so nothing outside them shows."""
+    if gate.is_dir(path):
+        return f"{what} is a folder, not an image file (got {name!r})"
+    return f"{what} not found (got {name!r})"
+
+
+def inspect_record(rec: Record, cfg: RunConfig, *, headers_only: bool = False
+                   ) -> dict[str, Any]:
     """One finding per record: level ok | warning | error, message, sizes before/after
     resize. Warnings: an image upscaled to the training size, transparency composited on
-    white.
+    white. ``headers_only``: the image's size from its header, nothing decoded (the same
+    errors for a missing, empty, unidentifiable or too small image; a check before a run
+    is accepted, ``backend.preflight``).
 
     An image outside the run's read roots is "not found", worded as for a missing file."""
     from PIL import Image, UnidentifiedImageError
@@ -321,20 +356,25 @@ def inspect_record(rec: Record, cfg: RunConfig) -> dict[str, Any]:
     warns: list[str] = []
     if not rec.prompt.strip():
         errs.append("empty caption")
+    gate = readgate.for_config(cfg)
     try:
-        f = readgate.for_config(cfg).open(rec.image, "image")
-    except OSError:  # missing, refused by the gate, a folder: one answer
-        errs.append(f"image not found (got {rec.name or rec.image.name!r})")
+        f = gate.open(rec.image, "image")
+    except OSError:  # missing or refused: one answer; a readable folder: said
+        errs.append(not_opened(gate, rec.image, rec.name or rec.image.name))
     else:
         try:
             with f, Image.open(f) as im:
-                im.load()
-                rgb, notes = _to_rgb(im)
-                w, h = rgb.size
+                if headers_only:  # the size from the header: nothing decoded
+                    (w, h), notes = header_size(im), []
+                else:
+                    im.load()
+                    rgb, notes = _to_rgb(im)
+                    w, h = rgb.size
             info["original_size"] = [w, h]
-            tw, th = target_size(w, h, cfg)
-            if tw < DIVISOR or th < DIVISOR:
-                errs.append(f"image too small ({w}x{h}; at least {DIVISOR}x{DIVISOR})")
+            m = size_multiple(cfg)
+            tw, th = target_size(w, h, cfg, m)
+            if tw < m or th < m:
+                errs.append(f"image too small ({w}x{h}; at least {m}x{m})")
             else:
                 info["size"] = [tw, th]
                 up = upscale_note(w, h, tw, th)
@@ -362,11 +402,12 @@ def validate_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
     return out
 
 
-def check_dataset(cfg: RunConfig, log=None) -> list[Record]:
+def check_dataset(cfg: RunConfig, log=None, *, headers_only: bool = False) -> list[Record]:
     """The dataset's records; raises ``DatasetError`` listing every problem. Warnings
-    (an image upscaled, transparency composited on white) go to ``log``, one a line."""
+    (an image upscaled, transparency composited on white) go to ``log``, one a line.
+    ``headers_only``: images are read up to their headers (``inspect_record``)."""
     records, problems = read_records(cfg)
-    findings = [inspect_record(r, cfg) for r in records]
+    findings = [inspect_record(r, cfg, headers_only=headers_only) for r in records]
     problems += [i["message"] for i in findings if i["level"] == "error"]
     if problems:
         raise DatasetError(problems)
@@ -415,12 +456,14 @@ def _input_names(value: Any) -> list[str] | None:
 
 
 def check_input_images(cfg: RunConfig, records: list[Record], takes: int,
-                       model: str = "this model") -> list[Record]:
+                       model: str = "this model", *, headers_only: bool = False
+                       ) -> list[Record]:
     """``records`` with each row's input images (``edit_image``) filled in, every one
     opened through the run's read gate and read as an image; raises ``DatasetError``
     listing every problem, naming the row: a missing column or cell, an image missing or
     unreadable, more images than the model takes (``takes``; 0: a text-to-image model,
-    which takes none). ``cfg.extra_inputs`` empty and ``takes`` 0: nothing to check."""
+    which takes none). ``cfg.extra_inputs`` empty and ``takes`` 0: nothing to check.
+    ``headers_only``: each input image is read up to its header."""
     from PIL import Image, UnidentifiedImageError
 
     wanted = EDIT_IMAGE_KEY in (cfg.extra_inputs or "")
@@ -462,12 +505,13 @@ def check_input_images(cfg: RunConfig, records: list[Record], takes: int,
             path = Path(os.path.abspath(base / name))
             try:
                 f = gate.open(path, "image")
-            except OSError:  # missing, refused by the gate, a folder: one answer
-                bad.append(f"input image not found (got {name!r})")
+            except OSError:  # missing or refused: one answer; a readable folder: said
+                bad.append(not_opened(gate, path, name, "input image"))
                 continue
             try:
                 with f, Image.open(f) as im:
-                    im.load()
+                    if not headers_only:  # else the header alone says it is an image
+                        im.load()
             except (UnidentifiedImageError, OSError, ValueError) as e:
                 bad.append(f"cannot read input image {name}: "
                            f"{' '.join(str(e).replace(repr(f), repr(name)).split())}")
@@ -524,3 +568,21 @@ class PairDataset(ImageDataset):
         item["inputs"] = ([load_input_image(p, self.cfg) for p in rec.inputs],)
         return item
 
+
+
+def check_stage_dataset(cfg: RunConfig, family, log=None, *, headers_only: bool = False
+                        ) -> list[Record]:
+    """What a stage reads from a dataset (stage 1, one-shot training), checked before any
+    model is touched: clips for a video ``family`` (``backend.video.check_video_dataset``),
+    else images (``check_dataset``) and an edit model's input images
+    (``check_input_images``). Raises ``DatasetError`` listing every problem.
+    ``headers_only``: the same checks from headers (``backend.preflight``, before a run
+    is accepted)."""
+    if family.media == "video":  # clips decoded with PyAV (backend/video.py)
+        from backend.video import check_video_dataset
+
+        return check_video_dataset(cfg, log, headers_only=headers_only)
+    records = check_dataset(cfg, log, headers_only=headers_only)
+    return check_input_images(cfg, records, family.input_images,
+                              getattr(family, "title", family.spec.title),
+                              headers_only=headers_only)

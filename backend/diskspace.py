@@ -6,6 +6,13 @@ when it fails for lack of space it removes the partial file and raises ``DiskFul
 ("disk full writing <file>: 12 KiB free of 1.0 MiB on <folder>, needed about 40 KiB").
 ``disk_full_in(folder, e)`` is the stage's last resort for writes it did not wrap: it names
 the file being written there (the newest partial file) and the space left.
+
+A file past the process's file-size limit (``ulimit -f``, RLIMIT_FSIZE; or a file system's
+largest file) fails with EFBIG, "File too large" (os error 27): not a full disk, and said so.
+``is_file_too_large(e)`` recognises it, ``writing`` raises ``FileSizeLimitError`` for it and
+``file_too_large_in(folder, e)`` is the stage's last resort, like the disk-full ones:
+"file size limit reached writing <file>: this process may write files of at most 4.0 KiB
+(ulimit -f / RLIMIT_FSIZE) ...".
 """
 from __future__ import annotations
 
@@ -24,8 +31,20 @@ _FULL = re.compile(r"No space left on device|StorageFull|os error 28|\[Errno 28\
                    r"Disk quota exceeded|PytorchStreamWriter failed writing", re.I)
 
 
+# The words for a file past a size limit: the OS's (EFBIG), safetensors' (Rust: "File too
+# large (os error 27)", "FileTooLarge").
+_TOO_LARGE = re.compile(r"File too large|FileTooLarge|os error 27\b|\[Errno 27\]|\bEFBIG\b",
+                        re.I)
+
+
 class DiskFullError(RuntimeError):
     """A write failed for lack of space; the message names the file and the space."""
+
+
+class FileSizeLimitError(RuntimeError):
+    """A write failed because the file would pass the largest file this process may write
+    (RLIMIT_FSIZE, ``ulimit -f``) or the file system holds; the message names the file and
+    the limit. The disk is not full."""
 
 
 def is_disk_full(e: BaseException | None) -> bool:
@@ -41,6 +60,50 @@ def is_disk_full(e: BaseException | None) -> bool:
             return True
         e = e.__cause__ or e.__context__
     return False
+
+
+def is_file_too_large(e: BaseException | None) -> bool:
+    """Whether ``e`` (or an exception it was raised from) is EFBIG: a file past the
+    process's file-size limit (``ulimit -f``) or the file system's largest file."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, FileSizeLimitError):
+            return True
+        if isinstance(e, OSError) and e.errno == errno.EFBIG:
+            return True
+        if _TOO_LARGE.search(str(e)):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def file_size_limit() -> int | None:
+    """The largest file this process may write, in bytes (RLIMIT_FSIZE's soft limit);
+    None when unlimited or unknown."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+    return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
+
+
+def file_too_large(path: str | os.PathLike) -> FileSizeLimitError:
+    limit = file_size_limit()
+    if limit is not None:
+        why = (f"this process may write files of at most {size_text(limit)} (its file-size "
+               f"limit: ulimit -f / RLIMIT_FSIZE), and this file is larger; the disk is not "
+               f"full. Raise the limit where the app (or the command) is started, e.g. "
+               f"`ulimit -f unlimited` in its shell or LimitFSIZE=infinity in its systemd "
+               f"unit, then start the run again (a resumed run keeps what it wrote)")
+    else:
+        why = ("the file system refuses a file this large (File too large, EFBIG; the "
+               "process has no file-size limit now). Put the workspace on a file system "
+               "without a small largest-file size (FAT32 holds at most 4 GiB per file), or "
+               "check `ulimit -f` where the app is started")
+    return FileSizeLimitError(f"file size limit reached writing {path}: {why}.")
 
 
 def size_text(n: float) -> str:
@@ -77,10 +140,11 @@ def writing(path: str | os.PathLike, needed: int | None = None,
     file it writes first, removed when the write fails for lack of space)."""
     try:
         yield
-    except DiskFullError:
+    except (DiskFullError, FileSizeLimitError):
         raise
     except BaseException as e:
-        if not is_disk_full(e):
+        full, too_large = is_disk_full(e), is_file_too_large(e)
+        if not (full or too_large):
             raise
         if partial is not None and Path(partial).is_dir():
             shutil.rmtree(partial, ignore_errors=True)
@@ -89,7 +153,7 @@ def writing(path: str | os.PathLike, needed: int | None = None,
                 Path(partial).unlink(missing_ok=True)
             except OSError:
                 pass
-        raise disk_full(path, needed) from e
+        raise (disk_full(path, needed) if full else file_too_large(path)) from e
 
 
 def newest_file(folder: str | os.PathLike, within_s: float = 600.0) -> Path | None:
@@ -110,9 +174,10 @@ def newest_file(folder: str | os.PathLike, within_s: float = 600.0) -> Path | No
     return best[1] if best else None
 
 
-def disk_full_in(folder: str | os.PathLike, e: BaseException) -> DiskFullError:
-    """For a write the stage did not wrap: the file being written in ``folder`` (the newest
-    one there), else the folder itself, and the space left."""
+def _file_being_written(folder: str | os.PathLike) -> Path:
+    """The file a failed write in ``folder`` was writing (the newest one there), else the
+    folder itself; a partial ``.<name>.tmp`` of the project's writers is removed and the
+    file it was for named."""
     target = newest_file(folder) or Path(folder)
     if target.name.startswith(".") and target.name.endswith(".tmp"):
         # The project's writers write ".<name>.tmp" first: name the file, free its part.
@@ -121,6 +186,19 @@ def disk_full_in(folder: str | os.PathLike, e: BaseException) -> DiskFullError:
         except OSError:
             pass
         target = target.with_name(target.name[1:-len(".tmp")])
-    err = disk_full(target)
+    return target
+
+
+def disk_full_in(folder: str | os.PathLike, e: BaseException) -> DiskFullError:
+    """For a write the stage did not wrap: the file being written in ``folder`` (the newest
+    one there), else the folder itself, and the space left."""
+    err = disk_full(_file_being_written(folder))
+    err.__cause__ = e
+    return err
+
+
+def file_too_large_in(folder: str | os.PathLike, e: BaseException) -> FileSizeLimitError:
+    """``disk_full_in`` for a file past the file-size limit (``is_file_too_large``)."""
+    err = file_too_large(_file_being_written(folder))
     err.__cause__ = e
     return err

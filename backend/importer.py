@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend import bounded
 from backend.config import (FIELDS, NONE_WORDS, PATH_FIELDS, REPO_ROOT, ConfigError, RunConfig,
                             build_parser, read_yaml, validate)
 from backend.plan import DS_ACTIVATION_FIELDS, DS_FP16, DS_OFFLOAD_FIELDS, DS_ZERO_FIELDS
@@ -117,12 +118,13 @@ class _Files:
     given: dict[str, str]
     tmp: Path
     notes: list[str]
+    shown_base: str | None = None   # base as the caller gave it (None: not given)
 
     def find(self, name: str, label: str, near: Path | None = None) -> _Found | None:
         p = Path(name).expanduser()
         if p.name in self.given:
             self.notes.append(f"{label}: {p.name} read from the file given with the command")
-            return self._copy(p.name, self.given[p.name], None)
+            return self._copy(p.name, self.given[p.name], None, name)
         candidates = [p] if p.is_absolute() else [self.base / p]
         if near is not None and not p.is_absolute():
             candidates += [near / p, near / p.name]
@@ -132,19 +134,25 @@ class _Files:
                     text = self.gate.read_text(c, errors="replace")
                 except OSError:
                     continue
-                return self._copy(c.name, text, c.parent)
+                return self._copy(c.name, text, c.parent, name)
         known = reference_launch_files()
         if p.name in known:
             what, text = known[p.name]
             self.notes.append(f"{label}: {p.name} is not on this machine; recognised it as "
                               f"the reference's {what} and imported its settings")
-            return self._copy(p.name, text, None)
+            return self._copy(p.name, text, None, name)
         return None
 
-    def _copy(self, name: str, text: str, folder: Path | None) -> _Found:
+    @property
+    def where(self) -> str:
+        """Where relative names were looked up, as the caller gave it: the ``base_dir``
+        given, else no server folder at all (messages never name the server's paths)."""
+        return f"under {self.shown_base}" if self.shown_base else "on this server"
+
+    def _copy(self, name: str, text: str, folder: Path | None, given: str) -> _Found:
         out = self.tmp / f"{len(list(self.tmp.iterdir()))}-{name}"
         out.write_text(text, encoding="utf-8")
-        return _Found(out, name, folder)
+        return _Found(out, name, folder, given)
 
 
 @dataclass
@@ -152,6 +160,12 @@ class _Found:
     path: Path            # a private copy to read
     name: str             # the file's own name, for messages
     folder: Path | None   # where it was on disk (its neighbours are looked up there)
+    given: str = ""       # the file as the command names it (for messages)
+
+    def shown(self, text: str) -> str:
+        """``text`` (a parser's message) with the private copy named as the command names
+        the file: no temporary path reaches a message."""
+        return text.replace(str(self.path), self.given or self.name)
 
 
 @dataclass
@@ -198,11 +212,13 @@ def _drop_options(argv: list[str], names: tuple[str, ...]) -> list[str]:
 # ------------------------------------------------------------------------------------------
 def split_commands(text: str) -> list[list[str]]:
     """Shell-like text → argv lists: continuations joined, comments dropped, one list per
-    command (new lines, ``&&``, ``||``, ``;``, ``|`` and ``&`` separate commands)."""
+    command (new lines, ``&&``, ``||``, ``;``, ``|`` and ``&`` separate commands). A quote
+    may span lines; one never closed is a ``CommandError`` naming it (a shell would not
+    run the command either)."""
     text = re.sub(r"\\\r?\n", " ", text)
     commands: list[list[str]] = []
-    pending = ""
-    for line in text.splitlines():
+    pending, pending_line = "", 0
+    for number, line in enumerate(text.splitlines(), 1):
         chunk = f"{pending}\n{line}" if pending else line
         try:
             lex = shlex.shlex(chunk, posix=True, punctuation_chars=";&|")
@@ -210,7 +226,7 @@ def split_commands(text: str) -> list[list[str]]:
             lex.commenters = "#"
             tokens = list(lex)
         except ValueError:  # an open quote: the command goes on on the next line
-            pending = chunk
+            pending, pending_line = chunk, pending_line if pending else number
             continue
         pending = ""
         current: list[str] = []
@@ -224,8 +240,37 @@ def split_commands(text: str) -> list[list[str]]:
         if current:
             commands.append(current)
     if pending:
-        commands.append(shlex.split(pending.replace('"', " ").replace("'", " ")))
+        raise CommandError(_open_quote_problem(pending, pending_line))
     return commands
+
+
+class CommandError(ValueError):
+    """Command text that cannot be read as commands (one line saying why and where)."""
+
+
+def _open_quote_problem(text: str, first_line: int = 1) -> str:
+    """Which quote of ``text`` (starting on line ``first_line`` of the whole text) is
+    never closed, with the text from it on (shortened)."""
+    quote, start, i = None, 0, 0
+    while i < len(text):
+        ch = text[i]
+        if quote != "'" and ch == "\\":  # an escaped character (not inside '...')
+            i += 2
+            continue
+        if quote is None and ch == "#" and (i == 0 or text[i - 1].isspace()):
+            end = text.find("\n", i)  # a comment: on to the end of its line
+            i = len(text) if end < 0 else end
+            continue
+        if quote is None and ch in "'\"":
+            quote, start = ch, i
+        elif ch == quote:
+            quote = None
+        i += 1
+    line = first_line + text.count("\n", 0, start)
+    rest = " ".join(text[start:].split())
+    rest = rest if len(rest) <= 60 else rest[:57] + "..."
+    return (f"command text: unterminated {quote or chr(39)} quote on line {line} (got "
+            f"{rest!r}; allowed every quote closed, as a shell reads it)")
 
 
 # ------------------------------------------------------------------------------------------
@@ -246,7 +291,8 @@ def import_commands(text: str, base_dir: str | os.PathLike | None = None, *,
     base_config: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="zerolora-import-") as tmp:
         found_files = _Files(base, gate, {Path(k).name: v for k, v in (files or {}).items()},
-                             Path(tmp), notes)
+                             Path(tmp), notes,
+                             os.fspath(base_dir) if base_dir is not None else None)
         for i, argv in enumerate(split_commands(text), 1):
             cmd = _read_command(i, argv, found_files, nu, notes)
             if cmd is None:
@@ -254,7 +300,7 @@ def import_commands(text: str, base_dir: str | os.PathLike | None = None, *,
             if "config" in cmd.args:
                 found = found_files.find(cmd.args.pop("config"), cmd.label)
                 if found:
-                    base_config.update(read_yaml(found.path))
+                    base_config.update(_read_run_config(cmd, found))
                 else:
                     notes.append(f"{cmd.label}: --config file not found; its values are not "
                                  f"imported")
@@ -395,8 +441,8 @@ def _parse_launch(cmd: _Command, args: list[str], files: _Files, nu: list[str],
         found = files.find(ns.config_file, cmd.label)
         if found is None:
             cmd.launch["_config_missing"] = True
-            notes.append(f"{cmd.label}: accelerate config {ns.config_file!r} not found under "
-                         f"{files.base} and not one of the reference's files; the form's "
+            notes.append(f"{cmd.label}: accelerate config {ns.config_file!r} not found "
+                         f"{files.where} and not one of the reference's files; the form's "
                          f"distributed settings (ZeRO stage, offload, processes, precision) are "
                          f"left as they are. Give the file's contents (upload the file with the "
                          f"command) to import them")
@@ -414,8 +460,8 @@ def _parse_launch(cmd: _Command, args: list[str], files: _Files, nu: list[str],
             if found:
                 _read_deepspeed_json(cmd, found, nu)
             else:
-                notes.append(f"{cmd.label}: DeepSpeed file {value!r} not found under "
-                             f"{files.base} and not one of the reference's files; its settings "
+                notes.append(f"{cmd.label}: DeepSpeed file {value!r} not found "
+                             f"{files.where} and not one of the reference's files; its settings "
                              f"are not imported. Give the file's contents (upload the file "
                              f"with the command) to import them")
         elif name in ("use_deepspeed", "multi_gpu", "debug", "quiet", "same_network",
@@ -436,11 +482,12 @@ def _read_accelerate_yaml(cmd: _Command, found: _Found, files: _Files, nu: list[
     from accelerate.commands.config.config_args import load_config_from_file
 
     path = Path(found.name)
+    _check_accelerate_mapping(cmd, found)
     try:
         conf = load_config_from_file(str(found.path))
     except (ValueError, TypeError, OSError) as e:
         nu.append(f"{cmd.label}: accelerate config {path} not readable: "
-                  f"{' '.join(str(e).split())}")
+                  f"{found.shown(' '.join(str(e).split()))}")
         return
     d = conf.to_dict()
     dist = str(d.get("distributed_type", "NO"))
@@ -471,7 +518,7 @@ def _read_accelerate_yaml(cmd: _Command, found: _Found, files: _Files, nu: list[
                 _read_deepspeed_json(cmd, ds_found, nu)
             else:
                 notes.append(f"{cmd.label}: DeepSpeed file {ds_file!r} (named in "
-                             f"{path.name}) not found under {files.base} or next to the YAML "
+                             f"{path.name}) not found {files.where} or next to the YAML "
                              f"and not one of the reference's files; its settings are not "
                              f"imported. Give the file's contents (upload the file with the "
                              f"command) to import them")
@@ -494,9 +541,73 @@ def _read_accelerate_yaml(cmd: _Command, found: _Found, files: _Files, nu: list[
         launch.setdefault("_deepspeed", True)
 
 
+ACCELERATE_CONFIG_ALLOWED = ("an accelerate config: a YAML mapping of its settings, as "
+                             "`accelerate config` writes it (e.g. distributed_type: DEEPSPEED)")
+
+
+def _not_a(what: str, flag: str, cmd: _Command, found: _Found, got: str,
+           allowed: str) -> ConfigError:
+    return ConfigError([f"{flag}: not {what} (got {found.given!r} in {cmd.label}: {got}; "
+                        f"allowed {allowed})"])
+
+
+def _binary(text: str) -> bool:
+    """Text read with ``errors="replace"`` from a file that is not UTF-8 text."""
+    return "\ufffd" in text or "\x00" in text
+
+
+def _read_run_config(cmd: _Command, found: _Found) -> dict[str, Any]:
+    """The run options of a ``--config`` file; a ``ConfigError`` naming the flag and the
+    file as the command names it (never the private copy) when it is none."""
+    allowed = ("a run config: a YAML mapping of run options (python -m backend.stages.train "
+               "--help lists them)")
+    if _binary(found.path.read_text(encoding="utf-8")):
+        raise _not_a("a run config", "--config", cmd, found, "a binary file, not YAML text",
+                     allowed)
+    try:
+        return read_yaml(found.path)
+    except ConfigError as e:
+        raise ConfigError([found.shown(p) for p in e.problems],
+                          f"--config {found.given}") from None
+    except Exception as e:  # noqa: BLE001 - a parser's own error: said, never a traceback
+        raise _not_a("a run config", "--config", cmd, found,
+                     found.shown(" ".join(str(e).split())), allowed) from None
+
+
+def _check_accelerate_mapping(cmd: _Command, found: _Found) -> None:
+    """A ``--config_file`` that is no accelerate config at all (not YAML text, or YAML that
+    is not a mapping: a binary file, ``/etc/passwd``) is a ``ConfigError`` naming the flag
+    and the file as the command names it; accelerate's loader would fail on it with a
+    traceback (``'str' object has no attribute 'get'``) or name the private copy."""
+    import yaml
+
+    def refused(got: str) -> ConfigError:
+        return _not_a("an accelerate config", "--config_file", cmd, found, got,
+                      ACCELERATE_CONFIG_ALLOWED)
+
+    text = found.path.read_text(encoding="utf-8")
+    if _binary(text):
+        raise refused("a binary file, not YAML text")
+    try:
+        # Bounded: size, nesting and what YAML aliases expand to (backend/bounded.py).
+        bounded.check_size(text, "--config_file")
+        data = yaml.load(text, Loader=bounded.loader("--config_file"))
+    except bounded.ParseError as e:
+        raise ConfigError([str(e)]) from None
+    except yaml.YAMLError as e:
+        problem = getattr(e, "problem", None) or getattr(e, "reason", None) or str(e)
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise refused(f"not valid YAML, {' '.join(str(problem).split())}{where}") from None
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        raise refused(f"YAML text that is {kind}, not a mapping of settings")
+
+
 def _read_deepspeed_json(cmd: _Command, found: _Found, nu: list[str]) -> None:
     try:
-        ds = json.loads(found.path.read_text(encoding="utf-8"))
+        # Bounded: size, nesting and count of values (backend/bounded.py).
+        ds = bounded.load_json(bounded.read_text(found.path, found.name), found.name)
     except (OSError, ValueError) as e:
         nu.append(f"{cmd.label}: DeepSpeed file {found.name} not readable: {e}")
         return
@@ -796,7 +907,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base_dir", default=None, help="where relative config files are")
     args = parser.parse_args(argv)
     text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
-    result = import_commands(text, args.base_dir)
+    try:
+        result = import_commands(text, args.base_dir)
+    except (ConfigError, CommandError) as e:
+        print(e, file=sys.stderr)
+        return 2
     print(result.config.to_yaml(only_changed=True), end="")
     for line in result.notes:
         print(f"# note: {line}")

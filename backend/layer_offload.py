@@ -271,7 +271,8 @@ def make_optimizer(cfg, params: list, log: Callable[[str], None] = print):
     on a CPU-only machine everything is in host memory already and plain AdamW runs."""
     import torch
 
-    kw = {"lr": cfg.learning_rate, "weight_decay": cfg.weight_decay}
+    kw = {"lr": cfg.learning_rate, "weight_decay": cfg.weight_decay,
+          "betas": (cfg.adam_beta1, cfg.adam_beta2), "eps": cfg.adam_epsilon}
     if params and params[0].device.type == "cuda":
         try:
             from torchao.optim import CPUOffloadOptimizer

@@ -358,6 +358,23 @@ def matches(module: str, target: str) -> bool:
     return module == target or module.endswith("." + target)
 
 
+def shown_model_file(cfg, path: str | os.PathLike) -> str:
+    """A model file as a message names it: inside the models folder, by its place there
+    (``<model>/transformer/config.json in models_dir``, the model id first, as the
+    sources name it); elsewhere (a local path the user gave), as it is. Messages never
+    name the server's models folder."""
+    from backend.hub import models_dir
+
+    p = Path(path)
+    root = models_dir(cfg)
+    for candidate in (Path(os.path.abspath(p)), p.parent.resolve() / p.name):
+        try:
+            return f"{candidate.relative_to(root).as_posix()} in models_dir"
+        except ValueError:
+            continue
+    return str(p)
+
+
 def target_module_problems(cfg, config: dict | None = None, where: str | None = None
                            ) -> list[str]:
     """``lora_target_modules: ...`` naming every target that matches no Linear layer of the
@@ -377,7 +394,7 @@ def target_module_problems(cfg, config: dict | None = None, where: str | None = 
         folder = local_component_dir(cfg, component)
         if folder is not None and (folder / "config.json").is_file():
             config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-            where = where or f"{folder / 'config.json'}"
+            where = where or shown_model_file(cfg, folder / "config.json")
         else:
             config = family.published_configs()[component]
             where = where or f"the published {family.spec.title} {component} config"

@@ -12,9 +12,14 @@ frozen base) and ``backend.layer_offload`` (stage 2 with only the running block 
 Without a skip list the family's own (``Family.quantize_skip``) applies; an empty one
 (``<method>/``) quantizes every linear layer. The entry's glob
 names the component it quantizes by its folder (``transformer/``, ``text_encoder/``,
-``vae/``). ``fp8_models`` (the reference's video low-VRAM scripts) is a comma list of
+``vae/``). ``fp8_models`` (the reference's video low-VRAM scripts) is a list (``,`` or ``;``) of
 ``<model_id>:<glob>`` or model names (``dit``, ``text_encoder``, ``vae``) read as the same
 entries with method ``torchao_fp8``; ``offload_models`` takes the same forms.
+
+Methods: ``bitsandbytes_nf4`` / ``bitsandbytes_fp4`` (4-bit), ``bitsandbytes_int8``,
+``torchao_int8`` / ``torchao_fp8`` (weight-only); the reference trainer's newer names
+(``torchao_int8_w8a16``, ``torchao_fp8_w8a16``) are the same torchao methods. Its methods we
+do not run (``NOT_RUN``: NVFP4, comfy-kitchen) are refused naming the field and why.
 """
 from __future__ import annotations
 
@@ -23,15 +28,29 @@ from dataclasses import dataclass
 # method -> (backend package, bits per quantized weight)
 METHODS = {
     "bitsandbytes_nf4": ("bitsandbytes", 4),
+    "bitsandbytes_fp4": ("bitsandbytes", 4),
     "bitsandbytes_int8": ("bitsandbytes", 8),
     "torchao_int8": ("torchao", 8),
     "torchao_fp8": ("torchao", 8),
 }
+# Other spellings of the same methods, the reference trainer's among them: since
+# DiffSynth-Studio 2.1.2 its torchao methods name the activations' precision too
+# (w8a16: 8-bit weights, 16-bit activations -- torchao's weight-only configs, ours).
 ALIASES = {"bnb_nf4": "bitsandbytes_nf4", "nf4": "bitsandbytes_nf4",
+           "bnb_fp4": "bitsandbytes_fp4", "fp4": "bitsandbytes_fp4",
            "bnb_int8": "bitsandbytes_int8", "bitsandbytes_8bit": "bitsandbytes_int8",
            "int8": "torchao_int8", "torchao_int8_weight_only": "torchao_int8",
+           "torchao_int8_w8a16": "torchao_int8",
            "fp8": "torchao_fp8", "float8": "torchao_fp8", "torchao_float8": "torchao_fp8",
-           "torchao_float8_weight_only": "torchao_fp8"}
+           "torchao_float8_weight_only": "torchao_fp8", "torchao_fp8_w8a16": "torchao_fp8"}
+# The reference's methods ZeroLoRA does not run, each with why (refused naming the field,
+# never dropped: a run that asked for a quantized base never trains an unquantized one).
+NOT_RUN = {
+    "torchao_nvfp4_w4a16": "NVFP4 weights need a Blackwell GPU's FP4 kernels, which "
+                           "ZeroLoRA does not use",
+    "comfy_kitchen_int8_w8a8": "the comfy-kitchen backend is not part of ZeroLoRA",
+    "comfy_kitchen_fp8_w8a8": "the comfy-kitchen backend is not part of ZeroLoRA",
+}
 COMPONENT_FOLDERS = ("transformer", "text_encoder", "vae")
 # The reference's model names (its video scripts' --fp8_models / --offload_models dit).
 MODEL_NAMES = {"dit": "transformer", "transformer": "transformer",
@@ -68,7 +87,7 @@ def parse_quant_options(text: str | None, fp8_models: str | None = None
     field, the entry and what is allowed."""
     entries: list[QuantEntry] = []
     problems: list[str] = []
-    allowed = " | ".join(METHODS)
+    allowed = " | ".join(list(METHODS) + [a for a in ALIASES if a.endswith("_w8a16")])
     for raw in (text or "").split(";"):
         raw = raw.strip()
         if not raw:
@@ -82,13 +101,17 @@ def parse_quant_options(text: str | None, fp8_models: str | None = None
         method, slash, skip = tail.partition("/")
         model_id, _, glob = head.partition(":")
         method = ALIASES.get(method.strip(), method.strip())
+        if method in NOT_RUN:
+            problems.append(f"quant_options: {method} does not run here: {NOT_RUN[method]} "
+                            f"(got {raw!r}; allowed {allowed})")
+            continue
         if method not in METHODS:
             problems.append(f"quant_options: unknown method in {raw!r} (got {method!r}; allowed "
                             f"{allowed})")
             continue
         names = tuple(s.strip() for s in skip.split(",") if s.strip()) if slash else None
         entries.append(QuantEntry(model_id.strip(), glob.strip(), method, names))
-    for raw in (fp8_models or "").split(","):
+    for raw in _list_entries(fp8_models):
         raw = raw.strip()
         if not raw:
             continue
@@ -111,6 +134,12 @@ def parse_quant_options(text: str | None, fp8_models: str | None = None
     return entries, problems
 
 
+def _list_entries(text: str | None) -> list[str]:
+    """The entries of a ``fp8_models`` / ``offload_models`` list: separated by ``,`` (the
+    reference's video scripts) or ``;`` (its newer lists, as ``quant_options``)."""
+    return [e for part in (text or "").split(";") for e in part.split(",")]
+
+
 def entries_for(cfg, component: str) -> list[QuantEntry]:
     entries, _ = parse_quant_options(getattr(cfg, "quant_options", None),
                                      getattr(cfg, "fp8_models", None))
@@ -120,7 +149,7 @@ def entries_for(cfg, component: str) -> list[QuantEntry]:
 def offloaded_models(cfg) -> list[str]:
     """The components ``offload_models`` names (by model id:glob folder, or by name)."""
     out = []
-    for raw in (getattr(cfg, "offload_models", None) or "").split(","):
+    for raw in _list_entries(getattr(cfg, "offload_models", None)):
         raw = raw.strip()
         if not raw:
             continue
@@ -159,8 +188,11 @@ def combination_problems(c: dict) -> list[str]:
         p.append(f"{quant_tr[0].field}: DoRA needs the base weights in full precision for its "
                  f"norms (got {quant_tr[0].method} with DoRA; allowed plain LoRA, or no "
                  f"quantization)")
+    # enable_optimizer_cpu_offload steps adamw only: 8-bit spellings (the reference's too)
+    # here, the schema's other choices in ``backend.config.option_problems``.
     optimizer = str(c.get("optimizer", "") or "").lower()
     if c.get("enable_optimizer_cpu_offload") and ("8bit" in optimizer or "8_bit" in optimizer):
         p.append(f"enable_optimizer_cpu_offload: 8-bit optimizers run on the GPU only (got "
-                 f"optimizer {c.get('optimizer')}; allowed a 32-bit optimizer such as adamw)")
+                 f"optimizer {c.get('optimizer')}; allowed optimizer adamw, or "
+                 f"enable_optimizer_cpu_offload false)")
     return p

@@ -14,9 +14,11 @@ by the schema; nothing is imported from a user-given path):
 - ``prodigy``    ``prodigyopt.Prodigy``: estimates the step size itself; ``learning_rate`` is
                  a multiplier of it (1.0 as its authors advise).
 
-The schema refuses every optimizer but adamw with optimizer offload. Under DeepSpeed
-without offload the optimizer is handed to ZeRO as a client optimizer (the DeepSpeed JSON
-then carries ``zero_allow_untested_optimizer``, see ``backend/plan.py``).
+The schema refuses every optimizer but adamw with optimizer offload (DeepSpeed's
+``offload_optimizer_device`` and ``enable_optimizer_cpu_offload`` alike), and so does
+``make_optimizer``: the log's ``optimizer <name> (<class>)`` always names what steps.
+Under DeepSpeed without offload the optimizer is handed to ZeRO as a client optimizer (the
+DeepSpeed JSON then carries ``zero_allow_untested_optimizer``, see ``backend/plan.py``).
 
 Schedules (``lr_scheduler``) come from diffusers' ``get_scheduler`` with
 ``lr_warmup_steps`` of linear warm-up; ``constant`` keeps the warm-up the stage always had
@@ -55,6 +57,10 @@ def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None = None):
     name = optimizer_name(cfg)
     lr, wd = cfg.learning_rate, cfg.weight_decay
     if cfg.enable_optimizer_cpu_offload:  # low VRAM without DeepSpeed (backend.layer_offload)
+        if name != "adamw":  # the schema refuses it; never train another optimizer instead
+            raise OptimizerError(f"optimizer: enable_optimizer_cpu_offload steps adamw only "
+                                 f"(got {name}; allowed adamw, or enable_optimizer_cpu_offload "
+                                 f"false)")
         from backend.training import make_optimizer as offloaded_adamw
         return offloaded_adamw(cfg, params, ds_config)
     if ds_config and "optimizer" in ds_config:

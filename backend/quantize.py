@@ -1,5 +1,5 @@
 """A quantized frozen base: the ``nn.Linear`` layers of a loaded model replaced by
-bitsandbytes' ``Linear4bit`` (nf4) / ``Linear8bitLt`` (int8), or their weights made
+bitsandbytes' ``Linear4bit`` (nf4 or fp4) / ``Linear8bitLt`` (int8), or their weights made
 torchao's weight-only int8 / float8 tensors (``quantize_`` with a filter), after load.
 
 Quantizing after load (rather than diffusers' ``BitsAndBytesConfig`` / ``TorchAoConfig`` at
@@ -146,12 +146,13 @@ def _bnb(model, chosen, method: str, compute_dtype, device, defer: bool) -> None
         dtype = compute_dtype or lin.weight.dtype
         bias = lin.bias is not None
         weight = lin.weight.data
-        if method == "bitsandbytes_nf4":
+        if method in ("bitsandbytes_nf4", "bitsandbytes_fp4"):
+            kind = method.rsplit("_", 1)[1]  # nf4 | fp4
             q = bnb.nn.Linear4bit(lin.in_features, lin.out_features, bias=bias,
-                                  compute_dtype=dtype, quant_type="nf4",
+                                  compute_dtype=dtype, quant_type=kind,
                                   device=weight.device)
             q.weight = bnb.nn.Params4bit(weight.float().cpu(), requires_grad=False,
-                                         quant_type="nf4")
+                                         quant_type=kind)
         else:
             q = bnb.nn.Linear8bitLt(lin.in_features, lin.out_features, bias=bias,
                                     has_fp16_weights=False, threshold=0.0,

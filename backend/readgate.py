@@ -3,7 +3,7 @@
 A run started by a signed-in user who is not an admin carries its read policy in its config:
 ``read_roots``, the folders that user's run may read (their dataset folder, the bundled
 assets, the folders of their own runs, the server's models folder). The web server sets it
-when the run is submitted (``webui.security.with_read_policy``); users cannot. With
+when the run is submitted (``webui.security.with_file_policy``); users cannot. With
 ``read_roots`` unset (sign-in off, admins, runs from a command line) nothing is restricted.
 
 The stage checks each file **when it opens it**, links resolved: a file that is (or, through

@@ -14,7 +14,8 @@ caption is a sample. A column named ``image`` is read like ``video``.
 Frames: ``num_frames`` frames (4k+1, the VAE's temporal grouping) are taken from the start
 of a clip, every ``frame_stride``-th frame, or -- with ``video_fps`` -- the frames nearest to
 1/video_fps apart in the clip's own time. A clip with fewer frames is an error naming the
-row. Sizes follow the image rules (``backend.data.target_size``: fixed ``height`` x
+row, and so is a frames folder whose clip frames differ in size (naming the frame and both
+sizes). Sizes follow the image rules (``backend.data.target_size``: fixed ``height`` x
 ``width``, or ``max_pixels``), applied to every frame (cover-resize, centre-crop). Pixels map
 to [-1, 1]; a clip is the tensor [1, 3, F, H, W].
 
@@ -37,7 +38,8 @@ from typing import Any
 from backend import readgate
 from backend.config import RunConfig
 from backend.data import (IMAGE_EXTS, PROMPT_KEY, DatasetError, Record, _to_rgb, cover_crop,
-                          dataset_records, read_metadata_rows, target_size, upscale_note)
+                          dataset_records, header_size, read_metadata_rows, size_multiple,
+                          target_size, upscale_note)
 
 from backend.media_types import VIDEO_EXTS
 VIDEO_KEY = "video"
@@ -75,9 +77,22 @@ def frame_files(folder: Path, gate: readgate.ReadGate = readgate.UNRESTRICTED) -
                    if p.suffix.lower() in IMAGE_EXTS), key=lambda p: p.name)
 
 
-def _decode(path: Path, gate: readgate.ReadGate, cfg: RunConfig) -> tuple[list[Any], float]:
+class _Header:
+    """A frame known by its size alone (``headers_only`` reads): nothing decoded."""
+
+    def __init__(self, size: tuple[int, int]):
+        self.size = tuple(size)
+
+    def convert(self, mode: str) -> "_Header":
+        return self
+
+
+def _decode(path: Path, gate: readgate.ReadGate, cfg: RunConfig, headers_only: bool = False
+            ) -> tuple[list[Any], float]:
     """(PIL frames, fps) of a video file, read through the gate: decoding stops once the
-    frames the clip reaches into are in (the whole file only when it is too short)."""
+    frames the clip reaches into are in (the whole file only when it is too short).
+    ``headers_only``: the first frame alone is decoded, the others are counted from the
+    container's packets (one per frame) and stand in by its size (``_Header``)."""
     av = need_av()
     frames: list[Any] = []
     with gate.open(path, "video") as f:
@@ -85,11 +100,22 @@ def _decode(path: Path, gate: readgate.ReadGate, cfg: RunConfig) -> tuple[list[A
             stream = container.streams.video[0]
             rate = float(stream.average_rate or stream.guessed_rate or Fraction(16))
             limit = frames_needed(cfg, rate)
-            for frame in container.decode(stream):
-                frames.append(frame.to_image())
-                if len(frames) >= limit:
+            if not headers_only:
+                for frame in container.decode(stream):
+                    frames.append(frame.to_image())
+                    if len(frames) >= limit:
+                        break
+                return frames, rate
+            first, packets = None, 0
+            for packet in container.demux(stream):
+                packets += bool(packet.size)
+                if first is None:  # the last, empty packet flushes the decoder
+                    first = next(iter(packet.decode()), None)
+                if first is not None and packets >= limit:
                     break
-    return frames, rate
+    if first is None:
+        return [], rate
+    return [first.to_image()] + [_Header((first.width, first.height))] * (packets - 1), rate
 
 
 def _indices(available: int, fps: float, cfg: RunConfig, wanted: int) -> list[int] | None:
@@ -109,10 +135,13 @@ def frames_needed(cfg: RunConfig, fps: float = 0.0) -> int:
     return (cfg.num_frames - 1) * cfg.frame_stride + 1
 
 
-def read_frames(path: str | Path, cfg: RunConfig) -> tuple[list[Any], list[str]]:
+def read_frames(path: str | Path, cfg: RunConfig, *, headers_only: bool = False
+                ) -> tuple[list[Any], list[str]]:
     """(the clip's PIL RGB frames at the training size, notes) of a video, frames folder or
     image, opened through the run's read gate. Raises ``ValueError`` saying what is wrong
-    (too short, unreadable, no frames)."""
+    (too short, unreadable, no frames). ``headers_only`` asks the same questions from
+    image headers and a video's first frame and packets (a check before a run is
+    accepted, ``backend.preflight``) and returns no frames."""
     from PIL import Image
 
     gate = readgate.for_config(cfg)
@@ -121,8 +150,11 @@ def read_frames(path: str | Path, cfg: RunConfig) -> tuple[list[Any], list[str]]
     notes: list[str] = []
     if kind == "image":
         with gate.open(path, "image") as f, Image.open(f) as im:
-            im.load()
-            rgb, notes = _to_rgb(im)
+            if headers_only:
+                rgb = _Header(header_size(im))
+            else:
+                im.load()
+                rgb, notes = _to_rgb(im)
         frames = [rgb]
     elif kind == "frames":
         files = frame_files(path, gate)
@@ -135,11 +167,19 @@ def read_frames(path: str | Path, cfg: RunConfig) -> tuple[list[Any], list[str]]
         frames = []
         for i in idx:
             with gate.open(files[i], "image") as f, Image.open(f) as im:
-                im.load()
-                frames.append(_to_rgb(im)[0])
+                if headers_only:
+                    frames.append(_Header(header_size(im)))
+                else:
+                    im.load()
+                    frames.append(_to_rgb(im)[0])
+            if frames[-1].size != frames[0].size:  # never resized into the clip unsaid
+                (w, h), (w0, h0) = frames[-1].size, frames[0].size
+                raise ValueError(f"frame {files[i].name} is {w}x{h}, the clip's first frame "
+                                 f"{files[idx[0]].name} is {w0}x{h0} (allowed frames of one "
+                                 f"size in a frames folder)")
     elif kind == "video":
         try:
-            frames_all, fps = _decode(path, gate, cfg)
+            frames_all, fps = _decode(path, gate, cfg, headers_only)
         except FileNotFoundError:
             raise
         except Exception as e:  # noqa: BLE001 - PyAV's own errors name the codec problem
@@ -158,13 +198,16 @@ def read_frames(path: str | Path, cfg: RunConfig) -> tuple[list[Any], list[str]]
     else:
         raise ValueError(f"not a video, image or frames folder (got {path.name!r}; allowed "
                          f"{', '.join(VIDEO_EXTS + IMAGE_EXTS)} or a folder of frames)")
-    w, h = target_size(*frames[0].size, cfg)
-    if w < 16 or h < 16:
+    m = size_multiple(cfg)
+    w, h = target_size(*frames[0].size, cfg, m)
+    if w < m or h < m:
         raise ValueError(f"frames too small ({frames[0].size[0]}x{frames[0].size[1]}; at "
-                         f"least 16x16)")
+                         f"least {m}x{m})")
     up = upscale_note(*frames[0].size, w, h)
     if up:
         notes.append(up)
+    if headers_only:
+        return [], notes
     return [cover_crop(fr, w, h) for fr in frames], notes
 
 
@@ -197,9 +240,11 @@ def _video_column(row: dict) -> tuple[str | None, str]:
     return key, ""
 
 
-def inspect_video_record(rec: Record, cfg: RunConfig) -> dict[str, Any]:
+def inspect_video_record(rec: Record, cfg: RunConfig, *, headers_only: bool = False
+                         ) -> dict[str, Any]:
     """One finding per record, as ``backend.data.inspect_record`` gives for images, plus
-    ``frames`` (the clip's frame count)."""
+    ``frames`` (the clip's frame count). ``headers_only``: see ``read_frames`` (the same
+    errors; no frame count or size)."""
     info: dict[str, Any] = {"level": "ok", "file": str(rec.image), "row": rec.row,
                             "where": rec.where, "caption": rec.prompt, "message": "",
                             "original_size": None, "size": None, "frames": None}
@@ -212,9 +257,10 @@ def inspect_video_record(rec: Record, cfg: RunConfig) -> dict[str, Any]:
         errs.append(f"video not found (got {rec.name or rec.image.name!r})")
     else:
         try:
-            frames, notes = read_frames(rec.image, cfg)
-            info["frames"] = len(frames)
-            info["size"] = list(frames[0].size)
+            frames, notes = read_frames(rec.image, cfg, headers_only=headers_only)
+            if frames:
+                info["frames"] = len(frames)
+                info["size"] = list(frames[0].size)
             warns += notes
         except (OSError, ValueError) as e:
             errs.append(" ".join(str(e).split()))
@@ -246,11 +292,13 @@ def validate_any_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
     return validate_dataset(cfg)
 
 
-def check_video_dataset(cfg: RunConfig, log=None) -> list[Record]:
+def check_video_dataset(cfg: RunConfig, log=None, *, headers_only: bool = False
+                        ) -> list[Record]:
     """The video dataset's records; raises ``DatasetError`` listing every problem (each
-    naming its row: missing, unreadable, too short)."""
+    naming its row: missing, unreadable, too short). ``headers_only``: the same checks
+    from headers and a clip's first frame (``read_frames``)."""
     records, problems = read_video_records(cfg)
-    findings = [inspect_video_record(r, cfg) for r in records]
+    findings = [inspect_video_record(r, cfg, headers_only=headers_only) for r in records]
     problems += [i["message"] for i in findings if i["level"] == "error"]
     if problems:
         raise DatasetError(problems)

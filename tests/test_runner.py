@@ -605,12 +605,17 @@ def _kill_supervisor(r: Runner, run_id: str) -> dict:
     return stage
 
 
-def test_a_vanished_supervisor_fails_the_run_and_a_reused_pid_is_never_signalled(ws):
+def test_a_vanished_supervisor_s_live_stage_is_adopted_and_a_reused_pid_is_never_signalled(ws):
+    """The supervisor only keeps the books: a stage still running without it goes on. Stop
+    still ends it (run a, whose supervisor's pid now belongs to another process, which is
+    never signalled); a restarted UI adopts run b's stage and leaves it running, and when
+    that stage fails on its own the run fails with the stage's reason."""
     gate = ws / "gate"
     r = Runner(ws, stop_grace_s=5)
     a_dir, b_dir = ws / "runs" / "a", ws / "runs" / "b"
     a = r.submit_stages([fake(a_dir, "--steps", 3, "--wait_for", gate)], a_dir, "", gpu_ids="0")
-    b = r.submit_stages([fake(b_dir, "--steps", 3, "--wait_for", gate)], b_dir, "", gpu_ids="1")
+    b = r.submit_stages([fake(b_dir, "--steps", 3, "--wait_for", gate, "--fail_at", 2)],
+                        b_dir, "", gpu_ids="1")
     wait_for(waiting_at_gate(r, a), "run a to start")
     wait_for(waiting_at_gate(r, b), "run b to start")
     a_stage, b_stage = _kill_supervisor(r, a), _kill_supervisor(r, b)
@@ -626,23 +631,41 @@ def test_a_vanished_supervisor_fails_the_run_and_a_reused_pid_is_never_signalled
         other.kill()
         other.wait()
     run_a = r.get_run(a)
-    assert run_a["status"] == "stopped"
-    assert (f"stopped on request; the run's supervisor process (pid {other.pid}) ended "
-            f"unexpectedly; its stage 'train' was still running and was stopped") == run_a["note"]
+    assert (run_a["status"], run_a["stages"][0]["status"]) == ("stopped", "stopped")
+    assert (f"stopped on request; the run's supervisor process (pid {other.pid}) is gone, so "
+            f"the server stopped the stage") == run_a["note"]
+    assert "stopping: state saved at step 0" in log_text(r, a)  # SIGTERM, not SIGKILL
     assert not group_running(a_stage["pgid"])
+    assert run_a["resumable"]
 
-    # Run b: a restarted UI finds it without its supervisor and marks it failed.
+    # Run b: a restarted UI finds it without its supervisor and adopts its live stage ...
+    b_created = psutil.Process(b_stage["pid"]).create_time()
     restarted = Runner(ws, stop_grace_s=5)
+    wait_for(lambda: restarted.get_run(b)["adopted"], "the restarted UI to adopt run b's stage")
+    run_b = restarted.get_run(b)
+    assert (run_b["status"], run_b["current_stage"]) == ("running", "train")
+    assert "goes on and the server watches it (adopted)" in run_b["stages"][0]["note"]
+    assert "goes on, adopted by the server" in log_text(restarted, b)
+    restarted.reattach(wait=True)  # another look: still left alone
+    assert running(b_stage["pid"], b_created)
+    assert restarted.get_run(b)["status"] == "running"
+    # ... which then fails on its own: the run fails with the stage's reason.
+    gate.touch()
     run_b = restarted.wait(b, timeout=60)
     assert run_b["status"] == "failed" and run_b["stages"][0]["status"] == "failed"
-    assert "ended unexpectedly; its stage 'train' was still running" in run_b["failure_reason"]
-    assert restarted.failure_summary(b)["headline"] == run_b["stages"][0]["note"]
+    assert run_b["failure_reason"].startswith(
+        "stage 'train' failed: RuntimeError: something broke (the run's supervisor process "
+        f"(pid {run_b['supervisor_pid']}) is gone, so its exit code is unknown; see logs/train.log)")
+    summary = restarted.failure_summary(b)
+    assert summary["headline"] == run_b["stages"][0]["note"]
+    assert summary["end_reason"] == "RuntimeError: something broke"
     assert not group_running(b_stage["pgid"])
 
 
 def test_a_restarted_ui_ends_what_an_orphaned_stage_left_running(ws):
     """Supervisor and stage leader both gone (think: the launcher was killed), its workers
-    still running, one in a session of its own: found by the run id in their environment."""
+    still running, one in a session of its own: found by the run id in their environment.
+    Nothing is left to adopt: the workers are stopped and the run fails."""
     r = Runner(ws, stop_grace_s=5)
     rd = ws / "runs" / "workers"
     pids_file = ws / "workers.json"
@@ -659,7 +682,10 @@ def test_a_restarted_ui_ends_what_an_orphaned_stage_left_running(ws):
 
     run = Runner(ws, stop_grace_s=5).wait(rid, timeout=60)
     assert run["status"] == "failed"
-    assert "its stage 'train' was still running and was stopped" in run["failure_reason"]
+    assert ("is gone (the machine restarted or the process was killed) while stage 'train' "
+            "was running; see logs/train.log; the processes it left behind were stopped"
+            ) in run["failure_reason"]
+    assert run["stages"][0]["adopted_at"] is None
     for pid, t in workers.items():
         assert not running(pid, t), f"worker {pid} was left running"
 

@@ -9,10 +9,12 @@ run to wait.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import secrets
+import shutil
 import sys
 import time
 import zipfile
@@ -390,6 +392,180 @@ def test_presets_belong_to_their_user_and_admin_fields_stay_with_admins(served):
     assert "Saved preset" in out["preset-msg"], out
     assert (ws / "presets" / "team.yaml").is_file()
     assert "team" in carol.predict(api_name="/list_presets")
+
+
+# ------------------------------------------------------------------------ writes
+def alices_files(ws: Path) -> Path:
+    """Alice's dataset with a caption and a metadata file: what bob's links point at."""
+    al = ws / "datasets" / "alice" / "al"
+    if not al.exists():
+        al.mkdir(parents=True)
+        (al / "al0.png").write_bytes(png_bytes((7, 7, 7)))
+        (al / "al0.txt").write_text("alice's caption\n")
+        (al / "metadata.csv").write_text("image,prompt\nal0.png,alice's prompt\n")
+    return al
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+FLIP = """
+import os, sys
+link, target, spin = sys.argv[1], sys.argv[2], int(sys.argv[3])
+while True:
+    for present in (True, False):
+        try:
+            os.unlink(link)
+        except OSError:
+            pass
+        try:
+            if present:
+                os.symlink(target, link)
+        except OSError:
+            pass
+        for _ in range(spin):
+            pass
+"""
+
+
+@contextlib.contextmanager
+def flipping(path: Path, target: Path, spin: int = 100):
+    """Another process flips ``path`` between absent (a file there removed) and a link to
+    ``target`` as fast as it can, until the block ends (the race a user with a shell
+    runs: ``while true; do rm -f x; ln -s theirs x; rm -f x; done``)."""
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-c", FLIP, str(path), str(target), str(spin)])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+        if path.is_symlink():
+            path.unlink()
+
+
+def test_a_caption_job_never_writes_through_a_link_planted_after_submission(served,
+                                                                            tiny_model_dir):
+    """Bob captions two folders of his (.txt and metadata targets); while the jobs wait in
+    the queue he plants the names the writers once used for their temp files as links to
+    alice's caption and metadata. Both jobs succeed writing bob's captions; alice's files
+    are unchanged."""
+    ws = served.workspace
+    al = alices_files(ws)
+    before = files_of(al)
+    bob = client(served, "bob")
+    txt, meta = ws / "datasets" / "bob" / "cap-txt", ws / "datasets" / "bob" / "cap-meta"
+    for folder in (txt, meta):
+        folder.mkdir(parents=True)
+        (folder / "c0.png").write_bytes(png_bytes((3, 4, 5), 32))
+    (meta / "metadata.csv").write_text("image,prompt\nc0.png,old prompt\n")
+    config = {"model_id_with_origin_paths": str(tiny_model_dir), "offline": True,
+              "caption_max_length": 4, "caption_batch_size": 1}
+    hold = hold_the_queue(served)
+    try:
+        jobs = [bob.predict(config={**config, "dataset_base_path": str(txt)}, preset="",
+                            hub_token="", api_name="/start_caption"),
+                bob.predict(config={**config, "dataset_base_path": str(meta),
+                                    "dataset_metadata_path": str(meta / "metadata.csv"),
+                                    "caption_target": "metadata", "caption_overwrite": True},
+                            preset="", hub_token="", api_name="/start_caption")]
+        assert [j["status"] for j in jobs] == ["queued", "queued"]
+        (txt / ".c0.txt.tmp").symlink_to(al / "al0.txt")
+        (meta / ".metadata.csv.tmp").symlink_to(al / "metadata.csv")
+        (meta / "metadata.csv.tmp").symlink_to(al / "metadata.csv")
+    finally:
+        served.runner.stop(hold, wait=True)
+    for job in jobs:
+        assert wait_done(bob, job["run_id"])["status"] == "succeeded", job
+    assert files_of(al) == before
+    assert (txt / "c0.txt").is_file() and not (txt / "c0.txt").is_symlink()
+    assert "old prompt" not in (meta / "metadata.csv").read_text()
+    run_yaml = (ws / "runs" / jobs[0]["run_id"] / "run.yaml").read_text()
+    assert "write_roots:" in run_yaml and str(ws / "datasets" / "bob") in run_yaml
+
+
+def test_the_bundled_demo_and_other_users_folders_are_read_only_to_non_admins(served):
+    """A non-admin's caption job may read the demo dataset but not write it: refused before
+    anything is queued, naming the field; the demo's files are unchanged."""
+    from backend.config import REPO_ROOT
+
+    ws = served.workspace
+    demo = REPO_ROOT / "backend" / "assets" / "demo_dataset"
+    before = files_of(demo)
+    bob = client(served, "bob")
+    runs_before = len(bob.predict(api_name="/list_runs"))
+    for base, meta in ((demo, demo / "metadata.csv"), (alices_files(ws), None)):
+        config = {"dataset_base_path": str(base), "caption_overwrite": True, "offline": True}
+        if meta:
+            config.update(dataset_metadata_path=str(meta), caption_target="metadata")
+        with pytest.raises(Exception, match="dataset_base_path: outside your dataset folders"):
+            bob.predict(config=config, preset="", hub_token="", api_name="/start_caption")
+    with pytest.raises(Exception, match="write_roots: set by the server"):
+        bob.predict(config={"dataset_base_path": str(ws / "datasets" / "bob"),
+                            "write_roots": ["/"]}, preset="", hub_token="",
+                    api_name="/start_caption")
+    assert len(bob.predict(api_name="/list_runs")) == runs_before
+    assert files_of(demo) == before
+
+
+def test_save_captions_never_writes_through_a_link_flipped_in_a_loop(served):
+    """The Dataset tab's Save captions on bob's folder while a loop flips his caption's
+    name between absent and a link to alice's caption: alice's file never changes."""
+    ws = served.workspace
+    al = alices_files(ws)
+    before = files_of(al)
+    mine = ws / "datasets" / "bob" / "race"
+    mine.mkdir(parents=True)
+    (mine / "al0.png").write_bytes(png_bytes((1, 1, 1), 32))
+    page = Page(served, "bob")
+    table = {"headers": ["image", "caption"], "data": [["al0.png", "bob's words"]],
+             "metadata": None}
+    values = {"field-dataset_base_path": str(mine), "field-dataset_metadata_path": "",
+              "captions": table}
+    saved = 0
+    with flipping(mine / "al0.txt", al / "al0.txt"):
+        for _ in range(40):
+            out = page.call("captions-save", values)
+            saved += "Saved 1 caption" in out["data-msg"]
+            assert "Saved" in out["data-msg"] or "link" in out["data-msg"], out
+    assert files_of(al) == before
+    assert saved > 0
+
+
+def test_uploads_and_presets_never_write_through_a_swapped_folder(served):
+    """An upload into a dataset folder name flipped between absent and a link to alice's
+    folder, and a preset saved while bob's preset folder is a link to carol's: nothing of
+    alice's or carol's changes."""
+    ws = served.workspace
+    al = alices_files(ws)
+    before = files_of(al)
+    page = Page(served, "bob")
+    good = zip_bytes({"al0.png": png_bytes(), "al0.txt": b"bob's zip caption\n"})
+    name = ws / "datasets" / "bob" / "swap"
+    with flipping(name, al):
+        for _ in range(10):
+            page.call("upload-btn", {"upload-files": [page.upload("s.zip", good)],
+                                     "upload-name": "swap"})
+            if name.is_dir() and not name.is_symlink():
+                shutil.rmtree(name, ignore_errors=True)
+    assert files_of(al) == before
+    # Bob's preset folder replaced by a link to carol's: the save is refused.
+    carols = ws / "presets" / "users" / "carol"
+    carols.mkdir(parents=True, exist_ok=True)
+    (carols / "hers.yaml").write_text("lora_rank: 8\n")
+    carols_before = files_of(carols)
+    bobs = ws / "presets" / "users" / "bob"
+    if bobs.exists():
+        shutil.rmtree(bobs)
+    bobs.symlink_to(carols)
+    try:
+        out = page.call("preset-save", {"preset-save-name": "hers", "field-lora_rank": 64})
+        assert out["preset-msg"].startswith("✗"), out
+    finally:
+        bobs.unlink()
+    assert files_of(carols) == carols_before
 
 
 # ------------------------------------------------------------------------ partial exposures

@@ -27,13 +27,17 @@ def main(argv: list[str] | None = None) -> None:
 
     workspace = Path(args.workspace).expanduser().resolve()
     workspace.mkdir(parents=True, exist_ok=True)
-    demo = create_app(Runner(workspace), workspace,
-                      Path(args.models_dir) if args.models_dir else None)
+    # The watcher notices a vanished run supervisor with no browser open (Runner.watch).
+    runner = Runner(workspace).watch()
+    demo = create_app(runner, workspace, Path(args.models_dir) if args.models_dir else None)
     demo.queue(default_concurrency_limit=8)
     served = security.served_dir(workspace)
     served.mkdir(parents=True, exist_ok=True)
-    demo.launch(server_name="127.0.0.1", server_port=args.port, show_error=True,
-                allowed_paths=[str(served)], ssr_mode=False, **launch_kwargs())
+    try:
+        demo.launch(server_name="127.0.0.1", server_port=args.port, show_error=True,
+                    allowed_paths=[str(served)], ssr_mode=False, **launch_kwargs())
+    finally:
+        runner.close()
 
 
 if __name__ == "__main__":

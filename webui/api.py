@@ -39,7 +39,7 @@ Refusals (unknown or someone else's run, paths outside the run, bad configs, and
 sign-in on, for non-admins -- server paths outside the user's datasets, the models folder
 and their own runs: ``security.check_run_paths``) raise an error whose message says what
 was wrong, one ``field: problem`` per line; the client raises it as ``AppError``. A
-non-admin's run is started with its read policy (``security.with_read_policy``): its stages
+non-admin's run is started with its read policy (``security.with_file_policy``): its stages
 open files only inside that user's folders (``backend.readgate``).
 """
 from __future__ import annotations
@@ -51,8 +51,8 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 import gradio as gr
-import yaml
 
+from backend import bounded
 from backend.config import ConfigError
 from backend.rundir import RunDir
 from webui import security, services
@@ -110,15 +110,20 @@ def parse_config(config: Any) -> dict:
     """``config`` as a mapping: a dict, or YAML/JSON text (empty: no changes)."""
     if config is None or config == "":
         return {}
+    # Sizes, nesting and what YAML aliases expand to are bounded (backend/bounded.py).
     if isinstance(config, dict):
+        try:
+            bounded.check_value(config, "config")
+        except bounded.ParseError as e:
+            raise _Fail(str(e)) from None
         return dict(config)
     if not isinstance(config, str):
         raise _Fail(f"config: YAML text or a mapping of run options (got "
                     f"{type(config).__name__})")
     try:
-        data = yaml.safe_load(config)
-    except yaml.YAMLError as e:
-        raise _Fail(f"config: not valid YAML ({' '.join(str(e).split())})") from None
+        data = bounded.load_yaml(config, "config")
+    except bounded.ParseError as e:
+        raise _Fail(str(e)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -144,7 +149,7 @@ def build_config(config: Any, preset: str, workspace: Path, user: str | None = N
         try:
             data, path = schema.read_preset(preset, workspace, **owner)
         except schema.ConfigError as e:
-            raise _Fail(str(e)) from None
+            raise _Fail(security.hide_server_paths(str(e), user, workspace)) from None
     overrides = parse_config(config)
     overrides.pop("schema_version", None)
     # Each problem names where its value came from: the preset, or this call's config.
@@ -152,7 +157,7 @@ def build_config(config: Any, preset: str, workspace: Path, user: str | None = N
     try:
         return schema.validate_layers(layers)
     except schema.ConfigError as e:
-        raise _Fail(str(e)) from None
+        raise _Fail(security.hide_server_paths(str(e), user, workspace)) from None
 
 
 def add_api_endpoints(runner, workspace: str | os.PathLike,

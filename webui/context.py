@@ -13,6 +13,7 @@ from typing import Any, Callable
 import gradio as gr
 
 from backend.jobs.processes import gpu_memory_text  # noqa: F401 - the Run tab's GPU lines
+from backend import writegate
 from backend.rundir import RunDir
 from backend.runner import Runner
 from webui import security
@@ -110,10 +111,7 @@ def persistent_secret(workspace: Path) -> str:
     except FileNotFoundError:
         pass
     key = secrets.token_urlsafe(24)
-    workspace.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(key)
+    writegate.atomic_write(path, key, mode=0o600)
     return key
 
 

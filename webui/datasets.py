@@ -16,7 +16,6 @@ refusal is a ``DatasetFolderError`` whose text names the field and what is allow
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 import re
@@ -70,7 +69,20 @@ def _check_access(base, metadata, user, workspace, write=False, runner=None) -> 
         raise DatasetFolderError("\n".join(problems))
 
 
+def _uploads_gate(workspace: Path, user: str | None):
+    """The write gate of uploads: inside ``datasets_root(workspace, user)`` only, every
+    folder on the way opened without following links (``backend.writegate``)."""
+    from backend import writegate
+
+    root = datasets_root(workspace, user)
+    if not root.is_symlink():
+        root.mkdir(parents=True, exist_ok=True)
+    return writegate.gate_of([root])
+
+
 def new_dataset_dir(workspace: Path, name: str, user: str | None = None) -> Path:
+    from backend import writegate
+
     name = (name or "").strip()
     if not NAME.match(name):
         raise DatasetFolderError(f"name: not a folder name (got {name!r}; allowed letters, "
@@ -82,10 +94,15 @@ def new_dataset_dir(workspace: Path, name: str, user: str | None = None) -> Path
                                  f"allowed a folder under {root})")
     # Uploads land where this user's own runs may read them (and nowhere else).
     _check_access(str(folder), None, user, workspace, write=True)
-    if folder.exists() and any(folder.iterdir()):
+    try:
+        with _uploads_gate(workspace, user).folder(folder, "name", create=True) as fd:
+            taken = bool(os.listdir(fd))
+    except writegate.WriteRefused as e:
+        raise DatasetFolderError(f"name: the dataset folder is a link or not writable (got "
+                                 f"{name!r}; allowed a new folder under {root})") from e
+    if taken:
         raise DatasetFolderError(f"name: a dataset with this name already exists (got "
                                  f"{name!r}; allowed a new name)")
-    folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 
@@ -108,8 +125,14 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
     under ``datasets_root(workspace, user)``.
 
     Returns (folder, metadata file or None, notes). A zip holding a single top folder is
-    flattened into the dataset folder.
+    flattened into the dataset folder. Zips are unpacked in a private folder of the server
+    first; every file then enters the dataset folder through the uploads' write gate (new
+    files only, no link followed, a folder swapped for a link refused).
     """
+    import tempfile
+
+    from backend import writegate
+
     if not uploads:
         raise DatasetFolderError("files: nothing uploaded (allowed images, .txt captions, "
                                  "metadata.csv or a .zip of them)")
@@ -120,36 +143,37 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
         raise DatasetFolderError("\n".join(refused))
     limit = quota.upload_limit(datasets_root(workspace, user), user)
     folder = new_dataset_dir(workspace, name, user)
+    gate = _uploads_gate(workspace, user)
     notes: list[str] = []
     try:
         for raw in uploads:
             src = Path(raw)
             if src.suffix.lower() == ".zip":
-                staging = folder / ".unpack"
-                staging.mkdir()
-                left = None if limit is None else limit - quota.folder_bytes(folder)
-                _extract_zip(src, staging, left)
-                tops = [p for p in staging.iterdir()]
-                root = tops[0] if len(tops) == 1 and tops[0].is_dir() else staging
-                for p in sorted(root.rglob("*")):
-                    if p.is_file() and p.suffix.lower() in ALLOWED_UPLOADS:
-                        rel = p.relative_to(root)
-                        dst = folder / rel
-                        dst.parent.mkdir(parents=True, exist_ok=True)
-                        shutil.move(str(p), dst)
-                    elif p.is_file():
-                        notes.append(f"{p.name}: skipped (not an image or caption file)")
-                shutil.rmtree(staging)
+                with tempfile.TemporaryDirectory(prefix="zerolora-unpack-") as staging:
+                    left = None if limit is None else limit - quota.folder_bytes(folder)
+                    _extract_zip(src, Path(staging), left)
+                    tops = [p for p in Path(staging).iterdir()]
+                    root = tops[0] if len(tops) == 1 and tops[0].is_dir() else Path(staging)
+                    for p in sorted(root.rglob("*")):
+                        if p.is_file() and p.suffix.lower() in ALLOWED_UPLOADS:
+                            gate.copy_file(p, folder / p.relative_to(root), "files",
+                                           parents=True)
+                        elif p.is_file():
+                            notes.append(f"{p.name}: skipped (not an image or caption file)")
             elif src.suffix.lower() in ALLOWED_UPLOADS:
                 if limit is not None and quota.folder_bytes(folder) + src.stat().st_size > limit:
                     raise DatasetFolderError(f"files: the upload is larger than your quota "
                                              f"allows (allowed up to {limit} bytes)")
-                shutil.copyfile(src, folder / _clean_name(src.name))
+                gate.copy_file(src, folder / _clean_name(src.name), "files")
             else:
                 notes.append(f"{src.name}: skipped (allowed {', '.join(ALLOWED_UPLOADS)}, .zip)")
     except zipfile.BadZipFile as e:
         shutil.rmtree(folder, ignore_errors=True)
         raise DatasetFolderError(f"zip: not a readable zip file ({e})") from e
+    except writegate.WriteRefused as e:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise DatasetFolderError(f"files: {str(e).split(': ', 1)[-1]}".replace(
+            str(folder), name)) from None
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -169,8 +193,9 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
     if meta is None:
         for img in images:
             txt = img.with_suffix(".txt")
-            if not txt.exists():
-                txt.write_text("", encoding="utf-8")
+            if not os.path.lexists(txt):
+                with gate.create(txt, "files"):
+                    pass
                 notes.append(f"{img.name}: no caption yet (an empty {txt.name} was created; "
                              f"write one in the table)")
     return folder, meta, notes
@@ -257,8 +282,15 @@ def save_captions(base: str, metadata: str | None, rows: list[list], *, user: st
     """Write the table back (metadata file, or one .txt per image); returns rows written.
 
     Only images already in the folder are touched; other columns of a metadata file are kept.
-    Refused (``DatasetFolderError``, nothing written) outside ``user``'s own folders.
+    Refused (``DatasetFolderError``, nothing written) outside ``user``'s own folders; every
+    file is written through the user's write gate (``security.write_gate``), so a link
+    planted at a caption's name or swapped in for a folder, before or during the save, is
+    refused or replaced, never written through.
     """
+    from backend import writegate
+    from backend.caption import write_metadata_rows
+    from webui import security
+
     _check_access(base, metadata, user, workspace, write=True)
     folder = Path(base or "").expanduser().resolve()
     if not base or not folder.is_dir():
@@ -272,34 +304,24 @@ def save_captions(base: str, metadata: str | None, rows: list[list], *, user: st
             problems.append(f"{image}: not an image in {folder}")
     if problems:
         raise DatasetFolderError("; ".join(problems))
-    if metadata:
-        meta = Path(metadata).expanduser()
-        old = _read_rows(meta) if meta.is_file() else []
-        by_image = {str(r.get(IMAGE_KEY, "")): r for r in old}
-        out = []
-        for image, caption in table:
-            row = dict(by_image.get(image, {IMAGE_KEY: image}))
-            row[PROMPT_KEY] = caption
-            out.append(row)
-        suffix = meta.suffix.lower()
-        if suffix == ".csv":
-            columns = list(dict.fromkeys([IMAGE_KEY, PROMPT_KEY] +
-                                         [k for r in out for k in r]))
-            buf = io.StringIO()
-            w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-            w.writeheader()
-            w.writerows(out)
-            text = buf.getvalue()
-        elif suffix == ".json":
-            text = json.dumps(out, ensure_ascii=False, indent=1)
+    gate = security.write_gate(user, workspace)
+    try:
+        if metadata:
+            meta = Path(metadata).expanduser()
+            old = _read_rows(meta) if meta.is_file() else []
+            by_image = {str(r.get(IMAGE_KEY, "")): r for r in old}
+            out = []
+            for image, caption in table:
+                row = dict(by_image.get(image, {IMAGE_KEY: image}))
+                row[PROMPT_KEY] = caption
+                out.append(row)
+            write_metadata_rows(meta, out, gate)
         else:
-            text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out)
-        tmp = meta.with_name(meta.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, meta)
-    else:
-        for image, caption in table:
-            (folder / image).with_suffix(".txt").write_text(caption + "\n", encoding="utf-8")
+            for image, caption in table:
+                gate.write_text((folder / image).with_suffix(".txt"), caption + "\n",
+                                "caption")
+    except writegate.WriteRefused as e:
+        raise DatasetFolderError(str(e)) from None
     return len(table)
 
 

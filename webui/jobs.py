@@ -51,6 +51,11 @@ def submit_render(runner: Runner, run: dict, settings: dict[str, Any], names: li
     base.update(settings)
     base.update(stages=["sample"], run_name=f"render {run.get('name') or run['id']}")
     cfg = validate(base)  # every sample_* problem at once, as the schema words it
+    from backend.samples import checked_sample_inputs
+
+    # What the sample stage refuses before it loads a model (a prompt of an edit or
+    # image-to-video model without its input images), refused before the job is queued.
+    checked_sample_inputs(cfg)
     job_id = new_run_id()
     job_dir = RunDir.new(runner.workspace, job_id).run_dir
     job_dir.mkdir(parents=True)
@@ -144,13 +149,13 @@ def lora_download(run: dict, name: str | None, fmt: str) -> Path:
 
 
 def _zip(paths: list[tuple[Path, str]], dest: Path) -> Path:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".tmp")
-    with zipfile.ZipFile(tmp, "w") as zf:
+    from backend import writegate
+
+    with writegate.UNRESTRICTED.replacing(dest, "zip", parents=True) as out, \
+            zipfile.ZipFile(out, "w") as zf:
         for src, arc in paths:
             kind = zipfile.ZIP_STORED if src.suffix.lower() in STORED else zipfile.ZIP_DEFLATED
             zf.write(src, arc, compress_type=kind)
-    os.replace(tmp, dest)
     return dest
 
 

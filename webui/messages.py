@@ -31,6 +31,7 @@ ZH_LABELS: dict[str, str] = {
     "resume_from": "从此状态继续",
     "progress_file": "进度文件",
     "read_roots": "可读取的文件夹",
+    "write_roots": "可写入的文件夹",
     "model_family": "模型系列",
     "model_id_with_origin_paths": "模型来源",
     "model_paths": "本地权重文件",
@@ -166,6 +167,7 @@ ZH_HELP: dict[str, str] = {
     "resume_from": "从这个已保存的训练状态文件夹（output/state）继续训练。",
     "progress_file": f"JSONL 格式的进度事件文件（默认：output_path/{rundir.PROGRESS}）。",
     "read_roots": "各阶段可以读取文件的文件夹（运行自己的文件夹除外）；由 Web 服务器为非管理员的登录用户设置，用户不能设置。留空：不限制（backend/readgate.py）。",
+    "write_roots": "各阶段可以写入文件的文件夹（运行自己的文件夹除外）；由 Web 服务器为非管理员的登录用户设置，用户不能设置。留空：不限制（backend/writegate.py）。",
     "model_family": "模型系列（即模型架构）。不填时，根据模型来源自动识别（已知的 model id，或其 config.json 中的 _class_name）。",
     "model_id_with_origin_paths": "逗号分隔的 model_id:glob，解析为 {models_dir}/{model_id}/{glob}（在最后一个冒号处拆分）；已存在的本地路径（文件、组件文件夹或整个 pipeline 文件夹）按路径使用。",
     "model_paths": "本地权重文件的 JSON 列表（某一项可以是分片文件的列表）；设置后代替 model_id_with_origin_paths。",
@@ -255,8 +257,8 @@ ZH_HELP: dict[str, str] = {
     "sample_images": "编辑模型和图生视频模型：每条测试提示词的输入图片，每行对应一条提示词，顺序与 sample_prompts 相同；一条提示词的多张图片用 | 分隔。留空：每条提示词依次取数据集一行的输入图片（图生视频的行取其视频的第一帧），第 1 行对应第 1 条提示词，依此类推。",
     "enable_model_cpu_offload": "不用 DeepSpeed 的逐层卸载（单 GPU）：冻结的权重留在锁页内存中，每个模块在运行前才复制到 GPU（与下一个模块的复制重叠），用完即丢弃。不用 DeepSpeed 时显存最省；每一步权重都要经总线传输两次。",
     "enable_optimizer_cpu_offload": "不用 DeepSpeed，把优化器的状态（及其更新计算）放在内存中（单 GPU）。",
-    "quant_options": "量化冻结的模型：条目格式为 <model_id>:<glob>:<method>[/<不量化的模块>]，用 ';' 分隔；方法可选 `bitsandbytes_nf4` | `bitsandbytes_int8` | `torchao_int8` | `torchao_fp8`（glob 的文件夹名指明组件：transformer、text_encoder、vae）。LoRA 本身以全精度训练和保存。",
-    "fp8_models": "以 FP8 权重保存的模型（逗号分隔的 <model_id>:<glob>），等同于 quant_options 中用 `torchao_fp8`。",
+    "quant_options": "量化冻结的模型：条目格式为 <model_id>:<glob>:<method>[/<不量化的模块>]，用 ';' 分隔；方法可选 `bitsandbytes_nf4` | `bitsandbytes_fp4` | `bitsandbytes_int8` | `torchao_int8` | `torchao_fp8`（参考训练器的 `torchao_int8_w8a16` 和 `torchao_fp8_w8a16` 即这两种 `torchao` 方法；glob 的文件夹名指明组件：transformer、text_encoder、vae）。LoRA 本身以全精度训练和保存。",
+    "fp8_models": "以 FP8 权重保存的模型（<model_id>:<glob> 列表，用 ',' 或 ';' 分隔），等同于 quant_options 中用 `torchao_fp8`。",
     "offload_models": "两次使用之间留在内存中的模型（逗号分隔的 <model_id>:<glob>）：一体训练时，文本编码器和 VAE 只在编码时才移到 GPU。分阶段训练不需要（每个阶段只加载自己用到的模型）。",
     "lora_alpha": "LoRA alpha；更新量按 `alpha / lora_rank` 缩放（留空：`alpha = lora_rank`，缩放为 1，与参考训练器相同）。导出格式能记录 alpha 时写入 alpha，不能时折算进权重。",
     "lora_dropout": "训练时随机丢弃 LoRA 分支输入的比例（lora 和 dora）。",
@@ -439,9 +441,10 @@ rule(r"torchao's quantized tensors are not streamed block by block \(got true wi
 rule(r"DoRA needs the base weights in full precision for its norms \(got (?P<g>\S+) with DoRA; "
      r"allowed plain LoRA, or no quantization\)",
      r"`DoRA` 计算范数需要全精度的基础权重（当前：\g<g>，并用了 `DoRA`；允许：普通 LoRA，或不量化）")
-rule(r"8-bit optimizers run on the GPU only \(got optimizer (?P<o>\S+); allowed a 32-bit "
-     r"optimizer such as adamw\)",
-     r"8 位优化器只能在 GPU 上运行（当前：optimizer 为 \g<o>；允许：32 位优化器，例如 adamw）")
+rule(r"8-bit optimizers run on the GPU only \(got optimizer (?P<o>\S+); allowed optimizer "
+     r"adamw, or enable_optimizer_cpu_offload false\)",
+     r"8 位优化器只能在 GPU 上运行（当前：optimizer 为 \g<o>；允许：optimizer 为 adamw，"
+     r"或把 enable_optimizer_cpu_offload 设为 false）")
 rule(r"layer-wise offload runs without DeepSpeed \(got true with zero_stage (?P<z>\S+); allowed "
      r"zero_stage 0, or DeepSpeed's own (?P<o>\w+)\)",
      r"逐层卸载在不用 DeepSpeed 时才能运行（当前：true，zero_stage 为 \g<z>；允许：zero_stage 0，"
@@ -449,6 +452,33 @@ rule(r"layer-wise offload runs without DeepSpeed \(got true with zero_stage (?P<
 rule(r"layer-wise offload runs on one GPU \(got true with num_processes (?P<n>\S+); allowed "
      r"num_processes 1\)",
      r"逐层卸载只能在单个 GPU 上运行（当前：true，num_processes 为 \g<n>；允许：num_processes 1）")
+rule(r"enable_optimizer_cpu_offload steps adamw only \(torchao's CPU-offload AdamW\) \(got "
+     r"(?P<g>\S+) with enable_optimizer_cpu_offload true; allowed adamw, or "
+     r"enable_optimizer_cpu_offload false\)",
+     r"开启 enable_optimizer_cpu_offload 时只能用 adamw（`torchao` 的 CPU 卸载 AdamW）（当前：\g<g>，"
+     r"enable_optimizer_cpu_offload 为 true；允许：adamw，或把 enable_optimizer_cpu_offload 设为 false）")
+rule(r"0 splits no dimension \(got 0; allowed -1 \(as balanced as the dimension allows\) or a "
+     r"factor from 1 to 1024\)",
+     r"0 无法拆分任何维度（当前：0；允许：-1（按维度尽量均衡地拆分），或 1 到 1024 之间的因子）")
+rule(r"-1 \(as balanced as the dimension allows\) or a factor from 1 to 1024",
+     r"-1（按维度尽量均衡地拆分），或 1 到 1024 之间的因子")
+rule(r"(?P<m>.+?) needs sides that are multiples of (?P<k>\d+) \(got (?P<g>\S+); allowed e\.g\. "
+     r"(?P<a>\S+) or (?P<b>\S+)\)",
+     r"\g<m> 的边长必须是 \g<k> 的倍数（当前：\g<g>；允许：例如 \g<a> 或 \g<b>）")
+rule(r"(?P<s>the model id before|the folder or files after) the colon is empty \(got (?P<g>.*?); "
+     r"allowed a local folder, or model_id:folder/ or model_id:glob, e\.g\. (?P<e>\S+)\)",
+     lambda m: f"冒号{'前的 model id' if 'before' in m['s'] else '后的文件夹或文件'}为空（当前："
+               f"{m['g']}；允许：本地文件夹，或 model_id:folder/、model_id:glob，例如 {m['e']}）")
+NOT_RUN_ZH = {
+    "NVFP4 weights need a Blackwell GPU's FP4 kernels, which ZeroLoRA does not use":
+        "NVFP4 权重需要 `Blackwell` GPU 的 FP4 内核，ZeroLoRA 不使用它们",
+    "the comfy-kitchen backend is not part of ZeroLoRA": "comfy-kitchen 后端不在 ZeroLoRA 之中",
+}
+rule(r"(?P<m>\S+) does not run here: (?P<w>.*?) \(got (?P<g>.*?); allowed (?P<a>[\w |]+)\)",
+     lambda m: f"{m['m']} 在这里不能运行：{NOT_RUN_ZH.get(m['w'], m['w'])}（当前：{m['g']}；"
+               f"允许：{m['a']}）")
+rule(r"a preset name, not a file name \(got (?P<g>.*?); allowed (?P<a>'[^']*'): the \.yaml is "
+     r"added\)", r"应为预设名称，而不是文件名（当前：\g<g>；允许：\g<a>，`.yaml` 会自动加上）")
 # ------------------------------------------------------------------ validation: rules between fields
 rule(r"parameter offload needs ZeRO-3 \(got (?P<g>\S+) with zero_stage (?P<z>\S+); allowed "
      r"none unless zero_stage is 3\)",

@@ -1,7 +1,8 @@
 """Start, resume and render: written once for the tabs and the API.
 
-Each checks what the signed-in user may read before anything is queued, gives the run the
-read policy its stages enforce (``backend.readgate``), hands a typed hub token to the run's
+Each checks what the signed-in user may read (a caption job: also write) before anything is
+queued, gives the run the file policy its stages enforce (``backend.readgate``,
+``backend.writegate``), hands a typed hub token to the run's
 stages only (never a file or the history), and refuses with ``Refused``: a headline and the
 problems, one per field, for each surface to show its own way.
 
@@ -15,6 +16,8 @@ API's closure).
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any, Protocol
 
 import yaml
@@ -39,6 +42,30 @@ class Refused(Exception):
     def __init__(self, headline: str, problems: list[str] | None = None):
         self.headline, self.problems = headline, list(problems or [])
         super().__init__("\n".join([headline] + [f"  {p}" for p in self.problems]))
+
+
+def shown_to_user(fn):
+    """``fn``'s refusals as its ``user`` may see them, whatever produced their text: for a
+    signed-in non-admin no server path outside their own folders
+    (``security.hide_server_paths``: the checkout, the workspace, the models folder appear
+    relative). The one guard between every message below and the API or the tabs."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def guarded(where, *args, **kwargs):
+        try:
+            return fn(where, *args, **kwargs)
+        except Refused as e:
+            user = signature.bind(where, *args, **kwargs).arguments.get("user")
+
+            def hide(text: str) -> str:
+                return security.hide_server_paths(text, user, where.workspace,
+                                                  models_dir=where.models_dir,
+                                                  runner=where.runner)
+
+            raise Refused(hide(e.headline), [hide(p) for p in e.problems]) from None
+
+    return guarded
 
 
 def secret_env(token: str | None, download_source: str | None) -> dict[str, str] | None:
@@ -91,11 +118,12 @@ def _checked(where: Where, cfg: RunConfig, user: str | None, hub_token: str | No
         problems += [p for p in more_problems(cfg) if p.split(":", 1)[0] not in named]
     if problems:
         raise Refused(f"{len(problems)} path(s) not allowed", problems)
-    cfg = security.with_read_policy(cfg, user, where.workspace, models_dir=where.models_dir,
+    cfg = security.with_file_policy(cfg, user, where.workspace, models_dir=where.models_dir,
                                     runner=where.runner)
     return cfg, secret_env(hub_token, cfg.download_source)
 
 
+@shown_to_user
 def start_run(where: Where, cfg: RunConfig, user: str | None, *, name: str | None = None,
               hub_token: str | None = None) -> str:
     """Queue ``cfg`` as ``user``'s run; returns its id. ``name`` (the history's name; the
@@ -107,10 +135,14 @@ def start_run(where: Where, cfg: RunConfig, user: str | None, *, name: str | Non
     try:
         return where.runner.submit(cfg, owner=user, name=(name or "").strip() or None,
                                    **_env_kwargs(env))
+    except ConfigError as e:  # what the stages would refuse, checked before the queue
+        raise Refused(f"{len(e.problems)} problem(s) its stages would refuse",
+                      [security.redact(p) for p in e.problems]) from None
     except (RunnerError, ValueError, OSError) as e:
         raise Refused(security.redact(str(e))) from None
 
 
+@shown_to_user
 def resume_run(where: Where, run: dict, user: str | None, *,
                hub_token: str | None = None) -> str:
     """Re-queue a stopped or failed run from its saved state (its paths checked again:
@@ -127,6 +159,7 @@ def resume_run(where: Where, run: dict, user: str | None, *,
         raise Refused(security.redact(str(e))) from None
 
 
+@shown_to_user
 def render(where: Where, run: dict, settings: dict[str, Any], names: list[str],
            user: str | None) -> str:
     """Queue a render of ``run``'s checkpoints ``names`` with ``settings`` (sample_*
@@ -141,13 +174,22 @@ def render(where: Where, run: dict, settings: dict[str, Any], names: list[str],
         raise Refused(security.redact(str(e))) from None
 
 
+@shown_to_user
 def caption(where: Where, cfg: RunConfig, user: str | None, *,
             hub_token: str | None = None) -> str:
     """Queue a caption job for ``cfg``'s dataset folder (``backend.caption``); returns its
     id. The folder, its images and the captioning model are checked first."""
     from backend.caption import CaptionError, submit_caption
 
-    cfg, env = _checked(where, cfg, user, hub_token)
+    def write_problems(cfg: RunConfig) -> list[str]:
+        # The job writes where caption_target says: that must be the user's own folder
+        # (the write rule: bundled assets, models and other users' folders are read-only).
+        metadata = cfg.dataset_metadata_path if cfg.caption_target == "metadata" else None
+        return security.check_dataset_paths(cfg.dataset_base_path, metadata, user,
+                                            where.workspace, write=True, runner=where.runner,
+                                            models_dir=where.models_dir)
+
+    cfg, env = _checked(where, cfg, user, hub_token, write_problems)
     try:
         return submit_caption(where.runner, cfg, owner=user, secret_env=env)
     except CaptionError as e:

@@ -147,17 +147,56 @@ def recognise(sources: str | None, model_paths: str | None = None
                 return spec.name, spec.variant_of(model_id)
     for f in files:
         # The pipeline's class (model_index.json) first: it names the variant too, or with
-        # a value only one variant's pipeline sets.
+        # a value only one variant's pipeline (or one of its components' configs) sets.
         path = Path(str(f)).expanduser()
         index = _model_index(path)
         for n in _class_names(path):
             for spec in specs.values():
                 if n in spec.recognise_classes:
-                    by_value = [v for v in spec.variants if v.index_values and all(
-                        index.get(k) == want for k, want in v.index_values.items())]
+                    by_value = [v for v in spec.variants if _named_by_values(v, index, files)]
+                    # A component folder's own class is shared: its pipeline's names it.
+                    names = (n, index.get("_class_name"))
                     return spec.name, next(iter(by_value), None) or next(
-                        (v for v in spec.variants if n in v.classes), None)
+                        (v for v in spec.variants if any(c in v.classes for c in names)), None)
     return None
+
+
+def _named_by_values(variant: Variant, index: dict, files: list[str]) -> bool:
+    """Whether a local model names ``variant`` by value: every one of its
+    ``index_values`` in the pipeline's model_index.json, or every one of its
+    ``config_values`` in the component configs beside the model's files."""
+    if variant.index_values and all(index.get(k) == want
+                                    for k, want in variant.index_values.items()):
+        return True
+    if not variant.config_values:
+        return False
+    for component, values in variant.config_values.items():
+        config = _component_config(files, component)
+        if not all(config.get(k) == want for k, want in values.items()):
+            return False
+    return True
+
+
+def _component_config(files: list[str], component: str) -> dict:
+    """The config.json of ``component`` beside any of the local ``files`` (a pipeline
+    folder, a component folder, or a file in one): ``<root>/<component>/config.json`` for
+    the file's folder and the two above it, or the folder itself when it is named
+    ``component``; {} when none is found."""
+    for f in files:
+        path = Path(str(f)).expanduser()
+        folder = path if path.is_dir() else path.parent
+        candidates = [root / component / "config.json"
+                      for root in (folder, folder.parent, folder.parent.parent)]
+        if folder.name == component:
+            candidates.insert(0, folder / "config.json")
+        for candidate in candidates:
+            try:
+                data = json.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict):
+                return data
+    return {}
 
 
 def _model_index(path: Path) -> dict:

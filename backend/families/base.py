@@ -75,6 +75,15 @@ class Variant:
     index_values: Mapping[str, Any] = field(default_factory=dict)
     # Input images one sample takes beside its target (edit models); 0: text-to-image.
     input_images: int = 0
+    # Values of a component's config.json that name this variant, ``{component: {key:
+    # value}}``, for a local folder whose pipeline class it shares with other variants and
+    # whose model_index.json says nothing more (a flag only its transformer's config sets).
+    # A variant is named by value when all its ``index_values`` or all its
+    # ``config_values`` match.
+    config_values: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The multiple every image side is resized to, when it differs from the family's (a
+    # VAE that downsamples more, times the transformer's patch); None: the family's.
+    resolution_multiple: int | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,9 @@ class FamilySpec:
     # folder): {file pattern: component glob}. Never read, only renamed.
     reference_files: Mapping[str, str] = field(default_factory=dict)
     reference_repo_suffix: str = ""
+    # The multiple every image side is resized to (the VAE's downsampling times the
+    # transformer's patch size); a variant may declare its own (``Variant``).
+    resolution_multiple: int = 16
 
     def component(self, name: str) -> Component:
         for c in self.components:
@@ -156,6 +168,14 @@ class FamilySpec:
                 out.append(new)
         return ",".join(out), notes
 
+    def size_multiple(self, variant: str | None = None) -> tuple[int, str]:
+        """(the multiple every image side is resized to, the model's title) for the family,
+        or for its variant ``variant`` when that declares its own."""
+        for var in self.variants:
+            if var.name == variant and var.resolution_multiple:
+                return var.resolution_multiple, var.title
+        return self.resolution_multiple, self.title
+
     def variant_of(self, model_id: str) -> Variant | None:
         for var in self.variants:
             if model_id in var.model_ids:
@@ -199,7 +219,9 @@ class Family(abc.ABC):
     # Key prefix of the trained component per export format (``backend.export``).
     export_prefixes: Mapping[str, str] = {"reference": "", "diffusers": "transformer.",
                                           "comfyui": "diffusion_model."}
-    # Sizes: pixels per latent cell, and the multiple every side is resized to.
+    # Sizes: pixels per latent cell, and the multiple every side is resized to (declared
+    # by the spec, ``FamilySpec.size_multiple``, which the size rule of ``backend.data``
+    # and the schema read; an adapter bound to a variant gives that variant's).
     vae_scale_factor: int = 8
     resolution_multiple: int = 16
     # Layer offload and quantization: the trained component's repeated blocks (attribute

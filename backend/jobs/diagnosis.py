@@ -326,7 +326,35 @@ def _disk_full(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
         ["save_steps", "keep_last_n_checkpoints"], evidence)
 
 
+# The file a "File too large" line names: the stage's own message, or Python's OSError.
+_TOO_LARGE_FILE = (re.compile(r"file size limit reached writing (.+?): "),
+                   re.compile(r"\[Errno 27\] File too large: '([^']+)'"))
+
+
+def _file_too_large(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
+    found = [m.group(1) for pat in _TOO_LARGE_FILE for m in [pat.search(evidence)] if m]
+    what = f"Writing {found[0]}" if found else "Writing a file (cache, checkpoint or state)"
+    return Diagnosis(
+        "file_too_large", "A file passed the largest file size this process may write "
+        "(ulimit -f)",
+        f"{what} failed with 'File too large' (EFBIG, os error 27): the operating system "
+        "refuses to let a file of the stage's processes grow past their file-size limit "
+        "(ulimit -f, RLIMIT_FSIZE), which the app passes on to every run. The disk is not "
+        "full; no setting of the run changes this.",
+        ["Raise the file-size limit where the app is started: `ulimit -f unlimited` in its "
+         "shell (or LimitFSIZE=infinity in its systemd unit, fsize in "
+         "/etc/security/limits.conf), then restart the app and resume or start the run "
+         "again.",
+         "If `ulimit -f` already says unlimited, the file system holding the workspace has a "
+         "largest file size (FAT32: 4 GiB): put the workspace on another file system."],
+        [], evidence)
+
+
 def _missing_model(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
+    captioner = str(_get(cfg, "captioner_path") or "").strip()
+    if captioner and (stage == "caption" or captioner in evidence):
+        # The caption stage loads captioner_path (when set) instead of the model sources.
+        return _missing_captioner(cfg, evidence, captioner)
     fixes = ["Check the model source (model_id_with_origin_paths or model_paths) and "
              "models_dir: the files must exist there."]
     if _on(cfg, "offline"):
@@ -342,6 +370,24 @@ def _missing_model(cfg: dict, evidence: str, stage: str | None = None) -> Diagno
         "The stage could not find or read the model weights, config or tokenizer it needs.",
         fixes, ["model_id_with_origin_paths", "model_paths", "models_dir", "offline"],
         evidence)
+
+
+def _missing_captioner(cfg: dict, evidence: str, captioner: str) -> Diagnosis:
+    fixes = [f"Check captioner_path ({captioner}): a local Qwen2.5-VL or Qwen3-VL model "
+             f"folder, or model_id:folder/ found under models_dir."]
+    if _on(cfg, "offline"):
+        fixes.append("The run is offline (offline: true), so nothing is downloaded: download "
+                     "the captioning model once with offline off, or copy it into "
+                     "models_dir.")
+    else:
+        fixes.append("Download the captioning model (or let the run download it: offline: "
+                     "false, and the right download_source / hub_endpoint).")
+    fixes.append("Or leave captioner_path empty to caption with the model family's own text "
+                 "encoder, where it is a vision-language model.")
+    return Diagnosis(
+        "missing_model", "The captioning model's files are missing or unreadable",
+        "The caption stage could not find or read the model named in captioner_path.",
+        fixes, ["captioner_path", "models_dir", "offline"], evidence)
 
 
 def _deepspeed_config(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
@@ -393,6 +439,9 @@ RULES: list[Rule] = [
     ("cuda_oom", re.compile(
         r"CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError|CUDA error: out of memory|"
         r"CUBLAS_STATUS_ALLOC_FAILED|HIP out of memory|cudaErrorMemoryAllocation"), _cuda_oom),
+    ("file_too_large", re.compile(
+        r"file size limit reached writing|File too large|FileTooLarge|os error 27\b|"
+        r"\[Errno 27\]|\bEFBIG\b", re.I), _file_too_large),
     ("disk_full", re.compile(
         r"No space left on device|\bENOSPC\b|\[Errno 28\]|Disk quota exceeded|"
         r"PytorchStreamWriter failed writing", re.I), _disk_full),

@@ -2,7 +2,8 @@
 
 Tables: ``runs`` (one row per run: status, GPU set, folder, the resolved config as YAML,
 supervisor identity, stop request, failure reason, attempt), ``stages`` (argv, environment,
-status, process identity, log path of each stage), ``attempts`` (earlier attempts of a
+status, process identity, log path of each stage; ``adopted_at``: when the server took over
+watching a stage whose supervisor had died), ``attempts`` (earlier attempts of a
 resumed run) and ``settings`` (what the last ``Runner`` set: queue limit, free-disk floor).
 
 The schema only grows: a column added later is listed in ``ADDED_COLUMNS`` and added to an
@@ -65,6 +66,7 @@ CREATE TABLE IF NOT EXISTS stages (
     ended_at REAL,
     log_path TEXT NOT NULL,
     note TEXT,
+    adopted_at REAL,
     PRIMARY KEY (run_id, idx)
 );
 CREATE TABLE IF NOT EXISTS attempts (
@@ -100,7 +102,7 @@ def connect(workspace: str | os.PathLike) -> sqlite3.Connection:
 
 # Columns added after a table was first created: (table, column, declaration).
 ADDED_COLUMNS = [("runs", "secret_keys", "TEXT"), ("runs", "waiter_pid", "INTEGER"),
-                 ("runs", "waiter_start", "REAL")]
+                 ("runs", "waiter_start", "REAL"), ("stages", "adopted_at", "REAL")]
 
 
 def init_db(workspace: str | os.PathLike) -> None:

@@ -27,8 +27,18 @@ The queue: at most ``max_running_per_gpu_set`` running runs per overlapping GPU 
 overlaps everything), first come first served; a finishing supervisor starts the next run.
 The last ``Runner`` created for a workspace sets this limit and the free-disk threshold.
 
-The UI may call ``reattach()`` on a timer: it marks runs whose supervisor vanished and starts
-queued runs that a crashed supervisor could not start. All other reads have no side effects.
+A supervisor that vanished (``kill -9``, a crash) is noticed by ``reattach()``: at start, from
+the app's own watcher thread (``runner.watch()`` ... ``runner.close()``; no browser needed),
+from the Run tab's timer and from ``wait()``. The supervisor only keeps the books, so a stage
+still running without it is *adopted*: it goes on untouched, the run stays ``running`` (its
+progress read from the progress file as before) and every look checks that very process (pid
+and start time) again. Once the stage is over, what the supervisor would have recorded is
+read from the stage's files: a stage whose progress file ends with ``end{succeeded}`` (this
+attempt's) succeeded and the run goes on with its next stage (re-queued, a new supervisor
+claims it) or succeeds; ``end{failed}`` or no ``end`` at all fails the run, with the reason.
+Stop on an adopted run signals the stage's processes directly (SIGTERM, grace, SIGKILL).
+Then the queue moves on. A run whose supervisor lives is never touched. All other reads
+have no side effects.
 """
 from __future__ import annotations
 
@@ -38,10 +48,12 @@ import re
 import secrets
 import shutil
 import signal
+import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from backend.jobs import diagnosis
 from backend.jobs.history import TERMINAL, connect, init_db, set_setting, transaction
@@ -49,8 +61,8 @@ from backend.jobs.processes import ProcessTree, process_alive, process_start_tim
     runner_env, spawn_supervisor
 from backend.jobs.queue import DEFAULT_MIN_FREE_DISK, disk_refusal, normalize_gpu_ids, \
     start_ready
-from backend.jobs.supervisor import DEFAULT_STOP_GRACE_S
-from backend.jobs.watch import ProgressState, last_end_event, read_tail, utf8_cut
+from backend.jobs.supervisor import DEFAULT_STOP_GRACE_S, LEFTOVER_GRACE_S
+from backend.jobs.watch import LOG_PREFIX, ProgressState, last_end_event, read_tail, utf8_cut
 from backend.plan import StagePlan
 from backend.progress import read_events
 from backend import rundir
@@ -67,6 +79,10 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 SECRET_KEY = re.compile(
     r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|CREDENTIALS?)(_|$)", re.I)
 RESUME_FLAG = "--resume_from"
+# How often the app's watcher looks for runs whose supervisor vanished (``Runner.watch``).
+WATCH_EVERY_S = 2.0
+# One recovery at a time across every process using a workspace (``Runner._recovery_lock``).
+RECOVER_LOCK = ".recover.lock"
 
 
 class RunnerError(RuntimeError):
@@ -108,23 +124,21 @@ def input_problems(cfg: "RunConfig") -> list[str]:
 
 def check_before_start(cfg: "RunConfig") -> None:
     """What a config's stages will need, checked before any stage starts: the files each
-    planned stage reads (``input_problems``), the LoRA target names against the trained
-    component's modules, and each sample prompt's input images. Raises ConfigError listing
-    every problem."""
+    planned stage reads (``input_problems``) and what the stages would refuse in them
+    (``backend.preflight``: dataset rows, images, clips, edit rows, validation_samples),
+    the LoRA target names against the trained component's modules, and a sample stage's
+    prompts, input images and checkpoints. Raises ConfigError listing every problem."""
+    from backend import preflight
     from backend.config import ConfigError
 
     problems = input_problems(cfg)
+    if not problems:  # the files are there: what the stages would say of them
+        problems += preflight.dataset_problems(cfg)
     if "train" in cfg.stages:
         from backend.lora import target_module_problems
 
         problems += target_module_problems(cfg)
-    if "sample" in cfg.stages and cfg.sample_prompts:
-        from backend.samples import checked_sample_inputs
-
-        try:
-            checked_sample_inputs(cfg)
-        except ConfigError as e:
-            problems += e.problems
+    problems += preflight.sample_problems(cfg)
     if problems:
         raise ConfigError(problems)
 
@@ -177,6 +191,9 @@ class Runner:
         self._lock = threading.Lock()
         self._progress: dict[str, ProgressState] = {}
         self._recovering: set[str] = set()
+        self._again: set[str] = set()  # asked again while being settled (a stop, say)
+        self._watcher: threading.Thread | None = None
+        self._closing = threading.Event()
         if auto_start:
             self.reattach()
 
@@ -332,7 +349,9 @@ class Runner:
     # ------------------------------------------------------------------ stop
     def stop(self, run_id: str, wait: bool = False, reason: str = "stopped on request") -> None:
         """Stop a run: a queued run is just marked stopped; a running one gets SIGTERM (all its
-        process groups), the run's grace period to save its state, then SIGKILL.
+        process groups), the run's grace period to save its state, then SIGKILL. Its supervisor
+        does that (told by SIGUSR1); for a stage adopted after its supervisor died, this
+        process does (``_settle``, in a thread of its own unless ``wait``).
 
         With ``wait`` this returns once the run is no longer running.
         """
@@ -369,21 +388,29 @@ class Runner:
             self.wait(run_id, timeout=float(run["stop_grace_s"]) + 120.0)
 
     def wait(self, run_id: str, timeout: float | None = None, poll_s: float = 0.2) -> dict:
-        """Block until the run has ended (any terminal status); returns ``get_run``."""
+        """Block until the run has ended (any terminal status); returns ``get_run``.
+
+        A running run whose supervisor is gone is settled from here too (``_settle``), so
+        the end of an adopted stage is seen without the watcher."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             run = self.get_run(run_id)
             if run["status"] in TERMINAL:
                 return run
+            if run["status"] == "running" and not process_alive(run["supervisor_pid"],
+                                                                run["supervisor_start"]):
+                self._recover(run_id, wait=True)
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"run {run_id} is still {run['status']} after {timeout:g} s")
             time.sleep(poll_s)
 
     # ------------------------------------------------------------------ reattach
-    def reattach(self) -> None:
-        """Find running runs again (a restarted UI): a run whose supervisor process is gone
-        (checked by pid and process start time) is marked failed with the reason, and its
-        orphaned stage stopped. Then start whatever queued runs can start."""
+    def reattach(self, wait: bool = False) -> None:
+        """Find running runs again (a restarted UI, the watcher): a run whose supervisor
+        process is gone (checked by pid and process start time) has its live stage adopted,
+        or is settled from its stage's files once that stage is over (see ``_settle``; in a
+        thread of its own unless ``wait``). Then start whatever queued runs can start. Reads
+        only, when nothing needs doing (an adopted stage that still runs included)."""
         conn = self._db()
         try:
             running = conn.execute("SELECT * FROM runs WHERE status = 'running'").fetchall()
@@ -391,14 +418,64 @@ class Runner:
             conn.close()
         for run in running:
             if not process_alive(run["supervisor_pid"], run["supervisor_start"]):
-                self._recover(run["id"], wait=False)
+                self._recover(run["id"], wait=wait)
         self._fail_lost_waiters()
-        self._start_ready()
+        if self._queue_waits():
+            self._start_ready()
+
+    def _queue_waits(self) -> bool:
+        conn = self._db()
+        try:
+            return conn.execute("SELECT 1 FROM runs WHERE status = 'queued' LIMIT 1"
+                                ).fetchone() is not None
+        finally:
+            conn.close()
+
+    # ------------------------------------------------------------------ the watcher
+    def watch(self, every_s: float = WATCH_EVERY_S) -> "Runner":
+        """Notice vanished supervisors from this process, with no browser open: a thread
+        calls ``reattach`` every ``every_s`` seconds until ``close()``. The app's server
+        starts it (``python -m webui``, ``launch.py``); returns the runner."""
+        if every_s <= 0:
+            raise ValueError(f"every_s: must be > 0 (got {every_s})")
+        with self._lock:
+            if self._watcher is not None and self._watcher.is_alive():
+                return self
+            self._closing.clear()
+            self._watcher = threading.Thread(target=self._watch_loop, args=(float(every_s),),
+                                             daemon=True, name="zerolora-run-watcher")
+            self._watcher.start()
+        return self
+
+    def _watch_loop(self, every_s: float) -> None:
+        said: set[str] = set()
+        while not self._closing.wait(every_s):
+            try:
+                self.reattach(wait=True)  # settled in this thread: close() joins it all
+            except Exception as e:  # noqa: BLE001 - the watcher outlives a failed look
+                text = f"{type(e).__name__}: {e}"
+                if text not in said:  # once per distinct problem, not every few seconds
+                    said.add(text)
+                    print(f"zerolora: the run watcher could not check the runs: {text}",
+                          file=sys.stderr, flush=True)
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Stop the watcher (waits for a recovery under way, up to ``timeout`` seconds).
+        Runs and their supervisors go on: they never depend on this process."""
+        self._closing.set()
+        watcher = self._watcher
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join(timeout)
+        self._watcher = None
 
     def _fail_lost_waiters(self) -> None:
         """Queued runs with secrets whose waiting supervisor is gone cannot start any more."""
         conn = self._db()
         try:
+            waiting = conn.execute("SELECT waiter_pid, waiter_start FROM runs WHERE status = "
+                                   "'queued' AND secret_keys IS NOT NULL").fetchall()
+            if all(process_alive(r["waiter_pid"], r["waiter_start"]) for r in waiting):
+                return  # the usual case: no write at all
             with transaction(conn):
                 for run in conn.execute("SELECT * FROM runs WHERE status = 'queued' AND "
                                         "secret_keys IS NOT NULL").fetchall():
@@ -418,9 +495,12 @@ class Runner:
             conn.close()
 
     def _recover(self, run_id: str, wait: bool) -> None:
-        """A running run whose supervisor is gone: stop its stage if it still runs, record."""
+        """A running run whose supervisor is gone: adopt its live stage, or record how it
+        ended (``_settle``). One settle per run at a time in this process; a call while one
+        is under way makes it look once more when done (a stop must not wait a tick)."""
         with self._lock:
             if run_id in self._recovering:
+                self._again.add(run_id)
                 return
             self._recovering.add(run_id)
         if wait:
@@ -431,60 +511,227 @@ class Runner:
 
     def _recover_now(self, run_id: str) -> None:
         try:
-            conn = self._db()
+            while True:
+                with self._recovery_lock():
+                    self._settle(run_id)
+                with self._lock:
+                    if run_id not in self._again:
+                        break
+                    self._again.discard(run_id)
+        finally:
+            with self._lock:
+                self._recovering.discard(run_id)
+                self._again.discard(run_id)
+
+    @contextmanager
+    def _recovery_lock(self) -> Iterator[None]:
+        """One recovery at a time across every process on this workspace (the app's watcher,
+        a restarted app, a script's Runner): a run is settled once, and the stage of a run
+        one recovery re-queued is never taken for another's leftovers."""
+        try:
+            import fcntl
+        except ImportError:  # not Linux/macOS: the in-process guard only
+            yield
+            return
+        with open(self.workspace / RECOVER_LOCK, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
             try:
-                run = self._row(conn, run_id)
-                stage = conn.execute("SELECT * FROM stages WHERE run_id = ? AND status = "
-                                     "'running' ORDER BY idx LIMIT 1", (run_id,)).fetchone()
+                yield
             finally:
-                conn.close()
-            if run["status"] != "running" or process_alive(run["supervisor_pid"],
-                                                           run["supervisor_start"]):
-                return
-            sup = f"the run's supervisor process (pid {run['supervisor_pid']})"
-            # The stage's processes: its leader's group (only for a verified leader: a group
-            # id cannot be reused while its leader lives) and every process marked with the run.
-            leader = stage is not None and process_alive(stage["pid"], stage["proc_start"])
-            tree = ProcessTree(stage["pgid"] if leader else None,
-                               stage["pid"] if leader else None, run_id=run_id)
-            if stage is not None and tree.alive_groups(tree.groups()):
-                killed = tree.terminate(float(run["stop_grace_s"]))
-                reason = (f"{sup} ended unexpectedly; its stage '{stage['name']}' was still "
-                          f"running and was " + ("killed" if killed else "stopped"))
-            elif stage is not None:
-                reason = (f"{sup} is gone (the machine restarted or the process was killed) "
-                          f"while stage '{stage['name']}' was running; see "
-                          f"{RunDir.log_relpath(stage['name'])}")
-            else:
-                reason = f"{sup} is gone (the machine restarted or the process was killed)"
-            now = time.time()
-            conn = self._db()
-            try:
-                with transaction(conn):
-                    fresh = self._row(conn, run_id)
-                    if fresh["status"] != "running" or fresh["supervisor_pid"] != \
-                            run["supervisor_pid"]:
-                        return  # it finished or was picked up meanwhile
-                    stopped = bool(fresh["stop_requested"])
-                    status = "stopped" if stopped else "failed"
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def _settle(self, run_id: str) -> None:
+        """A running run whose supervisor is gone: adopt its stage while it runs, else record
+        what its supervisor would have.
+
+        The stage leader still alive (pid and start time) and no stop requested: the stage
+        is adopted (``_adopt``) and left alone; the next look checks it again. A stop
+        request: its processes are stopped (SIGTERM, grace, SIGKILL) and the run is stopped.
+        A leader that is over: what it left behind is stopped (as the supervisor does), then
+        its exit status, gone with the supervisor, is read from the stage's own word, the
+        last ``end`` event of this attempt in the progress file: ``end{succeeded}`` -> the
+        stage succeeded and the run is re-queued for its next stage (a new supervisor claims
+        it) or succeeds; ``end{stopped}`` or a stop request -> stopped; anything else (no
+        ``end``, ``failed``) -> failed, with the reason. A run with secrets of its own cannot
+        go on (they lived in that process).
+        """
+        conn = self._db()
+        try:
+            run = self._row(conn, run_id)
+            stage = conn.execute("SELECT * FROM stages WHERE run_id = ? AND status = "
+                                 "'running' ORDER BY idx LIMIT 1", (run_id,)).fetchone()
+        finally:
+            conn.close()
+        if run["status"] != "running" or process_alive(run["supervisor_pid"],
+                                                       run["supervisor_start"]):
+            return
+        sup = f"the run's supervisor process (pid {run['supervisor_pid']})"
+        leader = stage is not None and process_alive(stage["pid"], stage["proc_start"])
+        if leader and not run["stop_requested"]:
+            self._adopt(run, stage, sup)
+            return
+        log = Path(stage["log_path"]) if stage is not None else \
+            RunDir(Path(run["run_dir"])).supervisor_log
+
+        def note(message: str) -> None:
+            self._log_note(log, message)
+
+        grace = float(run["stop_grace_s"])
+        # The run's processes: the stage leader's group (only for a verified leader: a group
+        # id cannot be reused while its leader lives) and every process marked with the run.
+        tree = ProcessTree(stage["pgid"] if leader else None,
+                           stage["pid"] if leader else None, run_id=run_id)
+        killed = left = None
+        if leader:  # a stop request, and no supervisor to carry it out
+            note(f"stop requested; {sup} is gone, so the server stops the stage")
+            killed = tree.terminate(grace, note)
+        else:
+            leftovers = tree.alive_groups(tree.groups())
+            if leftovers:
+                what = f"stage '{stage['name']}'" if stage is not None else "the run"
+                note(f"{what} left processes behind in group(s) {sorted(leftovers)}; "
+                     f"stopping them")
+                left = tree.terminate(min(grace, LEFTOVER_GRACE_S), note)
+        end = None
+        if stage is not None:
+            end = last_end_event(RunDir(Path(run["run_dir"])).progress, stage["name"],
+                                 since=stage["started_at"])
+        now = time.time()
+        settled = None
+        conn = self._db()
+        try:
+            with transaction(conn):
+                fresh = self._row(conn, run_id)
+                if fresh["status"] != "running" or fresh["supervisor_pid"] != \
+                        run["supervisor_pid"]:
+                    return  # it finished or was picked up meanwhile
+                stopped = bool(fresh["stop_requested"])
+                if stage is not None:
+                    st_status, reason = self._stage_outcome(
+                        stage, end, killed, left, stopped, sup, grace, fresh["config_yaml"])
                     conn.execute(
                         "UPDATE stages SET status = ?, ended_at = ?, note = ? "
-                        "WHERE run_id = ? AND status = 'running'",
-                        (status, now, reason, run_id))
+                        "WHERE run_id = ? AND idx = ?",
+                        (st_status, now, reason, run_id, stage["idx"]))
+                    settled = st_status
+                stages = conn.execute("SELECT name, status, note FROM stages WHERE run_id = ? "
+                                      "ORDER BY idx", (run_id,)).fetchall()
+                if stage is None:  # gone between two stages: the history has them all
+                    ended = [x for x in stages if x["status"] in ("failed", "stopped")]
+                    st_status = ended[-1]["status"] if ended else "succeeded"
+                    reason = (ended[-1]["note"] or f"stage '{ended[-1]['name']}' "
+                              f"{ended[-1]['status']}") if ended else None
+                todo = [x["name"] for x in stages if x["status"] == "queued"]
+                if st_status == "succeeded" and not stopped:
+                    if not todo:
+                        status, failure, note_text = "succeeded", None, None
+                    elif fresh["secret_keys"]:
+                        keys = ", ".join(json.loads(fresh["secret_keys"]))
+                        status, note_text = "failed", None
+                        failure = (f"{sup} is gone, and the secrets given for this run "
+                                   f"({keys}) went with it; stage '{todo[0]}' needs them: "
+                                   f"resume the run and give them again")
+                    else:
+                        # Its next stage: a new supervisor claims the run (earliest in queue).
+                        conn.execute(
+                            "UPDATE runs SET status = 'queued', supervisor_pid = NULL, "
+                            "supervisor_start = NULL, launch_requested_at = NULL WHERE id = ?",
+                            (run_id,))
+                        status = None
+                else:
+                    status = "stopped" if stopped or st_status == "stopped" else "failed"
+                    if st_status == "succeeded":  # stopped after its stage had finished
+                        reason = None
+                    elif reason is None:
+                        reason = f"{sup} is gone (the machine restarted or the process was " \
+                                 f"killed)"
+                    failure = reason if status == "failed" else None
+                    note_text = "; ".join(x for x in (fresh["stop_reason"] or "stopped", reason)
+                                          if x) if status == "stopped" else None
+                if status is not None:
                     conn.execute("UPDATE stages SET status = 'skipped' "
                                  "WHERE run_id = ? AND status = 'queued'", (run_id,))
                     conn.execute(
                         "UPDATE runs SET status = ?, ended_at = ?, failure_reason = ?, "
-                        "note = ? WHERE id = ?",
-                        (status, now, None if stopped else reason,
-                         f"{fresh['stop_reason'] or 'stopped'}; {reason}" if stopped else None,
-                         run_id))
-            finally:
-                conn.close()
-            self._start_ready()
+                        "note = ?, launch_requested_at = NULL WHERE id = ?",
+                        (status, now, failure, note_text, run_id))
         finally:
-            with self._lock:
-                self._recovering.discard(run_id)
+            conn.close()
+        if settled is not None:
+            note(f"stage '{stage['name']}' {settled} (recorded by the server: {sup} is gone, "
+                 f"and the stage's exit code with it)")
+        self._start_ready()
+
+    def _adopt(self, run, stage, sup: str) -> None:
+        """The stage of a run whose supervisor is gone still runs: let it go on. Recorded
+        once (``adopted_at``, a stage note, a line in its log), whichever process looks
+        first (under the recovery lock, so never twice); nothing else changes: the run stays
+        ``running`` and keeps its GPUs, and each later look checks the stage again."""
+        if stage["adopted_at"] is not None:
+            return
+        text = (f"{sup} is gone; the stage goes on and the server watches it (adopted): its "
+                f"outcome will be read from its progress file")
+        conn = self._db()
+        try:
+            with transaction(conn):
+                done = conn.execute(
+                    "UPDATE stages SET adopted_at = ?, note = ? WHERE run_id = ? AND idx = ? "
+                    "AND status = 'running' AND adopted_at IS NULL AND pid = ? AND EXISTS "
+                    "(SELECT 1 FROM runs WHERE id = ? AND status = 'running' AND "
+                    "supervisor_pid = ?)",
+                    (time.time(), text, run["id"], stage["idx"], stage["pid"], run["id"],
+                     run["supervisor_pid"])).rowcount
+        finally:
+            conn.close()
+        if done:
+            self._log_note(Path(stage["log_path"]),
+                           f"{sup} is gone; stage '{stage['name']}' (pid {stage['pid']}) goes "
+                           f"on, adopted by the server (pid {os.getpid()})")
+
+    @staticmethod
+    def _log_note(path: Path, message: str) -> None:
+        """A runner line in a stage's log (as the supervisor writes them)."""
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(f"{LOG_PREFIX} {message}\n")
+        except OSError:
+            pass
+
+    @staticmethod
+    def _stage_outcome(stage, end: dict | None, killed: bool | None, left: bool | None,
+                       stopped: bool, sup: str, grace: float,
+                       config_yaml: str | None) -> tuple[str, str | None]:
+        """(status, note) of a stage whose supervisor is gone, from its last ``end`` event
+        of this attempt; ``killed``: whether stopping its live leader on request needed
+        SIGKILL (None: it was over already); ``left``: whether processes it left behind had
+        to be stopped (None: none were left); ``stopped``: whether a stop was requested."""
+        name = stage["name"]
+        log = RunDir.log_relpath(name)
+        said = (end or {}).get("status")
+        if said == "succeeded":
+            return "succeeded", (f"{sup} is gone and the exit status with it; the stage's "
+                                 f"progress file says it succeeded")
+        if killed is not None:
+            return "stopped", (f"{sup} is gone, so the server stopped the stage" + (
+                f"; it did not exit within {grace:g} s of SIGTERM and was killed (SIGKILL); "
+                f"its last save may be incomplete" if killed else ""))
+        status = "stopped" if stopped or said == "stopped" else "failed"
+        after = "; the processes it left behind were stopped" if left is not None else ""
+        if said in ("failed", "stopped"):
+            why = (end or {}).get("reason")
+            if said == "failed":
+                found = diagnosis.diagnose(None, read_tail(stage["log_path"], 64 * 1024),
+                                           end_reason=why, config_yaml=config_yaml,
+                                           stage=name)
+                why = found[0].title if found else why
+            return status, (f"stage '{name}' {said}: {why or 'no reason given'} ({sup} is "
+                            f"gone, so its exit code is unknown; see {log})" + after)
+        if stage["adopted_at"] is not None:
+            return status, (f"stage '{name}' ended without an end event in its progress file "
+                            f"(it crashed or was killed; {sup} was gone, so its exit code is "
+                            f"unknown); see {log}" + after)
+        return status, (f"{sup} is gone (the machine restarted or the process was killed) "
+                        f"while stage '{name}' was running; see {log}" + after)
 
     # ------------------------------------------------------------------ resume / delete
     def resume(self, run_id: str, secret_env: dict[str, str] | None = None) -> str:
@@ -533,7 +780,8 @@ class Runner:
                 conn.execute(
                     "UPDATE stages SET status = 'queued', exit_code = NULL, pid = NULL, "
                     "pgid = NULL, proc_start = NULL, started_at = NULL, ended_at = NULL, "
-                    "note = NULL WHERE run_id = ? AND idx >= ?", (run_id, first["idx"]))
+                    "note = NULL, adopted_at = NULL WHERE run_id = ? AND idx >= ?",
+                    (run_id, first["idx"]))
                 if secret_env:
                     self._spawn_waiter(conn, run_id, Path(run["run_dir"]), secret_env)
         finally:
@@ -585,7 +833,7 @@ class Runner:
                 "env": json.loads(s["env"]), "status": s["status"], "exit_code": s["exit_code"],
                 "pid": s["pid"], "pgid": s["pgid"], "proc_start": s["proc_start"],
                 "started_at": s["started_at"], "ended_at": s["ended_at"],
-                "log_path": s["log_path"], "note": s["note"]})
+                "log_path": s["log_path"], "note": s["note"], "adopted_at": s["adopted_at"]})
         return out
 
     @staticmethod
@@ -594,8 +842,10 @@ class Runner:
         d["stop_requested"] = bool(d["stop_requested"])
         d["secret_keys"] = json.loads(d["secret_keys"]) if d.get("secret_keys") else []
         d["stages"] = stages
-        current = [s["name"] for s in stages if s["status"] == "running"]
-        d["current_stage"] = current[0] if current else None
+        current = [s for s in stages if s["status"] == "running"]
+        d["current_stage"] = current[0]["name"] if current else None
+        # Its stage goes on without its supervisor, watched by the server (``_adopt``).
+        d["adopted"] = bool(current and current[0]["adopted_at"] is not None)
         return d
 
     def list_runs(self, owner: str | None = None) -> list[dict]:

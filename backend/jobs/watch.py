@@ -26,8 +26,10 @@ def read_tail(path: str | os.PathLike, max_bytes: int) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def last_end_event(progress_file: Path, stage: str) -> dict | None:
-    """The last ``end`` event of ``stage`` in the progress file (read from its last 256 KiB)."""
+def last_end_event(progress_file: Path, stage: str, since: float | None = None
+                   ) -> dict | None:
+    """The last ``end`` event of ``stage`` in the progress file (read from its last 256 KiB);
+    with ``since`` (unix seconds), only one written at or after then (this attempt's)."""
     text = read_tail(progress_file, 256 * 1024)
     found = None
     for line in text.splitlines():
@@ -38,6 +40,9 @@ def last_end_event(progress_file: Path, stage: str) -> dict | None:
         except json.JSONDecodeError:
             continue
         if ev.get("event") == "end" and ev.get("stage") == stage:
+            when = ev.get("time")
+            if since is not None and not (isinstance(when, (int, float)) and when >= since):
+                continue
             found = ev
     return found
 

@@ -33,6 +33,7 @@ import traceback
 from pathlib import Path
 
 from backend.caption import STAGE, CaptionError, caption_dataset, load_captioner
+from backend import writegate
 from backend.config import ConfigError, parse_stage_args
 from backend.progress import ProgressWriter, progress_file_in
 
@@ -77,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         problems = caption_problems(cfg)  # before the model loads
         if problems:
             raise CaptionError(problems)
+        # Where the captions go must be writable for this run (its write_roots).
+        if cfg.caption_target == "metadata":
+            writegate.for_config(cfg).check(cfg.dataset_metadata_path, "dataset_metadata_path")
+        else:
+            writegate.for_config(cfg).check(cfg.dataset_base_path, "dataset_base_path")
         captioner = load_captioner(cfg, device, dtype)
         t0 = {"t": time.time()}
 
@@ -96,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     except Stopped as e:
         progress.end("stopped", str(e))
         return 143
-    except (ConfigError, CaptionError) as e:
+    except (ConfigError, CaptionError, writegate.WriteRefused) as e:
         print(e, file=sys.stderr, flush=True)
         progress.end("failed", str(e).replace("\n", " "))
         return 2

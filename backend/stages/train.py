@@ -85,12 +85,12 @@ STAGE_OF_TASK = {"sft:data_process": "data_process", "sft:train": "train", "sft"
 def _user_errors() -> tuple[type, ...]:
     from backend.cache import CacheError
     from backend.data import DatasetError
-    from backend.diskspace import DiskFullError
+    from backend.diskspace import DiskFullError, FileSizeLimitError
     from backend.hub import HubError
     from backend.batches import DataOptionError
     from backend.optimizers import OptimizerError
     return (ConfigError, StageError, DatasetError, CacheError, HubError, DiskFullError,
-            DataOptionError, OptimizerError)
+            FileSizeLimitError, DataOptionError, OptimizerError)
 
 
 # ------------------------------------------------------------------------------------------
@@ -141,10 +141,13 @@ def main(argv: list[str] | None = None) -> int:
         progress.emit("end", status="failed", reason=one_line(e))
         return EXIT_FAILED
     except BaseException as e:  # noqa: BLE001 - the stage must always end with an event
-        from backend.diskspace import disk_full_in, is_disk_full
+        from backend.diskspace import (disk_full_in, file_too_large_in, is_disk_full,
+                                       is_file_too_large)
 
-        if is_disk_full(e):  # a write not wrapped where it happens (e.g. a cache file)
-            e = disk_full_in(cfg.output_path, e)
+        # A write not wrapped where it happens (e.g. a cache file): a full disk, or a file
+        # past the process's file-size limit (ulimit -f), said as such.
+        if is_disk_full(e) or is_file_too_large(e):
+            e = (disk_full_in if is_disk_full(e) else file_too_large_in)(cfg.output_path, e)
             print(f"error: {e}", file=sys.stderr, flush=True)
             progress.emit("end", status="failed", reason=one_line(e))
             return EXIT_FAILED
@@ -165,24 +168,20 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
             "task sft:data_process runs without DeepSpeed (it trains nothing, and ZeRO "
             "wrapping breaks it). Launch it plainly: accelerate launch -m "
             "backend.stages.train --task sft:data_process ... (no DeepSpeed --config_file).")
-    from backend.data import check_dataset, check_input_images
+    from backend.data import check_stage_dataset
     from backend.families import get_family
     from backend.hub import fingerprint, resolve_component_dirs
     from backend.quantize import quantize_frozen
 
     family = get_family(cfg.model_family).for_config(cfg)
     media: dict[str, Any] = {}
+    records = check_stage_dataset(cfg, family, log)  # before any model is touched
     if family.media == "video":  # clips decoded with PyAV (backend/video.py)
-        from backend.video import check_video_dataset, load_clip, plan_clips
-        records = check_video_dataset(cfg, log)  # before any model is touched
+        from backend.video import load_clip, plan_clips
         media = {"planner": plan_clips, "loader": load_clip}
         log(f"[data_process] video clips: num_frames {cfg.num_frames}, "
             + (f"video_fps {cfg.video_fps:g}" if cfg.video_fps
                else f"frame_stride {cfg.frame_stride}"))
-    else:
-        records = check_dataset(cfg, log)  # before any model is touched
-        records = check_input_images(cfg, records, family.input_images,
-                                     getattr(family, "title", family.spec.title))
     components = family.spec.stage_components("data_process")
     dirs = resolve_component_dirs(cfg, components)
     model_fp = fingerprint(dirs[c] for c in components)
@@ -270,14 +269,12 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     components = family.spec.stage_components("train", split=not one_shot)
     # --- check inputs before any heavy import or model load ---
     if one_shot and family.media == "video":
+        from backend.data import check_stage_dataset
         from backend.video import ClipDataset as ImageDataset
-        from backend.video import check_video_dataset
-        records = check_video_dataset(cfg, log)
+        records = check_stage_dataset(cfg, family, log)
     elif one_shot:
-        from backend.data import ImageDataset, PairDataset, check_dataset, check_input_images
-        records = check_dataset(cfg, log)
-        records = check_input_images(cfg, records, family.input_images,
-                                     getattr(family, "title", family.spec.title))
+        from backend.data import ImageDataset, PairDataset, check_stage_dataset
+        records = check_stage_dataset(cfg, family, log)
     else:
         from backend.cache import CachedDataset, check_cache
         check_not_raw_dataset(cfg)
@@ -291,10 +288,11 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     if cfg.lora_checkpoint and not read_gate(cfg).is_file(cfg.lora_checkpoint):
         raise StageError(f"lora_checkpoint: file not found (got {cfg.lora_checkpoint!r})")
     dirs = resolve_component_dirs(cfg, components)
-    from backend.lora import target_module_problems
+    from backend.lora import shown_model_file, target_module_problems
     model_config = dirs[trained] / "config.json"
     problems = target_module_problems(
-        cfg, json.loads(model_config.read_text(encoding="utf-8")), str(model_config)
+        cfg, json.loads(model_config.read_text(encoding="utf-8")),
+        shown_model_file(cfg, model_config)
     ) if model_config.is_file() else target_module_problems(cfg)
     if problems:  # before peft would fail on them, deep in the model load
         raise ConfigError(problems)

@@ -8,10 +8,11 @@
   (``stage_download``: bound to the user, expiring on time).
 - ``paths``: which server paths a non-admin's run may name (``check_run_paths``,
   ``check_dataset_paths``, ``check_resume_paths``) and the read policy the run carries to
-  its stages (``with_read_policy``; enforced by ``backend.readgate``).
+  its stages (``with_file_policy``; enforced by ``backend.readgate``).
 - ``archive``: zip uploads unpacked safely (``safe_extract_zip``).
 - ``quota``: per-user limits on uploads, dataset folders and caches.
-- ``redact``: tokens hidden in text shown to people.
+- ``redact``: tokens hidden in text shown to people; server paths hidden from non-admins
+  (``hide_server_paths``).
 - sign-in itself is ``webui.auth`` (passwords, limiter, login wall), re-exported here.
 
 Everything is re-exported, so ``from webui import security; security.X`` keeps working.
@@ -27,11 +28,11 @@ from webui.security.paths import (DATASETS_DIR, MAX_DATASET_ENTRIES, MODELS_DIR_
                                   PATH_OPTIONS, PLAN_ONLY_DEFAULTS, PLAN_ONLY_FIELDS,
                                   REPO_ROOT, check_dataset_paths, check_resume_paths,
                                   check_run_paths, user_dataset_root,
-                                  with_read_policy)
+                                  with_file_policy, write_gate)
 from webui.security.quota import (Quotas, cache_problems, configure_quotas, dataset_problems,
                                   expire_uploads, folder_bytes, quotas, upload_limit)
-from webui.security.redact import (REDACTED, SECRET_PATTERNS, forget_secret, redact,
-                                   remember_secret)
+from webui.security.redact import (REDACTED, SECRET_PATTERNS, forget_secret,
+                                   hide_server_paths, redact, remember_secret)
 from webui.security.registry import (DB_NAMES, DOWNLOADS_DIR, NOBODY, RUN_READS, SERVED_DIR,
                                      SERVED_TTL_S, check_run_reads, download_expired,
                                      expire_downloads, gradio_cache, list_files,

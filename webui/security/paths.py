@@ -6,9 +6,12 @@
   read policy are not theirs to set. Called before every ``runner.submit``;
   ``check_resume_paths`` checks a run again, as its files are now, before it resumes.
   ``check_dataset_paths``: the same rule for the Dataset tab's reads and caption writes.
-- ``with_read_policy(cfg, user, workspace, ...)``: the run config with its ``read_roots``
-  set, so the stages themselves refuse every file outside those folders when they open it
-  (``backend.readgate``); the check above is the early, friendly answer, the gate the rule.
+- ``with_file_policy(cfg, user, workspace, ...)``: the run config with its ``read_roots``
+  and ``write_roots`` set, so the stages themselves refuse every file outside those folders
+  when they open it (``backend.readgate``) or write it (``backend.writegate``); the check
+  above is the early, friendly answer, the gates the rule.
+- ``write_gate(user, workspace)``: the gate of the web server's own writes into a user's
+  folders (Save captions, uploads): their own dataset folder for a signed-in user.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from backend import writegate
 from backend.rundir import RunDir
 from backend.readgate import inside as _inside
 from backend.readgate import under_any as _under_any
@@ -172,8 +176,11 @@ def _outside_link(folder: Path, allowed: list[Path], field: str) -> tuple[str | 
                 return None, [f"{field}: too many files to check (got more than "
                               f"{MAX_DATASET_ENTRIES}; allowed up to {MAX_DATASET_ENTRIES})"]
             full = os.path.join(root, name)
-            if os.path.islink(full) and not _under_any(Path(os.path.realpath(full)), allowed):
-                return os.path.relpath(full, folder), []
+            # A link that vanishes while it is looked at is gone: nothing to refuse.
+            if os.path.islink(full) and not _under_any(_real(full, folder) or Path(full),
+                                                       allowed):
+                if os.path.lexists(full):
+                    return os.path.relpath(full, folder), []
     return None, []
 
 
@@ -306,9 +313,10 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
     if cfg.hub_endpoint:
         problems.append(f"hub_endpoint: a download mirror is for admins only "
                         f"({_got(cfg.hub_endpoint)}; allowed empty)")
-    if cfg.read_roots is not None:
-        problems.append(f"read_roots: set by the server, not by users "
-                        f"({_got(str(cfg.read_roots))}; allowed empty)")
+    for name in ("read_roots", "write_roots"):
+        if getattr(cfg, name) is not None:
+            problems.append(f"{name}: set by the server, not by users "
+                            f"({_got(str(getattr(cfg, name)))}; allowed empty)")
 
     problems += _data_problems(
         resolved.dataset_base_path, resolved.dataset_metadata_path, roots, write=False,
@@ -413,8 +421,7 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
     unchecked = _unrestricted(user, admins)
     if unchecked is not None:
         return unchecked
-    import yaml
-
+    from backend import bounded
     from backend import config as schema
 
     try:
@@ -427,17 +434,21 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
         return [f"{name}: not a regular file of run {run['id']} (got a link or special "
                 f"file; allowed the file its plan wrote)"]
     try:
-        text = yaml_file.read_text(encoding="utf-8") if yaml_file.is_file() else \
+        # Bounded: size, nesting and what YAML aliases expand to (backend/bounded.py).
+        text = bounded.read_text(yaml_file, name) if yaml_file.is_file() else \
             run.get("config_yaml") or ""
-        data = yaml.safe_load(text) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        return [f"{name}: cannot be read ({type(e).__name__}; allowed the file its plan "
-                f"wrote)"]
+        data = bounded.load_yaml(text, name) or {}
+    except bounded.LimitExceeded as e:
+        return [str(e)]
+    except (OSError, ValueError) as e:  # UnicodeDecodeError, bounded.ParseError
+        what = "not valid YAML" if isinstance(e, bounded.ParseError) else type(e).__name__
+        return [f"{name}: cannot be read ({what}; allowed the file its plan wrote)"]
     if not isinstance(data, dict):
         return [f"{name}: not a mapping of run options (got {type(data).__name__})"]
     data = dict(data)
     # The read policy the server gave the run at its start (the resumed stages keep it).
     data.pop("read_roots", None)
+    data.pop("write_roots", None)
     # Where the plan put this run's outputs: allowed while it leads inside the run's folder.
     for name in ("output_path", "progress_file"):
         value = data.get(name)
@@ -460,7 +471,7 @@ def _run_link_problems(run: dict, run_dir: Path) -> list[str]:
     return problems
 
 
-def with_read_policy(cfg: Any, user: str | None, workspace: str | os.PathLike,
+def with_file_policy(cfg: Any, user: str | None, workspace: str | os.PathLike,
                      admins: Iterable[str] | None = None,
                      models_dir: str | os.PathLike | None = None,
                      repo_root: str | os.PathLike = REPO_ROOT, *, runner: Any = None,
@@ -471,13 +482,34 @@ def with_read_policy(cfg: Any, user: str | None, workspace: str | os.PathLike,
     folders); the stages refuse every other file when they open it (``backend.readgate``;
     the run's own folder is always readable). Sign-in off and admins: ``cfg`` unchanged.
 
+    ``write_roots`` likewise lists the folders the stages may write into besides the run's
+    own folder: the user's own dataset folder only (a caption job writes there); the
+    bundled assets, the models folder and other users' folders stay read-only
+    (``backend.writegate``).
+
     Call it between the check and ``runner.submit`` (the API's start_run and the Run tab
     do), so no later change on disk (an upload into a folder the run names, a link planted
-    after the check) lets the run read what the check would have refused.
+    after the check) lets the run read or write what the check would have refused.
     """
     if _unrestricted(user, admins) is not None:
         return cfg
     base = Path(cwd or os.getcwd()).resolve()
     workspace = Path(os.path.realpath(Path(workspace).expanduser()))
     roots = _Roots(user, workspace, models_dir, Path(os.path.realpath(repo_root)), runner, base)
-    return cfg.model_copy(update={"read_roots": [str(r) for r in roots.readable]})
+    return cfg.model_copy(update={"read_roots": [str(r) for r in roots.readable],
+                                  "write_roots": [str(r) for r in roots.datasets]})
+
+
+def write_gate(user: str | None, workspace: str | os.PathLike,
+               admins: Iterable[str] | None = None) -> "writegate.WriteGate":
+    """The gate of the web server's own writes into folders a user names (Save captions):
+    sign-in off and admins anywhere, a signed-in non-admin inside their own
+    ``{workspace}/datasets/<user>/`` only, nobody with sign-in on and no user. Every write
+    through it is link-safe (``backend.writegate``)."""
+    unchecked = _unrestricted(user, admins)
+    if unchecked == []:
+        return writegate.UNRESTRICTED
+    if unchecked is not None:
+        return writegate.gate_of([])
+    return writegate.gate_of([user_dataset_root(workspace, user)])
+

@@ -1,5 +1,6 @@
 """Secrets in text shown to people: hub tokens typed into the UI live in this process's memory
-only; ``remember_secret`` adds one to what ``redact`` hides in log text shown in the UI."""
+only; ``remember_secret`` adds one to what ``redact`` hides in log text shown in the UI.
+Server paths in text shown to a non-admin: ``hide_server_paths`` writes them relative."""
 from __future__ import annotations
 
 import re
@@ -46,3 +47,89 @@ def redact(text: str | None) -> str:
         text = pat.sub(lambda m: m.group(1) + REDACTED, text)
     return text
 
+
+
+# ------------------------------------------------------------------------- server paths
+# An absolute path in a message: from a "/" not inside a word or another path, up to a
+# space, a quote, a bracket or punctuation that ends a clause.
+_ABS_PATH = re.compile(r"(?<![\w.~/-])/[^\s'\"`,;:()\[\]{}<>|]*")
+
+
+def hide_paths(text: str | None, keep: list, shown: list) -> str:
+    """``text`` with every absolute path under one of the ``shown`` ``(root, label)``
+    folders written relative to it (``label/rest``; label "" for plain relative text),
+    except paths under a ``keep`` folder, which stay as they are. Paths are compared as
+    text (both given and link-resolved forms of each root; nothing on disk is looked at,
+    so no answer depends on whether a path exists). Other absolute paths (a value the user
+    typed) stay as they are."""
+    import os
+
+    if not text:
+        return text or ""
+
+    def forms(root) -> list[str]:
+        out = {os.path.normpath(os.fspath(root)), os.path.realpath(os.fspath(root))}
+        return [f for f in out if f != "/"]
+
+    keep_forms = [f for r in keep for f in forms(r)]
+    shown_forms = sorted(((f, label) for r, label in shown for f in forms(r)),
+                         key=lambda x: -len(x[0]))
+
+    def under(path: str, root: str) -> bool:
+        return path == root or path.startswith(root + "/")
+
+    def one(m: re.Match) -> str:
+        token = m.group(0)
+        tail = ""
+        while token and token[-1] in ".!?":  # a sentence's end, not the path's
+            token, tail = token[:-1], token[-1] + tail
+        path = os.path.normpath(token) if token else token
+        if not path or any(under(path, k) for k in keep_forms):
+            return m.group(0)
+        for root, label in shown_forms:
+            if under(path, root):
+                rest = path[len(root):].lstrip("/")
+                if not label:
+                    return (rest or ".") + tail
+                return (f"{label}/{rest}" if rest else label) + tail
+        return m.group(0)
+
+    return _ABS_PATH.sub(one, text)
+
+
+def hide_server_paths(text: str | None, user: str | None, workspace, *,
+                      models_dir=None, runner=None, admins=None, repo_root=None,
+                      cwd=None) -> str:
+    """``text`` as ``user`` may see it: for a signed-in user who is not an admin, paths of
+    the server -- the repository checkout, the workspace outside the user's own folders
+    (their datasets folder, their runs), the models folder -- appear relative
+    (``backend/assets/...``, ``<workspace>/...``, ``<models folder>/...``); paths under
+    the user's own folders, and any other path (a value they typed), stay. Sign-in off and
+    admins: ``text`` unchanged. The guard every refusal passes on its way to a non-admin
+    (``webui.services``, the API's config errors, the importer's notes)."""
+    import os
+    from pathlib import Path
+
+    from webui.security import paths
+
+    if not text or paths._unrestricted(user, admins) == []:
+        return text or ""
+    repo = Path(os.path.realpath(repo_root or paths.REPO_ROOT))
+    ws = Path(os.path.realpath(Path(workspace).expanduser()))
+    base = Path(cwd or os.getcwd()).resolve()
+    keep: list = []
+    models: list = []
+    if user is not None:
+        try:
+            roots = paths._Roots(user, ws, models_dir, repo, runner, base)
+        except Exception:  # noqa: BLE001 - no roots: nothing of the user's to keep
+            roots = None
+        if roots is not None:
+            keep = [roots.user_datasets, *roots.datasets, *roots.runs]
+            models = [m for m in roots.models if m and m != roots.assets]
+    if not models:
+        models = [p for p in (paths._real(models_dir, base) if models_dir else None,
+                              paths._real(os.environ.get(paths.MODELS_DIR_ENV) or "./models",
+                                          base)) if p]
+    shown = [(m, "<models folder>") for m in models] + [(ws, "<workspace>"), (repo, "")]
+    return hide_paths(text, keep, shown)

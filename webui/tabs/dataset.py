@@ -248,7 +248,7 @@ def bind_events(ctx: Ctx) -> None:
         if refused:  # the check reads every image and caption: not outside your folders
             return {c["data_msg"]: "✗ " + "  \n".join(refused),
                     c["data_report"]: gr.Dataframe(visible=False)}
-        cfg = security.with_read_policy(cfg, ctx.owner(request), ctx.workspace,
+        cfg = security.with_file_policy(cfg, ctx.owner(request), ctx.workspace,
                                         models_dir=ctx.models_dir, runner=ctx.runner)
         findings = validate_any_dataset(cfg)  # every file through the read gate
         findings += validate_input_images(cfg)  # edit models: the rows' input images
@@ -382,7 +382,7 @@ def caption_estimate_text(ctx: Ctx, cfg, user: str | None) -> str:
     try:
         if cfg.captioner_path:
             path = Path(cfg.captioner_path).expanduser() / "config.json"
-            gated = security.with_read_policy(cfg, user, ctx.workspace,
+            gated = security.with_file_policy(cfg, user, ctx.workspace,
                                               models_dir=ctx.models_dir, runner=ctx.runner)
             config = json.loads(readgate.for_config(gated).read_text(path, "captioner_path"))
         return bilingual(caption_estimate_line(caption_estimate(cfg, config)))

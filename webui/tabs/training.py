@@ -306,18 +306,23 @@ def bind_events(ctx: Ctx) -> None:
         """The command's settings onto the form: only the fields it sets change, each listed
         old → new; every other field keeps its value."""
         from backend.importer import import_commands
+        from webui import security
+
+        def shown(text: str) -> str:  # a non-admin sees no server path
+            return security.hide_server_paths(text, ctx.owner(request), ctx.workspace,
+                                              models_dir=ctx.models_dir, runner=ctx.runner)
 
         try:
             result = import_commands(data[c["import_text"]] or "",
                                      files=import_files(data[c["import_files"]]),
                                      gate=import_gate(ctx, request))
         except (ConfigError, ValueError) as e:
-            return {c["import_notes"]: "✗ " + str(e).replace("\n", "  \n")}
+            return {c["import_notes"]: "✗ " + shown(str(e)).replace("\n", "  \n")}
         before, _ = form.to_config(data)
         changed = {k: v for k, v in result.given.items()
                    if k in form.components and before.get(k) != v}
         return {**form.to_updates(changed),
-                c["import_notes"]: import_notes_markdown(result, before, changed)}
+                c["import_notes"]: shown(import_notes_markdown(result, before, changed))}
 
     def apply_method(data: dict):
         """The suggested method's fields into the form (the refresh that follows shows it)."""
@@ -350,7 +355,7 @@ def import_gate(ctx: Ctx, request: gr.Request | None):
     from webui import security
 
     cfg = validate({}, require_inputs=False)
-    cfg = security.with_read_policy(cfg, ctx.owner(request), ctx.workspace,
+    cfg = security.with_file_policy(cfg, ctx.owner(request), ctx.workspace,
                                     models_dir=ctx.models_dir, runner=ctx.runner)
     return readgate.gate_of(cfg.read_roots)
 

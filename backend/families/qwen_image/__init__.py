@@ -97,7 +97,9 @@ SPEC = FamilySpec(
         Variant("qwen_image_edit_2509", "Qwen-Image-Edit-2509", (EDIT_2509,),
                 classes=EDIT_PLUS_CLASSES, input_images=3,
                 defaults={**EDIT_DEFAULTS, "model_id_with_origin_paths": sources(EDIT_2509)}),
+        # 2511 shares 2509's pipeline class; its transformer's config sets zero_cond_t.
         Variant("qwen_image_edit_2511", "Qwen-Image-Edit-2511", (EDIT_2511,), input_images=3,
+                config_values={"transformer": {"zero_cond_t": True}},
                 defaults={**EDIT_DEFAULTS, "model_id_with_origin_paths": sources(EDIT_2511),
                           "zero_cond_t": True}),
     ),

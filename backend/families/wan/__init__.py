@@ -166,7 +166,10 @@ SPEC = FamilySpec(
         # One 5B transformer over the Wan 2.2 VAE's latents (``ti2v.py``): text-to-video, or
         # from a clean first frame with extra_inputs input_image.
         Variant("wan22_ti2v_5b", "Wan2.2-TI2V-5B", (TI2V_5B, TI2V_5B + DIFFUSERS),
-                defaults=ti2v_defaults(), index_values={"expand_timesteps": True}),
+                defaults=ti2v_defaults(), index_values={"expand_timesteps": True},
+                config_values={"vae": {"is_residual": True, "z_dim": 48}},
+                # The Wan 2.2 VAE downsamples 16x and the transformer's patch is 2x2.
+                resolution_multiple=32),
     ),
     # The reference's original module names, as peft matches them in diffusers' model.
     target_aliases={"q": "to_q", "k": "to_k", "v": "to_v", "o": "to_out.0",

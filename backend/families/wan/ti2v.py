@@ -26,6 +26,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from backend.families.wan import SPEC
 from backend.families.wan.adapter import (Adapter, Encoder, eval_loss, load_text_encoder,
                                           load_tokenizer, load_transformer, load_vae, predict,
                                           training_loss)
@@ -169,7 +170,7 @@ class TI2VAdapter(Adapter):
     timesteps, and with ``extra_inputs: input_image`` the clean first frame."""
 
     vae_scale_factor = 16
-    resolution_multiple = 32
+    resolution_multiple = SPEC.size_multiple(VARIANT)[0]  # 16x VAE, 2x2 patches: 32
     title = TITLE
 
     def __init__(self, spec, cfg, image: bool):
