@@ -404,7 +404,7 @@ def serve(args: argparse.Namespace, workspace: Path, models_dir: Path | None,
           creds: security.Credentials | None) -> int:
     import inspect
 
-    from backend.runner import Runner
+    from backend.jobs.runner import Runner
     from webui import app as webapp
 
     # The watcher notices a vanished run supervisor with no browser open (Runner.watch).

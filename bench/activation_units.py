@@ -1,6 +1,6 @@
 """How much one Qwen-Image transformer block saves for backward, in hidden-state units.
 
-The estimator (backend/estimator.py) models a block's training activations as
+The estimator (backend/planning/estimator.py) models a block's training activations as
 U * N * D * b bytes (N tokens, D = heads * head_dim, b bytes of the compute dtype). This
 script measures U on a real ``QwenImageTransformerBlock`` with the product's LoRA targets
 (rank 32): it runs one forward under ``torch.autograd.graph.saved_tensors_hooks`` and adds
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     import torch
 
-    from backend import estimator as E
+    from backend.planning import estimator as E
 
     t0 = time.time()
     rows = {name: measure_units(*spec, heads=args.heads, image_side=args.image_side)

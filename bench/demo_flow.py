@@ -43,9 +43,9 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.out or ROOT / "bench" / "results" / (
         "demo_flow.json" if args.preset == "cpu_demo" else f"demo_flow_{args.preset}.json"))
 
-    from backend.config import load_preset
-    from backend.progress import read_events
-    from backend.runner import Runner
+    from backend.config.schema import load_preset
+    from backend.core.progress import read_events
+    from backend.jobs.runner import Runner
 
     cfg = load_preset(args.preset)
     if args.assets:

@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=str(ROOT / "bench/results/estimator_qwen_image.json"))
     args = parser.parse_args(argv)
 
-    from backend import estimator as E
-    from backend.config import load_preset
+    from backend.planning import estimator as E
+    from backend.config.schema import load_preset
 
     config = json.loads(Path(args.config).read_text())
     rows = {}

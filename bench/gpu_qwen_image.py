@@ -11,7 +11,7 @@ What it does
    and the real scheduler config. Nothing is downloaded; every measurement reads the same
    files (``--reuse`` keeps them across calls). Disk: 57.7 GB for all three.
 2. Runs each selected measurement as its own stage process, planned by
-   ``backend.plan.plan_run`` (run.yaml, accelerate YAML, DeepSpeed JSON) and launched with
+   ``backend.planning.plan.plan_run`` (run.yaml, accelerate YAML, DeepSpeed JSON) and launched with
    the plan's argv, ``bench/stage_probe.py`` in place of ``-m`` so the stage reports its
    own ``torch.cuda.max_memory_allocated`` at exit:
    - ``--data_process`` none,model,sequential: stage 1 (``--task sft:data_process``,
@@ -95,7 +95,7 @@ def write_cache(folder: Path, config: dict, height: int, width: int, text_tokens
     """A stage-1 cache with one synthetic sample (the cache module's own writer)."""
     import torch
 
-    from backend.cache import save_sample, write_manifest
+    from backend.data.cache import save_sample, write_manifest
 
     folder.mkdir(parents=True, exist_ok=True)
     g = torch.Generator().manual_seed(seed)
@@ -236,7 +236,7 @@ class Monitor:
 
 def step_seconds(progress: Path, warmup: int) -> list[float]:
     """Seconds of each optimizer step after ``warmup`` steps, from the stage's events."""
-    from backend.progress import read_events
+    from backend.core.progress import read_events
 
     events, _ = read_events(progress)
     times = {e["step"]: e["time"] for e in events if e.get("event") == "step"}
@@ -249,7 +249,7 @@ def step_seconds(progress: Path, warmup: int) -> list[float]:
 # ------------------------------------------------------------------------------------------
 def stage_config(kind: str, mode: str, ctx):
     """The run config of one measurement (a bundled preset plus the bench's inputs)."""
-    from backend.config import load_preset
+    from backend.config.schema import load_preset
 
     a = ctx.args
     common = {"run_name": f"bench-{kind}-{mode}", "model_id_with_origin_paths": str(ctx.model),
@@ -279,7 +279,7 @@ def stage_config(kind: str, mode: str, ctx):
 def run_probed(argv: list[str], env: dict, run_dir: Path, gpu, timeout_s: float) -> dict:
     """Run a stage's argv with the probe in place of ``-m``; its exit code, wall time, the
     probe's report (rank 0), peak host RSS of the process tree and the driver's GPU peak."""
-    from backend.plan import SAMPLE_MODULE, TRAIN_MODULE
+    from backend.planning.plan import SAMPLE_MODULE, TRAIN_MODULE
 
     argv = list(argv)
     j = next(i for i, a in enumerate(argv) if a in (TRAIN_MODULE, SAMPLE_MODULE))
@@ -340,10 +340,10 @@ def stop_group(child: subprocess.Popen, grace_s: float = 30) -> int:
 
 def measure(kind: str, mode: str, ctx, timeout_s: float) -> dict:
     """Plan, run and check one measurement; the estimator's prediction next to it."""
-    from backend import estimator
-    from backend.cache import read_manifest
-    from backend.plan import plan_run
-    from backend.samples import read_index
+    from backend.planning import estimator
+    from backend.data.cache import read_manifest
+    from backend.planning.plan import plan_run
+    from backend.training.samples import read_index
 
     a = ctx.args
     cfg = stage_config(kind, mode, ctx)
@@ -588,7 +588,7 @@ def main(argv: list[str] | None = None) -> dict:
                 result["h2d_bandwidth_gb_s"] = ctx.bandwidth
                 print(f"[bench] host->device bandwidth: {ctx.bandwidth} GB/s", flush=True)
         if kind == "sample" and ctx.lora is None:
-            from backend.config import load_preset
+            from backend.config.schema import load_preset
 
             ctx.lora = random_model.write_random_lora(
                 work / "lora" / f"random-r{args.rank}.safetensors", configs["transformer"],

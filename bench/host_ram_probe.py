@@ -5,7 +5,7 @@ Three processes, so nothing one step leaves behind pollutes the next:
 1. ``prepare``: the tiny Qwen-Image pipeline (``backend.families.qwen_image.tiny``) with its transformer
    widened (``--heads`` x 128 wide, ``--layers`` blocks) so that tensors, not library
    overheads, dominate; plus a stage-1 cache of one synthetic sample at ``--size``
-   (written with ``backend.cache``'s own writer: latents, prompt embedding and mask).
+   (written with ``backend.data.cache``'s own writer: latents, prompt embedding and mask).
 2. ``measure``: imports everything the stage needs (torch, diffusers, peft, accelerate,
    tensorboard, the stage module), takes a baseline, then runs the real train stage
    (``backend.stages.train.main``, one CPU process, float32) while a thread samples the
@@ -128,7 +128,7 @@ def prepare(work: Path, heads: int, layers: int, size: int, seed: int = 0) -> di
     import torch
     from diffusers import QwenImageTransformer2DModel
 
-    from backend.cache import save_sample, write_manifest
+    from backend.data.cache import save_sample, write_manifest
     from backend.families.qwen_image.tiny import TRANSFORMER_CONFIG, build_tiny_qwen_image
 
     model = build_tiny_qwen_image(work / "model", seed=seed)
@@ -176,9 +176,9 @@ def measure(argv: list[str]) -> dict:
     import torch.utils.tensorboard  # noqa: F401
     from diffusers import QwenImageTransformer2DModel  # noqa: F401
 
-    import backend.cache  # noqa: F401
-    import backend.hub  # noqa: F401
-    import backend.lora  # noqa: F401
+    import backend.data.cache  # noqa: F401
+    import backend.models.hub  # noqa: F401
+    import backend.models.lora  # noqa: F401
     import backend.families.qwen_image.adapter  # noqa: F401
     from backend.stages import train
 
@@ -228,8 +228,8 @@ def _child(args: list[str], malloc_threshold: bool = True) -> dict:
 def run(work: Path, heads: int = 6, layers: int = 2, size: int = 512, steps: int = 2,
         rank: int = 32, ckpt: bool = False, malloc_threshold: bool = True) -> dict:
     """Prepare, measure and estimate; returns the comparison (bytes and the ratio)."""
-    from backend import estimator
-    from backend.config import parse_stage_args
+    from backend.planning import estimator
+    from backend.config.schema import parse_stage_args
 
     prep = prepare_model(work, heads, layers, size)
     argv = stage_argv(work, size, steps, rank, ckpt)

@@ -1,6 +1,6 @@
 """Log latency: a line printed by a running stage -> visible to the app, p50 / p95.
 
-A run is queued with the real runner (``backend.runner.Runner``, detached supervisor, the
+A run is queued with the real runner (``backend.jobs.runner.Runner``, detached supervisor, the
 stage's stdout captured into ``logs/<stage>.log``) whose only stage prints
 ``zl-latency <i> <unix ns>`` every ``--interval`` seconds. Two readers poll it at the same
 time, each every ``--poll`` seconds, and note when each line first shows up:
@@ -130,8 +130,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=str(ROOT / "bench/results/log_latency.json"))
     args = parser.parse_args(argv)
 
-    from backend.plan import StagePlan
-    from backend.runner import Runner
+    from backend.planning.plan import StagePlan
+    from backend.jobs.runner import Runner
 
     result: dict = {"date": time.strftime("%Y-%m-%d"),
                     "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores (shared)",

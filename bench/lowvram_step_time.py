@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=str(ROOT / "bench/results/lowvram_step_time.json"))
     args = parser.parse_args(argv)
 
-    from backend.plan import plan_run
-    from backend.progress import read_events
+    from backend.planning.plan import plan_run
+    from backend.core.progress import read_events
     from bench.host_ram_probe import bench_env, prepare_model
 
     env = bench_env()

@@ -212,11 +212,11 @@ def pipeline_bytes(configs: dict[str, dict], components: list[str]) -> int:
 
 def write_random_lora(path: Path, transformer_config: dict[str, Any], rank: int,
                       targets: list[str], gen_device: str = "cpu", seed: int = 0) -> Path:
-    """A LoRA file in the product's format (``backend.lora.save_lora``) with random bf16
+    """A LoRA file in the product's format (``backend.models.lora.save_lora``) with random bf16
     tensors of ``rank`` on ``targets`` of the transformer: what the sample stage loads."""
     import torch
 
-    from backend.lora import expected_shapes, save_lora
+    from backend.models.lora import expected_shapes, save_lora
 
     model, _ = meta_model("transformer", transformer_config)
     g = torch.Generator(device=gen_device).manual_seed(seed)

@@ -78,7 +78,7 @@ def plain_loop(transformer: str, cache: str, steps: int, rank: int, targets: lis
 
 def stage_config(work: Path, steps: int, rank: int, checkpointing: bool, zero3: bool,
                  size: int):
-    from backend.config import RunConfig
+    from backend.config.schema import RunConfig
 
     extra = {}
     if zero3:
@@ -99,8 +99,8 @@ def run_side_by_side(work: Path, name: str, cfg, steps: int, warmup: int, rank: 
     """Our stage (as planned) and the plain loop at the same time, one thread each; the
     plain loop starts its steps when the stage emits ``start``, so both see the same
     machine load. Returns (stage step times, plain step times), warm-up left out."""
-    from backend.plan import plan_run
-    from backend.progress import read_events
+    from backend.planning.plan import plan_run
+    from backend.core.progress import read_events
 
     run_dir = work / "runs" / name
     plan = next(p for p in plan_run(cfg, run_dir, cuda=False) if p.name == "train")

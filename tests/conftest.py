@@ -106,7 +106,7 @@ def run_stage(args: list[str], *, config_file: Path | None = None, cwd: Path | N
 
 
 def read_progress(path: Path) -> list[dict]:
-    from backend.progress import read_events
+    from backend.core.progress import read_events
 
     events, _ = read_events(path)
     return events

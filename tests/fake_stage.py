@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from backend.progress import ProgressWriter
+from backend.core.progress import ProgressWriter
 
 SLEEPER = "import time\nwhile True:\n    time.sleep(0.05)\n"
 

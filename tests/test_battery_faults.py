@@ -14,10 +14,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from backend import bounded
-from backend import config as schema
+from backend.core import bounded
+from backend.config.schema import schema
 from backend.jobs.watch import last_end_event
-from backend.runner import Runner
+from backend.jobs.runner import Runner
 from backend.supervisor import TERMINAL, marked_pids
 from tests.test_runner import fake, log_text, running, wait_for
 
@@ -344,7 +344,7 @@ def test_a_yaml_alias_bomb_in_run_yaml_is_refused_on_resume(ws):
 
 
 def test_the_importer_refuses_alias_bombs_in_the_files_it_reads(tmp_path):
-    from backend.importer import import_commands
+    from backend.planning.importer import import_commands
 
     command = ("accelerate launch --config_file acc.yaml train.py --task sft:train "
                "--config run.yaml")

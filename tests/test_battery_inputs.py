@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.config import ConfigError, validate
+from backend.config.schema import ConfigError, validate
 
 EDIT_2509, EDIT_2511 = "Qwen/Qwen-Image-Edit-2509", "Qwen/Qwen-Image-Edit-2511"
 TI2V_DIFFUSERS = "Wan-AI/Wan2.2-TI2V-5B-Diffusers"
@@ -66,8 +66,8 @@ def test_optimizer_offload_refuses_every_optimizer_but_adamw_by_field(values):
 def test_optimizer_offload_steps_adamw_with_the_runs_own_settings():
     import torch
 
-    from backend import optimizers
-    from backend.config import RunConfig
+    from backend.training.loop import optimizers
+    from backend.config.schema import RunConfig
 
     cfg = validate({"enable_optimizer_cpu_offload": True, "adam_beta1": 0.8,
                     "adam_beta2": 0.95, "adam_epsilon": 1e-6, "learning_rate": 3e-4},
@@ -88,8 +88,8 @@ def test_optimizer_offload_steps_adamw_with_the_runs_own_settings():
 # 5. silently accepted inputs
 # ------------------------------------------------------------------------------------------
 def test_frames_folder_with_a_frame_of_another_size_is_refused_naming_it(tmp_path):
-    from backend.data import DatasetError
-    from backend.video import check_video_dataset, read_frames
+    from backend.data.dataset import DatasetError
+    from backend.data.video import check_video_dataset, read_frames
 
     data = tmp_path / "clips"
     for i in range(5):
@@ -127,7 +127,7 @@ def test_lokr_factor_zero_is_refused_with_the_allowed_values():
 
 
 def test_unterminated_quote_in_an_imported_command_is_an_error_naming_it():
-    from backend.importer import CommandError, import_commands, split_commands
+    from backend.planning.importer import CommandError, import_commands, split_commands
 
     text = ("accelerate launch train.py --task sft --dataset_base_path data \\\n"
             "  --sample_prompts 'a cat --lora_rank 8\n")
@@ -157,8 +157,8 @@ def ti2v_models(tmp_path_factory) -> Path:
 
 
 def test_ti2v_sizes_follow_its_declared_multiple_before_any_stage():
-    from backend.config import family_spec, resolution_multiple
-    from backend.data import target_size
+    from backend.config.schema import family_spec, resolution_multiple
+    from backend.data.dataset import target_size
     from backend.families.wan import T2V_1_3B, TI2V_5B, sources
 
     ti2v = {"model_id_with_origin_paths": sources(TI2V_5B)}
@@ -187,8 +187,8 @@ def test_ti2v_local_folder_declares_its_multiple_and_the_size_trains(ti2v_models
     rule gave before (80x48) is the tensor-size mismatch the stage died of."""
     import torch
 
-    from backend.config import family_of
-    from backend.data import target_size
+    from backend.config.schema import family_of
+    from backend.data.dataset import target_size
     from backend.families import get_family
     from backend.families.wan import adapter
 
@@ -235,7 +235,7 @@ def _caption_folder(folder: Path) -> Path:
 
 
 def test_caption_check_names_images_that_do_not_open_before_the_job_queues(tmp_path):
-    from backend.caption import caption_problems
+    from backend.data.captions import caption_problems
 
     folder = _caption_folder(tmp_path / "set")
     cfg = validate({"dataset_base_path": str(folder)}, require_inputs=False)
@@ -256,7 +256,7 @@ def test_caption_check_names_images_that_do_not_open_before_the_job_queues(tmp_p
 def test_caption_stage_names_the_image_it_cannot_open(tmp_path):
     """A file that turned bad after the check: the job stops naming it, before any caption
     is written (the captioning model is never reached, so none is loaded)."""
-    from backend.caption import CaptionError, caption_dataset
+    from backend.data.captions import CaptionError, caption_dataset
 
     folder = _caption_folder(tmp_path / "set")
     cfg = validate({"dataset_base_path": str(folder), "caption_batch_size": 8},
@@ -282,8 +282,8 @@ def test_captioner_path_with_an_empty_side_is_refused_by_field():
 
 
 def test_missing_captioning_model_diagnosis_names_captioner_path(tmp_path):
-    from backend.caption import captioner_folder
-    from backend.hub import HubError
+    from backend.data.captions import captioner_folder
+    from backend.models.hub import HubError
     from backend.jobs.diagnosis import diagnose
 
     cfg = validate({"captioner_path": "Qwen/Qwen2.5-VL-3B-Instruct:./", "offline": True,
@@ -310,7 +310,7 @@ TE = "Qwen/Qwen-Image:text_encoder/*.safetensors"
 
 
 def test_reference_quant_method_names_and_semicolon_lists_are_accepted():
-    from backend.lowvram import parse_quant_options
+    from backend.config.lowvram import parse_quant_options
 
     cfg = validate({"quant_options": f"{SRC}:torchao_int8_w8a16;{TE}:bitsandbytes_fp4/lm_head;"},
                    require_inputs=False)
@@ -332,7 +332,7 @@ def test_reference_quant_method_names_and_semicolon_lists_are_accepted():
 
 
 def test_imported_command_keeps_the_reference_quant_methods():
-    from backend.importer import import_commands
+    from backend.planning.importer import import_commands
 
     text = (f"accelerate launch examples/qwen_image/model_training/train.py --task sft "
             f"--dataset_base_path data --model_id_with_origin_paths \"{SRC}\" "
@@ -349,8 +349,8 @@ def test_imported_command_keeps_the_reference_quant_methods():
 def test_bitsandbytes_fp4_quantizes_a_frozen_model_the_lora_trains_on():
     import torch
 
-    from backend.lowvram import parse_quant_options
-    from backend.quantize import is_quantized, quantize_model
+    from backend.config.lowvram import parse_quant_options
+    from backend.models.quantize import is_quantized, quantize_model
 
     pytest.importorskip("bitsandbytes")
     torch.manual_seed(0)
@@ -381,7 +381,7 @@ def edit_folders(tmp_path_factory) -> Path:
 
 
 def test_local_edit_2511_folder_is_recognised_as_2511_not_2509(edit_folders):
-    from backend.config import family_of
+    from backend.config.schema import family_of
     from backend.families import get_family
 
     for repo, variant, title in ((EDIT_2511, "qwen_image_edit_2511", "Qwen-Image-Edit-2511"),
@@ -396,7 +396,7 @@ def test_local_edit_2511_folder_is_recognised_as_2511_not_2509(edit_folders):
 
 
 def test_a_folder_given_as_an_input_image_is_called_a_folder(tmp_path):
-    from backend.data import DatasetError, check_input_images, read_records, validate_dataset
+    from backend.data.dataset import DatasetError, check_input_images, read_records, validate_dataset
     from backend.families.qwen_image import sources
 
     data = tmp_path / "pairs"
@@ -431,7 +431,7 @@ def test_a_folder_given_as_an_input_image_is_called_a_folder(tmp_path):
 
 
 def test_preset_name_with_the_yaml_suffix_is_refused_and_every_listed_name_loads(tmp_path):
-    from backend.config import list_presets, load_preset, read_preset, save_preset
+    from backend.config.schema import list_presets, load_preset, read_preset, save_preset
 
     cfg = validate({"lora_rank": 8}, require_inputs=False)
     for name in ("x.yaml", "x.YML"):

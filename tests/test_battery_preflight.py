@@ -18,9 +18,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from backend.config import ConfigError, RunConfig, load_preset, validate
-from backend.plan import StagePlan
-from backend.runner import Runner
+from backend.config.schema import ConfigError, RunConfig, load_preset, validate
+from backend.planning.plan import StagePlan
+from backend.jobs.runner import Runner
 from tests.conftest import REPO, read_progress, stage_env, write_accelerate_config
 
 PASSWD = "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
@@ -39,7 +39,7 @@ def _files(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_a_launch_file_that_is_no_accelerate_config_is_refused_naming_the_flag(tmp_path):
-    from backend.importer import import_commands
+    from backend.planning.importer import import_commands
 
     passwd, binary = _files(tmp_path)
     for path, got in ((passwd, "YAML text that is a str, not a mapping of settings"),
@@ -65,7 +65,7 @@ def test_the_importer_command_line_says_so_without_a_traceback(tmp_path):
         commands = tmp_path / "cmd.sh"
         commands.write_text(f"accelerate launch --config_file {path} train.py "
                             f"--task sft:train\n")
-        proc = subprocess.run([sys.executable, "-m", "backend.importer", str(commands)],
+        proc = subprocess.run([sys.executable, "-m", "backend.planning.importer", str(commands)],
                               cwd=str(REPO), env=stage_env(), capture_output=True, text=True,
                               timeout=300)
         assert proc.returncode == 2, proc.stderr[-3000:]
@@ -88,7 +88,7 @@ def _limited() -> None:
 WRITE_A_SAMPLE = """
 import sys, torch
 from pathlib import Path
-from backend.cache import save_sample
+from backend.data.cache import save_sample
 save_sample(Path(sys.argv[1]), {"latents": torch.zeros(4096)}, {"prompt": "x"})
 """
 
@@ -187,7 +187,7 @@ def _frames(n: int, size: int = 32):
 
 def _video_cfg(folder: Path, name: str, write) -> RunConfig:
     """A Wan stage-1 run on a dataset of one good clip and ``name`` (made by ``write``)."""
-    from backend.video import write_video
+    from backend.data.video import write_video
 
     folder.mkdir(parents=True)
     write_video(_frames(9), folder / "ok.webm", fps=8)
@@ -227,9 +227,9 @@ def _stage_records(cfg: RunConfig):
     """The records stage 1 (or one-shot training) checks ``cfg``'s dataset into, by the
     checks it runs before any model (clips; else images, then an edit model's inputs),
     decoding in full as the stage does."""
-    from backend.data import check_dataset, check_input_images
+    from backend.data.dataset import check_dataset, check_input_images
     from backend.families import get_family
-    from backend.video import check_video_dataset
+    from backend.data.video import check_video_dataset
 
     family = get_family(cfg.model_family).for_config(cfg)
     if family.media == "video":
@@ -240,7 +240,7 @@ def _stage_records(cfg: RunConfig):
 
 def _stage1_words(cfg: RunConfig) -> list[str]:
     """What stage 1 itself says of ``cfg``'s dataset."""
-    from backend.data import DatasetError
+    from backend.data.dataset import DatasetError
 
     with pytest.raises(DatasetError) as e:
         _stage_records(cfg)
@@ -249,7 +249,7 @@ def _stage1_words(cfg: RunConfig) -> list[str]:
 
 def _train_words(cfg: RunConfig, what: str) -> list[str]:
     """What the train stage says of ``validation_samples`` (its own hold_out)."""
-    from backend.batches import DataOptionError, hold_out
+    from backend.data.batches import DataOptionError, hold_out
 
     records = _stage_records(cfg)
     with pytest.raises(DataOptionError) as e:
@@ -259,7 +259,7 @@ def _train_words(cfg: RunConfig, what: str) -> list[str]:
 
 def _sample_words(cfg: RunConfig) -> list[str]:
     """What the sample stage says of a sample-only run (its own plan, before any model)."""
-    from backend.samples import plan_samples
+    from backend.training.samples import plan_samples
 
     with pytest.raises(ConfigError) as e:
         plan_samples(cfg, [])
@@ -272,7 +272,7 @@ def _demo(**changes) -> RunConfig:
 
 def _case(name: str, tmp: Path, models: Path) -> tuple[RunConfig, list[str]]:
     """(a run config with one of the battery's inputs, the words of the stage refusing it)."""
-    from backend.video import write_video
+    from backend.data.video import write_video
 
     data = tmp / "data"
     if name == "corrupt video":
@@ -389,7 +389,7 @@ def test_a_render_whose_prompts_miss_their_input_images_is_refused_before_the_qu
     """The Results tab's render of an edit run: prompts without input images (and no
     dataset rows to take them from) are refused as the sample stage words it, not after
     the job waited in the queue."""
-    from backend.samples import checked_sample_inputs
+    from backend.training.samples import checked_sample_inputs
     from webui import jobs, services
 
     cache = tmp_path / "cache"
@@ -420,7 +420,7 @@ def test_preflight_reads_through_the_runs_read_gate(tmp_path):
     """A non-admin's run carries its read roots by the time it is checked: a row naming a
     file outside them reads as missing (as in the stage), never as what it is (an empty
     file there: "cannot identify image file")."""
-    from backend import preflight
+    from backend.planning import preflight
 
     own, other = tmp_path / "own", tmp_path / "other"
     _image_dataset(own, 2)
@@ -441,8 +441,8 @@ def test_preflight_reads_headers_not_every_frame(tmp_path, monkeypatch):
     import av
     from PIL import Image
 
-    from backend import preflight
-    from backend.video import write_video
+    from backend.planning import preflight
+    from backend.data.video import write_video
 
     folder = tmp_path / "clips"
     folder.mkdir()
@@ -503,8 +503,8 @@ def test_server_paths_are_written_relative_for_a_non_admin(tmp_path):
 
 
 def test_a_target_module_refusal_names_the_model_file_by_its_place_in_the_models_folder():
-    from backend.lora import target_module_problems
-    from backend.config import REPO_ROOT
+    from backend.models.lora import target_module_problems
+    from backend.config.schema import REPO_ROOT
 
     problems = target_module_problems(_demo(lora_target_modules="to_q,nope"))
     assert len(problems) == 1 and problems[0].startswith(
@@ -515,7 +515,7 @@ def test_a_target_module_refusal_names_the_model_file_by_its_place_in_the_models
 
 
 def test_an_import_note_names_no_server_folder(tmp_path):
-    from backend.importer import import_commands
+    from backend.planning.importer import import_commands
 
     result = import_commands("accelerate launch --config_file gone.yaml train.py "
                              "--task sft:train --deepspeed_config_file gone.json")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from backend.config import validate
+from backend.config.schema import validate
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 TERMINAL = ("succeeded", "failed", "stopped")
@@ -61,8 +61,8 @@ def tokens(tiny: Path, text: str) -> int:
 @pytest.fixture(scope="module")
 def caption_run(tmp_path_factory, tiny_model_dir):
     """One caption job through the runner: 3 images, one with a caption of its own."""
-    from backend.caption import submit_caption
-    from backend.runner import Runner
+    from backend.data.captions import submit_caption
+    from backend.jobs.runner import Runner
 
     tmp = tmp_path_factory.mktemp("caption")
     folder = make_images(tmp / "shapes", 3, {"img1.txt": "my own caption"})
@@ -73,7 +73,7 @@ def caption_run(tmp_path_factory, tiny_model_dir):
 
 def test_the_job_writes_one_caption_per_image_and_keeps_the_existing_one(caption_run,
                                                                          tiny_model_dir):
-    from backend.rundir import RunDir
+    from backend.core.rundir import RunDir
 
     runner, run, folder = caption_run
     log = "".join(runner.last_lines(run["id"], "caption", 80))
@@ -101,7 +101,7 @@ def test_metadata_target_with_overwrite_replaces_the_prompt_column(caption_run, 
                                                                    tiny_model_dir):
     """The same logic called directly (no subprocess): the metadata's prompt column
     rewritten for every image, its other columns and rows kept, the journal honoured."""
-    from backend.caption import caption_dataset, load_captioner
+    from backend.data.captions import caption_dataset, load_captioner
 
     folder = make_images(tmp_path / "meta", 3)
     meta = folder / "metadata.csv"
@@ -128,8 +128,8 @@ def test_metadata_target_with_overwrite_replaces_the_prompt_column(caption_run, 
 
 def test_bad_input_is_refused_naming_the_field_before_anything_starts(caption_run, tmp_path,
                                                                       tiny_model_dir):
-    from backend.caption import CaptionError, submit_caption
-    from backend.config import ConfigError
+    from backend.data.captions import CaptionError, submit_caption
+    from backend.config.schema import ConfigError
 
     runner = caption_run[0]
     before = len(runner.list_runs())
@@ -154,7 +154,7 @@ def test_bad_input_is_refused_naming_the_field_before_anything_starts(caption_ru
 
 
 def test_the_estimate_names_the_captioning_model_size(caption_run, tiny_model_dir):
-    from backend.estimator import caption_estimate
+    from backend.planning.estimator import caption_estimate
 
     cfg = validate({"dataset_base_path": "x"}, require_inputs=False)  # the released model
     est = caption_estimate(cfg)
@@ -172,7 +172,7 @@ def app(tmp_path_factory):
     server = AppServer(tmp_path_factory.mktemp("caption_app"),
                        env=launcher_env(HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False"))
     yield server
-    from backend.runner import Runner
+    from backend.jobs.runner import Runner
 
     runner = Runner(server.workspace, auto_start=False)
     for run in runner.list_runs():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from backend.config import (FIELDS, GROUPS, LEVELS, SCHEMA_VERSION, ConfigError, RunConfig,
+from backend.config.schema import (FIELDS, GROUPS, LEVELS, SCHEMA_VERSION, ConfigError, RunConfig,
                             field_meta, load_config, migrate, parse_stage_args, resolve_paths,
                             validate)
 
@@ -63,7 +63,7 @@ def test_tokens_are_never_fields():
 
 
 def test_config_module_imports_nothing_heavy():
-    code = ("import sys, backend.config; heavy = [m for m in ('torch', 'accelerate', "
+    code = ("import sys, backend.config.schema; heavy = [m for m in ('torch', 'accelerate', "
             "'deepspeed', 'diffusers', 'transformers', 'gradio') if m in sys.modules]; "
             "print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
@@ -343,7 +343,7 @@ def test_problems_from_the_file_and_the_flags_each_name_their_source(tmp_path):
 def test_a_bad_value_in_a_user_preset_names_the_preset_not_the_api_call(tmp_path):
     """A preset file with the values of an API call on top (``validate_layers``): each
     problem names the layer its value came from."""
-    from backend.config import read_preset, validate_layers
+    from backend.config.schema import read_preset, validate_layers
 
     ws = tmp_path / "ws"
     (ws / "presets").mkdir(parents=True)
@@ -357,7 +357,7 @@ def test_a_bad_value_in_a_user_preset_names_the_preset_not_the_api_call(tmp_path
     assert "lora_rank: " in str(err) and f"[from {path}]" in str(err)
     assert "[from start_run]" in str(err)
     # load_preset on top of the form's settings: the preset file is named.
-    from backend.config import load_preset
+    from backend.config.schema import load_preset
 
     err = pytest.raises(ConfigError, load_preset, "mine", ws, base=RunConfig(**OK)).value
     assert err.source == str(path)

@@ -1,4 +1,4 @@
-"""Dataset reading, checking and resizing (backend/data.py)."""
+"""Dataset reading, checking and resizing (backend/data/dataset.py)."""
 from __future__ import annotations
 
 import json
@@ -6,8 +6,8 @@ import json
 import pytest
 from PIL import Image
 
-from backend.config import RunConfig
-from backend.data import (DatasetError, check_dataset, load_pixels, target_size,
+from backend.config.schema import RunConfig
+from backend.data.dataset import (DatasetError, check_dataset, load_pixels, target_size,
                           validate_dataset)
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from PIL import Image
 
-from backend.config import RunConfig
-from backend.data import load_pixels
+from backend.config.schema import RunConfig
+from backend.data.dataset import load_pixels
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ def test_stage1_caches_fixed_pixels_and_warns(tmp_path, models_root, plain_accel
     assert "metadata.csv row 3: prompt cut at the text encoder's limit of 1024 tokens" in log
     assert "TAILWORD" in log  # the dropped words are shown
     # The cache holds the VAE latents of exactly the pixels the fixed loading gives.
-    from backend.cache import load_sample
+    from backend.data.cache import load_sample
     from backend.families.qwen_image.adapter import Encoder, load_tokenizer, load_vae
 
     cfg = RunConfig(height=32, width=32)

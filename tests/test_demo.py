@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from backend.config import load_preset
-from backend.runner import Runner
+from backend.config.schema import load_preset
+from backend.jobs.runner import Runner
 
 pytestmark = pytest.mark.slow  # trains the demo LoRA with the real stages
 

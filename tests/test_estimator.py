@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from backend import estimator as E
+from backend.planning import estimator as E
 from backend.families.qwen_image import published as QI
-from backend.config import RunConfig, load_preset
+from backend.config.schema import RunConfig, load_preset
 
 REPO = Path(__file__).resolve().parent.parent
 REAL_CONFIG = json.loads((REPO / "bench" / "qwen_image_transformer_config.json").read_text())
@@ -66,7 +66,7 @@ def test_lora_and_parameter_counts_match_real_models(tiny_model_dir):
     import torch
     from diffusers import QwenImageTransformer2DModel
 
-    from backend.lora import add_lora
+    from backend.models.lora import add_lora
 
     cfg = RunConfig(lora_rank=8)
     est = E.estimate_memory(cfg, json.loads((tiny_model_dir / "transformer" /
@@ -218,7 +218,7 @@ def test_sample_offload_modes_on_real_qwen_image():
 
 
 def test_import_is_light():
-    code = ("import sys, backend.estimator; "
+    code = ("import sys, backend.planning.estimator; "
             "print(sorted(m for m in ('torch', 'diffusers', 'transformers', 'accelerate') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True,

@@ -13,7 +13,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from backend.families.qwen_image import TARGETS as QWEN_IMAGE_TARGETS
-from backend.export import (LoraFormatError, export_lora, load_lora_file, split_modules,
+from backend.models.export import (LoraFormatError, export_lora, load_lora_file, split_modules,
                             transformer_linear_shapes, read_transformer_config)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +50,7 @@ def make_reference_lora(tiny: Path, path: Path, seed: int = 1, rank: int = RANK,
                         b_std: float = 1.0) -> dict[str, torch.Tensor]:
     """Write a LoRA the way training saves it: peft keys with adapter `default`, no prefix,
     no alpha tensor (alpha = rank), metadata with rank/alpha/targets."""
-    from backend.lora import save_lora
+    from backend.models.lora import save_lora
 
     model = peft_transformer(tiny, seed, rank, b_std)
     sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()
@@ -265,7 +265,7 @@ def test_split_modules_reads_all_three_formats_alike(tiny_dir, run_output):
 
 def test_export_cli(tiny_dir, run_output, tmp_path):
     src = run_output / "step-2.safetensors"
-    res = subprocess.run([sys.executable, "-m", "backend.export", str(src), "--format",
+    res = subprocess.run([sys.executable, "-m", "backend.models.export", str(src), "--format",
                           "comfyui", "--out_dir", str(tmp_path), "--model", str(tiny_dir)],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
@@ -274,10 +274,10 @@ def test_export_cli(tiny_dir, run_output, tmp_path):
     tensors, _ = read(out)
     assert all(k.startswith("diffusion_model.") for k in tensors)
 
-    res = subprocess.run([sys.executable, "-m", "backend.export", str(tmp_path / "nope.safetensors"),
+    res = subprocess.run([sys.executable, "-m", "backend.models.export", str(tmp_path / "nope.safetensors"),
                           "--format", "diffusers"], cwd=ROOT, capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 1 and "nope.safetensors" in res.stderr
-    res = subprocess.run([sys.executable, "-m", "backend.export", str(src), "--format", "kohya"],
+    res = subprocess.run([sys.executable, "-m", "backend.models.export", str(src), "--format", "kohya"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and "invalid choice: 'kohya'" in res.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.config import FIELDS, family_defaults, family_of, field_meta, validate
+from backend.config.schema import FIELDS, family_defaults, family_of, field_meta, validate
 from backend.families import (FamilySpec, _discover, family_names, family_spec, get_family,
                               recognise)
 from backend.families.base import Family
@@ -98,7 +98,7 @@ def test_every_family_implements_the_contract(name):
 
 @pytest.mark.parametrize("name", family_names())
 def test_family_presets_load_as_that_family(name):
-    from backend.config import load_preset
+    from backend.config.schema import load_preset
 
     for preset in family_spec(name).presets_by_vram:
         assert load_preset(preset).model_family == name, preset
@@ -207,9 +207,9 @@ def test_no_stage_imports_another_stage():
 
 RACE = r"""
 import sys, threading, traceback
-from backend import libraries
-from backend.config import RunConfig
-from backend.estimator import estimate_memory
+from backend.core import libraries
+from backend.config.schema import RunConfig
+from backend.planning.estimator import estimate_memory
 from backend.families import get_family
 
 libraries.threaded()  # as the app says at its start

@@ -114,7 +114,7 @@ def test_stage1_encodes_as_the_pipeline_does_in_every_offload_mode(tiny_dir):
 
 
 def test_the_cache_holds_what_stage_2_reads(cache):
-    from backend.cache import load_cached_samples, read_manifest
+    from backend.data.cache import load_cached_samples, read_manifest
 
     assert read_manifest(cache)["family"] == FAMILY
     samples = load_cached_samples(cache)
@@ -191,9 +191,9 @@ def test_split_training_under_zero3_offload_lowers_the_loss_and_exports_load(
     import numpy as np
     import torch
 
-    from backend import lora
-    from backend.cache import load_cached_samples
-    from backend.export import export_lora
+    from backend.models import lora
+    from backend.data.cache import load_cached_samples
+    from backend.models.export import export_lora
     from backend.families import get_family
     from backend.families.flux2_klein import adapter as fa
     from tests.test_train import SEED_ZERO3
@@ -273,8 +273,8 @@ def test_comfyui_export_of_every_target_maps_to_the_model(tmp_path, tiny_dir):
     cut to the tiny model's blocks) exports to keys ComfyUI maps, each a Linear."""
     import torch
 
-    from backend import lora
-    from backend.export import export_lora
+    from backend.models import lora
+    from backend.models.export import export_lora
     from backend.families import get_family
 
     family = get_family(FAMILY)
@@ -304,8 +304,8 @@ def test_diffusers_loads_the_diffusers_export(tmp_path, tiny_dir):
     import numpy as np
     import torch
 
-    from backend import lora
-    from backend.export import export_lora
+    from backend.models import lora
+    from backend.models.export import export_lora
     from backend.families import get_family
 
     family = get_family(FAMILY)
@@ -428,7 +428,7 @@ accelerate launch backend/stages/train.py \\
 
 @pytest.mark.parametrize("size", ["4B", "9B"])
 def test_the_reference_lora_scripts_import_into_this_family(tmp_path, size):
-    from backend.importer import import_commands
+    from backend.planning.importer import import_commands
 
     result = import_commands(reference_lora_script(size), base_dir=tmp_path)
     cfg = result.config
@@ -447,7 +447,7 @@ def test_the_reference_lora_scripts_import_into_this_family(tmp_path, size):
 
 
 def test_the_reference_split_training_script_imports_into_this_family(tmp_path):
-    from backend.importer import import_commands
+    from backend.planning.importer import import_commands
 
     result = import_commands(SPLIT_SCRIPT, base_dir=tmp_path)
     cfg = result.config
@@ -467,8 +467,8 @@ def test_the_reference_split_training_script_imports_into_this_family(tmp_path):
 
 
 def test_the_estimator_reads_each_variants_published_sizes():
-    from backend import estimator
-    from backend.config import load_preset
+    from backend.planning import estimator
+    from backend.config.schema import load_preset
 
     params = {}
     for size in ("4b", "9b"):

@@ -12,7 +12,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 
 def test_every_show_if_names_a_controlling_field_the_form_has():
-    from backend.config import FIELDS, field_meta
+    from backend.config.schema import FIELDS, field_meta
     from webui.form import show_if, show_if_controllers, visible_fields
 
     conditional = {n: show_if(n) for n in FIELDS if show_if(n)}
@@ -82,8 +82,8 @@ def _mixed_dataset(folder):
 
 
 def test_dataset_check_shows_the_bucket_plan(tmp_path):
-    from backend.config import validate
-    from backend.data import validate_dataset
+    from backend.config.schema import validate
+    from backend.data.dataset import validate_dataset
     from webui.tabs.dataset import bucket_plan_section
 
     folder = _mixed_dataset(tmp_path / "mixed")
@@ -117,8 +117,8 @@ def test_dataset_check_shows_the_bucket_plan(tmp_path):
 
 
 def test_training_tab_shows_the_deepspeed_batch_size_the_plan_derives():
-    from backend.config import validate
-    from backend.plan import deepspeed_config, ds_batch_sizes
+    from backend.config.schema import validate
+    from backend.planning.plan import deepspeed_config, ds_batch_sizes
     from webui.tabs.training import batch_markdown
 
     cfg = validate({"batch_size": 2, "gradient_accumulation_steps": 3, "num_processes": 2,

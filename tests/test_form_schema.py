@@ -1,7 +1,7 @@
 """The web form is a view of the schema: one component per shown field, none without a field.
 
 Builds the real app (no server) and reads the components it rendered, so a field added to
-``backend/config.py`` without a form component -- or a form component left behind after a
+``backend/config/schema.py`` without a form component -- or a form component left behind after a
 field was removed or hidden -- fails here.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    from backend.runner import Runner
+    from backend.jobs.runner import Runner
     from webui.app import create_app
 
     ws = tmp_path_factory.mktemp("form-ws")
@@ -28,7 +28,7 @@ def _rendered_fields(demo, prefix: str) -> list[str]:
 
 
 def test_every_shown_field_has_exactly_one_component(app):
-    from backend.config import FIELDS, field_meta
+    from backend.config.schema import FIELDS, field_meta
 
     shown = {n for n in FIELDS if field_meta(n)["ui"] in ("basic", "advanced")}
     hidden = {n for n in FIELDS if field_meta(n)["ui"] == "hidden"}
@@ -52,7 +52,7 @@ def test_basic_fields_come_before_advanced_ones(app):
     """Advanced fields sit inside an accordion; basic ones do not."""
     import gradio as gr
 
-    from backend.config import field_meta
+    from backend.config.schema import field_meta
 
     form = app.zerolora_ctx.form
     for name, comp in form.components.items():
@@ -69,7 +69,7 @@ def test_basic_fields_come_before_advanced_ones(app):
 @pytest.mark.parametrize("preset", ["cpu_demo", "qwen_image_low_vram"])
 def test_values_round_trip_through_the_form(app, preset):
     """config -> component values -> config gives the same config (no value by position)."""
-    from backend.config import RunConfig, load_preset
+    from backend.config.schema import RunConfig, load_preset
 
     form = app.zerolora_ctx.form
     cfg = load_preset(preset).to_dict()

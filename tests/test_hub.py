@@ -1,4 +1,4 @@
-"""Model file resolution (backend/hub.py) against pre-filled local folders, offline."""
+"""Model file resolution (backend/models/hub.py) against pre-filled local folders, offline."""
 from __future__ import annotations
 
 import json
@@ -6,11 +6,11 @@ import shutil
 
 import pytest
 
-from backend.config import RunConfig
+from backend.config.schema import RunConfig
 from backend.families.qwen_image import SPEC as QWEN_IMAGE
 
 QWEN_IMAGE_SOURCES = QWEN_IMAGE.defaults["model_id_with_origin_paths"]
-from backend.hub import (HubError, parse_spec, resolve_component_dirs, resolve_source)
+from backend.models.hub import (HubError, parse_spec, resolve_component_dirs, resolve_source)
 
 TRANSFORMER = "Qwen/Qwen-Image:transformer/diffusion_pytorch_model*.safetensors"
 # Nothing listens on port 9: any attempt to reach the network fails at once.

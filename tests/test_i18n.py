@@ -1,7 +1,7 @@
 """Chinese for everything the UI can show, so no later feature adds English-only text.
 
 Enumerated here: every ``T()`` key, every schema field's label and help line, every problem
-the schema's validation can emit (read from the source of ``backend/config.py``, so a new rule
+the schema's validation can emit (read from the source of ``backend/config/schema.py``, so a new rule
 counts the moment it is written, and from bad values of every field), the memory estimate's
 lines and parts, and the history table's headers and status words. Each failure lists exactly
 what lacks Chinese. The browser test switches a real page to Chinese, walks the tabs, makes a
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from backend import config
-from backend.config import FIELDS, ConfigError, field_meta, load_preset, validate
+from backend.config.schema import schema as config
+from backend.config.schema import FIELDS, ConfigError, field_meta, load_preset, validate
 from webui import i18n, messages
 from webui.messages import english_left, translate
 
@@ -40,7 +40,7 @@ def test_every_ui_key_and_field_has_chinese():
 
 def test_every_field_has_a_label_in_both_languages():
     no_label = [n for n in FIELDS if not field_meta(n)["label"]]
-    assert not no_label, f"fields without an English label (backend/config.py " \
+    assert not no_label, f"fields without an English label (backend/config/schema.py " \
         f"FIELD_LABELS or F(..., label=)): {no_label}"
     no_zh = [n for n in FIELDS if n not in messages.ZH_LABELS or n not in messages.ZH_HELP]
     assert not no_zh, "fields without a Chinese label or help line (webui/messages.py " \
@@ -148,7 +148,7 @@ def test_problems_reach_the_page_in_both_languages_and_the_cli_in_english():
 
 # ---------------------------------------------------------------------- estimate
 def _estimate_texts():
-    from backend import estimator
+    from backend.planning import estimator
 
     texts, parts = [], set()
     for preset, devices in (("cpu_demo", ("cpu",)), ("cpu_demo_zero3", ("cuda",)),

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from backend.config import load_config, validate
+from backend.config.schema import load_config, validate
 from backend.families.qwen_image import SPEC as QWEN_IMAGE
 
 QWEN_IMAGE_SOURCES = QWEN_IMAGE.defaults["model_id_with_origin_paths"]
 QWEN_IMAGE_TARGETS = QWEN_IMAGE.defaults["lora_target_modules"]
-from backend.importer import export_shell_script, import_commands, split_commands
-from backend.plan import deepspeed_config, plan_run
+from backend.planning.importer import export_shell_script, import_commands, split_commands
+from backend.planning.plan import deepspeed_config, plan_run
 from tests.test_plan import (SEED_DEEPSPEED_JSON, SEED_DIR, comparable, load_accelerate,
                              write_seed_files)
 
@@ -178,7 +178,7 @@ def test_the_references_files_are_recognised_by_name_and_others_named_in_the_not
 
 
 def test_files_named_in_a_command_go_through_the_read_gate(tmp_path):
-    from backend.readgate import gate_of
+    from backend.core.readgate import gate_of
 
     acc, _ = write_seed_files(tmp_path / "outside")
     text = f"accelerate launch --config_file {acc} train.py --task sft --dataset_base_path d"

@@ -26,7 +26,7 @@ def _train(model, samples, offload: bool, checkpointing: bool, record=None):
 
     from backend.families import get_family
     from backend.families.common import block_checkpointing_func
-    from backend.layer_offload import LayerOffload
+    from backend.models.layer_offload import LayerOffload
 
     family = get_family("qwen_image")
     if checkpointing:
@@ -59,8 +59,8 @@ def _train(model, samples, offload: bool, checkpointing: bool, record=None):
 def base(tiny_model_dir, stage1_cache):
     import torch
 
-    from backend import lora
-    from backend.cache import CachedDataset
+    from backend.models import lora
+    from backend.data.cache import CachedDataset
     from backend.families import get_family
 
     family = get_family("qwen_image")
@@ -134,8 +134,8 @@ def test_estimator_methods_for_real_qwen_image():
     import torch
     from accelerate import init_empty_weights
 
-    from backend import estimator
-    from backend.config import load_preset
+    from backend.planning import estimator
+    from backend.config.schema import load_preset
     from backend.families import get_family
 
     cfg = load_preset("qwen_image_single_gpu").model_copy(
@@ -208,15 +208,15 @@ def test_estimator_methods_for_real_qwen_image():
     applied = cfg.model_copy(update=by["layer_offload_nf4"].changes)
     assert applied.enable_model_cpu_offload and "bitsandbytes_nf4" in applied.quant_options
     assert not cfg.enable_model_cpu_offload and cfg.quant_options is None
-    from backend.config import validate
+    from backend.config.schema import validate
     validate({**applied.to_dict(), "dataset_base_path": "/data"})  # a valid combination
 
 
 def test_estimator_stage1_with_a_quantized_text_encoder():
     """The 8B text encoder dominates stage 1 on a small card: nf4 cuts its weights to about
     a third (embedding and LM head stay bf16), and the stage's GPU figure with them."""
-    from backend import estimator
-    from backend.config import load_preset
+    from backend.planning import estimator
+    from backend.config.schema import load_preset
 
     cfg = load_preset("qwen_image_single_gpu")
     plain = estimator.estimate_memory(cfg)

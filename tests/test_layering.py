@@ -3,7 +3,7 @@
 - ``backend/`` never imports the UI (``gradio``, ``webui``).
 - Nothing but the process module (``backend/jobs/processes.py``) starts a process in
   ``backend/`` and ``webui/``; ``launch.py``'s bootstrap is the one allowed exception.
-- No module but ``backend/rundir.py`` names a run file or folder (the names come from
+- No module but ``backend/core/rundir.py`` names a run file or folder (the names come from
   rundir.py itself, so a name added there extends the rule).
 - No shell strings; no unsafe ``torch.load``.
 
@@ -14,7 +14,7 @@ import ast
 import re
 from pathlib import Path
 
-from backend import rundir
+from backend.core import rundir
 
 ROOT = Path(__file__).resolve().parents[1]
 UI_PACKAGES = {"gradio", "webui", "gradio_client"}
@@ -39,7 +39,7 @@ SPAWN_CALLS = {
 
 # Strings that may name a run file outside rundir.py, with the reason ((file, text) pairs).
 RUN_NAME_ALLOWED: dict[tuple[str, str], str] = {
-    ("backend/config.py", "samples"): "a group of the form (GROUPS), not a folder",
+    ("backend/config/schema.py", "samples"): "a group of the form (GROUPS), not a folder",
     ("webui/form.py", "samples"): "a group of the form (GROUP_ORDER), not a folder",
 }
 
@@ -186,12 +186,12 @@ def run_file_names(tree: ast.AST) -> list[tuple[int, str]]:
 def test_only_rundir_names_a_run_file():
     offenders = []
     for p in _sources("backend", "webui"):
-        if _rel(p) == "backend/rundir.py":
+        if _rel(p) == "backend/core/rundir.py":
             continue
         for line, text in run_file_names(_tree(p)):
             if (_rel(p), text) not in RUN_NAME_ALLOWED:
                 offenders.append(f"{_rel(p)}:{line} {text!r}")
-    assert offenders == [], ("the run-folder layout belongs to backend/rundir.py (RunDir); "
+    assert offenders == [], ("the run-folder layout belongs to backend/core/rundir.py (RunDir); "
                              "ask it instead of naming:\n" + "\n".join(offenders))
 
 

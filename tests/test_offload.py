@@ -23,8 +23,8 @@ from PIL import Image
 from safetensors.torch import load_file
 from torch.overrides import TorchFunctionMode
 
-from backend.cache import read_manifest
-from backend.config import (ConfigError, RunConfig, load_config, load_preset, parse_stage_args,
+from backend.data.cache import read_manifest
+from backend.config.schema import (ConfigError, RunConfig, load_config, load_preset, parse_stage_args,
                             validate)
 from tests.conftest import read_progress, run_stage
 from tests.test_export import make_reference_lora
@@ -242,7 +242,7 @@ def test_sample_offload_modes_render_the_same_images(tiny_model_dir, tmp_path):
 def test_sample_pipeline_places_weights_by_mode(tiny_model_dir):
     from accelerate.hooks import AlignDevicesHook, CpuOffload
 
-    from backend.samples import load_pipeline
+    from backend.training.samples import load_pipeline
 
     def hooks(module) -> list:
         found = []
@@ -280,7 +280,7 @@ def test_sample_pipeline_places_weights_by_mode(tiny_model_dir):
 def test_vae_tiling_changes_only_images_larger_than_a_tile(tiny_model_dir):
     """sample_vae_tiling decodes in 256-pixel tiles: the same pixels below a tile, blended
     (slightly different) ones above."""
-    from backend.samples import load_pipeline
+    from backend.training.samples import load_pipeline
 
     def decode(side: int, tiling: bool) -> torch.Tensor:
         cfg = RunConfig(stages=["sample"], model_id_with_origin_paths=str(tiny_model_dir),
@@ -324,7 +324,7 @@ def test_sample_cpu_offload_reads_the_old_boolean_spellings(tmp_path):
         "  sample_cpu_offload: input should be 'none', 'model' or 'sequential' (got 'fast'; "
         "allowed none | model | sequential)"]
     # An old sample command imported by the importer keeps its meaning.
-    from backend.importer import import_commands
+    from backend.planning.importer import import_commands
     imported = import_commands("python -m backend.stages.sample --sample_cpu_offload "
                                "--sample_steps 20\n")
     assert imported.config.sample_cpu_offload == "model"

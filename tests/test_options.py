@@ -2,7 +2,7 @@
 and schedules, timestep sampling, buckets and batches, the held-out validation loss.
 
 The optimizer x LoRA-variant checks train the tiny Qwen-Image transformer in this process
-with the stage's own parts (``backend.optimizers``, ``backend.lora``, ``backend.timesteps``)
+with the stage's own parts (``backend.training.optimizers``, ``backend.models.lora``, ``backend.training.timesteps``)
 on the shared stage-1 cache; one real ``accelerate launch`` of the train stage then runs a
 mixed-aspect dataset at batch 4 with buckets, validation loss and caption dropout.
 """
@@ -26,12 +26,12 @@ FAMILY = "qwen_image"
 # ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def samples(stage1_cache):
-    from backend.cache import load_cached_samples
+    from backend.data.cache import load_cached_samples
     return load_cached_samples(stage1_cache)
 
 
 def config(**over):
-    from backend.config import RunConfig
+    from backend.config.schema import RunConfig
     base = {"model_family": FAMILY, "lora_rank": RANK, "lora_target_modules": TARGETS,
             "learning_rate": 5e-3, "seed": 0}
     return RunConfig.model_validate({**base, **over})
@@ -56,9 +56,10 @@ def forward(model, sample):
 def train_in_process(tmp_path, tiny_model_dir, samples, steps=30, **over):
     """Train like the stage does, save the LoRA file; return (cfg, model, before, after,
     lrs, path)."""
-    from backend import lora, optimizers, timesteps
+    from backend.models import lora
+    from backend.training.loop import optimizers, timesteps
     from backend.families import get_family
-    from backend.training import step_generator
+    from backend.training.loop import step_generator
 
     cfg = config(**over)
     family = get_family(FAMILY)
@@ -160,7 +161,7 @@ def test_optimizer_and_lora_variant_train_and_load_back(case, tmp_path, tiny_mod
                                                          samples):
     from safetensors import safe_open
 
-    from backend import lora
+    from backend.models import lora
 
     over = CASES[case]
     cfg, model, before, after, lrs, path = train_in_process(tmp_path, tiny_model_dir,
@@ -209,7 +210,7 @@ def test_diffusers_export_loads_with_diffusers_and_matches_peft(kind, trained, t
                                                                 samples):
     from safetensors import safe_open
 
-    from backend.export import export_lora
+    from backend.models.export import export_lora
 
     _, model, _, _, _, path = trained[kind]
     out = export_lora(path, "diffusers", transformer_config=tiny_model_dir)
@@ -231,7 +232,7 @@ def test_diffusers_export_loads_with_diffusers_and_matches_peft(kind, trained, t
 def test_comfyui_export_merges_to_peft_weights(kind, trained, tiny_model_dir):
     from safetensors.torch import load_file
 
-    from backend.export import export_lora
+    from backend.models.export import export_lora
 
     _, model, _, _, _, path = trained[kind]
     out = export_lora(path, "comfyui", transformer_config=tiny_model_dir)
@@ -260,8 +261,8 @@ def test_comfyui_export_merges_to_peft_weights(kind, trained, tiny_model_dir):
 def test_lokr_refuses_the_diffusers_export_and_round_trips_as_reference(trained, tmp_path,
                                                                          tiny_model_dir,
                                                                          samples):
-    from backend import lora
-    from backend.export import LoraFormatError, export_lora
+    from backend.models import lora
+    from backend.models.export import LoraFormatError, export_lora
 
     _, model, _, _, _, path = trained["lokr"]
     with pytest.raises(LoraFormatError, match="diffusers' LoRA loaders read LoRA"):
@@ -278,7 +279,7 @@ def test_lokr_refuses_the_diffusers_export_and_round_trips_as_reference(trained,
 # Schema rules, buckets, the DeepSpeed batch sizes
 # ------------------------------------------------------------------------------------------
 def test_option_rules_name_the_field():
-    from backend.config import ConfigError, validate
+    from backend.config.schema import ConfigError, validate
 
     ok = {"dataset_base_path": "x"}
     cases = [
@@ -298,13 +299,13 @@ def test_option_rules_name_the_field():
             validate({**ok, **values})
         assert message in str(e.value), (values, str(e.value))
     # The reference's dotted path maps onto the list (and is never imported).
-    from backend.optimizers import optimizer_name
+    from backend.training.optimizers import optimizer_name
     assert optimizer_name(validate({**ok, "customized_optimizer":
                                     "bitsandbytes.optim.AdamW8bit"})) == "adamw8bit"
     for opt in ("adamw8bit", "adafactor", "prodigy"):  # no offload: all allowed
         assert validate({**ok, "optimizer": opt, "zero_stage": 2}).optimizer == opt
     # A reference command's --customized_optimizer imports onto the list, or is reported.
-    from backend.importer import import_commands
+    from backend.planning.importer import import_commands
     cmd = ("accelerate launch examples/qwen_image/model_training/train.py --task sft:train "
            "--dataset_base_path data/x --customized_optimizer ")
     assert optimizer_name(import_commands(cmd + "prodigyopt.Prodigy").config) == "prodigy"
@@ -315,7 +316,7 @@ def test_option_rules_name_the_field():
 
 
 def test_buckets_and_batch_sampler():
-    from backend.buckets import BucketBatchSampler, bucket_plan, bucket_size, bucket_sizes
+    from backend.data.buckets import BucketBatchSampler, bucket_plan, bucket_size, bucket_sizes
 
     sizes = bucket_sizes(64 * 64)
     assert all(w * h <= 64 * 64 and w % 16 == 0 and h % 16 == 0 for w, h in sizes)
@@ -348,7 +349,7 @@ def test_buckets_and_batch_sampler():
 
 
 def test_deepspeed_batch_sizes_are_derived(tmp_path):
-    from backend.plan import deepspeed_config, ds_batch_sizes
+    from backend.planning.plan import deepspeed_config, ds_batch_sizes
 
     cfg = config(batch_size=4, gradient_accumulation_steps=2, zero_stage=2, num_processes=2,
                  optimizer="adafactor")
@@ -399,7 +400,7 @@ def test_train_stage_batches_buckets_validation(tmp_path, models_root,
                                                  plain_accelerate_config):
     """Stage 1 plain; stage 2 under ZeRO-2 with the DeepSpeed JSON the run plan writes
     (micro-batch 4, the 8-bit AdamW as a client optimizer)."""
-    from backend.plan import deepspeed_config
+    from backend.planning.plan import deepspeed_config
     from tests.conftest import write_accelerate_config
 
     zero2 = write_accelerate_config(tmp_path / "accel", "zero2", ds_config=deepspeed_config(
@@ -444,8 +445,8 @@ def test_train_stage_batches_buckets_validation(tmp_path, models_root,
     assert vals[-1]["val_loss"] < vals[0]["val_loss"], [v["val_loss"] for v in vals]
     assert all(math.isfinite(e["loss"]) for e in steps)
     # The run's LoRA loads back and changes the output.
-    from backend import lora
-    from backend.cache import load_cached_samples
+    from backend.models import lora
+    from backend.data.cache import load_cached_samples
     final = sorted(out.glob("epoch-*.safetensors"))[-1]
     sample = load_cached_samples(cache)[0]
     fresh = fresh_transformer(models_root / "Qwen" / "Qwen-Image")
@@ -455,7 +456,7 @@ def test_train_stage_batches_buckets_validation(tmp_path, models_root,
 
 
 def test_dataset_bucket_plan_and_validation_progress(tmp_path):
-    from backend.buckets import dataset_bucket_plan
+    from backend.data.buckets import dataset_bucket_plan
     from backend.jobs.watch import ProgressState
 
     data = mixed_dataset(tmp_path / "data")
@@ -484,8 +485,8 @@ def test_batch_of_captions_of_different_lengths_equals_its_samples(tiny_model_di
     """A batch pads shorter captions (mask False); its loss is the mean of its samples'
     losses at the same noise level, so padding changes nothing. Caption dropout swaps in
     the empty caption's embedding."""
-    from backend.batches import drop_captions
-    from backend.buckets import collate
+    from backend.data.batches import drop_captions
+    from backend.data.buckets import collate
     from backend.families import get_family
 
     family = get_family(FAMILY)
@@ -521,7 +522,7 @@ def test_samples_put_dora_and_lokr_on_the_pipeline(kind, trained, tiny_model_dir
     the base model."""
     from diffusers import QwenImagePipeline
 
-    from backend.samples import attach_lora
+    from backend.training.samples import attach_lora
 
     _, model, _, _, _, path = trained[kind]
     pipe = QwenImagePipeline.from_pretrained(tiny_model_dir, torch_dtype=torch.float32)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from backend.config import RunConfig, load_config, load_preset, validate
-from backend.plan import StagePlan, deepspeed_config, other_node_commands, plan_run
+from backend.config.schema import RunConfig, load_config, load_preset, validate
+from backend.planning.plan import StagePlan, deepspeed_config, other_node_commands, plan_run
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -491,7 +491,7 @@ def test_zero3_cpu_offload_two_process_launch_has_consistent_batch_sizes(tmp_pat
 @pytest.mark.slow
 def test_planned_zero3_run_trains_with_the_real_stages(tmp_path, models_root, demo_dataset):
     """plan_run's files and argv drive the real stage 1 (plain) and stage 2 (ZeRO-3 offload)."""
-    from backend.progress import read_events
+    from backend.core.progress import read_events
 
     cfg = validate({
         "models_dir": str(models_root), "offline": True,
@@ -520,8 +520,8 @@ def test_planned_zero3_run_trains_with_the_real_stages(tmp_path, models_root, de
 def test_a_render_job_is_planned_like_a_run(tmp_path):
     """A render of another run's checkpoints: its own run.yaml (sample stage only, its own
     progress file), the exact command in commands.sh, samples into the other run's folder."""
-    from backend.config import load_config
-    from backend.plan import plan_render
+    from backend.config.schema import load_config
+    from backend.planning.plan import plan_render
 
     ckpts = [tmp_path / "other" / "output" / n for n in ("step-2.safetensors",
                                                          "step-4.safetensors")]

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from backend.config import (FIELDS, PRESETS_DIR, REPO_ROOT, SCHEMA_VERSION, ConfigError,
+from backend.config.schema import (FIELDS, PRESETS_DIR, REPO_ROOT, SCHEMA_VERSION, ConfigError,
                             RunConfig, diff_configs, family_defaults, family_of, list_presets,
                             load_preset, save_preset, validate)
-from backend.plan import deepspeed_config, plan_run
+from backend.planning.plan import deepspeed_config, plan_run
 
 BUNDLED = ["cpu_demo", "cpu_demo_zero3", "flux2_klein_4b_low_vram", "flux2_klein_4b_single_gpu",
            "flux2_klein_9b_low_vram", "flux2_klein_9b_single_gpu", "qwen_image_low_vram",

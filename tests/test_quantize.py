@@ -21,7 +21,7 @@ REFERENCE_SKIP = "img_mod.1,txt_mod.1,norm_out.linear,img_in,txt_in,proj_out,tim
 
 @pytest.fixture(scope="module")
 def samples(stage1_cache):
-    from backend.cache import CachedDataset
+    from backend.data.cache import CachedDataset
 
     data = CachedDataset(stage1_cache)
     return [data[i] for i in range(len(data))]
@@ -32,10 +32,10 @@ def samples(stage1_cache):
 def test_quantized_base_trains(method, tiny_model_dir, samples):
     import torch
 
-    from backend import lora
+    from backend.models import lora
     from backend.families import get_family
-    from backend.lowvram import QuantEntry
-    from backend.quantize import is_quantized, quantize_model
+    from backend.config.lowvram import QuantEntry
+    from backend.models.quantize import is_quantized, quantize_model
 
     family = get_family("qwen_image")
     torch.manual_seed(0)
@@ -73,7 +73,7 @@ def test_reference_command_runs_quantized_and_offloaded(launch_stage, models_roo
     import torch
     from safetensors.torch import load_file
 
-    from backend import lora
+    from backend.models import lora
 
     out = tmp_path / "out"
     # The reference's stage-2 command, the script path changed to our module.
@@ -107,7 +107,7 @@ def test_reference_command_runs_quantized_and_offloaded(launch_stage, models_roo
                                  "vae": tiny_model_dir / "vae",
                                  "tokenizer": tiny_model_dir / "tokenizer",
                                  "scheduler": tiny_model_dir / "scheduler"}, torch.float32)
-    from backend.cache import CachedDataset
+    from backend.data.cache import CachedDataset
     batch = [CachedDataset(stage1_cache)[0]]
     base = family.eval_loss(pipe.transformer, batch)
     lora.load_lora(pipe.transformer, saved[-1], strict=True)
@@ -136,8 +136,8 @@ def test_reference_command_runs_quantized_and_offloaded(launch_stage, models_roo
      "enable_optimizer_cpu_offload", "8-bit"),
 ])
 def test_bad_combinations_are_refused_by_field(values, field, words):
-    from backend.lowvram import combination_problems
-    from backend.config import RunConfig, ConfigError, validate
+    from backend.config.lowvram import combination_problems
+    from backend.config.schema import RunConfig, ConfigError, validate
 
     merged = RunConfig.model_construct().model_dump()
     merged.update(values)
@@ -151,7 +151,7 @@ def test_bad_combinations_are_refused_by_field(values, field, words):
 
 
 def test_stage_cli_reads_the_reference_flags():
-    from backend.config import parse_stage_args
+    from backend.config.schema import parse_stage_args
 
     cfg = parse_stage_args([
         "--dataset_base_path", "/data", "--enable_model_cpu_offload",
@@ -160,7 +160,7 @@ def test_stage_cli_reads_the_reference_flags():
         f"Qwen/Qwen-Image:text_encoder/*.safetensors:torchao_int8",
         "--fp8_models", "Qwen/Qwen-Image:vae/*.safetensors",
         "--offload_models", "Qwen/Qwen-Image:text_encoder/*.safetensors"])[0]
-    from backend.lowvram import entries_for, offloaded_models
+    from backend.config.lowvram import entries_for, offloaded_models
     assert [e.method for e in entries_for(cfg, "transformer")] == ["bitsandbytes_nf4"]
     assert entries_for(cfg, "transformer")[0].skip[0] == "img_mod.1"
     assert [e.method for e in entries_for(cfg, "text_encoder")] == ["torchao_int8"]
@@ -169,7 +169,7 @@ def test_stage_cli_reads_the_reference_flags():
 
 
 def test_importer_maps_the_reference_low_vram_flags(tmp_path):
-    from backend.importer import import_commands
+    from backend.planning.importer import import_commands
 
     script = f"""accelerate launch examples/qwen_image/model_training/train.py \\
   --dataset_base_path data/example_image_dataset \\
@@ -200,9 +200,9 @@ def test_stage1_text_encoder_quantized(method, tiny_model_dir):
     full-precision ones without being equal."""
     import torch
 
-    from backend.config import validate
+    from backend.config.schema import validate
     from backend.families import get_family
-    from backend.quantize import is_quantized, quantize_frozen
+    from backend.models.quantize import is_quantized, quantize_frozen
 
     family = get_family("qwen_image")
     dirs = {c: tiny_model_dir / c for c in ("text_encoder", "tokenizer", "vae")}

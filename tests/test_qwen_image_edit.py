@@ -102,8 +102,8 @@ def load_transformer(models: Path):
 
 
 def held_out_loss(models: Path, cache: Path, lora_path: Path | None = None) -> float:
-    from backend import lora
-    from backend.cache import load_cached_samples
+    from backend.models import lora
+    from backend.data.cache import load_cached_samples
     from backend.families.qwen_image.adapter import eval_loss
 
     model = load_transformer(models)
@@ -147,7 +147,7 @@ def test_stage1_caches_what_the_edit_pipeline_computes(edit_models, edit_data, e
     from diffusers import QwenImageEditPlusPipeline
     from PIL import Image
 
-    from backend.cache import load_cached_samples, read_manifest
+    from backend.data.cache import load_cached_samples, read_manifest
     from backend.families.qwen_image import edit
 
     samples = load_cached_samples(edit_cache)
@@ -194,8 +194,8 @@ def test_stage1_caches_what_the_edit_pipeline_computes(edit_models, edit_data, e
 def test_bad_pair_rows_are_refused_naming_the_row(tmp_path):
     """A missing input image, an unreadable one, four images for a model that takes three
     and a row without edit_image: one error listing each row, before any model loads."""
-    from backend.config import RunConfig
-    from backend.data import DatasetError, check_dataset, check_input_images
+    from backend.config.schema import RunConfig
+    from backend.data.dataset import DatasetError, check_dataset, check_input_images
 
     data = make_edit_dataset(tmp_path / "pairs")
     (data / "broken.png").write_bytes(b"not an image")
@@ -231,7 +231,7 @@ def test_bad_pair_rows_are_refused_naming_the_row(tmp_path):
     ok = check_input_images(good, check_dataset(good), 3)
     assert [len(r.inputs) for r in ok] == [1, 1, 2]
     # The Dataset tab's check: the same problems, against the config's own model.
-    from backend.data import validate_input_images
+    from backend.data.dataset import validate_input_images
 
     bad = cfg.model_copy(update={"model_id_with_origin_paths": f"{EDIT_2511}:transformer/"})
     findings = validate_input_images(bad)
@@ -248,7 +248,7 @@ def test_bad_pair_rows_are_refused_naming_the_row(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_train_zero3_offload_lowers_the_held_out_loss(edit_models, edit_cache, edit_training):
-    from backend import lora
+    from backend.models import lora
 
     out, stdout, before = edit_training
     assert "ZeRO-3" in stdout and "built partitioned" in stdout
@@ -278,9 +278,9 @@ def test_exported_lora_changes_the_diffusers_edit_pipeline(tmp_path, monkeypatch
 
     from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit_plus
 
-    from backend.export import export_lora, load_lora_file
+    from backend.models.export import export_lora, load_lora_file
     from backend.families import get_family
-    from backend.config import RunConfig
+    from backend.config.schema import RunConfig
 
     out, _, _ = edit_training
     trained = out / "step-12.safetensors"
@@ -356,8 +356,8 @@ accelerate launch {SCRIPT} \\
      " \\\n  --zero_cond_t # This is a special parameter introduced by Qwen-Image-Edit-2511."),
 ])
 def test_reference_edit_commands_import_as_their_flags(tmp_path, repo, metadata, extra):
-    from backend.config import family_of
-    from backend.importer import import_commands
+    from backend.config.schema import family_of
+    from backend.planning.importer import import_commands
 
     text = reference_edit_command(repo, metadata, extra)
     ours = text.replace(SCRIPT, "-m backend.stages.train")
@@ -379,7 +379,7 @@ def test_reference_edit_commands_import_as_their_flags(tmp_path, repo, metadata,
 
 def test_reference_split_edit_commands_import_as_one_split_config(tmp_path):
     """The same flags split into sft:data_process and sft:train (2511)."""
-    from backend.importer import import_commands
+    from backend.planning.importer import import_commands
 
     sources = (f"{EDIT_2511}:transformer/diffusion_pytorch_model*.safetensors,"
                "Qwen/Qwen-Image:text_encoder/model*.safetensors,"
@@ -408,7 +408,7 @@ accelerate launch {SCRIPT} --task sft:train \\
 def test_edit_variants_and_2512_presets():
     """Every variant preset loads as Qwen-Image with its variant's model; a config naming an
     edit model gets the edit adapter, Qwen-Image-2512 the text-to-image one."""
-    from backend.config import family_of, load_preset
+    from backend.config.schema import family_of, load_preset
     from backend.families import get_family
 
     expected = {
@@ -442,9 +442,9 @@ def test_samples_render_input_base_and_lora(tmp_path, monkeypatch, edit_models, 
     from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit_plus
     from PIL import Image
 
-    from backend.config import ConfigError, RunConfig
+    from backend.config.schema import ConfigError, RunConfig
     from backend.jobs.runner import check_before_start
-    from backend.samples import plan_samples, render_samples
+    from backend.training.samples import plan_samples, render_samples
 
     monkeypatch.setattr(pipeline_qwenimage_edit_plus, "VAE_IMAGE_SIZE", SIZE * SIZE)
     out, _, _ = edit_training
@@ -492,8 +492,8 @@ def test_reference_edit_command_runs_with_only_the_script_path_changed(tmp_path,
     encoded every step) trains with the script path changed; the test's own flags after it
     point at the tiny models and data and keep it small. Its sources name Qwen-Image's text
     encoder and VAE, which the released edit models share: the tiny model's are put there."""
-    from backend.importer import split_commands
-    from backend.lora import read_lora
+    from backend.planning.importer import split_commands
+    from backend.models.lora import read_lora
 
     shared = edit_models / "Qwen" / "Qwen-Image"
     for comp in ("text_encoder", "vae", "tokenizer"):

@@ -16,10 +16,10 @@ import psutil
 import pytest
 from safetensors.numpy import load_file
 
-from backend import diagnose
-from backend.plan import StagePlan
-from backend.progress import read_events
-from backend.runner import Runner, RunnerError
+from backend.jobs import diagnosis as diagnose
+from backend.planning.plan import StagePlan
+from backend.core.progress import read_events
+from backend.jobs.runner import Runner, RunnerError
 from backend.supervisor import TERMINAL, marked_pids
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -356,7 +356,7 @@ def test_every_setting_a_diagnosis_names_is_a_schema_field():
     in the fixes (a renamed field must not leave stale advice behind)."""
     import re
 
-    from backend.config import FIELDS
+    from backend.config.schema import FIELDS
 
     configs = [{}, {"zero_stage": 3, "offload_param_device": "cpu", "offload_optimizer_device":
                     "cpu", "use_gradient_checkpointing": True, "height": 512, "width": 512,
@@ -415,7 +415,7 @@ def test_a_run_finishes_with_no_ui_process_alive(ws):
     rd = ws / "runs" / "alone"
     gate = ws / "gate"
     script = (
-        "import sys\nfrom pathlib import Path\nfrom backend.runner import Runner\n"
+        "import sys\nfrom pathlib import Path\nfrom backend.jobs.runner import Runner\n"
         "from tests.test_runner import fake\n"
         f"rd = Path({str(rd)!r})\n"
         f"r = Runner(Path({str(ws)!r}), stop_grace_s=2)\n"
@@ -518,7 +518,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def test_a_run_stopped_before_the_jobs_package_resumes(ws):
-    """A history and run folder written before backend/jobs existed (by ``backend.runner`` and
+    """A history and run folder written before backend/jobs existed (by ``backend.jobs.runner`` and
     ``python -m backend.supervisor`` of that time; paths as @WORKSPACE@ / @PYTHON@) still
     show, resume from the saved state and finish."""
     src = FIXTURES / "run_before_jobs"
@@ -699,7 +699,7 @@ def test_no_start_when_the_disk_is_too_full(ws):
 
 
 def test_submit_plans_a_config_into_a_queued_run(ws):
-    from backend.config import ConfigError, load_preset
+    from backend.config.schema import ConfigError, load_preset
 
     gate = ws / "gate"
     r = Runner(ws, stop_grace_s=2)
@@ -732,7 +732,7 @@ def test_submit_plans_a_config_into_a_queued_run(ws):
 
 def test_lora_targets_that_match_nothing_are_refused_before_any_stage(ws):
     """Checked against the model's own module list (the local config.json, meta device)."""
-    from backend.config import ConfigError, load_preset
+    from backend.config.schema import ConfigError, load_preset
 
     r = Runner(ws, stop_grace_s=2)
     bad = load_preset("cpu_demo").model_copy(update={"lora_target_modules":
@@ -749,7 +749,7 @@ def test_what_each_planned_stage_reads_is_checked_before_the_run_is_accepted(ws,
     """A train-only split run on a cache folder that does not exist, a dataset folder or
     metadata file that is not there: refused at submission, naming the field; nothing is
     queued (issue 21)."""
-    from backend.config import ConfigError, load_preset
+    from backend.config.schema import ConfigError, load_preset
 
     r = Runner(ws, stop_grace_s=2)
     demo = load_preset("cpu_demo")

@@ -12,9 +12,9 @@ import pytest
 import torch
 from PIL import Image
 
-from backend.config import RunConfig
-from backend.progress import ProgressWriter, read_events
-from backend.samples import list_checkpoints, render_samples, resolve_checkpoints
+from backend.config.schema import RunConfig
+from backend.core.progress import ProgressWriter, read_events
+from backend.training.samples import list_checkpoints, render_samples, resolve_checkpoints
 from tests.test_export import make_reference_lora, tiny_dir  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[1]

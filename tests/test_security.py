@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from backend.plan import StagePlan
-from backend.runner import Runner
+from backend.planning.plan import StagePlan
+from backend.jobs.runner import Runner
 from webui import security
 from webui.security import AccessDenied, UnsafeArchiveError, registry_file, safe_extract_zip
 

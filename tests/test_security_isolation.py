@@ -24,9 +24,9 @@ import httpx
 import pytest
 from gradio_client import Client
 
-from backend.config import validate
-from backend.plan import StagePlan
-from backend.runner import Runner
+from backend.config.schema import validate
+from backend.planning.plan import StagePlan
+from backend.jobs.runner import Runner
 from tests.test_launch import AppServer
 
 pytestmark = pytest.mark.timeout(600)
@@ -44,7 +44,7 @@ def png_bytes(colour=(200, 30, 30), size=16) -> bytes:
 
 # ------------------------------------------------------------------------ the read gate
 def test_the_gate_resolves_links_when_it_opens_and_says_not_found_for_both(tmp_path):
-    from backend import readgate
+    from backend.core import readgate
 
     mine, theirs = tmp_path / "mine", tmp_path / "theirs"
     mine.mkdir()
@@ -74,7 +74,7 @@ def test_the_gate_resolves_links_when_it_opens_and_says_not_found_for_both(tmp_p
 
 
 def test_a_dataset_outside_the_read_roots_reads_as_missing(tmp_path):
-    from backend.data import DatasetError, check_dataset
+    from backend.data.dataset import DatasetError, check_dataset
 
     own, other = tmp_path / "own", tmp_path / "other"
     own.mkdir()
@@ -111,9 +111,9 @@ def test_model_folders_and_lora_files_are_read_through_the_gate(tmp_path):
     import torch
     from safetensors.torch import save_file
 
-    from backend import readgate
-    from backend.hub import resolve_component_dirs
-    from backend.lora import read_lora
+    from backend.core import readgate
+    from backend.models.hub import resolve_component_dirs
+    from backend.models.lora import read_lora
 
     mine, theirs = tmp_path / "mine", tmp_path / "theirs"
     theirs.mkdir()
@@ -146,8 +146,8 @@ def test_model_folders_and_lora_files_are_read_through_the_gate(tmp_path):
     with pytest.raises(ValueError, match="not a safetensors file"):
         read_lora(mine / "junk.safetensors", gate)
     # Checkpoints to render: outside the roots, not found; inside, as before.
-    from backend.config import ConfigError
-    from backend.samples import resolve_checkpoints
+    from backend.config.schema import ConfigError
+    from backend.training.samples import resolve_checkpoints
     assert resolve_checkpoints([mine / "lora.safetensors"], gate=gate) == [mine / "lora.safetensors"]
     with pytest.raises(ConfigError, match="checkpoints: not found"):
         resolve_checkpoints([theirs / "lora.safetensors"], gate=gate)
@@ -162,8 +162,8 @@ def test_model_folders_and_lora_files_are_read_through_the_gate(tmp_path):
 
 
 def test_a_cache_manifest_names_only_files_of_its_folder(tmp_path):
-    from backend import readgate
-    from backend.cache import CacheError, check_cache
+    from backend.core import readgate
+    from backend.data.cache import CacheError, check_cache
 
     cache, other = tmp_path / "cache", tmp_path / "other"
     cache.mkdir()
@@ -489,7 +489,7 @@ def test_a_caption_job_never_writes_through_a_link_planted_after_submission(serv
 def test_the_bundled_demo_and_other_users_folders_are_read_only_to_non_admins(served):
     """A non-admin's caption job may read the demo dataset but not write it: refused before
     anything is queued, naming the field; the demo's files are unchanged."""
-    from backend.config import REPO_ROOT
+    from backend.config.schema import REPO_ROOT
 
     ws = served.workspace
     demo = REPO_ROOT / "backend" / "assets" / "demo_dataset"
@@ -678,7 +678,7 @@ def test_the_login_form_refuses_cross_site_posts(served):
 
 
 def test_a_non_admin_sees_no_server_paths_in_refusals(served):
-    from backend.config import REPO_ROOT
+    from backend.config.schema import REPO_ROOT
 
     bob = client(served, "bob")
     with pytest.raises(Exception) as e:

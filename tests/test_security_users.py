@@ -16,9 +16,9 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from backend.config import validate
-from backend.plan import StagePlan, resolved_config
-from backend.runner import Runner
+from backend.config.schema import validate
+from backend.planning.plan import StagePlan, resolved_config
+from backend.jobs.runner import Runner
 from webui import datasets, security
 from webui.datasets import DatasetFolderError
 from webui.form import to_widget_value

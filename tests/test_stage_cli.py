@@ -121,7 +121,7 @@ def test_max_steps_stays_a_cap_across_a_resume(tmp_path, models_root, stage1_cac
 
 
 def test_max_steps_help_says_it_is_a_cap_and_names_the_target():
-    from backend.config import ConfigError, field_meta, validate
+    from backend.config.schema import ConfigError, field_meta, validate
 
     assert "cap" in field_meta("max_steps")["help"]
     assert "max_train_steps" in field_meta("max_steps")["help"]
@@ -221,9 +221,9 @@ def test_an_unreadable_model_file_is_named_not_called_missing(target, words, tin
     import shutil
     import tempfile
 
-    import backend.cache  # noqa: F401 - imported before the fork, as the stage would
-    import backend.data  # noqa: F401
-    import backend.hub  # noqa: F401
+    import backend.data.cache  # noqa: F401 - imported before the fork, as the stage would
+    import backend.data.dataset  # noqa: F401
+    import backend.models.hub  # noqa: F401
     from backend.stages.train import main
 
     root = Path(tempfile.mkdtemp(prefix="zl-perm-"))
@@ -326,8 +326,8 @@ def test_a_stage_process_keeps_out_the_quantizers_it_was_not_asked_for(tmp_path)
     import subprocess
     import sys
 
-    from backend.config import parse_stage_args
-    from backend.quantize import packages_needed
+    from backend.config.schema import parse_stage_args
+    from backend.models.quantize import packages_needed
 
     def needed(*flags: str) -> set[str]:
         return packages_needed(parse_stage_args([*base, *flags])[0])
@@ -341,8 +341,8 @@ def test_a_stage_process_keeps_out_the_quantizers_it_was_not_asked_for(tmp_path)
     assert needed("--quant_options", "m:vae/*:bitsandbytes_nf4;m:transformer/*:torchao_int8"
                   ) == {"bitsandbytes", "torchao"}
     assert needed("--customized_optimizer", "bitsandbytes.optim.AdamW8bit") == {"bitsandbytes"}
-    code = ("import sys, importlib.util as u; from backend.config import parse_stage_args; "
-            "from backend.quantize import keep_out_unneeded as k; "
+    code = ("import sys, importlib.util as u; from backend.config.schema import parse_stage_args; "
+            "from backend.models.quantize import keep_out_unneeded as k; "
             "out = k(parse_stage_args(sys.argv[1:])[0]); "
             "print(out, [u.find_spec(p) is None for p in ('torchao', 'bitsandbytes')])")
     for flags, expected in (([], "['torchao', 'bitsandbytes'] [True, True]"),

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from backend.config import RunConfig, field_meta
+from backend.config.schema import RunConfig, field_meta
 from webui import services
 
 

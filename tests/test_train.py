@@ -138,7 +138,7 @@ def check_lora(path: Path, tiny_model_dir: Path, base: float, cache: Path) -> No
     import torch
     from safetensors import safe_open
 
-    from backend import lora
+    from backend.models import lora
     from backend.families.qwen_image import adapter as qi
 
     tensors, meta = lora.read_lora(path)
@@ -165,7 +165,7 @@ def check_lora(path: Path, tiny_model_dir: Path, base: float, cache: Path) -> No
     trained = qi.eval_lora_loss(tiny_model_dir / "transformer", cache, path)
     assert trained < base, f"held-out loss {trained:.4f} not below {base:.4f}"
 
-    from backend.cache import load_cached_samples
+    from backend.data.cache import load_cached_samples
     sample = load_cached_samples(cache)[0]
     sigma = torch.tensor(0.5)
     g = torch.Generator().manual_seed(0)
@@ -181,7 +181,7 @@ def check_lora(path: Path, tiny_model_dir: Path, base: float, cache: Path) -> No
 # Command line
 # ------------------------------------------------------------------------------------------
 def test_seed_commands_parse():
-    from backend.config import parse_stage_args
+    from backend.config.schema import parse_stage_args
 
     cfg1, _ = parse_stage_args(SEED_STAGE1)
     assert cfg1.task == "sft:data_process" and cfg1.lora_rank == 32
@@ -227,7 +227,7 @@ def test_stage1_cache_reuse(tmp_path, models_root, demo_dataset, stage1_cache,
                             plain_accelerate_config):
     import shutil
 
-    from backend.cache import read_manifest
+    from backend.data.cache import read_manifest
 
     manifest = read_manifest(stage1_cache)
     assert len(manifest["samples"]) == 4
@@ -369,7 +369,7 @@ def test_zero3_offload_trains_the_lora_plain_training_trains(tmp_path, models_ro
     lrs = {name: [e["lr"] for e in check_progress(out, total=3) if e["event"] == "step"]
            for name, out in outs.items()}
     assert lrs["zero3"] == lrs["plain"] == [5e-3, 1e-2, 1e-2]
-    from backend.lora import read_lora
+    from backend.models.lora import read_lora
     a, _ = read_lora(outs["plain"] / "step-3.safetensors")
     b, _ = read_lora(outs["zero3"] / "step-3.safetensors")
     assert a.keys() == b.keys()
@@ -410,7 +410,7 @@ def test_train_zero3_offload_bf16(tmp_path, models_root, tiny_model_dir, stage1_
     """The low-VRAM recipe in the precision GPUs run it in: bf16 weights under ZeRO-3 with
     parameter and optimizer offload. DeepSpeed keeps float32 master weights in the
     optimizer and gathers the 16-bit module weights to save, so the LoRA file is bf16."""
-    from backend import lora
+    from backend.models import lora
 
     ds = {**SEED_ZERO3, "bf16": {"enabled": True}, "fp16": {"enabled": False}}
     acc = write_accelerate_config(tmp_path, "z3bf16", ds_config=ds, zero3_init_flag=True)
@@ -460,7 +460,7 @@ def test_stage1_two_processes_writes_the_same_cache(tmp_path, models_root, demo_
     import torch
     from safetensors.torch import load_file
 
-    from backend.cache import read_manifest
+    from backend.data.cache import read_manifest
 
     acc = write_accelerate_config(tmp_path, "x2", num_processes=2)
     out = tmp_path / "cache2"
@@ -607,7 +607,7 @@ def test_sigterm_and_resume(tmp_path, models_root, stage1_cache, plain_accelerat
 def assert_same_lora(a_path: Path, b_path: Path) -> None:
     import torch
 
-    from backend.lora import read_lora
+    from backend.models.lora import read_lora
 
     a, _ = read_lora(a_path)
     b, _ = read_lora(b_path)
@@ -638,7 +638,7 @@ def test_lora_file_roundtrip(tmp_path, tiny_model_dir):
     """save → lora_checkpoint init → same tensors; diffusers' loader takes to_diffusers()."""
     import torch
 
-    from backend import lora
+    from backend.models import lora
     from backend.families.qwen_image import adapter as qi
 
     model = qi.load_transformer(tiny_model_dir / "transformer", torch.float32)

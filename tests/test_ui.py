@@ -110,7 +110,7 @@ def server(tmp_path_factory):
     text = (ws / "server.log").read_text(errors="replace")
     if proc.poll() is not None or "MemoryError" in text:
         print(f"--- the app server (exit {proc.poll()}) logged:\n{text[-20000:]}")
-    from backend.runner import Runner
+    from backend.jobs.runner import Runner
 
     runner = Runner(ws, auto_start=False)
     for run in runner.list_runs():
@@ -125,7 +125,7 @@ def server(tmp_path_factory):
 
 
 def history(ws: Path) -> list[dict]:
-    from backend.runner import Runner
+    from backend.jobs.runner import Runner
 
     return Runner(ws, auto_start=False).list_runs()
 
@@ -257,7 +257,7 @@ def test_preset_diff_and_save(page, server):
     page.click("#preset-save")
     expect(md(page, "preset-msg")).to_contain_text("Saved preset", timeout=STEP_S * 1000)
     saved = server[1] / "presets" / "rank12.yaml"
-    from backend.config import load_preset
+    from backend.config.schema import load_preset
     assert load_preset("rank12", server[1]).lora_rank == 12
     assert "lora_rank: 12" in saved.read_text()
     expect(page.locator("#preset input")).to_have_value("rank12")
@@ -579,7 +579,7 @@ def test_a_runs_settings_go_back_into_the_form(demo_run, page):
                                                                    timeout=STEP_S * 1000)
     expect(md(page, "train-notice")).to_contain_text(f"settings of run {demo_run['run_id']}",
                                                      timeout=STEP_S * 1000)
-    from backend.config import load_preset
+    from backend.config.schema import load_preset
     expect(field(page, "lora_rank")).to_have_value(str(load_preset("cpu_demo").lora_rank))
     tab(page, "model")
     expect(md(page, "preset-diff")).to_contain_text("Same as preset", timeout=STEP_S * 1000)
@@ -600,7 +600,7 @@ def test_start_during_a_run_queues_and_every_browser_shows_the_running_one(demo_
         "() => /stage train · step [1-9]\\d* \\//.test("
         "document.querySelector('#run-progress .zl-stats')?.innerText || '')",
         timeout=DEMO_RUN_S * 1000)
-    from backend.runner import Runner
+    from backend.jobs.runner import Runner
     try:
         # Start during the run: a second run is queued, said so, and the tab keeps showing the
         # running one; the server lists both.
@@ -713,9 +713,9 @@ def _moving_square(colour, dx, n=9, size=64):
 def _finished_video_run(ws) -> str:
     """A succeeded run with a train stage whose samples are two WebM clips."""
     from backend.jobs.runner import Runner
-    from backend.plan import StagePlan
-    from backend.rundir import SAMPLES_INDEX, RunDir
-    from backend.video import frame_strip, write_video
+    from backend.planning.plan import StagePlan
+    from backend.core.rundir import SAMPLES_INDEX, RunDir
+    from backend.data.video import frame_strip, write_video
 
     run_dir = ws / "runs" / "wan-video-run"
     files = RunDir(run_dir)

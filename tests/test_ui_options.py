@@ -107,8 +107,8 @@ def test_option_fields_bucket_plan_and_validation_plot(browser, server):
         expect(legend.filter(has_text="训练损失")).to_have_count(1)
 
         # What the run logged: 4 validation points (steps 0..3) and its resolved settings.
-        from backend.rundir import RunDir
-        from backend.runner import Runner
+        from backend.core.rundir import RunDir
+        from backend.jobs.runner import Runner
 
         runner = Runner(ws, auto_start=False)
         prog = runner.progress(run_id)

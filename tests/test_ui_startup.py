@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 PROBE = """
 import json, sys
 from pathlib import Path
-from backend.runner import Runner
+from backend.jobs.runner import Runner
 from webui.app import create_app, launch_kwargs
 ws = Path(sys.argv[1])
 demo = create_app(Runner(ws, auto_start=False), ws)

@@ -50,7 +50,7 @@ def moving_square(colour, dx, n=FRAMES, size=SIZE):
 def make_video_dataset(folder: Path) -> Path:
     from PIL import Image
 
-    from backend.video import write_video
+    from backend.data.video import write_video
 
     folder.mkdir(parents=True, exist_ok=True)
     rows = ["video,prompt"]
@@ -169,9 +169,9 @@ def test_stage1_from_the_reference_sources_caches_what_the_pipeline_computes(
     normalised latents of the clip as decoded with PyAV; a still image is a one-frame clip."""
     import torch
 
-    from backend.cache import load_cached_samples, read_manifest
-    from backend.config import validate
-    from backend.video import load_clip
+    from backend.data.cache import load_cached_samples, read_manifest
+    from backend.config.schema import validate
+    from backend.data.video import load_clip
 
     cache, proc = wan_stage1
     log = proc.stdout + proc.stderr
@@ -210,9 +210,9 @@ def test_stage1_from_the_reference_sources_caches_what_the_pipeline_computes(
 def test_bad_clips_are_refused_naming_their_rows(tmp_path):
     """Before any model loads: a clip too short for num_frames, a file PyAV cannot decode and
     a missing one each name their row; a frame count that is not 4k+1 names the field."""
-    from backend.config import ConfigError, validate
-    from backend.data import DatasetError
-    from backend.video import check_video_dataset, write_video
+    from backend.config.schema import ConfigError, validate
+    from backend.data.dataset import DatasetError
+    from backend.data.video import check_video_dataset, write_video
 
     folder = tmp_path / "clips"
     folder.mkdir()
@@ -235,7 +235,7 @@ def test_bad_clips_are_refused_naming_their_rows(tmp_path):
     assert problems[1].startswith("metadata.csv row 3: cannot decode video broken.mp4")
     assert problems[2] == "metadata.csv row 4: video not found (got 'gone.webm')"
     # The Dataset tab's findings: one per row, the good clip with its frame count and size.
-    from backend.video import validate_any_dataset
+    from backend.data.video import validate_any_dataset
     findings = validate_any_dataset(cfg)
     assert [f["level"] for f in findings] == ["ok", "error", "error", "error"]
     assert findings[0]["frames"] == FRAMES and findings[0]["size"] == [SIZE, SIZE]
@@ -262,9 +262,9 @@ def test_zero3_training_lowers_the_loss_and_its_exports_change_the_clip(
     import torch
     from safetensors.torch import load_file
 
-    from backend import lora
-    from backend.cache import load_cached_samples
-    from backend.export import export_lora
+    from backend.models import lora
+    from backend.data.cache import load_cached_samples
+    from backend.models.export import export_lora
     from backend.families import get_family
 
     out, proc = wan_trained
@@ -325,9 +325,9 @@ def test_samples_are_webm_clips_with_frame_strips(tmp_path, wan_models, wan_trai
     import numpy as np
     from PIL import Image
 
-    from backend.config import validate
-    from backend.samples import render_samples
-    from backend.video import read_video_frames
+    from backend.config.schema import validate
+    from backend.training.samples import render_samples
+    from backend.data.video import read_video_frames
 
     cfg = validate({"model_family": "wan", "models_dir": str(wan_models), "offline": True,
                     "stages": ["sample"], "sample_prompts": ["a red ball, zlr style"],
@@ -352,8 +352,8 @@ def test_estimator_counts_clip_tokens_and_the_presets_fit_their_cards():
     """A clip is latent frames x latent area tokens: 81 frames at 480x832 are 21 x 30 x 52;
     the 1.3B preset fits a 12 GB card, the 14B ZeRO-3 offload preset a 24 GB one and not a
     12 GB one, and more frames need more memory."""
-    from backend.config import load_preset
-    from backend.estimator import estimate_memory, fits
+    from backend.config.schema import load_preset
+    from backend.planning.estimator import estimate_memory, fits
 
     small = estimate_memory(load_preset("wan_1_3b_12gb"))
     assert small.image_tokens == 21 * 30 * 52
@@ -372,7 +372,7 @@ def test_estimator_counts_clip_tokens_and_the_presets_fit_their_cards():
     assert expert.image_tokens == 13 * 30 * 52
     # The first frame conditions through the clip's own channels: no tokens of its own in
     # the step's activations (an edit model's input image has them).
-    from backend.estimator import input_image_tokens
+    from backend.planning.estimator import input_image_tokens
 
     assert input_image_tokens(load_preset("wan_2_1_i2v_14b_zero3_offload"), 480, 832) == 0
     assert input_image_tokens(load_preset("qwen_image_edit_2511_low_vram"), 480, 832) > 0
@@ -390,7 +390,7 @@ def test_the_reference_wan_command_imports_onto_the_diffusers_layout():
     changed: its original-repository files (pickles among them) become the -Diffusers
     components, never read; its targets, frames and size are kept; --fp8_models maps to its
     field and --offload_models is explained."""
-    from backend.importer import import_commands
+    from backend.planning.importer import import_commands
 
     result = import_commands(
         "accelerate launch examples/wanvideo/model_training/train.py \\\n"
@@ -476,7 +476,7 @@ def test_i2v_stage1_caches_the_first_frame_as_the_pipeline_conditions_it(
     import torch
     from PIL import Image
 
-    from backend.cache import load_cached_samples, read_manifest
+    from backend.data.cache import load_cached_samples, read_manifest
 
     cache, proc = i2v_stage1
     log = proc.stdout + proc.stderr
@@ -515,14 +515,14 @@ def test_i2v_training_lowers_the_loss_and_its_lora_changes_the_pipelines_clip(
     import numpy as np
     from PIL import Image
 
-    from backend import lora
-    from backend.cache import load_cached_samples
-    from backend.config import validate
-    from backend.export import export_lora
+    from backend.models import lora
+    from backend.data.cache import load_cached_samples
+    from backend.config.schema import validate
+    from backend.models.export import export_lora
     from backend.families import get_family
     from backend.families.wan import adapter
-    from backend.samples import render_samples
-    from backend.video import read_video_frames
+    from backend.training.samples import render_samples
+    from backend.data.video import read_video_frames
 
     ckpt = i2v_trained[0] / "step-24.safetensors"
     assert ckpt.is_file()
@@ -580,7 +580,7 @@ def test_the_reference_i2v_command_imports_onto_the_diffusers_layout():
     (three pickles, the open-clip image encoder among them) become -Diffusers components with
     a note each; --extra_inputs input_image binds the image-to-video adapter."""
     from backend.families import get_family
-    from backend.importer import import_commands
+    from backend.planning.importer import import_commands
 
     result = import_commands(
         "accelerate launch examples/wanvideo/model_training/train.py \\\n"
@@ -632,10 +632,10 @@ def test_a14b_low_noise_expert_trains_in_its_range_and_samples_put_the_lora_on_i
 
     import torch
 
-    from backend.config import validate
-    from backend.export import export_lora
+    from backend.config.schema import validate
+    from backend.models.export import export_lora
     from backend.families import get_family
-    from backend.samples import attach_lora, component_dirs
+    from backend.training.samples import attach_lora, component_dirs
 
     folder = tmp_path / "run"
     out, proc = train(folder, write_accelerate_config(folder, "plain"), a14b_models,
@@ -687,8 +687,8 @@ def test_the_reference_a14b_commands_import_with_their_expert_and_range():
     """The reference's Wan2.2-I2V-A14B low-noise command: low_noise_model/ becomes the
     -Diffusers transformer_2/, its boundaries and input image are kept; bad boundaries are
     refused naming the field."""
-    from backend.config import ConfigError, validate
-    from backend.importer import import_commands
+    from backend.config.schema import ConfigError, validate
+    from backend.planning.importer import import_commands
 
     result = import_commands(
         "accelerate launch examples/wanvideo/model_training/train.py \\\n"
@@ -734,9 +734,9 @@ def test_i2v_a14b_low_noise_expert_from_the_clips_to_a_clip_with_its_lora(tmp_pa
     import numpy as np
     from safetensors import safe_open
 
-    from backend.config import validate
-    from backend.samples import render_samples
-    from backend.video import read_video_frames
+    from backend.config.schema import validate
+    from backend.training.samples import render_samples
+    from backend.data.video import read_video_frames
 
     models = tiny_models(tmp_path_factory, "build_tiny_wan_i2v_a14b", I2V_A14B_DIFFUSERS)
     cache, _ = stage1(tmp_path_factory.mktemp("i2v_a14b_cache"), models, wan_data,

@@ -41,7 +41,7 @@ def ti2v_stage1(tmp_path_factory, ti2v_models, wan_data):
 
 def assert_loss_falls(models: Path, cfg, ckpt: Path, samples, what: str) -> None:
     """The cached samples' held-out loss falls by over 10% with the LoRA ``ckpt`` loaded."""
-    from backend import lora
+    from backend.models import lora
     from backend.families import get_family
     from backend.families.wan import adapter
 
@@ -79,7 +79,7 @@ def test_ti2v_is_named_by_its_id_and_found_in_a_local_folder(ti2v_models):
     from accelerate import init_empty_weights
     from diffusers import WanTransformer3DModel
 
-    from backend.config import family_of, validate
+    from backend.config.schema import family_of, validate
     from backend.families import get_family
 
     cfg = validate({"model_id_with_origin_paths": sources(TI2V_5B)}, require_inputs=False)
@@ -123,10 +123,10 @@ def test_ti2v_stage1_and_zero3_training_change_the_pipelines_clip(
     WanPipeline with expand_timesteps and changes the clip."""
     import torch
 
-    from backend.cache import load_cached_samples
-    from backend.config import validate
-    from backend.export import export_lora
-    from backend.video import load_clip
+    from backend.data.cache import load_cached_samples
+    from backend.config.schema import validate
+    from backend.models.export import export_lora
+    from backend.data.video import load_clip
 
     cache, _ = ti2v_stage1
     samples = load_cached_samples(cache)
@@ -173,11 +173,11 @@ def test_ti2v_from_a_first_frame_trains_on_the_other_frames_and_keeps_the_first(
     import torch
     from PIL import Image
 
-    from backend.cache import load_cached_samples
-    from backend.config import validate
-    from backend.export import export_lora
-    from backend.samples import render_samples
-    from backend.video import read_video_frames
+    from backend.data.cache import load_cached_samples
+    from backend.config.schema import validate
+    from backend.models.export import export_lora
+    from backend.training.samples import render_samples
+    from backend.data.video import read_video_frames
 
     cache, _ = stage1(tmp_path_factory.mktemp("ti2v_image_cache"), ti2v_models, wan_data,
                       sources(TI2V_5B), FRAMES, "--extra_inputs", "input_image")
@@ -229,7 +229,7 @@ PRESET = "wan_2_2_ti2v_5b_24gb"
 
 def test_the_24gb_preset_loads_holds_only_its_changes_and_binds_the_ti2v_adapter(tmp_path):
     """tests/test_presets.py's checks on this preset, and the run it loads is a TI2V-5B's."""
-    from backend.config import load_preset
+    from backend.config.schema import load_preset
     from backend.families import get_family
     from tests import test_presets as presets
 

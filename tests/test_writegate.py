@@ -1,4 +1,4 @@
-"""The write gate (``backend.writegate``): a write into a user's folder goes nowhere else,
+"""The write gate (``backend.core.writegate``): a write into a user's folder goes nowhere else,
 whatever links are planted before it, during it (a loop flipping a name between absent and
 a link) or in place of a parent folder. Real files and real links; the victim's files are
 compared byte for byte after every attempt."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from backend import writegate
-from backend.writegate import WriteRefused
+from backend.core import writegate
+from backend.core.writegate import WriteRefused
 
 
 @pytest.fixture

@@ -69,8 +69,8 @@ def transformer(models: Path, repo: str = BASE):
 
 def held_out_loss(models: Path, cache: Path, lora_path: Path | None = None,
                   repo: str = BASE) -> float:
-    from backend import lora
-    from backend.cache import load_cached_samples
+    from backend.models import lora
+    from backend.data.cache import load_cached_samples
     from backend.families import get_family
 
     model = transformer(models, repo)
@@ -105,7 +105,7 @@ def test_stage1_caches_what_the_pipeline_computes(z_models, z_data, z_cache):
     from diffusers import ZImagePipeline
     from PIL import Image
 
-    from backend.cache import load_cached_samples
+    from backend.data.cache import load_cached_samples
 
     samples = load_cached_samples(z_cache)
     assert len(samples) == 4
@@ -140,7 +140,7 @@ def test_train_zero3_offload_lowers_the_held_out_loss(tmp_path, z_models, z_cach
     (zero3_init_flag, DeepSpeed activation checkpointing, model built on CPU)."""
     import torch
 
-    from backend import lora
+    from backend.models import lora
 
     before = held_out_loss(z_models, z_cache)
     out, proc = train_zero3(tmp_path, z_models, z_cache, BASE)
@@ -217,7 +217,7 @@ def test_exports_load_in_diffusers_and_map_in_comfyui(tmp_path, z_models, traine
     import torch
     from diffusers import ZImagePipeline
 
-    from backend.export import export_lora, load_lora_file
+    from backend.models.export import export_lora, load_lora_file
 
     model_dir = z_models / BASE
     # ComfyUI: every key's module is a module of the model and a name ComfyUI maps.
@@ -366,8 +366,8 @@ accelerate launch {SCRIPT} \\
                                              (Z_IMAGE_TURBO_SH, "z_image_turbo")])
 def test_reference_lora_scripts_import_with_only_the_script_path_changed(
         tmp_path, script, variant):
-    from backend.config import family_of
-    from backend.importer import import_commands
+    from backend.config.schema import family_of
+    from backend.planning.importer import import_commands
 
     text = script.replace(SCRIPT, "backend/stages/train.py")
     result = import_commands(text, base_dir=tmp_path)
@@ -389,7 +389,7 @@ def test_reference_lora_scripts_import_with_only_the_script_path_changed(
 
 
 def test_reference_split_training_script_imports_as_split_training(tmp_path):
-    from backend.importer import import_commands
+    from backend.planning.importer import import_commands
 
     result = import_commands(SPLIT_SH.replace(SCRIPT, "backend/stages/train.py"),
                              base_dir=tmp_path)
@@ -405,7 +405,7 @@ def test_reference_split_training_script_imports_as_split_training(tmp_path):
 
 
 def test_preset_lora_path_is_a_lora_option():
-    from backend.config import PATH_FIELDS, field_meta
+    from backend.config.schema import PATH_FIELDS, field_meta
     from backend.families import family_spec
 
     meta = field_meta("preset_lora_path")
@@ -422,7 +422,7 @@ def write_adapter(path: Path, model, targets=("to_q", "w2"), rank: int = 2) -> P
     """A stand-in de-distillation LoRA on other targets than the trained ones (nonzero)."""
     import torch
 
-    from backend import lora
+    from backend.models import lora
 
     shapes = lora.expected_shapes(model, rank, targets)
     g = torch.Generator().manual_seed(3)
@@ -434,7 +434,7 @@ def write_adapter(path: Path, model, targets=("to_q", "w2"), rank: int = 2) -> P
 def test_merged_adapter_changes_the_model_and_leaves_no_trace(tmp_path, z_models):
     import torch
 
-    from backend import lora
+    from backend.models import lora
     from backend.families import get_family
     from backend.families.z_image.adapter import predict
 
@@ -456,7 +456,7 @@ def test_merged_adapter_changes_the_model_and_leaves_no_trace(tmp_path, z_models
 @pytest.mark.timeout(1200)
 def test_turbo_trains_with_the_adapter_merged_and_saves_only_its_own_lora(
         tmp_path, z_models, z_cache):
-    from backend import lora
+    from backend.models import lora
 
     adapter = write_adapter(tmp_path / "dedistill.safetensors", transformer(z_models, TURBO))
     out, proc = train_zero3(tmp_path, z_models, z_cache, TURBO,

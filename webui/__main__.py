@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
-    from backend.runner import Runner
+    from backend.jobs.runner import Runner
     from webui import security
     from webui.app import create_app, launch_kwargs
 

@@ -40,7 +40,7 @@ sign-in on, for non-admins -- server paths outside the user's datasets, the mode
 and their own runs: ``security.check_run_paths``) raise an error whose message says what
 was wrong, one ``field: problem`` per line; the client raises it as ``AppError``. A
 non-admin's run is started with its read policy (``security.with_file_policy``): its stages
-open files only inside that user's folders (``backend.readgate``).
+open files only inside that user's folders (``backend.core.readgate``).
 """
 from __future__ import annotations
 
@@ -52,9 +52,9 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from backend import bounded
-from backend.config import ConfigError
-from backend.rundir import RunDir
+from backend.core import bounded
+from backend.config.schema import ConfigError
+from backend.core.rundir import RunDir
 from webui import security, services
 
 __all__ = ["add_api_endpoints", "ENDPOINTS"]
@@ -110,7 +110,7 @@ def parse_config(config: Any) -> dict:
     """``config`` as a mapping: a dict, or YAML/JSON text (empty: no changes)."""
     if config is None or config == "":
         return {}
-    # Sizes, nesting and what YAML aliases expand to are bounded (backend/bounded.py).
+    # Sizes, nesting and what YAML aliases expand to are bounded (backend/core/bounded.py).
     if isinstance(config, dict):
         try:
             bounded.check_value(config, "config")
@@ -135,7 +135,7 @@ def parse_config(config: Any) -> dict:
 def build_config(config: Any, preset: str, workspace: Path, user: str | None = None):
     """Validate ``preset`` (a name among ``user``'s presets) + ``config`` into a RunConfig
     (every problem reported at once)."""
-    from backend import config as schema
+    from backend.config.schema import schema
 
     data: dict[str, Any] = {}
     preset = (preset or "").strip()
@@ -279,7 +279,7 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
 
     def list_presets(request: gr.Request = None) -> list:
         """Preset names usable as start_run's ``preset`` (bundled, shared, your own)."""
-        from backend.config import list_presets as presets
+        from backend.config.schema import list_presets as presets
 
         return [name for name, _ in presets(workspace, security.preset_owner(who(request))
                                             ["user"])]

@@ -92,7 +92,7 @@ def launch_kwargs() -> dict[str, Any]:
 def create_app(runner, workspace: Path, models_dir: Path | None = None,
                user_getter: Callable[[Any], str | None] | None = None,
                lang: str | None = None) -> gr.Blocks:
-    """Build the UI over ``runner`` (a ``backend.runner.Runner``) for ``workspace``.
+    """Build the UI over ``runner`` (a ``backend.jobs.runner.Runner``) for ``workspace``.
 
     ``user_getter(request) -> str | None``: the signed-in user (default
     ``webui.security.user_of``); runs are listed, shown and downloaded by the rules of
@@ -101,7 +101,7 @@ def create_app(runner, workspace: Path, models_dir: Path | None = None,
     """
     if lang not in (None, "en", "zh"):
         raise ValueError(f"lang: unknown (got {lang!r}; allowed en | zh)")
-    from backend import libraries
+    from backend.core import libraries
 
     libraries.threaded()  # browser events run in threads: the libraries load under a lock
     workspace = Path(workspace).expanduser().resolve()

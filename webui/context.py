@@ -13,9 +13,9 @@ from typing import Any, Callable
 import gradio as gr
 
 from backend.jobs.processes import gpu_memory_text  # noqa: F401 - the Run tab's GPU lines
-from backend import writegate
-from backend.rundir import RunDir
-from backend.runner import Runner
+from backend.core import writegate
+from backend.core.rundir import RunDir
+from backend.jobs.runner import Runner
 from webui import security
 from webui.form import Form
 

@@ -1,8 +1,8 @@
 """Dataset folders for the Dataset tab: new folders from uploads, captions as a table.
 
 A dataset folder holds images plus either ``metadata.csv`` (columns image,prompt) or one
-same-named ``.txt`` caption per image -- the two layouts ``backend.data`` reads. Captions are
-read and written here; checking them is ``backend.data.validate_dataset``.
+same-named ``.txt`` caption per image -- the two layouts ``backend.data.dataset`` reads. Captions are
+read and written here; checking them is ``backend.data.dataset.validate_dataset``.
 
 Who may touch which folder (``webui.security``): every function here takes the signed-in
 ``user`` (None with sign-in off) and the ``workspace``. With sign-in on, uploads go under
@@ -23,10 +23,10 @@ import shutil
 import zipfile
 from pathlib import Path
 
-from backend.data import EDIT_IMAGE_KEY, IMAGE_EXTS, IMAGE_KEY, PROMPT_KEY
+from backend.data.dataset import EDIT_IMAGE_KEY, IMAGE_EXTS, IMAGE_KEY, PROMPT_KEY
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
-from backend.media_types import VIDEO_EXTS  # noqa: E402
+from backend.core.media_types import VIDEO_EXTS  # noqa: E402
 
 MEDIA_EXTS = IMAGE_EXTS + VIDEO_EXTS  # an upload is images, or clips of a video dataset
 ALLOWED_UPLOADS = MEDIA_EXTS + (".txt", ".csv", ".json", ".jsonl")
@@ -71,8 +71,8 @@ def _check_access(base, metadata, user, workspace, write=False, runner=None) -> 
 
 def _uploads_gate(workspace: Path, user: str | None):
     """The write gate of uploads: inside ``datasets_root(workspace, user)`` only, every
-    folder on the way opened without following links (``backend.writegate``)."""
-    from backend import writegate
+    folder on the way opened without following links (``backend.core.writegate``)."""
+    from backend.core import writegate
 
     root = datasets_root(workspace, user)
     if not root.is_symlink():
@@ -81,7 +81,7 @@ def _uploads_gate(workspace: Path, user: str | None):
 
 
 def new_dataset_dir(workspace: Path, name: str, user: str | None = None) -> Path:
-    from backend import writegate
+    from backend.core import writegate
 
     name = (name or "").strip()
     if not NAME.match(name):
@@ -131,7 +131,7 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
     """
     import tempfile
 
-    from backend import writegate
+    from backend.core import writegate
 
     if not uploads:
         raise DatasetFolderError("files: nothing uploaded (allowed images, .txt captions, "
@@ -264,7 +264,7 @@ def read_captions(base: str, metadata: str | None, *, user: str | None, workspac
 
 
 def _read_rows(meta: Path) -> list[dict]:
-    from backend.data import DatasetError, read_metadata_rows
+    from backend.data.dataset import DatasetError, read_metadata_rows
 
     if meta.suffix.lower() not in (".csv", ".json", ".jsonl"):
         raise DatasetFolderError(f"dataset_metadata_path: unknown format (got {meta.name}; "
@@ -287,8 +287,8 @@ def save_captions(base: str, metadata: str | None, rows: list[list], *, user: st
     planted at a caption's name or swapped in for a folder, before or during the save, is
     refused or replaced, never written through.
     """
-    from backend import writegate
-    from backend.caption import write_metadata_rows
+    from backend.core import writegate
+    from backend.data.captions import write_metadata_rows
     from webui import security
 
     _check_access(base, metadata, user, workspace, write=True)

@@ -1,4 +1,4 @@
-"""The run form, generated from the schema (``backend.config.FIELDS``).
+"""The run form, generated from the schema (``backend.config.schema.FIELDS``).
 
 Every field whose UI level is basic or advanced gets exactly one component, keyed by its
 schema name in ``Form.components`` (elem_id ``field-<name>``) and an error line under it
@@ -19,7 +19,7 @@ from typing import Any
 
 import gradio as gr
 
-from backend.config import (FIELDS, ConfigError, RunConfig, family_defaults, family_of, field_meta,
+from backend.config.schema import (FIELDS, ConfigError, RunConfig, family_defaults, family_of, field_meta,
                             validate)
 from webui.i18n import T, bounds_text
 from webui.messages import bilingual

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from backend.config import FIELDS, field_meta
+from backend.config.schema import FIELDS, field_meta
 from webui.messages import ZH_HELP, ZH_LABELS
 
 EN: dict[str, str] = {

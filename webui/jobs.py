@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
-from backend.config import validate
-from backend.plan import plan_render
-from backend.rundir import ZIP_SKIP, RunDir
-from backend.runner import Runner, new_run_id
+from backend.config.schema import validate
+from backend.planning.plan import plan_render
+from backend.core.rundir import ZIP_SKIP, RunDir
+from backend.jobs.runner import Runner, new_run_id
 
 STORED = (".safetensors", ".png", ".jpg", ".jpeg", ".webp", ".webm", ".mp4", ".zip")
 
@@ -51,7 +51,7 @@ def submit_render(runner: Runner, run: dict, settings: dict[str, Any], names: li
     base.update(settings)
     base.update(stages=["sample"], run_name=f"render {run.get('name') or run['id']}")
     cfg = validate(base)  # every sample_* problem at once, as the schema words it
-    from backend.samples import checked_sample_inputs
+    from backend.training.samples import checked_sample_inputs
 
     # What the sample stage refuses before it loads a model (a prompt of an edit or
     # image-to-video model without its input images), refused before the job is queued.
@@ -81,7 +81,7 @@ def grid(run: dict, sample_set: str | None = None
     titles, number of columns). ``sample_set``: a key of :func:`sample_sets` (default: the
     newest set). Rows are prompts; the first column is the base model (scale 0), then each
     checkpoint × LoRA scale. A missing cell is left out of its row."""
-    from backend.samples import read_index
+    from backend.training.samples import read_index
 
     files = RunDir.of(run)
     keys = [k for _, k in sample_sets(run)]
@@ -143,13 +143,13 @@ def lora_download(run: dict, name: str | None, fmt: str) -> Path:
                          f"allowed {', '.join(by_name)})")
     if fmt == "reference":
         return src
-    from backend.export import export_lora  # torch: only when someone asks for an export
+    from backend.models.export import export_lora  # torch: only when someone asks for an export
 
     return export_lora(src, fmt)
 
 
 def _zip(paths: list[tuple[Path, str]], dest: Path) -> Path:
-    from backend import writegate
+    from backend.core import writegate
 
     with writegate.UNRESTRICTED.replacing(dest, "zip", parents=True) as out, \
             zipfile.ZipFile(out, "w") as zf:

@@ -20,8 +20,8 @@ import html
 import re
 from typing import Callable
 
-from backend import rundir
-from backend.config import FIELDS
+from backend.core import rundir
+from backend.config.schema import FIELDS
 
 # Chinese labels and help lines of every schema field.
 ZH_LABELS: dict[str, str] = {
@@ -166,8 +166,8 @@ ZH_HELP: dict[str, str] = {
     "output_path": "检查点写入的位置（阶段 1：缓存文件夹）。由运行计划按阶段设置。",
     "resume_from": "从这个已保存的训练状态文件夹（output/state）继续训练。",
     "progress_file": f"JSONL 格式的进度事件文件（默认：output_path/{rundir.PROGRESS}）。",
-    "read_roots": "各阶段可以读取文件的文件夹（运行自己的文件夹除外）；由 Web 服务器为非管理员的登录用户设置，用户不能设置。留空：不限制（backend/readgate.py）。",
-    "write_roots": "各阶段可以写入文件的文件夹（运行自己的文件夹除外）；由 Web 服务器为非管理员的登录用户设置，用户不能设置。留空：不限制（backend/writegate.py）。",
+    "read_roots": "各阶段可以读取文件的文件夹（运行自己的文件夹除外）；由 Web 服务器为非管理员的登录用户设置，用户不能设置。留空：不限制（backend/core/readgate.py）。",
+    "write_roots": "各阶段可以写入文件的文件夹（运行自己的文件夹除外）；由 Web 服务器为非管理员的登录用户设置，用户不能设置。留空：不限制（backend/core/writegate.py）。",
     "model_family": "模型系列（即模型架构）。不填时，根据模型来源自动识别（已知的 model id，或其 config.json 中的 _class_name）。",
     "model_id_with_origin_paths": "逗号分隔的 model_id:glob，解析为 {models_dir}/{model_id}/{glob}（在最后一个冒号处拆分）；已存在的本地路径（文件、组件文件夹或整个 pipeline 文件夹）按路径使用。",
     "model_paths": "本地权重文件的 JSON 列表（某一项可以是分片文件的列表）；设置后代替 model_id_with_origin_paths。",
@@ -321,7 +321,7 @@ def _strip_allowed(text: str) -> str:
 
 def _choice_words() -> frozenset[str]:
     """Every field's choices (the values a user picks as they are, e.g. sequential)."""
-    from backend.config import field_meta
+    from backend.config.schema import field_meta
     return frozenset(str(c) for n in FIELDS for c in field_meta(n).get("choices", ()))
 
 
@@ -562,7 +562,7 @@ rule(r"scales must lie between (?P<lo>\S+) and (?P<hi>\S+) \(got (?P<g>.*?); all
      r"强度必须在 \g<lo> 到 \g<hi> 之间（当前：\g<g>；允许：例如 0, 0.5, 1）")
 rule(r"renders during training \(got (?P<g>\S+) without the train stage; allowed empty\)",
      r"在训练过程中渲染（当前：\g<g>，但没有 train 阶段；允许：留空）")
-# the allowed part of a one-field problem (backend.config._allowed)
+# the allowed part of a one-field problem (backend.config.schema._allowed)
 rule(r"all or comma-separated GPU numbers like 0,1", "all，或逗号分隔的 GPU 编号，如 0,1")
 rule(r"an http\(s\) URL", "http(s) 网址")
 rule(r"at least (?P<n>\d+) item\(s\)", r"至少 \g<n> 项")
@@ -640,7 +640,7 @@ rule(r"(?<=）); ", "；")
 rule(r"。 ", "。")
 rule(r"。?\s*\(内存(?P<r>.*)\)$", r"。（内存\g<r>）")
 
-# the parts of a stage's estimate (backend.estimator: StageEstimate.gpu / .host keys)
+# the parts of a stage's estimate (backend.planning.estimator: StageEstimate.gpu / .host keys)
 PARTS_ZH = {
     "base weights": "基础模型权重", "base weights (offloaded)": "基础模型权重（已卸载）",
     "text encoder weights": "文本编码器权重", "vae weights": "VAE 权重",

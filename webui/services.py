@@ -1,8 +1,8 @@
 """Start, resume and render: written once for the tabs and the API.
 
 Each checks what the signed-in user may read (a caption job: also write) before anything is
-queued, gives the run the file policy its stages enforce (``backend.readgate``,
-``backend.writegate``), hands a typed hub token to the run's
+queued, gives the run the file policy its stages enforce (``backend.core.readgate``,
+``backend.core.writegate``), hands a typed hub token to the run's
 stages only (never a file or the history), and refuses with ``Refused``: a headline and the
 problems, one per field, for each surface to show its own way.
 
@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from backend.config import ConfigError, RunConfig
+from backend.config.schema import ConfigError, RunConfig
 from backend.jobs.runner import RunnerError
 from webui import security
 
@@ -84,7 +84,7 @@ def _env_kwargs(env: dict[str, str] | None) -> dict[str, Any]:
 
 def run_name_problem(name: str | None, field: str = "name") -> str | None:
     """The schema's ``run_name`` limit applied to a run name given beside the config."""
-    from backend.config import field_meta
+    from backend.config.schema import field_meta
 
     limit = field_meta("run_name").get("max_length")
     text = (name or "").strip()
@@ -177,9 +177,9 @@ def render(where: Where, run: dict, settings: dict[str, Any], names: list[str],
 @shown_to_user
 def caption(where: Where, cfg: RunConfig, user: str | None, *,
             hub_token: str | None = None) -> str:
-    """Queue a caption job for ``cfg``'s dataset folder (``backend.caption``); returns its
+    """Queue a caption job for ``cfg``'s dataset folder (``backend.data.captions``); returns its
     id. The folder, its images and the captioning model are checked first."""
-    from backend.caption import CaptionError, submit_caption
+    from backend.data.captions import CaptionError, submit_caption
 
     def write_problems(cfg: RunConfig) -> list[str]:
         # The job writes where caption_target says: that must be the user's own folder

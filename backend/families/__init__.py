@@ -44,7 +44,7 @@ def _discover() -> dict[str, FamilySpec]:
 
 def register(spec: FamilySpec) -> None:
     """Add a family defined outside this folder (tests); the schema's choices are fixed
-    when ``backend.config`` is imported, so register before that."""
+    when ``backend.config.schema`` is imported, so register before that."""
     _discover()[spec.name] = spec
 
 
@@ -71,7 +71,7 @@ def family_spec(name: str) -> FamilySpec:
 
 def get_family(name: str) -> "Family":
     """The adapter of family ``name`` (imports its module, and so torch)."""
-    from backend import libraries
+    from backend.core import libraries
 
     adapter = _adapter(name)
     if libraries.is_threaded() and name not in _READY:
@@ -96,7 +96,7 @@ _READY: set[str] = set()
 
 @lru_cache(maxsize=None)
 def _adapter(name: str) -> "Family":
-    from backend import libraries
+    from backend.core import libraries
 
     spec = family_spec(name)
     with libraries.locked():  # one thread imports an adapter module at a time

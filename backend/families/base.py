@@ -201,7 +201,7 @@ class Encoder(Protocol):
 
 
 class Captioner(Protocol):
-    """A vision-language model that writes captions (``backend/caption.py``)."""
+    """A vision-language model that writes captions (``backend/data/captions.py``)."""
 
     def caption(self, images: list[Any], instruction: str, max_new_tokens: int) -> list[str]:
         """One caption per image (PIL RGB), answering ``instruction``; at most
@@ -216,11 +216,11 @@ class Family(abc.ABC):
     """
 
     spec: FamilySpec
-    # Key prefix of the trained component per export format (``backend.export``).
+    # Key prefix of the trained component per export format (``backend.models.export``).
     export_prefixes: Mapping[str, str] = {"reference": "", "diffusers": "transformer.",
                                           "comfyui": "diffusion_model."}
     # Sizes: pixels per latent cell, and the multiple every side is resized to (declared
-    # by the spec, ``FamilySpec.size_multiple``, which the size rule of ``backend.data``
+    # by the spec, ``FamilySpec.size_multiple``, which the size rule of ``backend.data.dataset``
     # and the schema read; an adapter bound to a variant gives that variant's).
     vae_scale_factor: int = 8
     resolution_multiple: int = 16
@@ -229,7 +229,7 @@ class Family(abc.ABC):
     offload_blocks: tuple[str, ...] = ()
     quantize_skip: tuple[str, ...] = ()
     # What a sample is: "image" (PNG files) or "video" (clips: datasets of videos decoded by
-    # ``backend.video``, samples written as WebM with a frame strip beside each).
+    # ``backend.data.video``, samples written as WebM with a frame strip beside each).
     media: Literal["image", "video"] = "image"
     # Input images one sample takes beside its target (edit models; 0: text-to-image). A
     # dataset's ``edit_image`` column is checked against it before any model loads.
@@ -344,7 +344,7 @@ class Family(abc.ABC):
         """Merge an extra LoRA file into ``model``'s base weights (before the trained LoRA
         is attached), so training sees the merged model and the saved file holds only the
         new LoRA. Returns the number of merged modules."""
-        from backend.lora import merge_lora_file
+        from backend.models.lora import merge_lora_file
         return merge_lora_file(model, path, scale)
 
     # --- captioning (optional) -------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import IO, Callable, Sequence
 
 import psutil
 
-from backend.rundir import RunDir
+from backend.core.rundir import RunDir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SUPERVISOR_MODULE = "backend.jobs.supervisor"

@@ -1,7 +1,7 @@
 """The job runner: detached runs with a SQLite history, live logs, stop, queue, reattach, resume.
 
 A run is an ordered list of stages (data_process -> train -> sample). ``Runner.submit`` plans
-it (``backend.plan.plan_run``), records it in ``{workspace}/zerolora.sqlite`` and queues it;
+it (``backend.planning.plan.plan_run``), records it in ``{workspace}/zerolora.sqlite`` and queues it;
 each run is carried by a detached supervisor process (``python -m backend.jobs.supervisor``, see
 there) that starts the stages one after another. The UI process only reads the history, the
 logs and the progress events, so it can close, restart and reattach at any time:
@@ -63,13 +63,13 @@ from backend.jobs.queue import DEFAULT_MIN_FREE_DISK, disk_refusal, normalize_gp
     start_ready
 from backend.jobs.supervisor import DEFAULT_STOP_GRACE_S, LEFTOVER_GRACE_S
 from backend.jobs.watch import LOG_PREFIX, ProgressState, last_end_event, read_tail, utf8_cut
-from backend.plan import StagePlan
-from backend.progress import read_events
-from backend import rundir
-from backend.rundir import RunDir
+from backend.planning.plan import StagePlan
+from backend.core.progress import read_events
+from backend.core import rundir
+from backend.core.rundir import RunDir
 
 if TYPE_CHECKING:
-    from backend.config import RunConfig
+    from backend.config.schema import RunConfig
 
 __all__ = ["Runner", "RunnerError", "StagePlan", "new_run_id"]
 
@@ -94,7 +94,7 @@ def input_problems(cfg: "RunConfig") -> list[str]:
     the dataset folder and metadata file for data_process and one-shot training, the
     stage-1 cache for a train-only split run (data_process not planned). Read through the
     run's read gate, so a folder outside the user's roots reads as missing."""
-    from backend import readgate
+    from backend.core import readgate
 
     stages = list(cfg.stages)
     gate = readgate.for_config(cfg)
@@ -111,7 +111,7 @@ def input_problems(cfg: "RunConfig") -> list[str]:
                             f"an existing .csv, .json or .jsonl file, or empty for .txt "
                             f"captions next to the images)")
     if reads_cache:
-        from backend.cache import CacheError, check_cache
+        from backend.data.cache import CacheError, check_cache
 
         try:
             check_cache(Path(base).expanduser(), gate)
@@ -125,17 +125,17 @@ def input_problems(cfg: "RunConfig") -> list[str]:
 def check_before_start(cfg: "RunConfig") -> None:
     """What a config's stages will need, checked before any stage starts: the files each
     planned stage reads (``input_problems``) and what the stages would refuse in them
-    (``backend.preflight``: dataset rows, images, clips, edit rows, validation_samples),
+    (``backend.planning.preflight``: dataset rows, images, clips, edit rows, validation_samples),
     the LoRA target names against the trained component's modules, and a sample stage's
     prompts, input images and checkpoints. Raises ConfigError listing every problem."""
-    from backend import preflight
-    from backend.config import ConfigError
+    from backend.planning import preflight
+    from backend.config.schema import ConfigError
 
     problems = input_problems(cfg)
     if not problems:  # the files are there: what the stages would say of them
         problems += preflight.dataset_problems(cfg)
     if "train" in cfg.stages:
-        from backend.lora import target_module_problems
+        from backend.models.lora import target_module_problems
 
         problems += target_module_problems(cfg)
     problems += preflight.sample_problems(cfg)
@@ -318,7 +318,7 @@ class Runner:
         if refusal:
             raise RunnerError(refusal)
         check_before_start(cfg)
-        from backend.plan import plan_run
+        from backend.planning.plan import plan_run
 
         run_id = new_run_id()
         run_dir = RunDir.new(self.workspace, run_id).run_dir

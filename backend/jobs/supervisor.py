@@ -55,7 +55,7 @@ from backend.jobs.processes import (
     SECRET_PREFIX, ProcessTree, become_subreaper, child_env, process_start_time, start_stage)
 from backend.jobs.queue import disk_refusal, ready_runs, start_ready
 from backend.jobs.watch import LOG_PREFIX, last_end_event, read_tail
-from backend.rundir import RunDir
+from backend.core.rundir import RunDir
 
 if TYPE_CHECKING:
     import subprocess

@@ -3,7 +3,7 @@
 Reads ``dataset_base_path`` (and ``dataset_metadata_path`` for ``caption_target:
 metadata``), captions the images without a caption (all of them with
 ``caption_overwrite``) in batches of ``caption_batch_size`` and writes each batch before
-the next (``backend/caption.py`` has the rules: trigger word in front, one line, at most
+the next (``backend/data/captions.py`` has the rules: trigger word in front, one line, at most
 ``caption_max_length`` tokens). The model is ``captioner_path`` or the family's own text
 encoder (a vision-language model). Every option comes from the run schema via ``--config``
 and flags; ``--journal`` lists the images this job captioned, so a resumed job (or the
@@ -32,10 +32,10 @@ import time
 import traceback
 from pathlib import Path
 
-from backend.caption import STAGE, CaptionError, caption_dataset, load_captioner
-from backend import writegate
-from backend.config import ConfigError, parse_stage_args
-from backend.progress import ProgressWriter, progress_file_in
+from backend.data.captions import STAGE, CaptionError, caption_dataset, load_captioner
+from backend.core import writegate
+from backend.config.schema import ConfigError, parse_stage_args
+from backend.core.progress import ProgressWriter, progress_file_in
 
 
 class Stopped(Exception):
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         device = "cuda" if cuda else "cpu"
         dtype = torch.bfloat16 if cuda else torch.float32
         journal = Path(ns.journal) if ns.journal else None
-        from backend.caption import caption_problems
+        from backend.data.captions import caption_problems
 
         problems = caption_problems(cfg)  # before the model loads
         if problems:

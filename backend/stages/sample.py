@@ -54,10 +54,10 @@ import time
 import traceback
 from pathlib import Path
 
-from backend import readgate, rundir
-from backend.config import ConfigError, parse_stage_args
-from backend.progress import ProgressWriter, progress_file_in
-from backend.samples import plan_samples, render_samples, resolve_checkpoints
+from backend.core import readgate, rundir
+from backend.config.schema import ConfigError, parse_stage_args
+from backend.core.progress import ProgressWriter, progress_file_in
+from backend.training.samples import plan_samples, render_samples, resolve_checkpoints
 
 STAGE = "sample"
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         ProgressWriter(early, STAGE, enabled=is_main).end("failed", str(e).replace("\n", " "))
         return 2
     if own_process:  # keep unused optional packages out of the process
-        from backend.quantize import keep_out_unneeded
+        from backend.models.quantize import keep_out_unneeded
         keep_out_unneeded(cfg)
     progress_file = cfg.progress_file or str(Path(cfg.output_path) / rundir.PROGRESS)
     progress = ProgressWriter(progress_file, STAGE, enabled=is_main)

@@ -40,7 +40,7 @@ Writes (stage 2 / sft) into ``output_path``: ``epoch-{i}.safetensors`` (no ``sav
 or ``step-{N}.safetensors`` (every ``save_steps`` plus a final one), ``training_args.json``,
 ``state/`` (full resume state: LoRA, optimizer, step; ``--resume_from <output>/state``),
 ``tensorboard/``, and progress events to ``progress_file`` (default
-``output_path/progress.jsonl``; rank 0 only). Stage 1 writes the cache (backend/cache.py).
+``output_path/progress.jsonl``; rank 0 only). Stage 1 writes the cache (backend/data/cache.py).
 
 Options the launch decides: ``--mixed_precision`` given here (or in ``--config``) is
 applied over the launch config's; ``--zero_stage`` and the offload devices come from the
@@ -69,11 +69,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from backend import rundir
-from backend.config import ConfigError, RunConfig, parse_stage_args, resolve_paths
-from backend.progress import ProgressWriter
-from backend.readgate import for_config as read_gate
-from backend.training import (STATE_DIR, Checkpointer, EpochSampler, StageError, Stopper,
+from backend.core import rundir
+from backend.config.schema import ConfigError, RunConfig, parse_stage_args, resolve_paths
+from backend.core.progress import ProgressWriter
+from backend.core.readgate import for_config as read_gate
+from backend.training.loop import (STATE_DIR, Checkpointer, EpochSampler, StageError, Stopper,
                               check_processes, check_resume, current_lr, first_item,
                               is_main_process, load_frozen_encoder, load_trainable_transformer,
                               log, make_tensorboard,
@@ -83,12 +83,12 @@ from backend.training import (STATE_DIR, Checkpointer, EpochSampler, StageError,
 EXIT_FAILED, EXIT_USAGE, EXIT_STOPPED = 1, 2, 143
 STAGE_OF_TASK = {"sft:data_process": "data_process", "sft:train": "train", "sft": "train"}
 def _user_errors() -> tuple[type, ...]:
-    from backend.cache import CacheError
-    from backend.data import DatasetError
-    from backend.diskspace import DiskFullError, FileSizeLimitError
-    from backend.hub import HubError
-    from backend.batches import DataOptionError
-    from backend.optimizers import OptimizerError
+    from backend.data.cache import CacheError
+    from backend.data.dataset import DatasetError
+    from backend.core.diskspace import DiskFullError, FileSizeLimitError
+    from backend.models.hub import HubError
+    from backend.data.batches import DataOptionError
+    from backend.training.optimizers import OptimizerError
     return (ConfigError, StageError, DatasetError, CacheError, HubError, DiskFullError,
             FileSizeLimitError, DataOptionError, OptimizerError)
 
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             ProgressWriter(early, stage, enabled=is_main_process()).end("failed", str(e))
         return EXIT_USAGE
     if argv is None:  # this process is the stage: keep unused optional packages out
-        from backend.quantize import keep_out_unneeded
+        from backend.models.quantize import keep_out_unneeded
         keep_out_unneeded(cfg)
     given = ns.option_sources
     stage = STAGE_OF_TASK[cfg.task]
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         progress.emit("end", status="failed", reason=one_line(e))
         return EXIT_FAILED
     except BaseException as e:  # noqa: BLE001 - the stage must always end with an event
-        from backend.diskspace import (disk_full_in, file_too_large_in, is_disk_full,
+        from backend.core.diskspace import (disk_full_in, file_too_large_in, is_disk_full,
                                        is_file_too_large)
 
         # A write not wrapped where it happens (e.g. a cache file): a full disk, or a file
@@ -168,16 +168,16 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
             "task sft:data_process runs without DeepSpeed (it trains nothing, and ZeRO "
             "wrapping breaks it). Launch it plainly: accelerate launch -m "
             "backend.stages.train --task sft:data_process ... (no DeepSpeed --config_file).")
-    from backend.data import check_stage_dataset
+    from backend.data.dataset import check_stage_dataset
     from backend.families import get_family
-    from backend.hub import fingerprint, resolve_component_dirs
-    from backend.quantize import quantize_frozen
+    from backend.models.hub import fingerprint, resolve_component_dirs
+    from backend.models.quantize import quantize_frozen
 
     family = get_family(cfg.model_family).for_config(cfg)
     media: dict[str, Any] = {}
     records = check_stage_dataset(cfg, family, log)  # before any model is touched
-    if family.media == "video":  # clips decoded with PyAV (backend/video.py)
-        from backend.video import load_clip, plan_clips
+    if family.media == "video":  # clips decoded with PyAV (backend/data/video.py)
+        from backend.data.video import load_clip, plan_clips
         media = {"planner": plan_clips, "loader": load_clip}
         log(f"[data_process] video clips: num_frames {cfg.num_frames}, "
             + (f"video_fps {cfg.video_fps:g}" if cfg.video_fps
@@ -185,15 +185,15 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     components = family.spec.stage_components("data_process")
     dirs = resolve_component_dirs(cfg, components)
     model_fp = fingerprint(dirs[c] for c in components)
-    from backend.lowvram import entries_for
+    from backend.config.lowvram import entries_for
     # A quantized encoder writes other values: its cache is another cache.
     model_fp += [["quantized", e.component, e.method, list(e.skip or ())]
                  for c in ("text_encoder", "vae") for e in entries_for(cfg, c)]
 
     from accelerate import Accelerator
 
-    from backend.cache import build_cache
-    from backend.launched import accelerator_kwargs
+    from backend.data.cache import build_cache
+    from backend.training.launched import accelerator_kwargs
 
     accelerator = Accelerator(**accelerator_kwargs(cfg, given or {}))
     rank, world = process_info(accelerator)
@@ -213,7 +213,7 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
         barrier=accelerator.wait_for_everyone, progress=progress, should_stop=stopper.is_set,
         log=log, **media)
     if cfg.caption_dropout and rank == 0 and not result["stopped"]:
-        from backend.batches import write_empty_prompt
+        from backend.data.batches import write_empty_prompt
         write_empty_prompt(cfg, lambda: family.load_encoder(dirs, dtype, accelerator.device,
                                                             offload=offload), model_fp, log)
     accelerator.end_training()  # tear the process group down before the interpreter exits
@@ -230,9 +230,9 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
 def check_not_raw_dataset(cfg: RunConfig) -> None:
     """sft:train reads a stage-1 cache: a folder of images instead is refused with the two
     commands that fit, the cache written to a folder of its own (never into the dataset)."""
-    from backend.cache import cached_files
-    from backend.data import IMAGE_EXTS
-    from backend.video import VIDEO_EXTS
+    from backend.data.cache import cached_files
+    from backend.data.dataset import IMAGE_EXTS
+    from backend.data.video import VIDEO_EXTS
 
     folder = Path(cfg.dataset_base_path)
     if not folder.is_dir() or cached_files(folder):
@@ -261,7 +261,7 @@ def check_not_raw_dataset(cfg: RunConfig) -> None:
 def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
               given: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
     from backend.families import get_family
-    from backend.hub import resolve_component_dirs
+    from backend.models.hub import resolve_component_dirs
 
     family = get_family(cfg.model_family).for_config(cfg)
     trained = family.spec.trained_component
@@ -269,14 +269,14 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     components = family.spec.stage_components("train", split=not one_shot)
     # --- check inputs before any heavy import or model load ---
     if one_shot and family.media == "video":
-        from backend.data import check_stage_dataset
-        from backend.video import ClipDataset as ImageDataset
+        from backend.data.dataset import check_stage_dataset
+        from backend.data.video import ClipDataset as ImageDataset
         records = check_stage_dataset(cfg, family, log)
     elif one_shot:
-        from backend.data import ImageDataset, PairDataset, check_stage_dataset
+        from backend.data.dataset import ImageDataset, PairDataset, check_stage_dataset
         records = check_stage_dataset(cfg, family, log)
     else:
-        from backend.cache import CachedDataset, check_cache
+        from backend.data.cache import CachedDataset, check_cache
         check_not_raw_dataset(cfg)
         check_cache(cfg.dataset_base_path, read_gate(cfg))
         if cfg.dataset_metadata_path:
@@ -288,7 +288,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     if cfg.lora_checkpoint and not read_gate(cfg).is_file(cfg.lora_checkpoint):
         raise StageError(f"lora_checkpoint: file not found (got {cfg.lora_checkpoint!r})")
     dirs = resolve_component_dirs(cfg, components)
-    from backend.lora import shown_model_file, target_module_problems
+    from backend.models.lora import shown_model_file, target_module_problems
     model_config = dirs[trained] / "config.json"
     problems = target_module_problems(
         cfg, json.loads(model_config.read_text(encoding="utf-8")),
@@ -307,10 +307,10 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     # DeepSpeed steps the optimizer itself; torch cannot see it and warns once, wrongly.
     warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
 
-    from backend import lora
+    from backend.models import lora
     from backend.families.common import configure_deepspeed_checkpointing
 
-    from backend.launched import (accelerator_kwargs, launch_description, launch_problems,
+    from backend.training.launched import (accelerator_kwargs, launch_description, launch_problems,
                                   what_ran)
 
     given = given or {}
@@ -352,8 +352,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
                                              accelerator, ds_plugin, zero_stage)
     encoder = None
     if one_shot:
-        from backend.lowvram import offloaded_models
-        from backend.quantize import quantize_frozen
+        from backend.config.lowvram import offloaded_models
+        from backend.models.quantize import quantize_frozen
         encoder = quantize_frozen(cfg, load_frozen_encoder(
             family, dirs, dtype, accelerator.device, ds_plugin,
             "model" if offloaded_models(cfg) else "none"), log=log)
@@ -363,8 +363,9 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
         f"{len(params)} tensors, {n_params} parameters")
 
     # --- optimizer, data ---
-    from backend import batches as data_options
-    from backend import buckets, optimizers, timesteps
+    from backend.data.dataset import batches as data_options
+    from backend.data.dataset import buckets
+    from backend.training.loop import optimizers, timesteps
 
     optimizer = optimizers.make_optimizer(cfg, params, ds_config)
     log(f"[train] {optimizers.describe(cfg, optimizer)}")
@@ -383,7 +384,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
                                 gate=read_gate(cfg))
         dataset.files, held_files = data_options.hold_out(dataset.files,
                                                           cfg.validation_samples, "samples")
-        from backend.cache import load_sample
+        from backend.data.cache import load_sample
         held_out = [load_sample(p, read_gate(cfg)) for p in held_files]
     validation = data_options.Validation(
         [data_options.to_device(s, accelerator.device) for s in held_out], family, cfg.seed)

@@ -8,7 +8,7 @@
   (``stage_download``: bound to the user, expiring on time).
 - ``paths``: which server paths a non-admin's run may name (``check_run_paths``,
   ``check_dataset_paths``, ``check_resume_paths``) and the read policy the run carries to
-  its stages (``with_file_policy``; enforced by ``backend.readgate``).
+  its stages (``with_file_policy``; enforced by ``backend.core.readgate``).
 - ``archive``: zip uploads unpacked safely (``safe_extract_zip``).
 - ``quota``: per-user limits on uploads, dataset folders and caches.
 - ``redact``: tokens hidden in text shown to people; server paths hidden from non-admins

@@ -9,8 +9,8 @@ import zipfile
 from pathlib import Path
 from typing import Iterable
 
-from backend.readgate import inside as _inside
-from backend.media_types import IMAGE_EXTS, VIDEO_EXTS  # images, or clips of a video dataset
+from backend.core.readgate import inside as _inside
+from backend.core.media_types import IMAGE_EXTS, VIDEO_EXTS  # images, or clips of a video dataset
 
 UPLOAD_EXTS = IMAGE_EXTS + VIDEO_EXTS + (".txt", ".csv", ".json", ".jsonl")
 MAX_ZIP_FILES = 20_000

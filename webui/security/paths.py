@@ -8,7 +8,7 @@
   ``check_dataset_paths``: the same rule for the Dataset tab's reads and caption writes.
 - ``with_file_policy(cfg, user, workspace, ...)``: the run config with its ``read_roots``
   and ``write_roots`` set, so the stages themselves refuse every file outside those folders
-  when they open it (``backend.readgate``) or write it (``backend.writegate``); the check
+  when they open it (``backend.core.readgate``) or write it (``backend.core.writegate``); the check
   above is the early, friendly answer, the gates the rule.
 - ``write_gate(user, workspace)``: the gate of the web server's own writes into a user's
   folders (Save captions, uploads): their own dataset folder for a signed-in user.
@@ -19,10 +19,10 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from backend import writegate
-from backend.rundir import RunDir
-from backend.readgate import inside as _inside
-from backend.readgate import under_any as _under_any
+from backend.core import writegate
+from backend.core.rundir import RunDir
+from backend.core.readgate import inside as _inside
+from backend.core.readgate import under_any as _under_any
 from webui.auth.passwords import USER_NAME
 from webui.security.access import AccessDenied, _owner, policy
 from webui.security.registry import _run_folder
@@ -35,7 +35,7 @@ PLAN_ONLY_FIELDS = ("output_path", "progress_file", "offload_nvme_path")
 PLAN_ONLY_DEFAULTS = {"output_path": "./models", "progress_file": None,
                       "offload_nvme_path": None}
 MAX_DATASET_ENTRIES = 200_000
-# Every option that names a server path (backend.config.PATH_FIELDS and the model sources).
+# Every option that names a server path (backend.config.schema.PATH_FIELDS and the model sources).
 PATH_OPTIONS = ("output_path", "resume_from", "progress_file", "models_dir",
                 "dataset_base_path", "dataset_metadata_path", "lora_checkpoint",
                 "preset_lora_path", "offload_nvme_path", "model_id_with_origin_paths",
@@ -91,7 +91,7 @@ class _Roots:
                  cwd: Path):
         self.cwd = cwd
         self.assets = Path(os.path.realpath(repo_root / "backend" / "assets"))
-        # What a run at the default models_dir uses (see backend.config.resolve_paths) and
+        # What a run at the default models_dir uses (see backend.config.schema.resolve_paths) and
         # the folder launch.py was given (it exports it as ZEROLORA_MODELS_DIR too).
         default_models = _real(os.environ.get(MODELS_DIR_ENV) or "./models", cwd)
         self.server_models = _real(models_dir, cwd) if models_dir else default_models
@@ -195,7 +195,7 @@ def _link_problems(folder: Path, allowed: list[Path], roots: _Roots, write: bool
 def _metadata_rows(meta: Path) -> list[Any]:
     import csv
 
-    from backend.data import DatasetError, read_metadata_rows
+    from backend.data.dataset import DatasetError, read_metadata_rows
 
     try:
         return read_metadata_rows(meta)
@@ -280,7 +280,7 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
     unchecked = _unrestricted(user, admins)
     if unchecked is not None:
         return unchecked
-    from backend import config as schema
+    from backend.config.schema import schema
 
     if isinstance(cfg, dict):
         cfg = schema.validate(cfg, "run config", require_inputs=False)
@@ -421,8 +421,8 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
     unchecked = _unrestricted(user, admins)
     if unchecked is not None:
         return unchecked
-    from backend import bounded
-    from backend import config as schema
+    from backend.core import bounded
+    from backend.config.schema import schema
 
     try:
         _, run_dir = _run_folder(runner, run)
@@ -434,7 +434,7 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
         return [f"{name}: not a regular file of run {run['id']} (got a link or special "
                 f"file; allowed the file its plan wrote)"]
     try:
-        # Bounded: size, nesting and what YAML aliases expand to (backend/bounded.py).
+        # Bounded: size, nesting and what YAML aliases expand to (backend/core/bounded.py).
         text = bounded.read_text(yaml_file, name) if yaml_file.is_file() else \
             run.get("config_yaml") or ""
         data = bounded.load_yaml(text, name) or {}
@@ -479,13 +479,13 @@ def with_file_policy(cfg: Any, user: str | None, workspace: str | os.PathLike,
     """``cfg`` (a RunConfig that passed ``check_run_paths``) as ``user``'s run carries it:
     for a signed-in non-admin, ``read_roots`` lists the folders the run's stages may read
     (their dataset folder, the bundled assets, the server's models folder, their runs'
-    folders); the stages refuse every other file when they open it (``backend.readgate``;
+    folders); the stages refuse every other file when they open it (``backend.core.readgate``;
     the run's own folder is always readable). Sign-in off and admins: ``cfg`` unchanged.
 
     ``write_roots`` likewise lists the folders the stages may write into besides the run's
     own folder: the user's own dataset folder only (a caption job writes there); the
     bundled assets, the models folder and other users' folders stay read-only
-    (``backend.writegate``).
+    (``backend.core.writegate``).
 
     Call it between the check and ``runner.submit`` (the API's start_run and the Run tab
     do), so no later change on disk (an upload into a folder the run names, a link planted
@@ -505,7 +505,7 @@ def write_gate(user: str | None, workspace: str | os.PathLike,
     """The gate of the web server's own writes into folders a user names (Save captions):
     sign-in off and admins anywhere, a signed-in non-admin inside their own
     ``{workspace}/datasets/<user>/`` only, nobody with sign-in on and no user. Every write
-    through it is link-safe (``backend.writegate``)."""
+    through it is link-safe (``backend.core.writegate``)."""
     unchecked = _unrestricted(user, admins)
     if unchecked == []:
         return writegate.UNRESTRICTED

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.rundir import RunDir
+from backend.core.rundir import RunDir
 from webui.security.access import is_admin, policy
 
 

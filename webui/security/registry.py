@@ -19,8 +19,8 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable
 
-from backend import rundir
-from backend.readgate import inside as _inside
+from backend.core import rundir
+from backend.core.readgate import inside as _inside
 from webui.security.access import AccessDenied, get_run_checked
 
 DB_NAMES = ("zerolora.sqlite", "zerolora.sqlite-wal", "zerolora.sqlite-shm",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from backend.config import ConfigError, validate
+from backend.config.schema import ConfigError, validate
 from webui import datasets, security
 from webui.context import Ctx
 from webui.form import to_widget_value
@@ -91,7 +91,7 @@ def edit_pairs(base: str, metadata: str | None, user: str | None, ctx: Ctx,
     left out, as the image preview does."""
     from PIL import Image, ImageDraw
 
-    from backend.data import EDIT_IMAGE_KEY, IMAGE_KEY, PROMPT_KEY, _input_names
+    from backend.data.dataset import EDIT_IMAGE_KEY, IMAGE_KEY, PROMPT_KEY, _input_names
 
     if not metadata:
         return []
@@ -224,8 +224,8 @@ def bind_events(ctx: Ctx) -> None:
                                    c["upload_files"], c["thumbs"]], api_visibility="private")
 
     def check(data: dict, request: gr.Request):
-        from backend.data import validate_input_images
-        from backend.video import validate_any_dataset
+        from backend.data.dataset import validate_input_images
+        from backend.data.video import validate_any_dataset
 
         cfg_dict, problems = form.to_config(data)
         try:
@@ -375,8 +375,8 @@ def caption_estimate_text(ctx: Ctx, cfg, user: str | None) -> str:
     through the user's read gate."""
     import json
 
-    from backend import readgate
-    from backend.estimator import caption_estimate, caption_estimate_line
+    from backend.core import readgate
+    from backend.planning.estimator import caption_estimate, caption_estimate_line
 
     config = None
     try:
@@ -393,7 +393,7 @@ def caption_estimate_text(ctx: Ctx, cfg, user: str | None) -> str:
 def caption_lock(ctx: Ctx, folder: str | None) -> str | None:
     """Why the caption editor of ``folder`` is read-only now (a caption run writes it), or
     None."""
-    from backend.caption import active_caption_runs
+    from backend.data.captions import active_caption_runs
 
     busy = active_caption_runs(ctx.runner, folder) if folder else []
     if not busy:
@@ -509,7 +509,7 @@ def bind_caption_events(ctx: Ctx) -> None:
         job = data[c["caption_job"]] or {}
         run = ctx.run(job.get("run_id"), request)
         if run is None:
-            from backend.caption import active_caption_runs
+            from backend.data.captions import active_caption_runs
 
             user = ctx.owner(request)
             mine = [r for r in active_caption_runs(ctx.runner, data[base_c])
@@ -528,7 +528,7 @@ def bind_caption_events(ctx: Ctx) -> None:
     def lock_state(data: dict, request: gr.Request):
         """On opening the tab: a caption run writing this folder locks the editor, and
         this page follows it."""
-        from backend.caption import active_caption_runs
+        from backend.data.captions import active_caption_runs
 
         folder = data[base_c]
         why = caption_lock(ctx, folder)
@@ -549,11 +549,11 @@ PLAN_KEYS = ("batch_size", "aspect_buckets", "bucket_remainder", "validation_sam
 
 
 def bucket_plan_section(cfg, cfg_dict: dict, findings: list[dict]) -> str:
-    """The check's bucket plan (``backend.buckets.dataset_bucket_plan``) when ``batch_size``
+    """The check's bucket plan (``backend.data.buckets.dataset_bucket_plan``) when ``batch_size``
     > 1 or ``aspect_buckets`` is on; empty otherwise, or while those fields have problems
     (shown next to them in the Training tab). The check's config holds only the data fields
     when the form has problems elsewhere: the batch fields are then taken from the form."""
-    from backend.buckets import dataset_bucket_plan
+    from backend.data.buckets import dataset_bucket_plan
 
     if any(getattr(cfg, k) != cfg_dict.get(k, getattr(cfg, k)) for k in PLAN_KEYS):
         try:
@@ -565,7 +565,7 @@ def bucket_plan_section(cfg, cfg_dict: dict, findings: list[dict]) -> str:
         rebucket = opts.aspect_buckets != cfg.aspect_buckets
         cfg = cfg.model_copy(update={k: getattr(opts, k) for k in PLAN_KEYS})
         if rebucket:  # the training sizes change with aspect_buckets
-            from backend.video import validate_any_dataset
+            from backend.data.video import validate_any_dataset
             findings = validate_any_dataset(cfg)
     if cfg.batch_size <= 1 and not cfg.aspect_buckets:
         return ""

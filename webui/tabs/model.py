@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from backend.config import (ConfigError, RunConfig, diff_configs, list_presets, load_preset,
+from backend.config.schema import (ConfigError, RunConfig, diff_configs, list_presets, load_preset,
                             save_preset, validate)
 from webui.messages import bilingual
 from webui import security

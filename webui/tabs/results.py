@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from backend.runner import RunnerError
+from backend.jobs.runner import RunnerError
 from webui import jobs, services
 from webui.context import TERMINAL, Ctx
 from webui.form import from_widget_value, to_widget_value

@@ -14,8 +14,8 @@ import time
 import gradio as gr
 import pandas as pd
 
-from backend.diagnose import clean_lines
-from backend.runner import RunnerError
+from backend.jobs.diagnosis import clean_lines
+from backend.jobs.runner import RunnerError
 from webui import jobs, security, services
 from webui.context import TERMINAL, Ctx, gpu_memory_text, human_seconds
 from webui.i18n import T

@@ -9,8 +9,8 @@ import html
 
 import gradio as gr
 
-from backend.config import ConfigError, validate
-from backend.runner import RunnerError
+from backend.config.schema import ConfigError, validate
+from backend.jobs.runner import RunnerError
 from webui import jobs
 from webui.context import Ctx, human_bytes
 from webui.i18n import T

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import gradio as gr
 
-from backend.config import ConfigError, RunConfig, validate
+from backend.config.schema import ConfigError, RunConfig, validate
 from backend.jobs.processes import gpu_memory_totals_gb
-from backend.rundir import RunDir
+from backend.core.rundir import RunDir
 from webui.context import Ctx
 from webui.form import GROUP_ORDER, problems_markdown, to_widget_value
 from webui.i18n import T
@@ -90,7 +90,7 @@ def create_ui(ctx: Ctx) -> None:
 
 
 def form_fields(group: str, level: str):
-    from backend.config import field_meta
+    from backend.config.schema import field_meta
     from webui.form import visible_fields
     return [n for n in visible_fields() if field_meta(n)["group"] == group
             and field_meta(n)["ui"] == level]
@@ -100,7 +100,7 @@ def form_fields(group: str, level: str):
 def preview_files(cfg: RunConfig, workspace: Path) -> dict[str, str]:
     """The files ``plan_run`` writes for ``cfg``, rendered in a throw-away folder, with
     that folder's path shown as a placeholder for the real run folder."""
-    from backend.plan import plan_run
+    from backend.planning.plan import plan_run
 
     tmp = Path(tempfile.mkdtemp(prefix="zerolora-preview-"))
     try:
@@ -157,7 +157,7 @@ def target_markdown(cfg: RunConfig, gpu_gb: float, bus_gbs: float) -> tuple[str,
     """The verdict for a GPU of ``gpu_gb`` GB (not this machine) and every single-GPU way
     to fit the run on it side by side; returns (text, the suggested method's field changes,
     empty when nothing needs changing or nothing fits)."""
-    from backend import estimator
+    from backend.planning import estimator
 
     est = estimator.estimate_memory(cfg, device="cuda")
     ok, line = estimator.fits(est, gpu_gb)
@@ -192,7 +192,7 @@ def target_markdown(cfg: RunConfig, gpu_gb: float, bus_gbs: float) -> tuple[str,
 def estimate_markdown(cfg: RunConfig) -> str | None:
     """The estimator's verdict for this machine (None when there is no estimator)."""
     try:
-        from backend import estimator
+        from backend.planning import estimator
     except ImportError:
         return None
     if not _machine:
@@ -217,10 +217,10 @@ def estimate_markdown(cfg: RunConfig) -> str | None:
 
 def batch_markdown(cfg: RunConfig | None) -> str:
     """The line under the batch fields: DeepSpeed's ``train_batch_size`` as the plan derives
-    it (``backend.plan.ds_batch_sizes``, the generator's own numbers)."""
+    it (``backend.planning.plan.ds_batch_sizes``, the generator's own numbers)."""
     if cfg is None:
         return ""
-    from backend.plan import ds_batch_sizes
+    from backend.planning.plan import ds_batch_sizes
 
     b = ds_batch_sizes(cfg)
     return bilingual(f"Images per optimizer step (DeepSpeed's `train_batch_size`, derived): "
@@ -305,7 +305,7 @@ def bind_events(ctx: Ctx) -> None:
     def import_command(data: dict, request: gr.Request):
         """The command's settings onto the form: only the fields it sets change, each listed
         old → new; every other field keeps its value."""
-        from backend.importer import import_commands
+        from backend.planning.importer import import_commands
         from webui import security
 
         def shown(text: str) -> str:  # a non-admin sees no server path
@@ -351,7 +351,7 @@ def import_files(paths) -> dict[str, str]:
 def import_gate(ctx: Ctx, request: gr.Request | None):
     """The read gate of the user importing: files a command names are read inside that
     user's folders only (sign-in off and admins: anywhere)."""
-    from backend import readgate
+    from backend.core import readgate
     from webui import security
 
     cfg = validate({}, require_inputs=False)

@@ -13,7 +13,7 @@ sigma of 0.02 (diffusers' ``FlowMatchEulerDiscreteScheduler``), x_t = (1 - s) x0
 target noise - x0, MSE weighted by exp(-2 ((t - 500) / 1000)^2) shifted to 0 and
 normalised to mean 1.
 
-Cached sample tensors (one safetensors file per sample, see backend/cache.py):
+Cached sample tensors (one safetensors file per sample, see backend/data/cache.py):
 ``prompt_emb`` [1, L, D], ``prompt_emb_mask`` [1, L], ``latents`` [1, 16, H/8, W/8]
 (posterior mean normalised by the VAE's latents_mean/std), ``height``, ``width``.
 """
@@ -280,8 +280,8 @@ def eval_lora_loss(transformer_dir: str | Path, cache_dir: str | Path,
                    lora_path: str | Path | None = None, seed: int = 0) -> float:
     """Load the transformer (and a LoRA file), return ``eval_loss`` on a stage-1 cache."""
     import torch
-    from backend.cache import load_cached_samples
-    from backend.lora import load_lora
+    from backend.data.cache import load_cached_samples
+    from backend.models.lora import load_lora
 
     model = load_transformer(transformer_dir, torch.float32).eval()
     if lora_path is not None:

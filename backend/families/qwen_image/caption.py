@@ -7,7 +7,7 @@ the PIL image processor and the model's tokenizer, no video processor, so no tor
 Its image settings come from a ``preprocessor_config.json`` beside the tokenizer or a
 ``processor/`` folder next to it (as ``Qwen/Qwen-Image-Edit:processor/`` holds it), else
 from the released Qwen-Image-Edit settings (``edit.PROCESSOR_CONFIG``): nothing more is
-downloaded. Generation is ``backend.caption.VLMCaptioner``'s.
+downloaded. Generation is ``backend.data.captions.VLMCaptioner``'s.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ CHAT_FORMAT = ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im
 
 def load_captioner(dirs: Mapping[str, Path], dtype=None, device: Any = "cpu",
                    offload: str = "none"):
-    from backend.caption import VLMCaptioner
+    from backend.data.captions import VLMCaptioner
     from backend.families.qwen_image.adapter import load_text_encoder, load_tokenizer
     from backend.families.qwen_image.edit import load_processor
 

@@ -310,7 +310,7 @@ def edit_adapter_for(base: Adapter, cfg) -> Adapter:
     edit variant (by model id, or a local pipeline's class), gives ``extra_inputs`` or
     ``zero_cond_t``. An edit config whose variant is unknown (a local transformer folder)
     is taken as 2509/2511's pipeline, which also takes one image."""
-    from backend.config import family_of
+    from backend.config.schema import family_of
 
     _, name = family_of(cfg.to_dict())
     variant = next((v for v in base.spec.variants if v.name == name), None)

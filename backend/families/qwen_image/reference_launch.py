@@ -1,7 +1,7 @@
 """The launch files the reference ships for Qwen-Image (DiffSynth-Studio's
 examples/qwen_image/model_training/special/low_vram_training/), verbatim, by file name:
 {name: (what it is, contents)}. The importer reads a command that names one of them with
-these contents when the file is not on the machine (``backend.importer``). Plain data.
+these contents when the file is not on the machine (``backend.planning.importer``). Plain data.
 """
 
 LAUNCH_FILES: dict[str, tuple[str, str]] = {

@@ -14,7 +14,7 @@ x_t = (1 - s') x0 + s' noise, target noise - x0 (what the transformer predicts: 
 scheduler uses it as the flow), MSE weighted by exp(-2 ((t - 500) / 1000)^2) shifted to 0
 and normalised to mean 1.
 
-Cached sample tensors (one safetensors file per clip, see backend/cache.py):
+Cached sample tensors (one safetensors file per clip, see backend/data/cache.py):
 ``prompt_emb`` [1, L, 4096] (L the prompt's tokens, at most 512), ``latents``
 [1, 16, (F - 1) / 4 + 1, H / 8, W / 8], ``height``, ``width``, ``frames``; image-to-video
 adds ``image_embeds`` and ``condition`` (``i2v.py``).
@@ -437,7 +437,7 @@ class Adapter(Family):
 
     def save_sample(self, result, path, cfg) -> list[Path]:
         """A sample clip and its frame strip (``<name>.strip.png``)."""
-        from backend.video import frame_strip, write_video
+        from backend.data.video import frame_strip, write_video
 
         path = Path(path)
         write_video(result, path, fps=cfg.sample_fps)

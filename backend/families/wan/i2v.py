@@ -181,7 +181,7 @@ class I2VAdapter(Adapter):
     def load_pipeline(self, dirs, dtype=None):
         missing = [c for c in I2V_COMPONENTS if c not in dirs] if self.clip else []
         if missing:  # the sample stage resolves the text-to-video components only
-            from backend.hub import resolve_component_dirs
+            from backend.models.hub import resolve_component_dirs
             dirs = {**dirs, **resolve_component_dirs(self.cfg, missing)}
         return load_i2v_pipeline(dirs, dtype)
 
@@ -196,7 +196,7 @@ def i2v_adapter_for(base: Adapter, cfg) -> Adapter:
     """An ``I2VAdapter`` when the config's model is an image-to-video variant (by model id
     or a local pipeline's class) or it gives ``extra_inputs: input_image``; ``base``
     otherwise."""
-    from backend.config import family_of
+    from backend.config.schema import family_of
 
     _, name = family_of(cfg.to_dict())
     variant = next((v for v in base.spec.variants if v.name == name), None)

@@ -70,7 +70,7 @@ def config_is_ti2v(cfg) -> bool:
     """The config names the TI2V-5B: as the registry recognises the variant (its model id,
     or a local pipeline whose model_index.json sets ``expand_timesteps``), or a local folder
     without an index whose VAE is the Wan 2.2 VAE."""
-    from backend.config import family_of
+    from backend.config.schema import family_of
 
     if family_of(cfg.to_dict())[1] == VARIANT:
         return True

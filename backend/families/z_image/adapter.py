@@ -14,7 +14,7 @@ default uniform weighting: the 1000 training sigmas of the released scheduler
 the transformer takes the time as (1000 - t) / 1000 = 1 - s and predicts x0 - noise (the
 pipeline negates it), so the loss is MSE(-pred, noise - x0).
 
-Cached sample tensors (one safetensors file per sample, see backend/cache.py):
+Cached sample tensors (one safetensors file per sample, see backend/data/cache.py):
 ``prompt_emb`` [1, L, D] (L the prompt's own tokens: lengths differ between samples, as
 in the pipeline; stage 2 reads one sample per step), ``prompt_emb_mask`` [1, L] (all true),
 ``latents`` [1, 16, H/8, W/8], ``height``, ``width``.

@@ -15,11 +15,11 @@ Frames: ``num_frames`` frames (4k+1, the VAE's temporal grouping) are taken from
 of a clip, every ``frame_stride``-th frame, or -- with ``video_fps`` -- the frames nearest to
 1/video_fps apart in the clip's own time. A clip with fewer frames is an error naming the
 row, and so is a frames folder whose clip frames differ in size (naming the frame and both
-sizes). Sizes follow the image rules (``backend.data.target_size``: fixed ``height`` x
+sizes). Sizes follow the image rules (``backend.data.dataset.target_size``: fixed ``height`` x
 ``width``, or ``max_pixels``), applied to every frame (cover-resize, centre-crop). Pixels map
 to [-1, 1]; a clip is the tensor [1, 3, F, H, W].
 
-Every file is opened through the run's read gate (``backend.readgate``): PyAV reads from the
+Every file is opened through the run's read gate (``backend.core.readgate``): PyAV reads from the
 gate's file object, never from a path of its own.
 
 Writing: ``write_video(frames, path, fps)`` encodes VP9 WebM (``.webm``: plays in Chromium
@@ -35,13 +35,13 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from backend import readgate
-from backend.config import RunConfig
-from backend.data import (IMAGE_EXTS, PROMPT_KEY, DatasetError, Record, _to_rgb, cover_crop,
+from backend.core import readgate
+from backend.config.schema import RunConfig
+from backend.data.dataset import (IMAGE_EXTS, PROMPT_KEY, DatasetError, Record, _to_rgb, cover_crop,
                           dataset_records, header_size, read_metadata_rows, size_multiple,
                           target_size, upscale_note)
 
-from backend.media_types import VIDEO_EXTS
+from backend.core.media_types import VIDEO_EXTS
 VIDEO_KEY = "video"
 # The version of how clips are read (part of a stage-1 cache key).
 VIDEO_LOADING = 1
@@ -141,7 +141,7 @@ def read_frames(path: str | Path, cfg: RunConfig, *, headers_only: bool = False
     image, opened through the run's read gate. Raises ``ValueError`` saying what is wrong
     (too short, unreadable, no frames). ``headers_only`` asks the same questions from
     image headers and a video's first frame and packets (a check before a run is
-    accepted, ``backend.preflight``) and returns no frames."""
+    accepted, ``backend.planning.preflight``) and returns no frames."""
     from PIL import Image
 
     gate = readgate.for_config(cfg)
@@ -242,7 +242,7 @@ def _video_column(row: dict) -> tuple[str | None, str]:
 
 def inspect_video_record(rec: Record, cfg: RunConfig, *, headers_only: bool = False
                          ) -> dict[str, Any]:
-    """One finding per record, as ``backend.data.inspect_record`` gives for images, plus
+    """One finding per record, as ``backend.data.dataset.inspect_record`` gives for images, plus
     ``frames`` (the clip's frame count). ``headers_only``: see ``read_frames`` (the same
     errors; no frame count or size)."""
     info: dict[str, Any] = {"level": "ok", "file": str(rec.image), "row": rec.row,
@@ -283,8 +283,8 @@ def validate_video_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
 
 def validate_any_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
     """The Dataset tab's findings for the config's family: clips for a video family
-    (``validate_video_dataset``), images otherwise (``backend.data.validate_dataset``)."""
-    from backend.data import validate_dataset
+    (``validate_video_dataset``), images otherwise (``backend.data.dataset.validate_dataset``)."""
+    from backend.data.dataset import validate_dataset
     from backend.families import get_family
 
     if get_family(cfg.model_family).media == "video":
@@ -324,9 +324,9 @@ def _digest(path: Path, gate: readgate.ReadGate) -> str:
 
 
 def plan_clips(cfg: RunConfig, records: list[Record], model_fp: list) -> list[dict[str, Any]]:
-    """Manifest entries of a video dataset (``backend.cache.plan`` for clips): the key
+    """Manifest entries of a video dataset (``backend.data.cache.plan`` for clips): the key
     covers the clip's bytes, caption, frame settings, size and the encoder files."""
-    from backend.cache import FORMAT
+    from backend.data.cache import FORMAT
 
     gate = readgate.for_config(cfg)
     entries = []

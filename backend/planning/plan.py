@@ -32,8 +32,8 @@ The stage environment holds nothing secret: tokens stay in the UI process's envi
 
 Example (the CPU demo)::
 
-    from backend.config import load_preset
-    from backend.plan import plan_run
+    from backend.config.schema import load_preset
+    from backend.planning.plan import plan_run
     for st in plan_run(load_preset("cpu_demo"), "/tmp/run"):
         print(st.name, st.argv)
 """
@@ -47,10 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.config import REPO_ROOT, RunConfig, effective_optimizer, resolve_paths, validate
-from backend.rundir import RunDir
+from backend.config.schema import REPO_ROOT, RunConfig, effective_optimizer, resolve_paths, validate
+from backend.core.rundir import RunDir
 
-# The name of the run-folder layout before backend.rundir (kept for older imports).
+# The name of the run-folder layout before backend.core.rundir (kept for older imports).
 RunFiles = RunDir
 
 LAUNCH = ("-m", "accelerate.commands.launch")
@@ -79,7 +79,7 @@ def cuda_available() -> bool:
 # DeepSpeed
 # ------------------------------------------------------------------------------------------
 # The DeepSpeed JSON keys that are schema fields of the same name, in the JSON's order. The
-# generator below writes them and the importer (backend/importer.py) reads them back through
+# generator below writes them and the importer (backend/planning/importer.py) reads them back through
 # these same tables, so the two directions cannot drift apart.
 DS_OFFLOAD_FIELDS = {"offload_optimizer": "offload_optimizer_device",  # zero_optimization.<block>
                      "offload_param": "offload_param_device"}          # .device (param: ZeRO-3)

@@ -4,7 +4,7 @@ What it writes (``caption_target``): ``txt`` -- one same-named ``.txt`` per imag
 ``dataset_base_path``; ``metadata`` -- the ``prompt`` column of ``dataset_metadata_path``
 (its other columns kept). An image that already has a caption keeps it unless
 ``caption_overwrite``; ``trigger_word`` is put in front of every new caption (as
-``backend.data.with_trigger`` reads it back: never twice). Each caption is one line of at
+``backend.data.dataset.with_trigger`` reads it back: never twice). Each caption is one line of at
 most ``caption_max_length`` tokens of the captioning model, answering ``caption_template``.
 
 The model: ``captioner_path`` (a local Qwen2.5-VL / Qwen3-VL folder, or ``model_id:folder/``
@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from backend import readgate, writegate
-from backend.media_types import IMAGE_EXTS
+from backend.core import readgate, writegate
+from backend.core.media_types import IMAGE_EXTS
 
 if TYPE_CHECKING:
-    from backend.config import RunConfig
+    from backend.config.schema import RunConfig
 
 STAGE = "caption"
 MODULE = "backend.stages.caption"
@@ -79,7 +79,7 @@ def _folder(cfg: "RunConfig", gate: readgate.ReadGate) -> Path:
 
 
 def read_metadata(meta: Path, gate: readgate.ReadGate) -> list[dict[str, Any]]:
-    from backend.data import DatasetError, read_metadata_rows
+    from backend.data.dataset import DatasetError, read_metadata_rows
 
     try:
         rows = read_metadata_rows(meta, gate)
@@ -363,7 +363,7 @@ def image_only_processor(folder: Path):
 def captioner_folder(cfg: "RunConfig") -> Path:
     """``captioner_path`` as a local folder (a ``model_id:folder/`` is fetched as the model
     sources are)."""
-    from backend.hub import parse_spec, resolve_source
+    from backend.models.hub import parse_spec, resolve_source
 
     found = resolve_source(cfg, parse_spec(cfg.captioner_path.strip()))
     return found[0] if found[0].is_dir() else found[0].parent
@@ -380,7 +380,7 @@ def load_captioner(cfg: "RunConfig", device: Any = "cpu", dtype=None, log=print)
         return VLMCaptioner(model, image_only_processor(folder), device=device,
                             offload=cfg.caption_offload)
     from backend.families import get_family
-    from backend.hub import resolve_component_dirs
+    from backend.models.hub import resolve_component_dirs
 
     family = get_family(cfg.model_family).for_config(cfg)
     dirs = resolve_component_dirs(cfg, family.captioner_components)
@@ -410,7 +410,7 @@ def caption_dataset(cfg: "RunConfig", captioner, *, journal: Path | None = None,
     {"images", "captioned", "kept", "done_before"}."""
     from PIL import Image
 
-    from backend.data import with_trigger
+    from backend.data.dataset import with_trigger
 
     gate = gate or readgate.for_config(cfg)
     items = dataset_items(cfg, gate)
@@ -461,8 +461,8 @@ def job_name(cfg: "RunConfig") -> str:
 def plan_caption(cfg: "RunConfig", job_dir: str | os.PathLike):
     """Write a caption job's run.yaml and commands.sh into ``job_dir``; returns (its one
     stage, the resolved config)."""
-    from backend.plan import StagePlan, commands_script, resolved_config, stage_env
-    from backend.rundir import RunDir
+    from backend.planning.plan import StagePlan, commands_script, resolved_config, stage_env
+    from backend.core.rundir import RunDir
 
     files = RunDir(Path(job_dir).resolve())
     files.run_dir.mkdir(parents=True, exist_ok=True)
@@ -481,7 +481,7 @@ def submit_caption(runner, cfg: "RunConfig", owner: str | None = None,
     problem, nothing is queued); returns its run id. A folder another caption job is
     writing is refused."""
     from backend.jobs.runner import new_run_id
-    from backend.rundir import RunDir
+    from backend.core.rundir import RunDir
 
     problems = caption_problems(cfg)
     busy = active_caption_runs(runner, cfg.dataset_base_path)

@@ -37,7 +37,7 @@ Variants (``lora_type``):
   reads the same names under ``diffusion_model.`` with ``.alpha``; it scales by alpha / r
   only when a factor is decomposed (peft always does), so a LoKr without decomposed factors
   has its scale folded into ``lokr_w1``. diffusers' loaders take LoRA keys only: a LoKr
-  exports as reference or comfyui, and loads through peft (``backend.lora.load_lora``).
+  exports as reference or comfyui, and loads through peft (``backend.models.lora.load_lora``).
 
 Every export is checked before it is written: each key must have the target format's
 shape, and each module must be a Linear layer of the trained component with matching
@@ -56,8 +56,8 @@ among the checkpoints themselves, so a scan for ``step-N`` files never sees them
 ``<stem>.<format>.safetensors``; a source already in ``export/`` exports beside itself.
 
 Run:
-    python -m backend.export runs/<id>/output/step-100.safetensors --format diffusers
-    python -m backend.export SRC --format comfyui [--out_dir DIR] [--model PIPELINE_OR_TRANSFORMER_DIR]
+    python -m backend.models.export runs/<id>/output/step-100.safetensors --format diffusers
+    python -m backend.models.export SRC --format comfyui [--out_dir DIR] [--model PIPELINE_OR_TRANSFORMER_DIR]
 """
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from backend import rundir
+from backend.core import rundir
 from backend.families import default_family, family_names, get_family
 from backend.families.base import Family
 
@@ -317,8 +317,8 @@ def _config_from_training_args(src: Path) -> tuple[dict[str, Any], str, str] | N
             tdir = (data.get("resolved_components") or {}).get("transformer")
             if tdir and (Path(tdir) / "config.json").is_file():
                 return read_transformer_config(tdir), str(tdir), family
-            from backend.config import FIELDS, RunConfig
-            from backend.hub import resolve_component_dirs
+            from backend.config.schema import FIELDS, RunConfig
+            from backend.models.hub import resolve_component_dirs
 
             known = {k: v for k, v in data.items() if k in FIELDS}
             cfg = RunConfig.model_validate(known).model_copy(update={"offline": True})
@@ -614,7 +614,7 @@ def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m backend.export",
+    parser = argparse.ArgumentParser(prog="python -m backend.models.export",
                                      description="Export a LoRA checkpoint for another tool.")
     parser.add_argument("src", help="LoRA .safetensors (reference, diffusers or comfyui keys)")
     parser.add_argument("--format", required=True, choices=FORMATS, dest="fmt",

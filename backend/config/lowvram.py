@@ -2,8 +2,8 @@
 entries, and which combinations of low-VRAM methods run.
 
 Standard library only (the schema imports it, so a bad value is refused within a second,
-before torch is touched). The work itself is done by ``backend.quantize`` (a quantized
-frozen base) and ``backend.layer_offload`` (stage 2 with only the running block on the GPU).
+before torch is touched). The work itself is done by ``backend.models.quantize`` (a quantized
+frozen base) and ``backend.models.layer_offload`` (stage 2 with only the running block on the GPU).
 
 ``quant_options`` follows the reference trainer: entries separated by ``;``, each
 ``<model_id>:<glob>:<method>`` optionally followed by ``/<modules left unquantized>``
@@ -189,7 +189,7 @@ def combination_problems(c: dict) -> list[str]:
                  f"norms (got {quant_tr[0].method} with DoRA; allowed plain LoRA, or no "
                  f"quantization)")
     # enable_optimizer_cpu_offload steps adamw only: 8-bit spellings (the reference's too)
-    # here, the schema's other choices in ``backend.config.option_problems``.
+    # here, the schema's other choices in ``backend.config.schema.option_problems``.
     optimizer = str(c.get("optimizer", "") or "").lower()
     if c.get("enable_optimizer_cpu_offload") and ("8bit" in optimizer or "8_bit" in optimizer):
         p.append(f"enable_optimizer_cpu_offload: 8-bit optimizers run on the GPU only (got "

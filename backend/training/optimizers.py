@@ -18,7 +18,7 @@ The schema refuses every optimizer but adamw with optimizer offload (DeepSpeed's
 ``offload_optimizer_device`` and ``enable_optimizer_cpu_offload`` alike), and so does
 ``make_optimizer``: the log's ``optimizer <name> (<class>)`` always names what steps.
 Under DeepSpeed without offload the optimizer is handed to ZeRO as a client optimizer (the
-DeepSpeed JSON then carries ``zero_allow_untested_optimizer``, see ``backend/plan.py``).
+DeepSpeed JSON then carries ``zero_allow_untested_optimizer``, see ``backend/planning/plan.py``).
 
 Schedules (``lr_scheduler``) come from diffusers' ``get_scheduler`` with
 ``lr_warmup_steps`` of linear warm-up; ``constant`` keeps the warm-up the stage always had
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend.config import RunConfig, effective_optimizer
+from backend.config.schema import RunConfig, effective_optimizer
 
 # Where each optimizer comes from, for the message when its package is missing.
 PACKAGES = {"adamw8bit": "bitsandbytes", "adafactor": "transformers", "prodigy": "prodigyopt"}
@@ -56,23 +56,23 @@ def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None = None):
 
     name = optimizer_name(cfg)
     lr, wd = cfg.learning_rate, cfg.weight_decay
-    if cfg.enable_optimizer_cpu_offload:  # low VRAM without DeepSpeed (backend.layer_offload)
+    if cfg.enable_optimizer_cpu_offload:  # low VRAM without DeepSpeed (backend.models.layer_offload)
         if name != "adamw":  # the schema refuses it; never train another optimizer instead
             raise OptimizerError(f"optimizer: enable_optimizer_cpu_offload steps adamw only "
                                  f"(got {name}; allowed adamw, or enable_optimizer_cpu_offload "
                                  f"false)")
-        from backend.training import make_optimizer as offloaded_adamw
+        from backend.training.loop import make_optimizer as offloaded_adamw
         return offloaded_adamw(cfg, params, ds_config)
     if ds_config and "optimizer" in ds_config:
-        from backend.training import make_optimizer as from_deepspeed_config
+        from backend.training.loop import make_optimizer as from_deepspeed_config
         return from_deepspeed_config(cfg, params, ds_config)  # DummyOptim, with its note
     if offloaded(ds_config):
         if name != "adamw":  # the schema refuses it; a hand-written launch may not have
             raise OptimizerError(f"optimizer: with optimizer offload only adamw runs (got "
                                  f"{name}; allowed adamw, or no optimizer offload)")
         # accelerate swaps it for DeepSpeed's CPU Adam, in AdamW mode only because it is
-        # torch's AdamW (backend.training.make_optimizer says more).
-        from backend.training import make_optimizer as plain_adamw
+        # torch's AdamW (backend.training.loop.make_optimizer says more).
+        from backend.training.loop import make_optimizer as plain_adamw
         return plain_adamw(cfg, params, ds_config)
     if name == "adamw":
         return torch.optim.AdamW(params, lr=lr, weight_decay=wd,

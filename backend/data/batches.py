@@ -6,7 +6,7 @@ bucket, and caption dropout.
   ``eval_loss`` on them (fixed timesteps, noise fixed by the seed), logged as a
   ``validation`` progress event ``{"step", "val_loss", "samples"}`` beside the ``step``
   events' ``loss``, and as ``validation/loss`` in TensorBoard.
-- ``batch_size`` > 1: ``backend.buckets.BucketBatchSampler`` over the samples' training
+- ``batch_size`` > 1: ``backend.data.buckets.BucketBatchSampler`` over the samples' training
   sizes (the cache manifest's, or each image's ``target_size``); the plan is logged.
 - ``caption_dropout`` p: with probability p (drawn from the step's generator) a sample
   trains on the empty caption's embedding instead of its own: the cache's
@@ -36,7 +36,7 @@ def hold_out(items: list, n: int, what: str) -> tuple[list, list]:
 
 def cached_sizes(cache_dir: str | Path, files: list[Path], gate) -> list[tuple[int, int]]:
     """Training size (width, height) of each cached sample file, from the manifest."""
-    from backend.cache import _read_manifest_gated
+    from backend.data.cache import _read_manifest_gated
 
     manifest = _read_manifest_gated(Path(cache_dir), gate) or {}
     by_file = {str(e.get("file")): (int(e["width"]), int(e["height"]))
@@ -53,8 +53,8 @@ def record_sizes(records: list, cfg) -> list[tuple[int, int]]:
     """Training size of each dataset record (one-shot ``sft``)."""
     from PIL import Image
 
-    from backend import readgate
-    from backend.data import target_size, upright_size
+    from backend.core import readgate
+    from backend.data.dataset import target_size, upright_size
 
     gate = readgate.for_config(cfg)
     out = []
@@ -101,7 +101,7 @@ def drop_captions(batch: dict[str, Any], empty: dict[str, Any] | None, p: float,
                   generator) -> dict[str, Any]:
     """``batch`` with each sample's caption replaced by ``empty`` with probability ``p``
     (the draw from ``generator``); batched captions are padded to one length as in
-    ``backend.buckets.collate``."""
+    ``backend.data.buckets.collate``."""
     import torch
 
     if not p or empty is None:
@@ -110,7 +110,7 @@ def drop_captions(batch: dict[str, Any], empty: dict[str, Any] | None, p: float,
     drop = (torch.rand((n,), generator=generator) < p).tolist()
     if not any(drop):
         return batch
-    from backend.buckets import collate
+    from backend.data.buckets import collate
 
     rows = []
     for i in range(n):
@@ -128,7 +128,7 @@ def write_empty_prompt(cfg, encoder_factory, model_fp: list, log=print) -> Path:
     (encoded again only when the encoder's files changed)."""
     import json
 
-    from backend.cache import EMPTY_PROMPT, save_sample
+    from backend.data.cache import EMPTY_PROMPT, save_sample
 
     path = Path(cfg.output_path) / EMPTY_PROMPT
     stamp = json.dumps(model_fp, sort_keys=True, default=str)
@@ -147,7 +147,7 @@ def write_empty_prompt(cfg, encoder_factory, model_fp: list, log=print) -> Path:
 
 def read_empty_prompt(cache_dir: str | Path, gate) -> dict[str, Any]:
     """Stage 2 with ``caption_dropout``: the cache's empty-caption embedding."""
-    from backend.cache import EMPTY_PROMPT, load_sample
+    from backend.data.cache import EMPTY_PROMPT, load_sample
 
     path = Path(cache_dir) / EMPTY_PROMPT
     if not gate.is_file(path):

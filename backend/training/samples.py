@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from backend import rundir
-from backend.config import ConfigError, RunConfig
-from backend.rundir import list_checkpoints
-from backend.progress import ProgressWriter
+from backend.core import rundir
+from backend.config.schema import ConfigError, RunConfig
+from backend.core.rundir import list_checkpoints
+from backend.core.progress import ProgressWriter
 
 INDEX_NAME = rundir.SAMPLES_INDEX
 INDEX_VERSION = 1
@@ -30,7 +30,7 @@ INDEX_VERSION = 1
 def resolve_checkpoints(paths: Iterable[str | os.PathLike], all_checkpoints: bool = False,
                         gate=None) -> list[Path]:
     """Files as given; a folder gives its latest checkpoint (or all of them). With a read
-    gate (``backend.readgate``), a path outside the run's read roots is not found."""
+    gate (``backend.core.readgate``), a path outside the run's read roots is not found."""
     out: list[Path] = []
     problems: list[str] = []
     for raw in paths:
@@ -66,9 +66,9 @@ def resolve_checkpoints(paths: Iterable[str | os.PathLike], all_checkpoints: boo
 # Model folders
 # ------------------------------------------------------------------------------------------
 def component_dirs(cfg: RunConfig, components: Iterable[str] | None = None) -> dict[str, Path]:
-    """Folders of the pipeline components (backend.hub: local, or downloaded when missing)."""
+    """Folders of the pipeline components (backend.models.hub: local, or downloaded when missing)."""
     from backend.families import family_spec
-    from backend.hub import resolve_component_dirs
+    from backend.models.hub import resolve_component_dirs
 
     if components is None:
         components = family_spec(cfg.model_family).stage_components("sample")
@@ -93,7 +93,7 @@ def load_pipeline(cfg: RunConfig, device: str | None = None, dtype: Any = None,
     device, dtype = device or auto_device, dtype or auto_dtype
     dirs = dirs or component_dirs(cfg)
     pipe = get_family(cfg.model_family).for_config(cfg).load_pipeline(dirs, dtype)
-    from backend.quantize import quantize_frozen
+    from backend.models.quantize import quantize_frozen
     quantize_frozen(cfg, pipe)  # quant_options for the text encoder / VAE (low VRAM)
     offload = cfg.sample_cpu_offload
     if offload == "none":
@@ -229,7 +229,7 @@ def sample_inputs(cfg: RunConfig) -> list[tuple[str, ...]]:
     checked through the run's read gate. A ``ConfigError`` names what is wrong. With no
     ``sample_images`` at all, a model that renders from input images takes them from the
     dataset's rows in turn (``dataset_inputs``)."""
-    from backend import readgate
+    from backend.core import readgate
 
     lines = list(cfg.sample_images)
     if not lines and cfg.sample_prompts:
@@ -260,7 +260,7 @@ def dataset_inputs(cfg: RunConfig, count: int) -> list[tuple[str, ...]] | None:
     image-to-video row's clip (its first frame conditions the sample, as in training).
     None for a model that takes no input images, or when the rows cannot be read (a
     train-only run whose dataset is the cache): ``sample_images`` must name them then."""
-    from backend.data import DatasetError, check_input_images, read_records
+    from backend.data.dataset import DatasetError, check_input_images, read_records
     from backend.families import get_family
 
     family = get_family(cfg.model_family)
@@ -269,7 +269,7 @@ def dataset_inputs(cfg: RunConfig, count: int) -> list[tuple[str, ...]] | None:
         return None
     try:
         if family.media == "video":
-            from backend.video import read_video_records
+            from backend.data.video import read_video_records
 
             records, problems = read_video_records(cfg)
             rows = [(str(r.image),) for r in records[:count]]
@@ -287,9 +287,9 @@ def dataset_inputs(cfg: RunConfig, count: int) -> list[tuple[str, ...]] | None:
 def _input_images(cfg: RunConfig, paths: tuple[str, ...]) -> list:
     """PIL images of a prompt's inputs: an image as it is, a clip (a video dataset's row)
     by its first frame at the training size."""
-    from backend import readgate
-    from backend.data import load_input_image
-    from backend.video import kind_of, read_frames
+    from backend.core import readgate
+    from backend.data.dataset import load_input_image
+    from backend.data.video import kind_of, read_frames
 
     gate = readgate.for_config(cfg)
     out = []
@@ -390,8 +390,8 @@ def attach_lora(pipe, ckpt, adapter: str) -> None:
     ``pipe.set_adapters``, removed with ``pipe.delete_adapters``): LoRA and DoRA through
     diffusers' ``load_lora_weights``, a LoKr (no diffusers keys exist for it) through peft
     onto the trained component."""
-    from backend.export import load_as_diffusers
-    from backend.lora import load_lora, lora_type_of, read_lora
+    from backend.models.export import load_as_diffusers
+    from backend.models.lora import load_lora, lora_type_of, read_lora
 
     tensors, _ = read_lora(ckpt)
     if lora_type_of(tensors) == "lokr":

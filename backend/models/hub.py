@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from backend import readgate
-from backend.config import MODELS_DIR_ENV, RunConfig
+from backend.core import readgate
+from backend.config.schema import MODELS_DIR_ENV, RunConfig
 from backend.families import family_spec
 from backend.families.base import MODEL, SCHEDULER, TOKENIZER
 

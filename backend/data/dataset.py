@@ -20,7 +20,7 @@ or composited is a warning (``validate_dataset``, and the stage log through
 ``check_dataset(cfg)`` raises ``DatasetError`` listing every bad file and row before any model
 is loaded; ``validate_dataset(cfg)`` returns the same findings as dicts for the UI.
 
-Every file is opened through the run's read gate (``backend.readgate.for_config(cfg)``): with
+Every file is opened through the run's read gate (``backend.core.readgate.for_config(cfg)``): with
 ``read_roots`` set, a metadata file, caption or image outside them reads as missing, and the
 messages name files as the dataset names them, never where a refused path leads.
 """
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from backend import readgate
-from backend.config import RunConfig
+from backend.core import readgate
+from backend.config.schema import RunConfig
 
-from backend.media_types import IMAGE_EXTS
+from backend.core.media_types import IMAGE_EXTS
 PROMPT_KEY = "prompt"
 IMAGE_KEY = "image"
 DIVISOR = 16
@@ -70,8 +70,8 @@ class Record:
 # ------------------------------------------------------------------------------------------
 def size_multiple(cfg: RunConfig) -> int:
     """The multiple every side is resized to for ``cfg``'s model: what its family, or its
-    variant, declares (``backend.config.resolution_multiple``; ``DIVISOR`` for most)."""
-    from backend.config import resolution_multiple
+    variant, declares (``backend.config.schema.resolution_multiple``; ``DIVISOR`` for most)."""
+    from backend.config.schema import resolution_multiple
 
     return resolution_multiple({"model_family": cfg.model_family,
                                 "model_id_with_origin_paths": cfg.model_id_with_origin_paths,
@@ -86,7 +86,7 @@ def target_size(width: int, height: int, cfg: RunConfig,
         return cfg.width, cfg.height
     m = multiple or size_multiple(cfg)
     if getattr(cfg, "aspect_buckets", False):  # the nearest bucket at the pixel budget
-        from backend.buckets import bucket_size
+        from backend.data.buckets import bucket_size
         return bucket_size(width, height, cfg.max_pixels, m)
     w, h = width, height
     if w * h > cfg.max_pixels:
@@ -344,7 +344,7 @@ def inspect_record(rec: Record, cfg: RunConfig, *, headers_only: bool = False
     resize. Warnings: an image upscaled to the training size, transparency composited on
     white. ``headers_only``: the image's size from its header, nothing decoded (the same
     errors for a missing, empty, unidentifiable or too small image; a check before a run
-    is accepted, ``backend.preflight``).
+    is accepted, ``backend.planning.preflight``).
 
     An image outside the run's read roots is "not found", worded as for a missing file."""
     from PIL import Image, UnidentifiedImageError
@@ -573,13 +573,13 @@ class PairDataset(ImageDataset):
 def check_stage_dataset(cfg: RunConfig, family, log=None, *, headers_only: bool = False
                         ) -> list[Record]:
     """What a stage reads from a dataset (stage 1, one-shot training), checked before any
-    model is touched: clips for a video ``family`` (``backend.video.check_video_dataset``),
+    model is touched: clips for a video ``family`` (``backend.data.video.check_video_dataset``),
     else images (``check_dataset``) and an edit model's input images
     (``check_input_images``). Raises ``DatasetError`` listing every problem.
-    ``headers_only``: the same checks from headers (``backend.preflight``, before a run
+    ``headers_only``: the same checks from headers (``backend.planning.preflight``, before a run
     is accepted)."""
-    if family.media == "video":  # clips decoded with PyAV (backend/video.py)
-        from backend.video import check_video_dataset
+    if family.media == "video":  # clips decoded with PyAV (backend/data/video.py)
+        from backend.data.video import check_video_dataset
 
         return check_video_dataset(cfg, log, headers_only=headers_only)
     records = check_dataset(cfg, log, headers_only=headers_only)

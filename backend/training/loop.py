@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from backend import rundir
-from backend.config import RunConfig
-from backend.progress import ProgressWriter
-from backend.readgate import for_config as read_gate
+from backend.core import rundir
+from backend.config.schema import RunConfig
+from backend.core.progress import ProgressWriter
+from backend.core.readgate import for_config as read_gate
 
 STATE_DIR = rundir.STATE
 TRAINER_STATE = "trainer_state.json"
@@ -170,10 +170,10 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
     """The transformer with a fresh (or ``lora_checkpoint``) LoRA, ready for ``prepare``."""
     import torch
 
-    from backend import lora
+    from backend.models import lora
     from backend.families.common import block_checkpointing_func, load_partitioned
 
-    from backend.lowvram import entries_for
+    from backend.config.lowvram import entries_for
     quantized = bool(entries_for(cfg, "transformer"))
     on_cpu = (cfg.initialize_model_on_cpu or zero_stage == 3 or cfg.enable_model_cpu_offload
               or quantized)  # low VRAM: quantized and offloaded block by block from the host
@@ -192,8 +192,8 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
         merged = family.merge_lora(model, cfg.preset_lora_path)
         log(f"[train] preset_lora_path {cfg.preset_lora_path} merged into {merged} modules "
             f"(not part of the saved LoRA)")
-    if quantized:  # a quantized frozen base (backend/quantize.py); the LoRA stays float32
-        from backend.quantize import quantize_component
+    if quantized:  # a quantized frozen base (backend/models/quantize.py); the LoRA stays float32
+        from backend.models.quantize import quantize_component
         quantize_component(cfg, model, "transformer", family.quantize_skip, dtype,
                            device=accelerator.device, log=log,
                            defer=cfg.enable_model_cpu_offload)
@@ -210,8 +210,8 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
     if cfg.use_gradient_checkpointing:
         model.enable_gradient_checkpointing(gradient_checkpointing_func=block_checkpointing_func(
             cfg.use_gradient_checkpointing_offload))
-    if cfg.enable_model_cpu_offload:  # layer-wise offload (backend/layer_offload.py)
-        from backend.layer_offload import attach
+    if cfg.enable_model_cpu_offload:  # layer-wise offload (backend/models/layer_offload.py)
+        from backend.models.layer_offload import attach
         model._layer_offload = attach(cfg, family, model, accelerator.device, log=log)
     return model
 
@@ -234,11 +234,11 @@ def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None):
     (anything else, DeepSpeed's own CPU Adam included, becomes Adam with L2 weight decay,
     which shrinks every LoRA weight by the learning rate each step). So the optimizer given
     is always ``torch.optim.AdamW``, and the schedule is built on the prepared optimizer
-    (``backend.optimizers.make_lr_scheduler``), the one that steps."""
+    (``backend.training.optimizers.make_lr_scheduler``), the one that steps."""
     import torch
 
     if cfg.enable_optimizer_cpu_offload:  # low VRAM without DeepSpeed
-        from backend.layer_offload import make_optimizer as offloaded_optimizer
+        from backend.models.layer_offload import make_optimizer as offloaded_optimizer
         return offloaded_optimizer(cfg, params, log=log)
     if ds_config and "optimizer" in ds_config:
         from accelerate.utils import DummyOptim
@@ -288,7 +288,7 @@ def maybe_render_samples(cfg: RunConfig, checkpoint: Path, step: int,
     if not is_main_process():
         return
     try:
-        from backend.samples import render_samples
+        from backend.training.samples import render_samples
     except ImportError:
         return
     try:
@@ -326,7 +326,7 @@ class Checkpointer:
         self.totals = dict(totals)
 
     def save_lora(self, name: str, step: int) -> Path:
-        from backend import lora
+        from backend.models import lora
 
         cfg = self.cfg
         tensors = lora.collect_lora_state(self.model, cfg.remove_prefix_in_ckpt,
@@ -345,7 +345,7 @@ class Checkpointer:
         return path
 
     def save_state(self, step: int, epoch: int) -> None:
-        from backend import lora
+        from backend.models import lora
 
         acc = self.accelerator
         final, tmp = self.out / STATE_DIR, self.out / f".{STATE_DIR}.tmp"
@@ -353,7 +353,7 @@ class Checkpointer:
             shutil.rmtree(tmp)
         acc.wait_for_everyone()
         kwargs = {"exclude_frozen_parameters": True} if self.deepspeed else {}
-        from backend.diskspace import writing
+        from backend.core.diskspace import writing
 
         with writing(tmp, partial=tmp if self.is_main else None):
             acc.save_state(str(tmp), **kwargs)

@@ -323,7 +323,7 @@ def _transformer_stats(key: str, family: str) -> TransformerStats:
     import torch
     from accelerate import init_empty_weights
 
-    from backend import libraries
+    from backend.core import libraries
 
     config = json.loads(key)
     cls = libraries.model_class(config["_class_name"], ("diffusers",))
@@ -347,7 +347,7 @@ def _text_encoder_stats(key: str) -> ComponentStats:
     import transformers
     from accelerate import init_empty_weights
 
-    from backend import libraries
+    from backend.core import libraries
 
     config = json.loads(key)
     cls = libraries.model_class(config["architectures"][0], ("transformers",))
@@ -411,7 +411,7 @@ def local_model_configs(cfg) -> dict[str, dict[str, Any]]:
                 for p in (entry if isinstance(entry, list) else [entry]):
                     folders.append(Path(str(p)).expanduser().parent)
         else:
-            from backend.hub import models_dir
+            from backend.models.hub import models_dir
 
             base = models_dir(cfg)
             for spec in (cfg.model_id_with_origin_paths or "").split(","):
@@ -451,7 +451,7 @@ def model_configs(cfg, model_config: dict[str, Any] | None = None
             given = {comp: model_config}
     local = local_model_configs(cfg) if cfg is not None else {}
     family = get_family(cfg.model_family if cfg is not None else default_family())
-    from backend.config import family_of
+    from backend.config.schema import family_of
 
     variant = family_of(cfg.to_dict())[1] if cfg is not None else None
     published = family.variant_configs(variant)
@@ -861,7 +861,7 @@ def fits(estimate: Estimate, gpu_gb: float | None, host_gb: float | None = None
 
 
 def _preset_config(name: str):
-    from backend.config import load_preset
+    from backend.config.schema import load_preset
 
     return load_preset(name)
 
@@ -929,8 +929,8 @@ class BaseLayout:
 
 
 def _base_layout(cfg, tr: TransformerStats) -> BaseLayout:
-    from backend.lowvram import entries_for
-    from backend.quantize import _skipped
+    from backend.config.lowvram import entries_for
+    from backend.models.quantize import _skipped
 
     b = compute_bytes(cfg)
     family = get_family(cfg.model_family)
@@ -962,7 +962,7 @@ def _base_layout(cfg, tr: TransformerStats) -> BaseLayout:
 
 def _lowvram_train(cfg, tr: TransformerStats, lora: int, s: StageEstimate) -> StageEstimate:
     """The train stage with the low-VRAM options applied (unchanged without them)."""
-    from backend.lowvram import entries_for
+    from backend.config.lowvram import entries_for
 
     quant = bool(entries_for(cfg, "transformer"))
     offload = bool(getattr(cfg, "enable_model_cpu_offload", False))
@@ -1000,7 +1000,7 @@ def _encoder_bytes(cfg, component: str, stats: ComponentStats, b: int) -> float:
     """A frozen encoder's weight bytes; with a ``quant_options`` entry for it, every linear
     layer at the method's size (counted as all parameters but the token embedding and the
     LM head, vocab x hidden each; the skip list is taken as small)."""
-    from backend.lowvram import entries_for
+    from backend.config.lowvram import entries_for
 
     entry = next(iter(entries_for(cfg, component)), None)
     if entry is None:
@@ -1111,10 +1111,10 @@ def compare_methods(cfg, gpu_bytes: float | None, bandwidth: float = 25e9,
 
 
 # ------------------------------------------------------------------------------------------
-# Captioning (backend/caption.py): what the captioning model needs
+# Captioning (backend/data/captions.py): what the captioning model needs
 # ------------------------------------------------------------------------------------------
 # Tokens of one captioned image besides its caption: the image at the caption area
-# (backend.caption.IMAGE_AREA, 28x28 pixels a token after the 2x2 merge) and the prompt.
+# (backend.data.captions.IMAGE_AREA, 28x28 pixels a token after the 2x2 merge) and the prompt.
 CAPTION_IMAGE_TOKENS = 768 * 768 // (28 * 28)
 CAPTION_PROMPT_TOKENS = 64
 CAPTION_OVERHEAD = 1.1  # the allocator's slack over what the tensors need

@@ -39,11 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend import bounded
-from backend.config import (FIELDS, NONE_WORDS, PATH_FIELDS, REPO_ROOT, ConfigError, RunConfig,
+from backend.core import bounded
+from backend.config.schema import (FIELDS, NONE_WORDS, PATH_FIELDS, REPO_ROOT, ConfigError, RunConfig,
                             build_parser, read_yaml, validate)
-from backend.plan import DS_ACTIVATION_FIELDS, DS_FP16, DS_OFFLOAD_FIELDS, DS_ZERO_FIELDS
-from backend.readgate import UNRESTRICTED, ReadGate
+from backend.planning.plan import DS_ACTIVATION_FIELDS, DS_FP16, DS_OFFLOAD_FIELDS, DS_ZERO_FIELDS
+from backend.core.readgate import UNRESTRICTED, ReadGate
 
 # Options of a stage-1 command that describe the data set (stage 2's point at the cache).
 DATA_KEYS = ("dataset_base_path", "dataset_metadata_path", "data_file_keys", "max_pixels",
@@ -66,7 +66,7 @@ KEPT_FOR_ONE_SHOT = ("--offload_models",)
 SEPARATORS = {";", "&&", "||", "&", "|"}
 
 # DeepSpeed JSON (zero_optimization) keys that map one-to-one onto schema fields.
-# The DeepSpeed JSON is read back through the generator's own tables (backend/plan.py).
+# The DeepSpeed JSON is read back through the generator's own tables (backend/planning/plan.py).
 ZERO_KEYS = tuple(key for key, _ in DS_ZERO_FIELDS)
 ACT_KEYS = {key: key for key in DS_ACTIVATION_FIELDS}
 FP16_STANDARD = {k: v for k, v in DS_FP16.items() if k != "enabled"}
@@ -589,7 +589,7 @@ def _check_accelerate_mapping(cmd: _Command, found: _Found) -> None:
     if _binary(text):
         raise refused("a binary file, not YAML text")
     try:
-        # Bounded: size, nesting and what YAML aliases expand to (backend/bounded.py).
+        # Bounded: size, nesting and what YAML aliases expand to (backend/core/bounded.py).
         bounded.check_size(text, "--config_file")
         data = yaml.load(text, Loader=bounded.loader("--config_file"))
     except bounded.ParseError as e:
@@ -606,7 +606,7 @@ def _check_accelerate_mapping(cmd: _Command, found: _Found) -> None:
 
 def _read_deepspeed_json(cmd: _Command, found: _Found, nu: list[str]) -> None:
     try:
-        # Bounded: size, nesting and count of values (backend/bounded.py).
+        # Bounded: size, nesting and count of values (backend/core/bounded.py).
         ds = bounded.load_json(bounded.read_text(found.path, found.name), found.name)
     except (OSError, ValueError) as e:
         nu.append(f"{cmd.label}: DeepSpeed file {found.name} not readable: {e}")
@@ -759,7 +759,7 @@ def _assemble(trainers: list[_Command], notes: list[str]) -> dict[str, Any]:
 def _map_reference_files(data: dict[str, Any], notes: list[str]) -> None:
     """The reference's files of an original repository (pickles among them) named as the
     same components of the family's diffusers-layout repository; never read."""
-    from backend.config import family_of
+    from backend.config.schema import family_of
     from backend.families import family_spec
 
     sources = data.get("model_id_with_origin_paths")
@@ -851,8 +851,8 @@ def export_shell_script(cfg: RunConfig, *, cuda: bool | None = None) -> str:
     that folder. ``ZEROLORA_ROOT`` (default: this checkout) and ``PYTHON`` can be set.
     Data and model paths are absolute (resolved where the script was exported).
     """
-    from backend.plan import plan_run, shell_line
-    from backend.rundir import RunDir
+    from backend.planning.plan import plan_run, shell_line
+    from backend.core.rundir import RunDir
 
     with tempfile.TemporaryDirectory(prefix="zerolora-export-") as tmp:
         run_dir = Path(tmp).resolve() / "run"
@@ -898,10 +898,10 @@ def _dq(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m backend.importer FILE [--base_dir DIR]``: print the imported config."""
+    """``python -m backend.planning.importer FILE [--base_dir DIR]``: print the imported config."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m backend.importer",
+    parser = argparse.ArgumentParser(prog="python -m backend.planning.importer",
                                      description="Import reference trainer commands.")
     parser.add_argument("file", help="a text file with the commands ('-' for stdin)")
     parser.add_argument("--base_dir", default=None, help="where relative config files are")

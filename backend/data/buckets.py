@@ -171,10 +171,10 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
 def dataset_bucket_plan(cfg, findings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The Dataset tab's bucket plan for ``cfg``: ``rows`` (``bucket_plan``), ``text``,
     ``batch_size`` and ``held_out`` (the last ``validation_samples`` images, not trained).
-    ``findings``: ``backend.data.validate_dataset(cfg)`` when the tab has it already; images
+    ``findings``: ``backend.data.dataset.validate_dataset(cfg)`` when the tab has it already; images
     with an error are left out, as training would refuse them."""
     if findings is None:
-        from backend.data import validate_dataset
+        from backend.data.dataset import validate_dataset
         findings = validate_dataset(cfg)
     sizes = [tuple(f["size"]) for f in findings if f.get("file") and f.get("size")
              and f.get("level") != "error"]

@@ -140,7 +140,7 @@ def save_lora(path: str | os.PathLike, tensors: dict[str, Any], *, rank: int,
             "lora_type": lora_type_of(tensors)}
     meta.update({k: str(v) for k, v in (extra or {}).items()})
     tmp = path.with_name(f".{path.name}.tmp")
-    from backend.diskspace import writing
+    from backend.core.diskspace import writing
 
     needed = sum(v.numel() * v.element_size() for v in tensors.values())
     with writing(path, needed, partial=tmp):
@@ -161,7 +161,7 @@ def _default_family() -> str:
 
 def read_lora(path: str | os.PathLike, gate=None, what: str = "LoRA file"
               ) -> tuple[dict[str, Any], dict[str, str]]:
-    """(tensors, metadata) of a LoRA file; with a ``backend.readgate`` gate, read through it
+    """(tensors, metadata) of a LoRA file; with a ``backend.core.readgate`` gate, read through it
     (the bytes of the file the gate opened, so no link swapped in after a check is read)."""
     from safetensors import safe_open
     from safetensors.torch import load, load_file
@@ -253,8 +253,8 @@ def init_from_checkpoint(model, path: str | os.PathLike, adapter_name: str = ADA
 
 
 def to_diffusers(tensors: dict[str, Any]) -> dict[str, Any]:
-    """Any accepted LoRA keys → diffusers' (``backend.export``'s converter)."""
-    from backend.export import build_state_dict, split_modules
+    """Any accepted LoRA keys → diffusers' (``backend.models.export``'s converter)."""
+    from backend.models.export import build_state_dict, split_modules
     return build_state_dict(split_modules(tensors), "diffusers")[0]
 
 
@@ -275,15 +275,15 @@ def peft_keys(tensors: dict[str, Any]) -> dict[str, Any]:
 def from_any_format(tensors: dict[str, Any], meta: dict[str, str] | None = None
                     ) -> tuple[dict[str, Any], bool]:
     """Any accepted LoRA or DoRA keys → ours, and whether an alpha other than the rank was
-    folded into lora_B on the way (``backend.export``'s converter)."""
-    from backend.export import build_state_dict, split_modules
+    folded into lora_B on the way (``backend.models.export``'s converter)."""
+    from backend.models.export import build_state_dict, split_modules
     return build_state_dict(split_modules(tensors, meta), "reference")
 
 
 def from_diffusers(tensors: dict[str, Any]) -> dict[str, Any]:
     """Any accepted LoRA keys (ours, diffusers', ComfyUI's) → ours, through
-    ``backend.export``'s converter (an alpha other than the rank is folded into lora_B)."""
-    from backend.export import build_state_dict, split_modules
+    ``backend.models.export``'s converter (an alpha other than the rank is folded into lora_B)."""
+    from backend.models.export import build_state_dict, split_modules
     return build_state_dict(split_modules(tensors), "reference")[0]
 
 
@@ -333,7 +333,7 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    from backend.diskspace import writing
+    from backend.core.diskspace import writing
 
     text = json.dumps(data, indent=2, default=str)
     with writing(path, len(text.encode()), partial=tmp):
@@ -363,7 +363,7 @@ def shown_model_file(cfg, path: str | os.PathLike) -> str:
     (``<model>/transformer/config.json in models_dir``, the model id first, as the
     sources name it); elsewhere (a local path the user gave), as it is. Messages never
     name the server's models folder."""
-    from backend.hub import models_dir
+    from backend.models.hub import models_dir
 
     p = Path(path)
     root = models_dir(cfg)
@@ -389,7 +389,7 @@ def target_module_problems(cfg, config: dict | None = None, where: str | None = 
     family = get_family(cfg.model_family)
     component = family.spec.trained_component
     if config is None:
-        from backend.hub import local_component_dir
+        from backend.models.hub import local_component_dir
 
         folder = local_component_dir(cfg, component)
         if folder is not None and (folder / "config.json").is_file():

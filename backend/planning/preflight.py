@@ -7,16 +7,16 @@ the run is queued -- ``backend.jobs.runner.check_before_start`` calls them from
 stages' own check functions, so a refusal reads word for word as the stage would say it:
 
 - ``dataset_problems(cfg)``: what stage 1 (or one-shot training) reads from the dataset,
-  ``backend.data.check_stage_dataset`` (images and an edit model's input images, or clips),
+  ``backend.data.dataset.check_stage_dataset`` (images and an edit model's input images, or clips),
   in its ``headers_only`` mode: an image's header, a clip's packets and first frame, never
   a full decode; then the ``validation_samples`` the train stage holds out
-  (``backend.batches.hold_out``) against the samples stage 1 will cache (one per record),
+  (``backend.data.batches.hold_out``) against the samples stage 1 will cache (one per record),
   or against a train-only run's cache;
 - ``sample_problems(cfg)``: a sample stage's prompts and their input images
-  (``backend.samples.checked_sample_inputs``) and, without a train stage to make them, the
+  (``backend.training.samples.checked_sample_inputs``) and, without a train stage to make them, the
   checkpoints it renders (``resolve_checkpoints`` and ``plan_samples``).
 
-Every file is opened through the run's read gate (``backend.readgate.for_config``): a
+Every file is opened through the run's read gate (``backend.core.readgate.for_config``): a
 non-admin's run carries its read policy by now, so its preflight reads only what the run
 may, and a file outside it reads as missing, as in the stage.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.config import ConfigError, RunConfig
+from backend.config.schema import ConfigError, RunConfig
 
 
 def _reads(cfg: RunConfig) -> tuple[bool, bool]:
@@ -39,9 +39,9 @@ def _reads(cfg: RunConfig) -> tuple[bool, bool]:
 
 def dataset_problems(cfg: RunConfig) -> list[str]:
     """What the planned stages would refuse in the dataset they read, in their words."""
-    from backend import readgate
-    from backend.batches import DataOptionError, hold_out
-    from backend.data import DatasetError, check_stage_dataset
+    from backend.core import readgate
+    from backend.data.batches import DataOptionError, hold_out
+    from backend.data.dataset import DatasetError, check_stage_dataset
     from backend.families import get_family
 
     raw, cache = _reads(cfg)
@@ -56,7 +56,7 @@ def dataset_problems(cfg: RunConfig) -> list[str]:
         count = len(records)
         what = "samples" if cfg.split_training else "images"
     elif cache:
-        from backend.cache import CacheError, check_cache
+        from backend.data.cache import CacheError, check_cache
 
         try:
             count = len(check_cache(Path(cfg.dataset_base_path).expanduser(),
@@ -75,13 +75,13 @@ def sample_problems(cfg: RunConfig) -> list[str]:
     """What a planned sample stage would refuse before it loads a model."""
     if "sample" not in cfg.stages or not cfg.sample_prompts:
         return []
-    from backend import readgate
-    from backend.samples import checked_sample_inputs, plan_samples, resolve_checkpoints
+    from backend.core import readgate
+    from backend.training.samples import checked_sample_inputs, plan_samples, resolve_checkpoints
 
     try:
         if "train" in cfg.stages:  # its checkpoints do not exist yet
             checked_sample_inputs(cfg)
-        else:  # it renders the LoRA the run names (backend.plan.stage_argv)
+        else:  # it renders the LoRA the run names (backend.planning.plan.stage_argv)
             given = [cfg.lora_checkpoint] if cfg.lora_checkpoint else []
             plan_samples(cfg, resolve_checkpoints(given, False, readgate.for_config(cfg)))
     except ConfigError as e:

@@ -35,14 +35,14 @@ import yaml
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
                       ValidationError, create_model)
 
-from backend import rundir, writegate
-from backend import bounded
+from backend.core import rundir, writegate
+from backend.core import bounded
 from backend.families import default_family, family_names, family_spec, recognise
-from backend.lowvram import combination_problems
+from backend.config.lowvram import combination_problems
 
 SCHEMA_VERSION = 1
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PRESETS_DIR = REPO_ROOT / "presets"
 
 # Model families come from the registry (backend/families): their names are the choices
@@ -179,11 +179,11 @@ class RunConfig(BaseModel):
     read_roots: Optional[list[str]] = F(
         None, "Folders the stages may read files from (besides the run's own folder); set "
         "by the web server for signed-in users who are not admins, never by users. Empty: "
-        "no restriction (backend/readgate.py).", "run", ui="hidden")
+        "no restriction (backend/core/readgate.py).", "run", ui="hidden")
     write_roots: Optional[list[str]] = F(
         None, "Folders the stages may write files into (besides the run's own folder); set "
         "by the web server for signed-in users who are not admins, never by users. Empty: "
-        "no restriction (backend/writegate.py).", "run", ui="hidden")
+        "no restriction (backend/core/writegate.py).", "run", ui="hidden")
 
     # --- model -------------------------------------------------------------------------
     model_family: FamilyName = F(
@@ -419,7 +419,7 @@ class RunConfig(BaseModel):
         "separated by |. Empty: each prompt takes a dataset row's input images (an "
         "image-to-video row: its clip's first frame), row 1 for prompt 1 and so on.",
         "samples")
-    # --- low VRAM: layer offload and a quantized base (backend/lowvram.py) --------------
+    # --- low VRAM: layer offload and a quantized base (backend/config/lowvram.py) --------------
     enable_model_cpu_offload: bool = F(
         False, "Layer-wise offload without DeepSpeed (one GPU): the frozen weights stay in "
         "pinned host RAM and each block is copied to the GPU just before it runs (the next "
@@ -446,8 +446,8 @@ class RunConfig(BaseModel):
         "training needs none (each stage loads only what it uses).", "model", ui="advanced")
     # --- end low VRAM ---------------------------------------------------------------------
     # === training options: batches, optimizers, schedules, LoRA variants, loss and noise ===
-    # (one block; backend/optimizers.py, backend/buckets.py, backend/timesteps.py and
-    # backend/lora.py read them; their cross-field rules are option_problems below)
+    # (one block; backend/training/optimizers.py, backend/data/buckets.py, backend/training/timesteps.py and
+    # backend/models/lora.py read them; their cross-field rules are option_problems below)
     lora_alpha: Optional[float] = F(
         None, "LoRA alpha; the update is scaled by alpha / rank (empty: alpha = rank, scale "
         "1, as the reference trainer). Exports write it where the format carries an alpha "
@@ -539,7 +539,7 @@ class RunConfig(BaseModel):
         le=10**9)
     # === end of the training options block ===
 
-    # === captioning (backend/caption.py, the caption stage) ===
+    # === captioning (backend/data/captions.py, the caption stage) ===
     caption_template: str = F(
         "Describe this image in one detailed sentence, as a caption for training an image "
         "model.", "What the captioning model is asked for each image (the instruction "
@@ -772,7 +772,7 @@ def family_of(data: dict[str, Any]) -> tuple[str, str | None]:
 def resolution_multiple(data: dict[str, Any]) -> tuple[int, str]:
     """(the multiple every image side is resized to, the model's title) for a mapping of
     options: what its family (or its variant, recognised from the sources) declares
-    (``FamilySpec.size_multiple``). The one size rule (``backend.data.target_size``) and
+    (``FamilySpec.size_multiple``). The one size rule (``backend.data.dataset.target_size``) and
     the checks of fixed sizes below read it."""
     family, variant = family_of(data)
     return family_spec(family).size_multiple(variant)
@@ -1089,7 +1089,7 @@ def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list
     if c["sample_every_n_steps"] and "train" not in stages:
         p.append("sample_every_n_steps: renders during training (got "
                  f"{c['sample_every_n_steps']} without the train stage; allowed empty)")
-    p += combination_problems(c)  # low VRAM (backend/lowvram.py)
+    p += combination_problems(c)  # low VRAM (backend/config/lowvram.py)
     p += option_problems(c)
     return p
 
@@ -1265,7 +1265,7 @@ def read_yaml(path: str | os.PathLike, what: str = "config") -> dict[str, Any]:
         raise ConfigError([f"{what}: cannot read ({e.strerror or e}; allowed a readable "
                            f"YAML file)"], str(path)) from None
     try:
-        # Sizes, nesting and what YAML aliases expand to are bounded (backend/bounded.py).
+        # Sizes, nesting and what YAML aliases expand to are bounded (backend/core/bounded.py).
         data = bounded.load_yaml(text, what)
     except bounded.ParseError as e:
         raise ConfigError([str(e)], str(path)) from None

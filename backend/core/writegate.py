@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
-from backend.readgate import inside, real_path, under_any
+from backend.core.readgate import inside, real_path, under_any
 
 __all__ = ["WriteGate", "WriteRefused", "UNRESTRICTED", "atomic_write", "for_config",
            "gate_of", "temp_name"]

@@ -11,11 +11,11 @@ below and fails on any other module that writes one)::
         commands.sh                      the exact commands, shell-quoted, for people
         logs/<stage>.log                 each stage's stdout and stderr (appended per attempt)
         logs/supervisor.log              the run's supervisor process
-        progress.jsonl                   progress events (backend/progress.py)
-        cache/                           the stage-1 cache (backend/cache.py)
+        progress.jsonl                   progress events (backend/core/progress.py)
+        cache/                           the stage-1 cache (backend/data/cache.py)
         output/                          LoRA checkpoints: step-<N>.safetensors, epoch-<N>...
         output/state/                    the full training state, for resume
-        output/export/                   checkpoints in other key formats (backend/export.py)
+        output/export/                   checkpoints in other key formats (backend/models/export.py)
         output/tensorboard/              TensorBoard events
         output/training_args.json        the arguments of the train stage
         samples/                         rendered samples and their index.json

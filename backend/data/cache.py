@@ -14,7 +14,7 @@ manifest.json::
      "samples": [{"key", "file", "image", "prompt", "width", "height"}, ...]}
 
 Stage 2 reads the samples in manifest order (``load_cached_samples`` / ``CachedDataset``).
-Images are read through the run's read gate (``backend.readgate``), and so are the cached
+Images are read through the run's read gate (``backend.core.readgate``), and so are the cached
 samples when stage 2 passes its ``gate``; a manifest may name only plain file names inside
 its own folder.
 """
@@ -27,13 +27,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from backend import readgate
-from backend.config import RunConfig
-from backend.data import IMAGE_LOADING, Record, target_size, upright_size
+from backend.core import readgate
+from backend.config.schema import RunConfig
+from backend.data.dataset import IMAGE_LOADING, Record, target_size, upright_size
 
 FORMAT = 1
 MANIFEST = "manifest.json"
-# The empty caption's embedding, for caption_dropout (backend/batches.py).
+# The empty caption's embedding, for caption_dropout (backend/data/batches.py).
 EMPTY_PROMPT = "empty_prompt.safetensors"
 SAMPLE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.safetensors$")
 
@@ -92,7 +92,7 @@ def read_manifest(cache_dir: str | Path) -> dict[str, Any] | None:
 
 def write_manifest(cache_dir: str | Path, entries: list[dict], model_fp: list,
                    family: str) -> Path:
-    from backend.lora import write_json_atomic
+    from backend.models.lora import write_json_atomic
 
     return write_json_atomic(Path(cache_dir) / MANIFEST, {
         "format": FORMAT, "family": family, "model": model_fp, "samples": entries})
@@ -100,10 +100,10 @@ def write_manifest(cache_dir: str | Path, entries: list[dict], model_fp: list,
 
 def save_sample(path: Path, tensors: dict[str, Any], meta: dict[str, str]) -> None:
     """One cached sample, written atomically; a full disk or a file past the process's
-    file-size limit names this file (``backend.diskspace.writing``)."""
+    file-size limit names this file (``backend.core.diskspace.writing``)."""
     from safetensors.torch import save_file
 
-    from backend.diskspace import writing
+    from backend.core.diskspace import writing
 
     tmp = path.with_name(f".{path.name}.tmp")
     with writing(path, partial=tmp):
@@ -206,12 +206,12 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
     needs (the files do not depend on it). Each rank encodes its share; rank 0 writes the
     manifest and removes stale files.
     ``planner(cfg, records, model_fp)`` and ``loader(path, cfg)`` replace ``plan`` and
-    ``backend.data.load_pixels`` for other media (video families: ``backend.video``).
+    ``backend.data.dataset.load_pixels`` for other media (video families: ``backend.data.video``).
     Returns {"total", "encoded", "reused", "stopped"}.
     """
     import time
 
-    from backend.data import load_pixels
+    from backend.data.dataset import load_pixels
 
     out = Path(cfg.output_path)
     out.mkdir(parents=True, exist_ok=True)
@@ -238,7 +238,7 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
                 log(f"[data] warning: {rec.where}: {cut}")
         items = [(lambda rec=rec: load(rec.image, cfg), rec.prompt) for rec, _ in mine]
         if any(rec.inputs for rec, _ in mine):  # edit samples: their input images too
-            from backend.data import load_input_image
+            from backend.data.dataset import load_input_image
             items = [(pixels, prompt, lambda rec=rec: [load_input_image(p, cfg)
                                                       for p in rec.inputs])
                      for (pixels, prompt), (rec, _) in zip(items, mine)]
