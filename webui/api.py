@@ -157,7 +157,8 @@ def build_config(config: Any, preset: str, workspace: Path, user: str | None = N
     try:
         return schema.validate_layers(layers)
     except schema.ConfigError as e:
-        raise _Fail(security.hide_server_paths(str(e), user, workspace)) from None
+        raise _Fail(security.hide_server_paths(
+            str(e), user, workspace, typed=services.typed_paths(overrides))) from None
 
 
 def add_api_endpoints(runner, workspace: str | os.PathLike,

@@ -56,16 +56,33 @@ def shown_to_user(fn):
         try:
             return fn(where, *args, **kwargs)
         except Refused as e:
-            user = signature.bind(where, *args, **kwargs).arguments.get("user")
+            arguments = signature.bind(where, *args, **kwargs).arguments
+            user = arguments.get("user")
+            typed = typed_paths(arguments.get("cfg"))
 
             def hide(text: str) -> str:
                 return security.hide_server_paths(text, user, where.workspace,
                                                   models_dir=where.models_dir,
-                                                  runner=where.runner)
+                                                  runner=where.runner, typed=typed)
 
             raise Refused(hide(e.headline), [hide(p) for p in e.problems]) from None
 
     return guarded
+
+
+def typed_paths(cfg: Any) -> list[str]:
+    """The path values a user gave in ``cfg`` (a RunConfig or a mapping): echoed back as
+    given in refusals (``security.hide_server_paths``)."""
+    if cfg is None:
+        return []
+    get = cfg.get if isinstance(cfg, dict) else (lambda k: getattr(cfg, k, None))
+    out = []
+    for name in security.PATH_OPTIONS:
+        value = get(name)
+        if isinstance(value, str):
+            out += [v.strip().rsplit(":", 1)[0] if name != "dataset_base_path" else v.strip()
+                    for v in value.split(",")] + [value]
+    return out
 
 
 def secret_env(token: str | None, download_source: str | None) -> dict[str, str] | None:

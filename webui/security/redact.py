@@ -55,13 +55,14 @@ def redact(text: str | None) -> str:
 _ABS_PATH = re.compile(r"(?<![\w.~/-])/[^\s'\"`,;:()\[\]{}<>|]*")
 
 
-def hide_paths(text: str | None, keep: list, shown: list) -> str:
+def hide_paths(text: str | None, keep: list, shown: list, typed=()) -> str:
     """``text`` with every absolute path under one of the ``shown`` ``(root, label)``
     folders written relative to it (``label/rest``; label "" for plain relative text),
     except paths under a ``keep`` folder, which stay as they are. Paths are compared as
     text (both given and link-resolved forms of each root; nothing on disk is looked at,
-    so no answer depends on whether a path exists). Other absolute paths (a value the user
-    typed) stay as they are."""
+    so no answer depends on whether a path exists). Other absolute paths, and every path the
+    user typed (``typed``: the values they gave, echoed back as given, so a rewritten echo
+    never tells them which of their guesses is a server folder), stay as they are."""
     import os
 
     if not text:
@@ -72,6 +73,8 @@ def hide_paths(text: str | None, keep: list, shown: list) -> str:
         return [f for f in out if f != "/"]
 
     keep_forms = [f for r in keep for f in forms(r)]
+    typed_forms = {t for t in typed if isinstance(t, str) and t.startswith("/")} | \
+        {os.path.normpath(t) for t in typed if isinstance(t, str) and t.startswith("/")}
     shown_forms = sorted(((f, label) for r, label in shown for f in forms(r)),
                          key=lambda x: -len(x[0]))
 
@@ -84,7 +87,8 @@ def hide_paths(text: str | None, keep: list, shown: list) -> str:
         while token and token[-1] in ".!?":  # a sentence's end, not the path's
             token, tail = token[:-1], token[-1] + tail
         path = os.path.normpath(token) if token else token
-        if not path or any(under(path, k) for k in keep_forms):
+        if not path or token in typed_forms or path in typed_forms or \
+                any(under(path, k) for k in keep_forms):
             return m.group(0)
         for root, label in shown_forms:
             if under(path, root):
@@ -99,12 +103,12 @@ def hide_paths(text: str | None, keep: list, shown: list) -> str:
 
 def hide_server_paths(text: str | None, user: str | None, workspace, *,
                       models_dir=None, runner=None, admins=None, repo_root=None,
-                      cwd=None) -> str:
+                      cwd=None, typed=()) -> str:
     """``text`` as ``user`` may see it: for a signed-in user who is not an admin, paths of
     the server -- the repository checkout, the workspace outside the user's own folders
     (their datasets folder, their runs), the models folder -- appear relative
     (``backend/assets/...``, ``<workspace>/...``, ``<models folder>/...``); paths under
-    the user's own folders, and any other path (a value they typed), stay. Sign-in off and
+    the user's own folders, values they typed (``typed``) and any other path stay. Sign-in off and
     admins: ``text`` unchanged. The guard every refusal passes on its way to a non-admin
     (``webui.services``, the API's config errors, the importer's notes)."""
     import os
@@ -132,4 +136,4 @@ def hide_server_paths(text: str | None, user: str | None, workspace, *,
                               paths._real(os.environ.get(paths.MODELS_DIR_ENV) or "./models",
                                           base)) if p]
     shown = [(m, "<models folder>") for m in models] + [(ws, "<workspace>"), (repo, "")]
-    return hide_paths(text, keep, shown)
+    return hide_paths(text, keep, shown, typed)
