@@ -18,7 +18,8 @@ from backend.core import bounded
 from backend.config.schema import schema
 from backend.jobs.watch import last_end_event
 from backend.jobs.runner import Runner
-from backend.supervisor import TERMINAL, marked_pids
+from backend.jobs.history import TERMINAL
+from backend.jobs.processes import marked_pids
 from tests.test_runner import fake, log_text, running, wait_for
 
 pytestmark = pytest.mark.timeout(240)

@@ -16,11 +16,12 @@ import psutil
 import pytest
 from safetensors.numpy import load_file
 
-from backend.jobs import diagnosis as diagnose
+from backend.jobs import diagnosis
 from backend.planning.plan import StagePlan
 from backend.core.progress import read_events
 from backend.jobs.runner import Runner, RunnerError
-from backend.supervisor import TERMINAL, marked_pids
+from backend.jobs.history import TERMINAL
+from backend.jobs.processes import marked_pids
 
 ROOT = Path(__file__).resolve().parents[1]
 SLEEPER = "import time\nwhile True:\n    time.sleep(0.05)\n"
@@ -316,7 +317,7 @@ LAUNCHER_ELASTIC = (
      "port_in_use"),
 ])
 def test_diagnosis_of_known_failures(text, code, kind):
-    found = diagnose.diagnose(code, f"loading\n{text}\nTraceback ends\n")
+    found = diagnosis.diagnose(code, f"loading\n{text}\nTraceback ends\n")
     assert found and found[0].kind == kind
     assert found[0].fixes and found[0].title
 
@@ -330,8 +331,8 @@ def test_the_stage_s_own_exit_and_error_come_through_the_launcher(report, own):
     log = ("[zerolora] ==== stage 'train' (attempt 1) started\nstep 1\n"
            "Invalid run config in the command line:\n  lora_rnak: unknown option (got "
            "'--lora_rnak'; allowed: see --help; did you mean lora_rank?)\n" + report + "\n")
-    assert diagnose.stage_exit_code(1, log) == own
-    summary = diagnose.summarize("train", 1, log)
+    assert diagnosis.stage_exit_code(1, log) == own
+    summary = diagnosis.summarize("train", 1, log)
     assert summary["exit_code"] == own
     assert summary["error_line"] == ("Invalid run config in the command line: lora_rnak: "
                                      "unknown option (got '--lora_rnak'; allowed: see --help; "
@@ -344,10 +345,10 @@ def test_diagnosis_reads_only_the_latest_attempt_and_respects_stop():
     log = ("[zerolora] ==== stage 'train' (attempt 1) started\ntorch.OutOfMemoryError: CUDA "
            "out of memory\n[zerolora] ==== stage 'train' (attempt 2) started\n"
            "OSError: [Errno 28] No space left on device\n")
-    assert [d.kind for d in diagnose.diagnose(1, log)] == ["disk_full"]
-    assert diagnose.diagnose(-9, "step 1", stop_requested=True) == []
-    assert diagnose.diagnose(0, "CUDA out of memory") == []
-    assert diagnose.reason_line("train", 2, "ValueError: bad thing\n") == \
+    assert [d.kind for d in diagnosis.diagnose(1, log)] == ["disk_full"]
+    assert diagnosis.diagnose(-9, "step 1", stop_requested=True) == []
+    assert diagnosis.diagnose(0, "CUDA out of memory") == []
+    assert diagnosis.reason_line("train", 2, "ValueError: bad thing\n") == \
         "stage 'train' exited with code 2: ValueError: bad thing"
 
 
@@ -366,7 +367,7 @@ def test_every_setting_a_diagnosis_names_is_a_schema_field():
     named = set()
     for cfg in configs:
         for stage in ("data_process", "train", "sample"):
-            for kind, _, build in diagnose.RULES:
+            for kind, _, build in diagnosis.RULES:
                 d = build(cfg, "evidence", stage)
                 assert set(d.settings) <= set(FIELDS), (kind, stage, d.settings)
                 for fix in d.fixes:
@@ -903,7 +904,7 @@ def test_a_cuda_oom_outside_training_names_that_stages_settings(stage, cfg, sett
     import yaml
 
     msg = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
-    summary = diagnose.summarize(stage, 1, f"loading\n{msg}\n", config_yaml=yaml.safe_dump(cfg))
+    summary = diagnosis.summarize(stage, 1, f"loading\n{msg}\n", config_yaml=yaml.safe_dump(cfg))
     top = summary["diagnoses"][0]
     assert top["kind"] == "cuda_oom"
     assert set(top["settings"]) == settings
