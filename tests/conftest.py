@@ -9,6 +9,8 @@
 - ``launch_stage``: run ``accelerate launch [--config_file] -m backend.stages.<stage> ...``
   as a subprocess (offline, one CPU thread); returns the CompletedProcess.
 - ``write_accelerate_config``: write an accelerate YAML (+ DeepSpeed JSON) for a test.
+- ``eval_lora_loss``: the tiny Qwen-Image transformer's held-out loss on a cache, with or
+  without a LoRA file.
 """
 from __future__ import annotations
 
@@ -110,6 +112,23 @@ def read_progress(path: Path) -> list[dict]:
 
     events, _ = read_events(path)
     return events
+
+
+def eval_lora_loss(transformer_dir: str | Path, cache_dir: str | Path,
+                   lora_path: str | Path | None = None, seed: int = 0) -> float:
+    """The tiny Qwen-Image transformer (with the LoRA file ``lora_path``)'s held-out loss
+    (``Family.eval_loss``) on a stage-1 cache."""
+    import torch
+
+    from backend.data.cache import load_cached_samples
+    from backend.families import get_family
+    from backend.models.lora import load_lora
+
+    family = get_family("qwen_image")
+    model = family.load_transformer(transformer_dir, torch.float32).eval()
+    if lora_path is not None:
+        load_lora(model, lora_path)
+    return family.eval_loss(model, load_cached_samples(cache_dir), seed)
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from backend.core import bounded
-from backend.config.schema import schema
+from backend.config import schema
 from backend.jobs.watch import last_end_event
 from backend.jobs.runner import Runner
 from backend.jobs.history import TERMINAL

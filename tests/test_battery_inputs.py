@@ -66,7 +66,7 @@ def test_optimizer_offload_refuses_every_optimizer_but_adamw_by_field(values):
 def test_optimizer_offload_steps_adamw_with_the_runs_own_settings():
     import torch
 
-    from backend.training.loop import optimizers
+    from backend.training import optimizers
     from backend.config.schema import RunConfig
 
     cfg = validate({"enable_optimizer_cpu_offload": True, "adam_beta1": 0.8,
@@ -187,7 +187,7 @@ def test_ti2v_local_folder_declares_its_multiple_and_the_size_trains(ti2v_models
     rule gave before (80x48) is the tensor-size mismatch the stage died of."""
     import torch
 
-    from backend.config.schema import family_of
+    from backend.families import family_of
     from backend.data.dataset import target_size
     from backend.families import get_family
     from backend.families.wan import adapter
@@ -256,7 +256,8 @@ def test_caption_check_names_images_that_do_not_open_before_the_job_queues(tmp_p
 def test_caption_stage_names_the_image_it_cannot_open(tmp_path):
     """A file that turned bad after the check: the job stops naming it, before any caption
     is written (the captioning model is never reached, so none is loaded)."""
-    from backend.data.captions import CaptionError, caption_dataset
+    from backend.data.captions import CaptionError
+    from backend.stages.caption import caption_dataset
 
     folder = _caption_folder(tmp_path / "set")
     cfg = validate({"dataset_base_path": str(folder), "caption_batch_size": 8},
@@ -381,7 +382,7 @@ def edit_folders(tmp_path_factory) -> Path:
 
 
 def test_local_edit_2511_folder_is_recognised_as_2511_not_2509(edit_folders):
-    from backend.config.schema import family_of
+    from backend.families import family_of
     from backend.families import get_family
 
     for repo, variant, title in ((EDIT_2511, "qwen_image_edit_2511", "Qwen-Image-Edit-2511"),

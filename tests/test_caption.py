@@ -61,7 +61,7 @@ def tokens(tiny: Path, text: str) -> int:
 @pytest.fixture(scope="module")
 def caption_run(tmp_path_factory, tiny_model_dir):
     """One caption job through the runner: 3 images, one with a caption of its own."""
-    from backend.data.captions import submit_caption
+    from backend.planning.caption_job import submit_caption
     from backend.jobs.runner import Runner
 
     tmp = tmp_path_factory.mktemp("caption")
@@ -101,7 +101,8 @@ def test_metadata_target_with_overwrite_replaces_the_prompt_column(caption_run, 
                                                                    tiny_model_dir):
     """The same logic called directly (no subprocess): the metadata's prompt column
     rewritten for every image, its other columns and rows kept, the journal honoured."""
-    from backend.data.captions import caption_dataset, load_captioner
+    from backend.data.captions import load_captioner
+    from backend.stages.caption import caption_dataset
 
     folder = make_images(tmp_path / "meta", 3)
     meta = folder / "metadata.csv"
@@ -128,7 +129,8 @@ def test_metadata_target_with_overwrite_replaces_the_prompt_column(caption_run, 
 
 def test_bad_input_is_refused_naming_the_field_before_anything_starts(caption_run, tmp_path,
                                                                       tiny_model_dir):
-    from backend.data.captions import CaptionError, submit_caption
+    from backend.data.captions import CaptionError
+    from backend.planning.caption_job import submit_caption
     from backend.config.schema import ConfigError
 
     runner = caption_run[0]

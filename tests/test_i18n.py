@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.config.schema import schema as config
+from backend.config import schema as config
 from backend.config.schema import FIELDS, ConfigError, field_meta, load_preset, validate
 from webui import i18n, messages
 from webui.messages import english_left, translate

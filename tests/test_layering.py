@@ -1,6 +1,13 @@
 """Architecture rules that keep the product maintainable and safe, each checked on the AST.
 
 - ``backend/`` never imports the UI (``gradio``, ``webui``).
+- The layers of ``backend/`` (``LAYERS``): every import, in every scope (module top,
+  functions, methods, ``if``/``try`` blocks; relative imports resolved), points down the
+  order or stays in its own layer package; no import circle among backend modules; every
+  import of a backend module names one that exists.
+- Project modules are imported at module top; the imports written inside functions today
+  are counted per module against a ratchet (``INNER_ALLOWANCE``). Heavy libraries
+  (``HEAVY``) are imported inside functions, except in the modules of ``HEAVY_AT_TOP``.
 - Nothing but the process module (``backend/jobs/processes.py``) starts a process in
   ``backend/`` and ``webui/``; ``launch.py``'s bootstrap is the one allowed exception.
 - No module but ``backend/core/rundir.py`` names a run file or folder (the names come from
@@ -8,10 +15,13 @@
 - No shell strings; no unsafe ``torch.load``.
 
 Each rule reports every offending file and line. ``test_layering_rules_catch_violations``
-proves the scanners fail on a planted violation.
+and ``test_import_rules_catch_violations`` prove the scanners fail on planted violations.
 """
 import ast
 import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from backend.core import rundir
@@ -195,6 +205,345 @@ def test_only_rundir_names_a_run_file():
                              "ask it instead of naming:\n" + "\n".join(offenders))
 
 
+# ------------------------------------------------------------------------- imports and layers
+# The layers of backend/, bottom to top. A module imports from its own layer package (in any
+# direction, as long as no circle forms) and from the layers before it. stages and jobs share
+# one rank and import neither each other: the job runner starts a stage as a process
+# (``python -m backend.stages.<name>``) and the two share only run files. webui/ sits above
+# all of them (test_backend_never_imports_the_ui).
+LAYERS = ["core", "families", "config", "models", "data", "training", "planning",
+          ("stages", "jobs")]
+RANK = {name: rank for rank, level in enumerate(LAYERS)
+        for name in ((level,) if isinstance(level, str) else level)}
+# Modules of backend/ outside the layer packages: (rank, why).
+OUTSIDE = {
+    "backend": (-1, "the package's empty __init__.py, which every import of backend runs"),
+    "backend.supervisor": (len(LAYERS), "the entry point of runs queued before backend/jobs "
+                                        "existed; above every layer, nothing imports it"),
+}
+
+# Heavy libraries: slow to import, and needed only once a stage really loads a model or
+# reads pixels. numpy and PIL are fast, but only pixel work needs them.
+HEAVY = {"torch", "diffusers", "transformers", "peft", "deepspeed", "bitsandbytes", "torchao",
+         "av", "accelerate", "safetensors", "numpy", "PIL"}
+# Modules that import a heavy library at module top, with the reason. Each is itself
+# imported only inside functions, so importing any other backend module loads none of them.
+HEAVY_AT_TOP = {
+    "backend/models/export.py": "the LoRA key converter and its CLI; every caller needs torch",
+    "backend/families/qwen_image/demo.py": "the CPU demo asset builder, a CLI of its own",
+    "backend/families/flux2_klein/tiny.py": "builds a tiny model: torch all the way",
+    "backend/families/qwen_image/tiny.py": "builds a tiny model: torch all the way",
+    "backend/families/wan/tiny.py": "builds a tiny model: torch all the way",
+    "backend/families/z_image/tiny.py": "builds a tiny model: torch all the way",
+}
+
+# Project imports written inside a function or method today, per module: a ratchet that only
+# goes down (test_project_modules_are_imported_at_module_top). Lower it as imports move up.
+INNER_ALLOWANCE: dict[str, int] = {
+    "backend/data/cache.py": 2,
+    "backend/families/__init__.py": 2,
+    "backend/families/flux2_klein/adapter.py": 4,
+    "backend/families/flux2_klein/tiny.py": 2,
+    "backend/families/qwen_image/adapter.py": 1,
+    "backend/families/qwen_image/demo.py": 1,
+    "backend/families/qwen_image/tiny.py": 3,
+    "backend/families/wan/adapter.py": 1,
+    "backend/families/wan/tiny.py": 1,
+    "backend/families/z_image/adapter.py": 3,
+    "backend/families/z_image/tiny.py": 2,
+    "backend/jobs/diagnosis.py": 2,
+    "backend/jobs/runner.py": 6,
+    "backend/jobs/supervisor.py": 2,
+    "backend/models/export.py": 3,
+    "backend/models/lora.py": 10,
+    "backend/models/quantize.py": 2,
+    "backend/planning/estimator.py": 8,
+    "backend/planning/importer.py": 4,
+    "backend/planning/preflight.py": 8,
+    "backend/stages/sample.py": 1,
+    "backend/stages/train.py": 36,
+    "backend/training/loop.py": 10,
+    "backend/training/optimizers.py": 3,
+    "backend/training/samples.py": 19,
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    """One project module an import statement runs."""
+    file: str  # the importing file, relative to ROOT
+    line: int
+    source: str  # the importing module
+    target: str  # ``from pkg import name``: pkg; ``from pkg import mod``: pkg.mod
+    exists: bool  # False: the statement names a backend module that does not exist
+    inner: bool  # written inside a function or method: it runs at call time
+    package: bool  # implied: importing pkg.mod first runs pkg/__init__.py
+    stmt: tuple[int, int]  # the statement's (line, column)
+
+
+def _module_name(rel: str) -> str:
+    parts = rel.removesuffix(".py").split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _in_functions(tree: ast.AST) -> set[int]:
+    """ids of the nodes inside a function or method (at any depth)."""
+    inner = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            inner |= {id(n) for n in ast.walk(node) if n is not node}
+    return inner
+
+
+def _named(source: str, is_package: bool, node: ast.Import | ast.ImportFrom,
+           modules: set[str]) -> list[str]:
+    """The absolute names one import statement names (``from a import b``: ``a.b`` when that
+    is a module, else ``a``); a relative import that climbs out of ``backend`` keeps its dots."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        package = source.split(".") if is_package else source.split(".")[:-1]
+        if node.level > len(package):
+            return ["." * node.level + ".".join(filter(None, [node.module, a.name]))
+                    for a in node.names]
+        package = package[:len(package) - node.level + 1]
+        base = ".".join(package + ([base] if base else []))
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+
+
+def project_imports(files: dict[str, str]) -> list[Import]:
+    """Every import of a backend module in ``files`` ({path relative to ROOT: source}), in
+    every scope. Importing ``pkg.mod`` also runs ``pkg/__init__.py``: that is an (implied)
+    import of ``pkg`` unless ``pkg`` is the importer or one of its own packages, which are
+    running already. ``importlib.import_module`` calls are not read (the family registry
+    loads the family folders so)."""
+    packages = {_module_name(rel) for rel in files if rel.endswith("/__init__.py")}
+    modules = {_module_name(rel) for rel in files}
+    found = []
+    for rel, text in files.items():
+        source = _module_name(rel)
+        tree = ast.parse(text, filename=rel)
+        inner = _in_functions(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            at = (node.lineno, node.col_offset)
+            for name in dict.fromkeys(_named(source, source in packages, node, modules)):
+                if name.split(".")[0] not in ("backend", ""):
+                    continue
+                exists = name in modules
+                if name == source:
+                    continue
+                found.append(Import(rel, node.lineno, source, name, exists, id(node) in inner,
+                                    False, at))
+                if not exists:
+                    continue
+                parts = name.split(".")
+                for n in range(1, len(parts)):
+                    pkg = ".".join(parts[:n])
+                    if pkg in modules and not (source + ".").startswith(pkg + "."):
+                        found.append(Import(rel, node.lineno, source, pkg, True,
+                                            id(node) in inner, True, at))
+    return sorted(found, key=lambda i: (i.file, i.stmt, i.target))
+
+
+def _layer(module: str) -> str | None:
+    if module in OUTSIDE:
+        return module
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in RANK else None
+
+
+def _rank(layer: str) -> int:
+    return RANK[layer] if layer in RANK else OUTSIDE[layer][0]
+
+
+def layerless_modules(files: dict[str, str]) -> list[str]:
+    return sorted(f"{rel} is in no layer: move it into one of {', '.join(RANK)}"
+                  for rel in files if _layer(_module_name(rel)) is None)
+
+
+def upward_imports(imports: list[Import]) -> list[str]:
+    """Imports of a module in a higher layer, or in another layer of the same rank."""
+    found = []
+    for i in imports:
+        a, b = _layer(i.source), _layer(i.target)
+        if i.exists and not i.package and a and b and a != b and _rank(b) >= _rank(a):
+            found.append(f"{i.file}:{i.line} imports {i.target} (layer {a} -> layer {b})")
+    return list(dict.fromkeys(found))
+
+
+def missing_modules(imports: list[Import]) -> list[str]:
+    return list(dict.fromkeys(f"{i.file}:{i.line} imports {i.target}, which is no module"
+                              for i in imports if not i.exists))
+
+
+def import_circles(imports: list[Import]) -> list[list[str]]:
+    """The strongly connected components of the module graph (all scopes) with more than one
+    module, each sorted (Tarjan's algorithm)."""
+    graph: dict[str, set[str]] = {}
+    for i in imports:
+        if i.exists:
+            graph.setdefault(i.source, set()).add(i.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while not component or component[-1] != v:
+                component.append(stack.pop())
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(circles)
+
+
+def inner_project_imports(imports: list[Import]) -> Counter:
+    """Per file: the import statements inside functions or methods that import a backend
+    module (a statement naming several counts once)."""
+    return Counter(f for f, _ in {(i.file, i.stmt) for i in imports if i.inner})
+
+
+def _type_checking(tree: ast.AST) -> set[int]:
+    """ids of the nodes under ``if TYPE_CHECKING:`` (read by type checkers, never run)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            found |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return found
+
+
+def heavy_at_top(tree: ast.AST) -> list[tuple[int, str]]:
+    """Imports of a heavy library outside functions (module top, ``if``/``try`` blocks; not
+    under ``if TYPE_CHECKING:``, which never runs)."""
+    inner = _in_functions(tree) | _type_checking(tree)
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in inner:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] in HEAVY]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and \
+                node.module.split(".")[0] in HEAVY:
+            found.append((node.lineno, node.module))
+    return sorted(found)
+
+
+@lru_cache(maxsize=1)
+def _backend_files() -> dict[str, str]:
+    return {_rel(p): p.read_text(encoding="utf-8") for p in _sources("backend")}
+
+
+@lru_cache(maxsize=1)
+def _backend_imports() -> list[Import]:
+    return project_imports(_backend_files())
+
+
+def test_every_project_import_names_a_module():
+    offenders = missing_modules(_backend_imports())
+    assert offenders == [], ("backend imports a module that does not exist (moved? it fails "
+                             "only when that line runs):\n" + "\n".join(offenders))
+
+
+def test_imports_point_down_the_layers():
+    """Every import of a backend module, in every scope, points to the importer's own layer
+    package or to one before it in ``LAYERS``; stages and jobs never import each other."""
+    offenders = layerless_modules(_backend_files()) + upward_imports(_backend_imports())
+    assert offenders == [], (
+        "imports must point down " + " -> ".join(
+            "/".join(x) if isinstance(x, tuple) else x for x in LAYERS) +
+        " (cut the edge at its cause; a lazy import inside a function is still an import):\n" +
+        "\n".join(offenders))
+
+
+def test_no_import_circles():
+    """No circle among backend modules, whatever scope the imports are written in (an import
+    inside a function hides a circle from Python, not from the reader)."""
+    imports = _backend_imports()
+    report = []
+    for circle in import_circles(imports):
+        report.append(f"circle of {len(circle)}: {', '.join(circle)}")
+        members = set(circle)
+        report += list(dict.fromkeys(
+            f"    {i.file}:{i.line} imports {i.target}" + (" (its __init__)" if i.package else "")
+            for i in imports if i.source in members and i.target in members))
+    assert report == [], "import circles:\n" + "\n".join(report)
+
+
+def test_project_modules_are_imported_at_module_top():
+    """Project modules are imported at module top, where a reader sees every dependency and
+    Python sees every circle. ``INNER_ALLOWANCE`` holds the imports of project modules written
+    inside functions or methods today, per module: a ratchet. The test fails when a module has
+    MORE than its allowance (write the import at the top), and also when it has FEWER: then
+    lower its allowance to the new count (drop the entry at 0), so a moved import cannot come
+    back. ``if``/``try`` blocks at module level count as module top (``TYPE_CHECKING``
+    imports included).
+
+    Only heavy libraries (``HEAVY``) are imported inside functions, and every backend module
+    may do so; all but ``HEAVY_AT_TOP`` must (test_heavy_libraries_are_imported_lazily). The
+    reason: config, data, planning and the families are imported by the UI process, the job
+    supervisor and the estimator, which must start without torch
+    (tests/test_ui_startup.py, tests/test_config.py, tests/test_estimator.py), and each stage
+    (``backend/stages/*``) checks its arguments, config and dataset and refuses bad input
+    before it loads torch (tests/test_train.py::test_bad_input_fails_before_heavy_imports).
+    Optional packages (prodigyopt, modelscope, ...) are imported where used, so a missing
+    one names the package to install."""
+    counts = inner_project_imports(_backend_imports())
+    files = set(_backend_files())
+    problems = []
+    for rel in sorted(set(counts) | set(INNER_ALLOWANCE)):
+        have, allowed = counts.get(rel, 0), INNER_ALLOWANCE.get(rel, 0)
+        if have > allowed:
+            problems.append(f"{rel}: {have} project imports inside functions, allowance "
+                            f"{allowed}: import at module top")
+        elif have < allowed:
+            problems.append(f"{rel}: {have} project imports inside functions, allowance "
+                            f"{allowed}: lower INNER_ALLOWANCE" +
+                            (" (the file is gone: drop it)" if rel not in files else ""))
+    assert problems == [], ("\n".join(problems) + "\n\ntoday's counts:\n" +
+                            "\n".join(f'    "{f}": {n},' for f, n in sorted(counts.items())))
+
+
+def eager_heavy_imports(files: dict[str, str], imports: list[Import],
+                        at_top: dict[str, str]) -> list[str]:
+    """Heavy libraries imported at module top outside ``at_top``, entries of ``at_top`` that
+    import none, and modules of ``at_top`` imported at module top by a module outside it."""
+    found = [f"{rel}:{line} imports {name} at module top (import it inside the function that "
+             f"needs it)" for rel, text in files.items() if rel not in at_top
+             for line, name in heavy_at_top(ast.parse(text))]
+    found += [f"{rel} imports no heavy library at module top: drop it from HEAVY_AT_TOP"
+              for rel in at_top if rel not in files or not heavy_at_top(ast.parse(files[rel]))]
+    eager = {_module_name(rel) for rel in at_top}
+    found += list(dict.fromkeys(
+        f"{i.file}:{i.line} imports {i.target} at module top, which imports a heavy library "
+        f"(import it inside the function that needs it)" for i in imports
+        if i.target in eager and not i.inner and i.file not in at_top))
+    return found
+
+
+def test_heavy_libraries_are_imported_lazily():
+    """A heavy library is imported at module top only in ``HEAVY_AT_TOP``, and those modules
+    are imported only inside functions (but by each other): importing any other backend
+    module loads no heavy library."""
+    offenders = eager_heavy_imports(_backend_files(), _backend_imports(), HEAVY_AT_TOP)
+    assert offenders == [], "\n".join(offenders)
+
+
 # ------------------------------------------------------------------------- the scanners fail
 def test_layering_rules_catch_violations():
     bad_ui = ast.parse("def f():\n    import gradio as gr\nfrom webui.context import Ctx\n")
@@ -215,6 +564,70 @@ def test_layering_rules_catch_violations():
         "accelerate_{}.yaml", "cache", "deepspeed_*.json", "deepspeed_<stage>.json", "logs",
         "output/state",
         "see commands.sh", "state"]
+
+
+def test_import_rules_catch_violations():
+    """Planted imports: upward inside a function, relative upward, sideways between stages and
+    jobs, a two-module circle, a circle through a package's __init__, a module in no layer, a
+    missing module, and a heavy library at module top."""
+    files = {
+        "backend/__init__.py": "",
+        "backend/supervisor.py": "from backend.jobs.q import main\n",
+        "backend/extra.py": "",
+        "backend/core/__init__.py": "",
+        "backend/core/low.py": "import os\ndef f():\n    from backend.planning import plan\n",
+        "backend/core/twin.py": "from backend.core import low\nfrom . import low as again\n",
+        "backend/core/gone.py": "class C:\n    def m(self):\n        import backend.runner\n"
+                                "from ... import up\n",
+        "backend/families/__init__.py": "def f():\n    from backend.config.schema import S\n",
+        "backend/families/base.py": "",
+        "backend/config/__init__.py": "",
+        "backend/config/schema.py": "from backend.families import base\n",
+        "backend/data/__init__.py": "",
+        "backend/data/a.py": "from . import b\nfrom ..training.loop import step\n",
+        "backend/data/b.py": "def f():\n    from backend.data.a import x\n",
+        "backend/training/__init__.py": "",
+        "backend/training/loop.py": "import torch\nfrom backend.core import low\n",
+        "backend/planning/__init__.py": "",
+        "backend/planning/plan.py": "def f():\n    import torch\n",
+        "backend/stages/__init__.py": "",
+        "backend/stages/s.py": "import backend.jobs.q\n",
+        "backend/jobs/__init__.py": "",
+        "backend/jobs/q.py": "from backend.training import loop\nmain = None\n",
+    }
+    imports = project_imports(files)
+    assert upward_imports(imports) == [
+        "backend/core/low.py:3 imports backend.planning.plan (layer core -> layer planning)",
+        "backend/data/a.py:2 imports backend.training.loop (layer data -> layer training)",
+        "backend/families/__init__.py:2 imports backend.config.schema "
+        "(layer families -> layer config)",
+        "backend/stages/s.py:1 imports backend.jobs.q (layer stages -> layer jobs)",
+    ]
+    assert layerless_modules(files) == [
+        "backend/extra.py is in no layer: move it into one of core, families, config, models, "
+        "data, training, planning, stages, jobs"]
+    assert missing_modules(imports) == [
+        "backend/core/gone.py:3 imports backend.runner, which is no module",
+        "backend/core/gone.py:4 imports ...up, which is no module"]
+    assert import_circles(imports) == [
+        ["backend.config.schema", "backend.families"],  # via families/__init__.py
+        ["backend.data.a", "backend.data.b"],
+    ]
+    assert inner_project_imports(imports) == Counter({
+        "backend/core/low.py": 1, "backend/core/gone.py": 1, "backend/families/__init__.py": 1,
+        "backend/data/b.py": 1})
+    assert eager_heavy_imports(files, imports, {"backend/core/twin.py": "stale"}) == [
+        "backend/training/loop.py:1 imports torch at module top (import it inside the "
+        "function that needs it)",
+        "backend/core/twin.py imports no heavy library at module top: drop it from "
+        "HEAVY_AT_TOP"]
+    assert eager_heavy_imports(files, imports, {"backend/training/loop.py": "ok"}) == [
+        "backend/data/a.py:2 imports backend.training.loop at module top, which imports a "
+        "heavy library (import it inside the function that needs it)",
+        "backend/jobs/q.py:1 imports backend.training.loop at module top, which imports a "
+        "heavy library (import it inside the function that needs it)"]
+    assert heavy_at_top(ast.parse("from typing import TYPE_CHECKING\n"
+                                  "if TYPE_CHECKING:\n    import torch\n")) == []
 
 
 # ------------------------------------------------------------------------- other rules

@@ -57,7 +57,7 @@ def train_in_process(tmp_path, tiny_model_dir, samples, steps=30, **over):
     """Train like the stage does, save the LoRA file; return (cfg, model, before, after,
     lrs, path)."""
     from backend.models import lora
-    from backend.training.loop import optimizers, timesteps
+    from backend.training import optimizers, timesteps
     from backend.families import get_family
     from backend.training.loop import step_generator
 
@@ -456,7 +456,7 @@ def test_train_stage_batches_buckets_validation(tmp_path, models_root,
 
 
 def test_dataset_bucket_plan_and_validation_progress(tmp_path):
-    from backend.data.buckets import dataset_bucket_plan
+    from backend.data.dataset import dataset_bucket_plan
     from backend.jobs.watch import ProgressState
 
     data = mixed_dataset(tmp_path / "data")

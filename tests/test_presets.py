@@ -7,8 +7,9 @@ import pytest
 import yaml
 
 from backend.config.schema import (FIELDS, PRESETS_DIR, REPO_ROOT, SCHEMA_VERSION, ConfigError,
-                            RunConfig, diff_configs, family_defaults, family_of, list_presets,
+                            RunConfig, diff_configs, family_defaults, list_presets,
                             load_preset, save_preset, validate)
+from backend.families import family_of
 from backend.planning.plan import deepspeed_config, plan_run
 
 BUNDLED = ["cpu_demo", "cpu_demo_zero3", "flux2_klein_4b_low_vram", "flux2_klein_4b_single_gpu",

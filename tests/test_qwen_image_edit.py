@@ -356,7 +356,7 @@ accelerate launch {SCRIPT} \\
      " \\\n  --zero_cond_t # This is a special parameter introduced by Qwen-Image-Edit-2511."),
 ])
 def test_reference_edit_commands_import_as_their_flags(tmp_path, repo, metadata, extra):
-    from backend.config.schema import family_of
+    from backend.families import family_of
     from backend.planning.importer import import_commands
 
     text = reference_edit_command(repo, metadata, extra)
@@ -408,7 +408,8 @@ accelerate launch {SCRIPT} --task sft:train \\
 def test_edit_variants_and_2512_presets():
     """Every variant preset loads as Qwen-Image with its variant's model; a config naming an
     edit model gets the edit adapter, Qwen-Image-2512 the text-to-image one."""
-    from backend.config.schema import family_of, load_preset
+    from backend.config.schema import load_preset
+    from backend.families import family_of
     from backend.families import get_family
 
     expected = {

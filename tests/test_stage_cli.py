@@ -145,7 +145,7 @@ def test_sft_train_on_a_raw_dataset_suggests_a_cache_folder_of_its_own(tmp_path,
          demo_dataset / "metadata.csv", "--output_path", out, "--offline",
          "--models_dir", tmp_path / "models"],
         cwd=REPO, env=stage_env(), capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr  # exits.REFUSED
     suggested = demo_dataset.parent / f"{demo_dataset.name}_cache"
     assert f"--output_path {suggested}" in proc.stderr
     assert f"--output_path {demo_dataset}" not in proc.stderr.replace(str(suggested), "")

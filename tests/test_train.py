@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (REPO, read_progress, run_stage, stage_env,
+from tests.conftest import (REPO, eval_lora_loss, read_progress, run_stage, stage_env,
                             write_accelerate_config)
 
 TARGETS = ("to_q,to_k,to_v,add_q_proj,add_k_proj,add_v_proj,to_out.0,to_add_out,"
@@ -99,7 +99,6 @@ SEED_STAGE2 = """
 # ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def base_loss(tiny_model_dir, stage1_cache) -> float:
-    from backend.families.qwen_image.adapter import eval_lora_loss
     return eval_lora_loss(tiny_model_dir / "transformer", stage1_cache)
 
 
@@ -162,7 +161,7 @@ def check_lora(path: Path, tiny_model_dir: Path, base: float, cache: Path) -> No
     with safe_open(str(path), framework="pt") as f:
         assert f.metadata()["format"] == "zerolora-lora"
 
-    trained = qi.eval_lora_loss(tiny_model_dir / "transformer", cache, path)
+    trained = eval_lora_loss(tiny_model_dir / "transformer", cache, path)
     assert trained < base, f"held-out loss {trained:.4f} not below {base:.4f}"
 
     from backend.data.cache import load_cached_samples
@@ -206,7 +205,7 @@ def test_bad_input_fails_before_heavy_imports(tmp_path, demo_dataset):
          "--dataset_metadata_path", data / "metadata.csv", "--output_path", tmp_path / "c",
          "--offline", "--models_dir", tmp_path / "nomodels"],
         cwd=REPO, env=stage_env(), capture_output=True, text=True, timeout=100)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr  # exits.REFUSED
     assert "metadata.csv row 1" in proc.stderr and "missing.png" in proc.stderr
     assert "TORCH False" in proc.stdout
     end = read_progress(tmp_path / "c" / "progress.jsonl")[-1]

@@ -715,7 +715,7 @@ def _finished_video_run(ws) -> str:
     from backend.jobs.runner import Runner
     from backend.planning.plan import StagePlan
     from backend.core.rundir import SAMPLES_INDEX, RunDir
-    from backend.data.video import frame_strip, write_video
+    from backend.core.media import frame_strip, write_video
 
     run_dir = ws / "runs" / "wan-video-run"
     files = RunDir(run_dir)

@@ -50,7 +50,7 @@ def moving_square(colour, dx, n=FRAMES, size=SIZE):
 def make_video_dataset(folder: Path) -> Path:
     from PIL import Image
 
-    from backend.data.video import write_video
+    from backend.core.media import write_video
 
     folder.mkdir(parents=True, exist_ok=True)
     rows = ["video,prompt"]
@@ -212,7 +212,8 @@ def test_bad_clips_are_refused_naming_their_rows(tmp_path):
     a missing one each name their row; a frame count that is not 4k+1 names the field."""
     from backend.config.schema import ConfigError, validate
     from backend.data.dataset import DatasetError
-    from backend.data.video import check_video_dataset, write_video
+    from backend.core.media import write_video
+    from backend.data.video import check_video_dataset
 
     folder = tmp_path / "clips"
     folder.mkdir()

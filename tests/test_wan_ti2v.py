@@ -79,7 +79,8 @@ def test_ti2v_is_named_by_its_id_and_found_in_a_local_folder(ti2v_models):
     from accelerate import init_empty_weights
     from diffusers import WanTransformer3DModel
 
-    from backend.config.schema import family_of, validate
+    from backend.config.schema import validate
+    from backend.families import family_of
     from backend.families import get_family
 
     cfg = validate({"model_id_with_origin_paths": sources(TI2V_5B)}, require_inputs=False)

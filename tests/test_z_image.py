@@ -366,7 +366,7 @@ accelerate launch {SCRIPT} \\
                                              (Z_IMAGE_TURBO_SH, "z_image_turbo")])
 def test_reference_lora_scripts_import_with_only_the_script_path_changed(
         tmp_path, script, variant):
-    from backend.config.schema import family_of
+    from backend.families import family_of
     from backend.planning.importer import import_commands
 
     text = script.replace(SCRIPT, "backend/stages/train.py")
@@ -435,7 +435,6 @@ def test_merged_adapter_changes_the_model_and_leaves_no_trace(tmp_path, z_models
     import torch
 
     from backend.models import lora
-    from backend.families import get_family
     from backend.families.z_image.adapter import predict
 
     model = transformer(z_models, TURBO)
@@ -444,7 +443,7 @@ def test_merged_adapter_changes_the_model_and_leaves_no_trace(tmp_path, z_models
     x, emb = torch.randn(1, 16, 8, 8, generator=g), torch.randn(1, 12, 16, generator=g)
     with torch.no_grad():
         before = predict(model, x, torch.tensor(0.5), emb)
-        merged = get_family("z_image").merge_lora(model, adapter)
+        merged = lora.merge_lora_file(model, adapter)
         after = predict(model, x, torch.tensor(0.5), emb)
     assert merged == 4 * 2  # to_q and w2 in each of the four blocks
     assert (after - before).abs().max() > 1e-4

@@ -135,7 +135,7 @@ def parse_config(config: Any) -> dict:
 def build_config(config: Any, preset: str, workspace: Path, user: str | None = None):
     """Validate ``preset`` (a name among ``user``'s presets) + ``config`` into a RunConfig
     (every problem reported at once)."""
-    from backend.config.schema import schema
+    from backend.config import schema
 
     data: dict[str, Any] = {}
     preset = (preset or "").strip()

@@ -19,8 +19,9 @@ from typing import Any
 
 import gradio as gr
 
-from backend.config.schema import (FIELDS, ConfigError, RunConfig, family_defaults, family_of, field_meta,
+from backend.config.schema import (FIELDS, ConfigError, RunConfig, family_defaults, field_meta,
                             validate)
+from backend.families import family_of
 from webui.i18n import T, bounds_text
 from webui.messages import bilingual
 

@@ -13,8 +13,8 @@ import yaml
 
 from backend.config.schema import validate
 from backend.planning.plan import plan_render
-from backend.core.rundir import ZIP_SKIP, RunDir
-from backend.jobs.runner import Runner, new_run_id
+from backend.core.rundir import ZIP_SKIP, RunDir, new_run_id
+from backend.jobs.runner import Runner
 
 STORED = (".safetensors", ".png", ".jpg", ".jpeg", ".webp", ".webm", ".mp4", ".zip")
 

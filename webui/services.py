@@ -194,9 +194,10 @@ def render(where: Where, run: dict, settings: dict[str, Any], names: list[str],
 @shown_to_user
 def caption(where: Where, cfg: RunConfig, user: str | None, *,
             hub_token: str | None = None) -> str:
-    """Queue a caption job for ``cfg``'s dataset folder (``backend.data.captions``); returns its
+    """Queue a caption job for ``cfg``'s dataset folder (``backend.planning.caption_job``); returns its
     id. The folder, its images and the captioning model are checked first."""
-    from backend.data.captions import CaptionError, submit_caption
+    from backend.data.captions import CaptionError
+    from backend.planning.caption_job import submit_caption
 
     def write_problems(cfg: RunConfig) -> list[str]:
         # The job writes where caption_target says: that must be the user's own folder

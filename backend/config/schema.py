@@ -37,7 +37,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 
 from backend.core import rundir, writegate
 from backend.core import bounded
-from backend.families import default_family, family_names, family_spec, recognise
+from backend.families import default_family, family_names, family_of, family_spec
 from backend.config.lowvram import combination_problems
 
 SCHEMA_VERSION = 1
@@ -751,22 +751,6 @@ def family_defaults(family: str, variant: str | None = None) -> dict[str, Any]:
             out.update(copy.deepcopy(dict(var.defaults)))
     out["model_family"] = family
     return out
-
-
-def family_of(data: dict[str, Any]) -> tuple[str, str | None]:
-    """(family, variant) of a mapping of options: ``model_family`` when given (its variant
-    from the sources), else recognised from the model sources, else the default family."""
-    found = recognise(data.get("model_id_with_origin_paths")
-                      if isinstance(data.get("model_id_with_origin_paths"), str) else None,
-                      data.get("model_paths") if isinstance(data.get("model_paths"), str)
-                      else None)
-    given = data.get("model_family")
-    if isinstance(given, str) and given in family_names():
-        variant = found[1] if found and found[0] == given and found[1] else None
-        return given, variant.name if variant else None
-    if found:
-        return found[0], found[1].name if found[1] else None
-    return default_family(), None
 
 
 def resolution_multiple(data: dict[str, Any]) -> tuple[int, str]:

@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from backend.core import writegate
+
 # The words safetensors (Rust: "StorageFull", "os error 28"), torch's zip writer and the OS
 # use for a full disk or an exhausted quota.
 _FULL = re.compile(r"No space left on device|StorageFull|os error 28|\[Errno 28\]|"
@@ -176,16 +178,17 @@ def newest_file(folder: str | os.PathLike, within_s: float = 600.0) -> Path | No
 
 def _file_being_written(folder: str | os.PathLike) -> Path:
     """The file a failed write in ``folder`` was writing (the newest one there), else the
-    folder itself; a partial ``.<name>.tmp`` of the project's writers is removed and the
-    file it was for named."""
+    folder itself; a partial temp file of the project's writers (``writegate.temp_name``) is
+    removed and the file it was for named."""
     target = newest_file(folder) or Path(folder)
-    if target.name.startswith(".") and target.name.endswith(".tmp"):
-        # The project's writers write ".<name>.tmp" first: name the file, free its part.
+    meant = writegate.meant_by_temp(target.name)
+    if meant is not None:
+        # The project's writers write a temp file first: name the file, free its part.
         try:
             target.unlink()
         except OSError:
             pass
-        target = target.with_name(target.name[1:-len(".tmp")])
+        target = target.with_name(meant)
     return target
 
 

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +82,11 @@ ARTIFACTS = (LOGS, CACHE, OUTPUT, SAMPLES, PROGRESS, RUN_YAML, COMMANDS, CAPTION
 FILE_NAMES = (RUN_YAML, COMMANDS, PROGRESS, ACCELERATE_YAML, DEEPSPEED_JSON, TRAINING_ARGS,
               SAMPLES_INDEX, f"{SUPERVISOR}.log", CAPTION_JOURNAL)
 FOLDER_NAMES = (RUNS, LOGS, CACHE, OUTPUT, SAMPLES, DOWNLOADS, STATE, EXPORT, TENSORBOARD)
+
+
+def new_run_id() -> str:
+    """A new run's id, which names its folder: ``<yyyymmdd>-<hhmmss>-<6 hex digits>``."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
 def runs_root(workspace: str | os.PathLike) -> Path:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import stat
 from dataclasses import dataclass
@@ -55,6 +56,16 @@ class WriteRefused(PermissionError):
 def temp_name(name: str) -> str:
     """A fresh, unguessable temp name beside ``name`` (``.name.<random>.tmp``)."""
     return f".{name}.{secrets.token_hex(6)}.tmp"
+
+
+_TEMP = re.compile(r"^\.(.+?)(?:\.[0-9a-f]{12})?\.tmp$")
+
+
+def meant_by_temp(temp: str) -> str | None:
+    """The file name a temp name of ``temp_name`` (or an older ``.name.tmp``) was for;
+    None for a name that is no temp file."""
+    m = _TEMP.match(temp)
+    return m.group(1) if m else None
 
 
 def _opened_path(fd: int) -> Path | None:

@@ -18,6 +18,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from backend.core import readgate
+from backend.data.buckets import collate
+from backend.data.cache import EMPTY_PROMPT, _read_manifest_gated, load_sample, save_sample
+from backend.data.dataset import target_size, upright_size
+
 # Keys of a cached sample that belong to the image, not the caption.
 IMAGE_KEYS = ("latents", "height", "width")
 
@@ -36,8 +41,6 @@ def hold_out(items: list, n: int, what: str) -> tuple[list, list]:
 
 def cached_sizes(cache_dir: str | Path, files: list[Path], gate) -> list[tuple[int, int]]:
     """Training size (width, height) of each cached sample file, from the manifest."""
-    from backend.data.cache import _read_manifest_gated
-
     manifest = _read_manifest_gated(Path(cache_dir), gate) or {}
     by_file = {str(e.get("file")): (int(e["width"]), int(e["height"]))
                for e in manifest.get("samples", []) if "width" in e and "height" in e}
@@ -52,9 +55,6 @@ def cached_sizes(cache_dir: str | Path, files: list[Path], gate) -> list[tuple[i
 def record_sizes(records: list, cfg) -> list[tuple[int, int]]:
     """Training size of each dataset record (one-shot ``sft``)."""
     from PIL import Image
-
-    from backend.core import readgate
-    from backend.data.dataset import target_size, upright_size
 
     gate = readgate.for_config(cfg)
     out = []
@@ -110,8 +110,6 @@ def drop_captions(batch: dict[str, Any], empty: dict[str, Any] | None, p: float,
     drop = (torch.rand((n,), generator=generator) < p).tolist()
     if not any(drop):
         return batch
-    from backend.data.buckets import collate
-
     rows = []
     for i in range(n):
         row = {k: (v[i:i + 1] if isinstance(v, torch.Tensor) and v.ndim and v.shape[0] == n
@@ -127,8 +125,6 @@ def write_empty_prompt(cfg, encoder_factory, model_fp: list, log=print) -> Path:
     """Stage 1 with ``caption_dropout``: the empty caption's embedding in the cache folder
     (encoded again only when the encoder's files changed)."""
     import json
-
-    from backend.data.cache import EMPTY_PROMPT, save_sample
 
     path = Path(cfg.output_path) / EMPTY_PROMPT
     stamp = json.dumps(model_fp, sort_keys=True, default=str)
@@ -147,8 +143,6 @@ def write_empty_prompt(cfg, encoder_factory, model_fp: list, log=print) -> Path:
 
 def read_empty_prompt(cache_dir: str | Path, gate) -> dict[str, Any]:
     """Stage 2 with ``caption_dropout``: the cache's empty-caption embedding."""
-    from backend.data.cache import EMPTY_PROMPT, load_sample
-
     path = Path(cache_dir) / EMPTY_PROMPT
     if not gate.is_file(path):
         raise DataOptionError(f"caption_dropout: the cache has no empty-caption embedding "

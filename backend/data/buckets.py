@@ -15,7 +15,8 @@ shuffled. With several processes that accelerate does not shard for us, each tak
 ``world``-th batch (the list wrapped so every process gets as many).
 
 ``bucket_plan`` is the summary the Dataset tab's check shows: per bucket the images, the
-batches per epoch and how many images are padded or dropped.
+batches per epoch and how many images are padded or dropped (for a config's dataset:
+``backend.data.dataset.dataset_bucket_plan``). This module imports no other of the project.
 """
 from __future__ import annotations
 
@@ -166,20 +167,3 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
                 v, (0, 0) * (v.ndim - 2) + (0, longest - v.shape[1])) for v in values]
         out[key] = torch.cat(values, dim=0)
     return out
-
-
-def dataset_bucket_plan(cfg, findings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The Dataset tab's bucket plan for ``cfg``: ``rows`` (``bucket_plan``), ``text``,
-    ``batch_size`` and ``held_out`` (the last ``validation_samples`` images, not trained).
-    ``findings``: ``backend.data.dataset.validate_dataset(cfg)`` when the tab has it already; images
-    with an error are left out, as training would refuse them."""
-    if findings is None:
-        from backend.data.dataset import validate_dataset
-        findings = validate_dataset(cfg)
-    sizes = [tuple(f["size"]) for f in findings if f.get("file") and f.get("size")
-             and f.get("level") != "error"]
-    held = min(cfg.validation_samples, max(len(sizes) - 1, 0))
-    train = sizes[: len(sizes) - held] * cfg.dataset_repeat
-    rows = bucket_plan(train, cfg.batch_size, cfg.bucket_remainder)
-    return {"rows": rows, "text": plan_text(rows, cfg.batch_size), "batch_size": cfg.batch_size,
-            "held_out": held}

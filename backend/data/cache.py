@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
-from backend.core import readgate
+from backend.core import readgate, writegate
 from backend.config.schema import RunConfig
-from backend.data.dataset import IMAGE_LOADING, Record, target_size, upright_size
+from backend.data.dataset import (IMAGE_LOADING, Record, load_input_image, load_pixels, target_size,
+                                  upright_size)
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -101,15 +101,13 @@ def write_manifest(cache_dir: str | Path, entries: list[dict], model_fp: list,
 def save_sample(path: Path, tensors: dict[str, Any], meta: dict[str, str]) -> None:
     """One cached sample, written atomically; a full disk or a file past the process's
     file-size limit names this file (``backend.core.diskspace.writing``)."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     from backend.core.diskspace import writing
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    with writing(path, partial=tmp):
-        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp),
-                  metadata=meta)
-    os.replace(tmp, path)
+    data = save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=meta)
+    with writing(path, len(data)):
+        writegate.atomic_write(path, data)
 
 
 def load_sample(path: str | Path, gate: readgate.ReadGate = readgate.UNRESTRICTED
@@ -211,8 +209,6 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
     """
     import time
 
-    from backend.data.dataset import load_pixels
-
     out = Path(cfg.output_path)
     out.mkdir(parents=True, exist_ok=True)
     previous = read_manifest(out) or {"samples": []}
@@ -238,7 +234,6 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
                 log(f"[data] warning: {rec.where}: {cut}")
         items = [(lambda rec=rec: load(rec.image, cfg), rec.prompt) for rec, _ in mine]
         if any(rec.inputs for rec, _ in mine):  # edit samples: their input images too
-            from backend.data.dataset import load_input_image
             items = [(pixels, prompt, lambda rec=rec: [load_input_image(p, cfg)
                                                       for p in rec.inputs])
                      for (pixels, prompt), (rec, _) in zip(items, mine)]

@@ -1,11 +1,13 @@
-"""Captioning a dataset with a vision-language model: a run whose only stage is ``caption``.
+"""Captions of a dataset, as a vision-language model writes them: which images, read and
+written how, and the captioning model.
 
-What it writes (``caption_target``): ``txt`` -- one same-named ``.txt`` per image in
-``dataset_base_path``; ``metadata`` -- the ``prompt`` column of ``dataset_metadata_path``
-(its other columns kept). An image that already has a caption keeps it unless
-``caption_overwrite``; ``trigger_word`` is put in front of every new caption (as
-``backend.data.dataset.with_trigger`` reads it back: never twice). Each caption is one line of at
-most ``caption_max_length`` tokens of the captioning model, answering ``caption_template``.
+What a caption job (``backend/planning/caption_job.py``) writes (``caption_target``):
+``txt`` -- one same-named ``.txt`` per image in ``dataset_base_path``; ``metadata`` -- the
+``prompt`` column of ``dataset_metadata_path`` (its other columns kept). An image that
+already has a caption keeps it unless ``caption_overwrite``; ``trigger_word`` is put in front
+of every new caption (as ``backend.data.dataset.with_trigger`` reads it back: never twice).
+Each caption is one line of at most ``caption_max_length`` tokens of the captioning model,
+answering ``caption_template``.
 
 The model: ``captioner_path`` (a local Qwen2.5-VL / Qwen3-VL folder, or ``model_id:folder/``
 resolved as the model sources are; its ``config.json`` read through the read gate picks the
@@ -14,12 +16,12 @@ class with transformers' Auto classes), else the family's own captioner
 batches of ``caption_batch_size``; ``caption_offload: sequential`` keeps the weights in host
 RAM and streams them to the GPU module by module (accelerate's ``cpu_offload``).
 
-    problems = caption_problems(cfg)             # before anything starts: field: problem
-    run_id = submit_caption(runner, cfg, owner)  # the runner's run "caption · <folder>"
-    active_caption_runs(runner, folder)          # queued/running caption runs on a folder
+    problems = caption_problems(cfg)           # before anything starts: field: problem
+    items = to_caption(dataset_items(cfg), cfg.caption_overwrite)
+    write_captions(cfg, {item.key: caption})   # through the run's write gate
 
-The stage (``backend/stages/caption.py``) calls ``caption_dataset``. A resumed job skips
-the images its journal (``RunDir.caption_journal``) lists, so nothing is captioned twice.
+The stage (``backend/stages/caption.py``) captions ``to_caption``'s items batch by batch
+with ``load_captioner``'s model and writes each batch with ``write_captions``.
 """
 from __future__ import annotations
 
@@ -27,26 +29,21 @@ import csv
 import io
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any
 
 from backend.core import readgate, writegate
 from backend.core.media_types import IMAGE_EXTS
+from backend.families import get_family
+from backend.families.captioner import VLMCaptioner
+from backend.config.schema import RunConfig
+from backend.models.hub import parse_spec, resolve_component_dirs, resolve_source
+from backend.data.dataset import DatasetError, read_metadata_rows
 
-if TYPE_CHECKING:
-    from backend.config.schema import RunConfig
-
-STAGE = "caption"
-MODULE = "backend.stages.caption"
 IMAGE_KEY, PROMPT_KEY = "image", "prompt"
-# Images are shown to the model at no more than this area (aspect kept): about 750 image
-# tokens for a Qwen2.5-VL, plenty for a caption.
-IMAGE_AREA = 768 * 768
 # model_type values of the captioning model folders we load (config.json).
 VL_MODEL_TYPES = ("qwen2_5_vl", "qwen3_vl", "qwen2_vl")
-ACTIVE = ("queued", "running")
 
 
 class CaptionError(ValueError):
@@ -69,7 +66,7 @@ class Item:
 # ------------------------------------------------------------------------------------------
 # The dataset
 # ------------------------------------------------------------------------------------------
-def _folder(cfg: "RunConfig", gate: readgate.ReadGate) -> Path:
+def _folder(cfg: RunConfig, gate: readgate.ReadGate) -> Path:
     base = cfg.dataset_base_path
     folder = Path(base or "").expanduser()
     if not base or not gate.is_dir(folder):
@@ -79,8 +76,6 @@ def _folder(cfg: "RunConfig", gate: readgate.ReadGate) -> Path:
 
 
 def read_metadata(meta: Path, gate: readgate.ReadGate) -> list[dict[str, Any]]:
-    from backend.data.dataset import DatasetError, read_metadata_rows
-
     try:
         rows = read_metadata_rows(meta, gate)
     except DatasetError as e:
@@ -88,7 +83,7 @@ def read_metadata(meta: Path, gate: readgate.ReadGate) -> list[dict[str, Any]]:
     return [r for r in rows if isinstance(r, dict)]
 
 
-def dataset_items(cfg: "RunConfig", gate: readgate.ReadGate | None = None) -> list[Item]:
+def dataset_items(cfg: RunConfig, gate: readgate.ReadGate | None = None) -> list[Item]:
     """The images ``cfg`` captions, with their captions now. ``CaptionError`` when the
     folder (or the metadata file of ``caption_target: metadata``) cannot be read or holds
     no images."""
@@ -133,15 +128,13 @@ def to_caption(items: list[Item], overwrite: bool, done: set[str] = frozenset()
     return [it for it in items if (overwrite or not it.caption) and it.key not in done]
 
 
-def captioner_problems(cfg: "RunConfig", gate: readgate.ReadGate | None = None) -> list[str]:
+def captioner_problems(cfg: RunConfig, gate: readgate.ReadGate | None = None) -> list[str]:
     """Why the captioning model cannot be loaded, found without loading it: a
     ``captioner_path`` folder that is not there or holds no vision-language model, or a
     family with no captioner of its own."""
     gate = gate or readgate.for_config(cfg)
     path = (cfg.captioner_path or "").strip()
     if not path:
-        from backend.families import get_family
-
         if not get_family(cfg.model_family).captioner_components:
             return [f"captioner_path: model family {cfg.model_family} has no captioner of "
                     f"its own (got empty; allowed a Qwen2.5-VL or Qwen3-VL model folder)"]
@@ -164,7 +157,7 @@ def captioner_problems(cfg: "RunConfig", gate: readgate.ReadGate | None = None) 
     return []
 
 
-def caption_problems(cfg: "RunConfig", gate: readgate.ReadGate | None = None) -> list[str]:
+def caption_problems(cfg: RunConfig, gate: readgate.ReadGate | None = None) -> list[str]:
     """Everything a caption job needs, checked before it is queued (``field: problem``)."""
     gate = gate or readgate.for_config(cfg)
     problems: list[str] = []
@@ -245,7 +238,7 @@ def write_metadata_rows(meta: Path, rows: list[dict[str, Any]],
     gate.write_text(meta, text, "dataset_metadata_path")
 
 
-def write_captions(cfg: "RunConfig", captions: dict[str, str],
+def write_captions(cfg: RunConfig, captions: dict[str, str],
                    gate: readgate.ReadGate | None = None,
                    wgate: writegate.WriteGate | None = None) -> None:
     """Write ``{item key: caption}`` where ``caption_target`` says (the caption text as
@@ -272,63 +265,6 @@ def write_captions(cfg: "RunConfig", captions: dict[str, str],
 # ------------------------------------------------------------------------------------------
 # The model
 # ------------------------------------------------------------------------------------------
-def fit_area(image, area: int = IMAGE_AREA):
-    """``image`` (PIL) shrunk to at most ``area`` pixels, aspect kept (never enlarged)."""
-    w, h = image.size
-    if w * h <= area:
-        return image
-    scale = (area / (w * h)) ** 0.5
-    return image.resize((max(1, int(w * scale)), max(1, int(h * scale))))
-
-
-class VLMCaptioner:
-    """A transformers vision-language model and its processor as a ``Captioner``: batched
-    greedy generation, the prompt from the tokenizer's chat template (else
-    ``chat_format``, a string with one ``{}`` for the instruction)."""
-
-    def __init__(self, model, processor, *, device: Any = "cpu", offload: str = "none",
-                 chat_format: str | None = None):
-        import torch
-
-        self.model, self.processor, self.chat_format = model.eval(), processor, chat_format
-        self.device = torch.device(device)
-        if offload == "sequential" and self.device.type != "cpu":
-            from accelerate import cpu_offload
-
-            cpu_offload(self.model, execution_device=self.device)
-        else:
-            self.model.to(self.device)
-        tokenizer = getattr(processor, "tokenizer", None)
-        if tokenizer is not None:
-            tokenizer.padding_side = "left"  # batched generation continues every row's end
-
-    def prompt(self, instruction: str) -> str:
-        tokenizer = getattr(self.processor, "tokenizer", None)
-        if getattr(tokenizer, "chat_template", None) or (
-                getattr(self.processor, "chat_template", None)):
-            messages = [{"role": "user", "content": [{"type": "image"},
-                                                     {"type": "text", "text": instruction}]}]
-            return self.processor.apply_chat_template(messages, tokenize=False,
-                                                      add_generation_prompt=True)
-        if not self.chat_format:
-            raise ValueError("captioner_path: the model's processor has no chat template")
-        return self.chat_format.format(instruction)
-
-    def caption(self, images: list, instruction: str, max_new_tokens: int) -> list[str]:
-        import torch
-
-        images = [fit_area(im.convert("RGB")) for im in images]
-        text = self.prompt(instruction)
-        inputs = self.processor(text=[text] * len(images), images=images, padding=True,
-                                return_tensors="pt")
-        inputs = {k: (v.to(self.device) if hasattr(v, "to") else v) for k, v in inputs.items()}
-        with torch.inference_mode():
-            out = self.model.generate(**inputs, max_new_tokens=int(max_new_tokens),
-                                      do_sample=False)
-        new = out[:, inputs["input_ids"].shape[1]:]
-        return self.processor.batch_decode(new, skip_special_tokens=True)
-
-
 def image_only_processor(folder: Path):
     """The processor of a vision-language model folder. AutoProcessor where it loads; where
     the video processor needs torchvision (absent), the model's own processor class built
@@ -360,16 +296,14 @@ def image_only_processor(folder: Path):
                    tokenizer=AutoTokenizer.from_pretrained(str(folder)), video_processor=None)
 
 
-def captioner_folder(cfg: "RunConfig") -> Path:
+def captioner_folder(cfg: RunConfig) -> Path:
     """``captioner_path`` as a local folder (a ``model_id:folder/`` is fetched as the model
     sources are)."""
-    from backend.models.hub import parse_spec, resolve_source
-
     found = resolve_source(cfg, parse_spec(cfg.captioner_path.strip()))
     return found[0] if found[0].is_dir() else found[0].parent
 
 
-def load_captioner(cfg: "RunConfig", device: Any = "cpu", dtype=None, log=print):
+def load_captioner(cfg: RunConfig, device: Any = "cpu", dtype=None, log=print):
     """The captioning model of ``cfg`` (see the module's docstring)."""
     if cfg.captioner_path:
         from transformers import AutoModelForImageTextToText
@@ -379,150 +313,8 @@ def load_captioner(cfg: "RunConfig", device: Any = "cpu", dtype=None, log=print)
         model = AutoModelForImageTextToText.from_pretrained(str(folder), dtype=dtype)
         return VLMCaptioner(model, image_only_processor(folder), device=device,
                             offload=cfg.caption_offload)
-    from backend.families import get_family
-    from backend.models.hub import resolve_component_dirs
-
     family = get_family(cfg.model_family).for_config(cfg)
     dirs = resolve_component_dirs(cfg, family.captioner_components)
     log(f"[caption] captioning with {cfg.model_family}'s own model: "
         + ", ".join(f"{k}={v}" for k, v in dirs.items()))
     return family.load_captioner(dirs, dtype, device, offload=cfg.caption_offload)
-
-
-# ------------------------------------------------------------------------------------------
-# The job
-# ------------------------------------------------------------------------------------------
-def read_journal(path: Path | None) -> set[str]:
-    if path is None or not path.is_file():
-        return set()
-    return {line for line in path.read_text(encoding="utf-8").splitlines() if line}
-
-
-def caption_dataset(cfg: "RunConfig", captioner, *, journal: Path | None = None,
-                    gate: readgate.ReadGate | None = None,
-                    should_stop: Callable[[], bool] = lambda: False,
-                    on_start: Callable[[int, int], None] = lambda total, kept: None,
-                    on_batch: Callable[[int, int, dict[str, str]], None] =
-                    lambda done, total, captions: None,
-                    log: Callable[[str], None] = print) -> dict[str, int]:
-    """Caption ``cfg``'s dataset with ``captioner`` (a ``Captioner``), batch by batch; each
-    batch is written before the next starts and listed in ``journal``. Returns
-    {"images", "captioned", "kept", "done_before"}."""
-    from PIL import Image
-
-    from backend.data.dataset import with_trigger
-
-    gate = gate or readgate.for_config(cfg)
-    items = dataset_items(cfg, gate)
-    done_before = read_journal(journal)
-    todo = to_caption(items, cfg.caption_overwrite, done_before)
-    kept = sum(1 for it in items if it.caption and not cfg.caption_overwrite)
-    log(f"[caption] {len(items)} image(s) in {cfg.dataset_base_path}: {len(todo)} to caption, "
-        f"{kept} keep their caption, {len(done_before)} captioned before this attempt; "
-        f"writing {'.txt files' if cfg.caption_target == 'txt' else cfg.dataset_metadata_path}")
-    on_start(len(todo), kept)
-    captioned = 0
-    size = int(cfg.caption_batch_size)
-    for start in range(0, len(todo), size):
-        if should_stop():
-            break
-        batch = todo[start:start + size]
-        images = []
-        for it in batch:
-            try:
-                with gate.open(it.path, "image") as f, Image.open(f) as im:
-                    images.append(im.convert("RGB"))
-            except (OSError, ValueError, SyntaxError) as e:  # UnidentifiedImageError too
-                raise CaptionError([f"dataset_base_path: {it.key} does not open as an image "
-                                    f"({not_image_reason(e)}) (got {it.key!r}; allowed "
-                                    f"{', '.join(IMAGE_EXTS)} image files)"]) from None
-        texts = captioner.caption(images, cfg.caption_template, cfg.caption_max_length)
-        captions = {it.key: with_trigger(one_line(t), cfg.trigger_word)
-                    for it, t in zip(batch, texts)}
-        write_captions(cfg, captions, gate)
-        if journal is not None:
-            with open(journal, "a", encoding="utf-8") as f:
-                f.write("".join(k + "\n" for k in captions))
-        captioned += len(captions)
-        for key, text in captions.items():
-            log(f"[caption] {key}: {text}")
-        on_batch(captioned, len(todo), captions)
-    return {"images": len(items), "captioned": captioned, "kept": kept,
-            "done_before": len(done_before)}
-
-
-# ------------------------------------------------------------------------------------------
-# Through the runner
-# ------------------------------------------------------------------------------------------
-def job_name(cfg: "RunConfig") -> str:
-    return f"caption · {Path(cfg.dataset_base_path or '').name or cfg.dataset_base_path}"
-
-
-def plan_caption(cfg: "RunConfig", job_dir: str | os.PathLike):
-    """Write a caption job's run.yaml and commands.sh into ``job_dir``; returns (its one
-    stage, the resolved config)."""
-    from backend.planning.plan import StagePlan, commands_script, resolved_config, stage_env
-    from backend.core.rundir import RunDir
-
-    files = RunDir(Path(job_dir).resolve())
-    files.run_dir.mkdir(parents=True, exist_ok=True)
-    cfg = resolved_config(cfg, files.run_dir)
-    cfg.save(files.run_yaml)
-    argv = [sys.executable, "-m", MODULE, "--config", str(files.run_yaml),
-            "--journal", str(files.caption_journal)]
-    plan = StagePlan(STAGE, argv, stage_env(cfg, STAGE, cuda=False))
-    files.commands.write_text(commands_script([plan], [], files.run_dir), encoding="utf-8")
-    return plan, cfg
-
-
-def submit_caption(runner, cfg: "RunConfig", owner: str | None = None,
-                   secret_env: dict[str, str] | None = None) -> str:
-    """Queue a caption job for ``cfg`` (checked first: ``CaptionError`` names every
-    problem, nothing is queued); returns its run id. A folder another caption job is
-    writing is refused."""
-    from backend.jobs.runner import new_run_id
-    from backend.core.rundir import RunDir
-
-    problems = caption_problems(cfg)
-    busy = active_caption_runs(runner, cfg.dataset_base_path)
-    if busy:
-        problems.append(f"dataset_base_path: caption run {busy[0]['id']} is writing this "
-                        f"folder's captions (got {cfg.dataset_base_path!r}; allowed wait for "
-                        f"it or stop it)")
-    if problems:
-        raise CaptionError(problems)
-    job_id = new_run_id()
-    job_dir = RunDir.new(runner.workspace, job_id).run_dir
-    plan, cfg = plan_caption(cfg, job_dir)
-    kwargs = {"secret_env": secret_env} if secret_env else {}
-    return runner.submit_stages([plan], job_dir, cfg.to_yaml(), owner=owner,
-                                name=cfg.run_name or job_name(cfg), gpu_ids=cfg.gpu_ids,
-                                run_id=job_id, **kwargs)
-
-
-def is_caption_run(run: dict) -> bool:
-    return [s["name"] for s in run.get("stages", [])] == [STAGE]
-
-
-def _same_folder(a: str | None, b: str | None) -> bool:
-    if not a or not b:
-        return False
-    try:
-        return os.path.realpath(os.path.expanduser(a)) == os.path.realpath(os.path.expanduser(b))
-    except (OSError, ValueError):
-        return False
-
-
-def active_caption_runs(runner, folder: str | None,
-                        runs: Iterable[dict] | None = None) -> list[dict]:
-    """Queued or running caption runs that write ``folder``'s captions."""
-    import yaml
-
-    out = []
-    for run in (runs if runs is not None else runner.list_runs()):
-        if run.get("status") not in ACTIVE or not is_caption_run(run):
-            continue
-        data = yaml.safe_load(run.get("config_yaml") or "") or {}
-        if _same_folder(data.get("dataset_base_path"), folder):
-            out.append(run)
-    return out

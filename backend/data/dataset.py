@@ -18,7 +18,9 @@ or composited is a warning (``validate_dataset``, and the stage log through
 ``check_dataset(cfg, log)``), naming the file and row.
 
 ``check_dataset(cfg)`` raises ``DatasetError`` listing every bad file and row before any model
-is loaded; ``validate_dataset(cfg)`` returns the same findings as dicts for the UI.
+is loaded; ``validate_dataset(cfg)`` returns the same findings as dicts for the UI, and
+``dataset_bucket_plan(cfg)`` the batches they make. (Images or clips, by the family:
+``backend.data.video.check_stage_dataset`` and ``validate_any_dataset``.)
 
 Every file is opened through the run's read gate (``backend.core.readgate.for_config(cfg)``): with
 ``read_roots`` set, a metadata file, caption or image outside them reads as missing, and the
@@ -35,9 +37,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from backend.core import readgate
-from backend.config.schema import RunConfig
-
 from backend.core.media_types import IMAGE_EXTS
+from backend.config.schema import RunConfig, resolution_multiple
+from backend.families import get_family
+from backend.data.buckets import bucket_plan, bucket_size, plan_text
+
 PROMPT_KEY = "prompt"
 IMAGE_KEY = "image"
 DIVISOR = 16
@@ -71,8 +75,6 @@ class Record:
 def size_multiple(cfg: RunConfig) -> int:
     """The multiple every side is resized to for ``cfg``'s model: what its family, or its
     variant, declares (``backend.config.schema.resolution_multiple``; ``DIVISOR`` for most)."""
-    from backend.config.schema import resolution_multiple
-
     return resolution_multiple({"model_family": cfg.model_family,
                                 "model_id_with_origin_paths": cfg.model_id_with_origin_paths,
                                 "model_paths": cfg.model_paths})[0]
@@ -86,7 +88,6 @@ def target_size(width: int, height: int, cfg: RunConfig,
         return cfg.width, cfg.height
     m = multiple or size_multiple(cfg)
     if getattr(cfg, "aspect_buckets", False):  # the nearest bucket at the pixel budget
-        from backend.data.buckets import bucket_size
         return bucket_size(width, height, cfg.max_pixels, m)
     w, h = width, height
     if w * h > cfg.max_pixels:
@@ -402,6 +403,22 @@ def validate_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
     return out
 
 
+def dataset_bucket_plan(cfg: RunConfig, findings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The Dataset tab's bucket plan for ``cfg``: ``rows`` (``bucket_plan``), ``text``,
+    ``batch_size`` and ``held_out`` (the last ``validation_samples`` images, not trained).
+    ``findings``: ``validate_dataset(cfg)`` (or the video check's) when the tab has it
+    already; images with an error are left out, as training would refuse them."""
+    if findings is None:
+        findings = validate_dataset(cfg)
+    sizes = [tuple(f["size"]) for f in findings if f.get("file") and f.get("size")
+             and f.get("level") != "error"]
+    held = min(cfg.validation_samples, max(len(sizes) - 1, 0))
+    train = sizes[: len(sizes) - held] * cfg.dataset_repeat
+    rows = bucket_plan(train, cfg.batch_size, cfg.bucket_remainder)
+    return {"rows": rows, "text": plan_text(rows, cfg.batch_size), "batch_size": cfg.batch_size,
+            "held_out": held}
+
+
 def check_dataset(cfg: RunConfig, log=None, *, headers_only: bool = False) -> list[Record]:
     """The dataset's records; raises ``DatasetError`` listing every problem. Warnings
     (an image upscaled, transparency composited on white) go to ``log``, one a line.
@@ -530,8 +547,6 @@ def validate_input_images(cfg: RunConfig) -> list[dict[str, Any]]:
     """The Dataset tab's findings for an edit dataset's input images (``check_input_images``
     against the config's model), in ``validate_dataset``'s form; [] for a text-to-image
     config or a dataset whose own rows are already wrong."""
-    from backend.families import get_family
-
     family = get_family(cfg.model_family).for_config(cfg)
     if not family.input_images and not cfg.extra_inputs:
         return []
@@ -567,22 +582,3 @@ class PairDataset(ImageDataset):
         item = super().__getitem__(i)
         item["inputs"] = ([load_input_image(p, self.cfg) for p in rec.inputs],)
         return item
-
-
-
-def check_stage_dataset(cfg: RunConfig, family, log=None, *, headers_only: bool = False
-                        ) -> list[Record]:
-    """What a stage reads from a dataset (stage 1, one-shot training), checked before any
-    model is touched: clips for a video ``family`` (``backend.data.video.check_video_dataset``),
-    else images (``check_dataset``) and an edit model's input images
-    (``check_input_images``). Raises ``DatasetError`` listing every problem.
-    ``headers_only``: the same checks from headers (``backend.planning.preflight``, before a run
-    is accepted)."""
-    if family.media == "video":  # clips decoded with PyAV (backend/data/video.py)
-        from backend.data.video import check_video_dataset
-
-        return check_video_dataset(cfg, log, headers_only=headers_only)
-    records = check_dataset(cfg, log, headers_only=headers_only)
-    return check_input_images(cfg, records, family.input_images,
-                              getattr(family, "title", family.spec.title),
-                              headers_only=headers_only)

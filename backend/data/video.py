@@ -1,4 +1,4 @@
-"""Video datasets and clips: reading frames with PyAV, writing sample clips, frame strips.
+"""Video datasets and clips: reading frames with PyAV.
 
 A video dataset is a metadata file (``metadata.csv`` with columns ``video,prompt``, or a
 .json / .jsonl list of objects) whose ``video`` names, relative to ``dataset_base_path``:
@@ -22,26 +22,31 @@ to [-1, 1]; a clip is the tensor [1, 3, F, H, W].
 Every file is opened through the run's read gate (``backend.core.readgate``): PyAV reads from the
 gate's file object, never from a path of its own.
 
-Writing: ``write_video(frames, path, fps)`` encodes VP9 WebM (``.webm``: plays in Chromium
-and Firefox) or H.264 MP4 (``.mp4``) with PyAV; ``frame_strip(frames, n)`` is one image of
-``n`` frames side by side for quick looks.
+Images or clips, by the config's family: ``check_stage_dataset(cfg, family)`` is what a stage
+reads, checked before any model is touched; ``validate_any_dataset(cfg)`` the Dataset tab's
+findings.
+
+Sample clips and frame strips are written by ``backend.core.media`` (``write_video``,
+``frame_strip``); ``read_video_frames`` reads such a clip back.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from backend.core import readgate
-from backend.config.schema import RunConfig
-from backend.data.dataset import (IMAGE_EXTS, PROMPT_KEY, DatasetError, Record, _to_rgb, cover_crop,
-                          dataset_records, header_size, read_metadata_rows, size_multiple,
-                          target_size, upscale_note)
-
 from backend.core.media_types import VIDEO_EXTS
+from backend.config.schema import RunConfig
+from backend.families import get_family
+from backend.data.cache import FORMAT
+from backend.data.dataset import (IMAGE_EXTS, PROMPT_KEY, DatasetError, Record, _to_rgb,
+                                  check_dataset, check_input_images, cover_crop,
+                                  dataset_records, header_size, read_metadata_rows,
+                                  size_multiple, target_size, upscale_note, validate_dataset)
+
 VIDEO_KEY = "video"
 # The version of how clips are read (part of a stage-1 cache key).
 VIDEO_LOADING = 1
@@ -284,9 +289,6 @@ def validate_video_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
 def validate_any_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
     """The Dataset tab's findings for the config's family: clips for a video family
     (``validate_video_dataset``), images otherwise (``backend.data.dataset.validate_dataset``)."""
-    from backend.data.dataset import validate_dataset
-    from backend.families import get_family
-
     if get_family(cfg.model_family).media == "video":
         return validate_video_dataset(cfg)
     return validate_dataset(cfg)
@@ -309,6 +311,22 @@ def check_video_dataset(cfg: RunConfig, log=None, *, headers_only: bool = False
     return records
 
 
+def check_stage_dataset(cfg: RunConfig, family, log=None, *, headers_only: bool = False
+                        ) -> list[Record]:
+    """What a stage reads from a dataset (stage 1, one-shot training), checked before any
+    model is touched: clips for a video ``family`` (``check_video_dataset``), else images
+    (``backend.data.dataset.check_dataset``) and an edit model's input images
+    (``check_input_images``). Raises ``DatasetError`` listing every problem.
+    ``headers_only``: the same checks from headers (``backend.planning.preflight``, before a run
+    is accepted)."""
+    if family.media == "video":  # clips decoded with PyAV
+        return check_video_dataset(cfg, log, headers_only=headers_only)
+    records = check_dataset(cfg, log, headers_only=headers_only)
+    return check_input_images(cfg, records, family.input_images,
+                              getattr(family, "title", family.spec.title),
+                              headers_only=headers_only)
+
+
 # ------------------------------------------------------------------------------------------
 # Stage-1 cache entries
 # ------------------------------------------------------------------------------------------
@@ -326,8 +344,6 @@ def _digest(path: Path, gate: readgate.ReadGate) -> str:
 def plan_clips(cfg: RunConfig, records: list[Record], model_fp: list) -> list[dict[str, Any]]:
     """Manifest entries of a video dataset (``backend.data.cache.plan`` for clips): the key
     covers the clip's bytes, caption, frame settings, size and the encoder files."""
-    from backend.data.cache import FORMAT
-
     gate = readgate.for_config(cfg)
     entries = []
     for rec in records:
@@ -347,71 +363,13 @@ def plan_clips(cfg: RunConfig, records: list[Record], model_fp: list) -> list[di
 
 
 # ------------------------------------------------------------------------------------------
-# Writing clips
+# Clips ZeroLoRA wrote (``backend.core.media.write_video``)
 # ------------------------------------------------------------------------------------------
-def _as_arrays(frames) -> list[Any]:
-    import numpy as np
-
-    out = []
-    for f in frames:
-        a = np.asarray(f)
-        if a.dtype != np.uint8:  # floats in [0, 1] (diffusers' "np" output)
-            a = np.clip(np.rint(a.astype(np.float64) * 255.0), 0, 255).astype(np.uint8)
-        if a.ndim == 2:
-            a = np.stack([a] * 3, axis=-1)
-        out.append(np.ascontiguousarray(a[..., :3]))
-    return out
-
-
-def write_video(frames, path: str | Path, fps: int = 16) -> Path:
-    """Encode ``frames`` (PIL images or HxWx3 arrays, uint8 or floats in [0, 1]) as a clip:
-    VP9 in WebM for ``.webm``, H.264 in MP4 for ``.mp4``; written atomically."""
-    av = need_av()
-    path = Path(path)
-    arrays = _as_arrays(frames)
-    if not arrays:
-        raise ValueError("write_video: no frames")
-    h, w = arrays[0].shape[:2]
-    codec = {".webm": "libvpx-vp9", ".mp4": "libx264"}.get(path.suffix.lower())
-    if codec is None:
-        raise ValueError(f"write_video: unknown clip type (got {path.suffix!r}; allowed .webm, "
-                         f".mp4)")
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    with av.open(str(tmp), mode="w") as container:
-        stream = container.add_stream(codec, rate=int(fps))
-        stream.width, stream.height = w - w % 2, h - h % 2
-        stream.pix_fmt = "yuv420p"
-        if codec == "libvpx-vp9":
-            stream.options = {"crf": "30", "b:v": "0", "deadline": "realtime", "cpu-used": "8"}
-        for a in arrays:
-            frame = av.VideoFrame.from_ndarray(a[: stream.height, : stream.width], format="rgb24")
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    os.replace(tmp, path)
-    return path
-
-
 def read_video_frames(path: str | Path) -> list[Any]:
     """Every frame of a clip ZeroLoRA wrote, as RGB uint8 arrays (tests and the UI's strip)."""
     av = need_av()
     with av.open(str(path), mode="r") as container:
         return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
-
-
-def frame_strip(frames, n: int = 4):
-    """``n`` frames evenly spread over the clip, side by side, as one PIL image."""
-    from PIL import Image
-
-    arrays = _as_arrays(frames)
-    n = max(1, min(n, len(arrays)))
-    picks = [arrays[round(i * (len(arrays) - 1) / max(n - 1, 1))] for i in range(n)]
-    h, w = picks[0].shape[:2]
-    strip = Image.new("RGB", (w * n, h))
-    for i, a in enumerate(picks):
-        strip.paste(Image.fromarray(a), (i * w, 0))
-    return strip
 
 
 class ClipDataset:

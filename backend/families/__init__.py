@@ -6,6 +6,7 @@ Cheap to import (plain data; torch loads only with an adapter):
     family_spec(name)         -> FamilySpec            components, defaults, recognition
     get_family(name)          -> Family                the adapter (imports its module)
     recognise(sources, paths) -> (family, variant)     from the files a command names
+    family_of(options)        -> (family, variant name) of a mapping of run options
 
 The contract itself is in ``backend/families/base.py``.
 """
@@ -16,7 +17,7 @@ import json
 import pkgutil
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from backend.families.base import Component, FamilySpec, Variant
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from backend.families.base import Family
 
 __all__ = ["Component", "FamilySpec", "Variant", "family_names", "family_spec", "get_family",
-           "default_family", "recognise", "register"]
+           "default_family", "family_of", "recognise", "register"]
 
 _SPECS: dict[str, FamilySpec] = {}
 
@@ -159,6 +160,22 @@ def recognise(sources: str | None, model_paths: str | None = None
                     return spec.name, next(iter(by_value), None) or next(
                         (v for v in spec.variants if any(c in v.classes for c in names)), None)
     return None
+
+
+def family_of(data: dict[str, Any]) -> tuple[str, str | None]:
+    """(family, variant) of a mapping of options: ``model_family`` when given (its variant
+    from the sources), else recognised from the model sources, else the default family."""
+    found = recognise(data.get("model_id_with_origin_paths")
+                      if isinstance(data.get("model_id_with_origin_paths"), str) else None,
+                      data.get("model_paths") if isinstance(data.get("model_paths"), str)
+                      else None)
+    given = data.get("model_family")
+    if isinstance(given, str) and given in family_names():
+        variant = found[1] if found and found[0] == given and found[1] else None
+        return given, variant.name if variant else None
+    if found:
+        return found[0], found[1].name if found[1] else None
+    return default_family(), None
 
 
 def _named_by_values(variant: Variant, index: dict, files: list[str]) -> bool:

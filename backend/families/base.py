@@ -23,7 +23,9 @@ ids it recognises and the schema values it changes on top of the family's ``defa
 a local pipeline's ``_class_name`` listed in ``Variant.classes``). A variant that behaves
 differently with the same trained component (an edit model: input images beside the
 target, its own pipeline class) is bound by ``Family.for_config(cfg)``, which the stages
-call; ``Variant.input_images`` / ``Family.input_images`` say how many input images a
+call: the spec names the adapter classes that bind a run (``FamilySpec.run_adapters``,
+subclasses of the family's adapter in modules of their own), so the adapter never imports
+them. ``Variant.input_images`` / ``Family.input_images`` say how many input images a
 sample takes. A model that needs another trained component is a family of its own.
 
 Adding a family: copy a folder, write its ``SPEC`` and ``Adapter``, add presets in
@@ -32,9 +34,12 @@ Adding a family: copy a folder, write its ``SPEC`` and ``Adapter``, add presets 
 from __future__ import annotations
 
 import abc
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Protocol
+
+from backend.core import writegate
 
 # Component kinds the hub knows how to recognise (by config files) and resolve.
 MODEL, TOKENIZER, SCHEDULER, PROCESSOR = "model", "tokenizer", "scheduler", "processor"
@@ -109,6 +114,12 @@ class FamilySpec:
     # The multiple every image side is resized to (the VAE's downsampling times the
     # transformer's patch size); a variant may declare its own (``Variant``).
     resolution_multiple: int = 16
+    # Adapters that bind one run, ``"module:Class"``, tried in order by
+    # ``Family.for_config``: subclasses of the family's adapter whose classmethod
+    # ``for_run(base, cfg)`` returns one bound to the run (an edit model, image-to-video),
+    # or None when the run is not theirs. Named here, not imported by the adapter, so that
+    # no adapter imports its own subclasses.
+    run_adapters: tuple[str, ...] = ()
 
     def component(self, name: str) -> Component:
         for c in self.components:
@@ -201,7 +212,8 @@ class Encoder(Protocol):
 
 
 class Captioner(Protocol):
-    """A vision-language model that writes captions (``backend/data/captions.py``)."""
+    """A vision-language model that writes captions (``backend/families/captioner.py``'s
+    ``VLMCaptioner``; the caption job is ``backend/data/captions.py``'s)."""
 
     def caption(self, images: list[Any], instruction: str, max_new_tokens: int) -> list[str]:
         """One caption per image (PIL RGB), answering ``instruction``; at most
@@ -237,8 +249,14 @@ class Family(abc.ABC):
 
     def for_config(self, cfg: Any) -> "Family":
         """The adapter for one run's config: a family whose variants behave differently
-        (an edit model's encoder, a flag its loss reads) returns one bound to them.
-        Default: the adapter itself."""
+        (an edit model's encoder, a flag its loss reads) returns one bound to them, the
+        first of ``spec.run_adapters`` whose ``for_run`` takes the run. Default: the
+        adapter itself."""
+        for name in self.spec.run_adapters:
+            module, _, cls = name.partition(":")
+            bound = getattr(importlib.import_module(module), cls).for_run(self, cfg)
+            if bound is not None:
+                return bound
         return self
 
     # --- components ------------------------------------------------------------------------
@@ -305,12 +323,9 @@ class Family(abc.ABC):
     def save_sample(self, result, path: str | Path, cfg: Any) -> list[Path]:
         """Write what ``render`` returned to ``path`` (atomically); return the files written.
         Default: an image saved as PNG."""
-        import os
-
         path = Path(path)
-        tmp = path.with_name(path.stem + ".tmp" + path.suffix)
-        result.save(tmp)
-        os.replace(tmp, path)
+        with writegate.UNRESTRICTED.replacing(path, "sample", parents=True) as out:
+            result.save(out, format="PNG")
         return [path]
 
     # --- LoRA ------------------------------------------------------------------------------
@@ -339,13 +354,6 @@ class Family(abc.ABC):
     def target_modules(self, names: Iterable[str]) -> list[str]:
         """LoRA target names with the reference trainer's spellings mapped to modules."""
         return [self.spec.target_aliases.get(n, n) for n in names]
-
-    def merge_lora(self, model, path: str | Path, scale: float = 1.0) -> int:
-        """Merge an extra LoRA file into ``model``'s base weights (before the trained LoRA
-        is attached), so training sees the merged model and the saved file holds only the
-        new LoRA. Returns the number of merged modules."""
-        from backend.models.lora import merge_lora_file
-        return merge_lora_file(model, path, scale)
 
     # --- captioning (optional) -------------------------------------------------------------
     # Components a captioner loads from the model sources (the text encoder of a family

@@ -45,7 +45,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import shutil
 import signal
 import sys
@@ -66,12 +65,12 @@ from backend.jobs.watch import LOG_PREFIX, ProgressState, last_end_event, read_t
 from backend.planning.plan import StagePlan
 from backend.core.progress import read_events
 from backend.core import rundir
-from backend.core.rundir import RunDir
+from backend.core.rundir import RunDir, new_run_id
 
 if TYPE_CHECKING:
     from backend.config.schema import RunConfig
 
-__all__ = ["Runner", "RunnerError", "StagePlan", "new_run_id"]
+__all__ = ["Runner", "RunnerError", "StagePlan"]
 
 STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -141,10 +140,6 @@ def check_before_start(cfg: "RunConfig") -> None:
     problems += preflight.sample_problems(cfg)
     if problems:
         raise ConfigError(problems)
-
-
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
 def with_resume_from(argv: list[str], state_dir: Path) -> list[str]:

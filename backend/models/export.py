@@ -71,9 +71,9 @@ from typing import Any, Mapping
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
+from safetensors.torch import save
 
-from backend.core import rundir
+from backend.core import rundir, writegate
 from backend.families import default_family, family_names, get_family
 from backend.families.base import Family
 
@@ -607,9 +607,7 @@ def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
     if out.resolve() == src.resolve():
         raise ValueError(f"out_dir: the export would overwrite its source {src}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    save_file(state_dict, str(tmp), metadata=meta)
-    os.replace(tmp, out)
+    writegate.atomic_write(out, save(state_dict, metadata=meta))
     return out
 
 

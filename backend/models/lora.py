@@ -24,6 +24,9 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from backend.core import writegate
+from backend.core.diskspace import writing
+
 FORMAT = "zerolora-lora"
 ADAPTER = "default"
 
@@ -128,24 +131,21 @@ def save_lora(path: str | os.PathLike, tensors: dict[str, Any], *, rank: int,
               target_modules: Iterable[str], base_model: str = "dit",
               model_family: str | None = None, extra: dict[str, Any] | None = None,
               alpha: float | None = None) -> Path:
-    """Write a LoRA file atomically (temp + rename); ``alpha`` None means alpha = rank."""
-    from safetensors.torch import save_file
+    """Write a LoRA file atomically (``writegate.atomic_write``); ``alpha`` None means
+    alpha = rank."""
+    from safetensors.torch import save
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format": FORMAT, "rank": str(rank), "alpha": _number(alpha if alpha is not None
                                                                   else rank),
             "target_modules": ",".join(target_modules), "base_model": base_model,
             "model_family": model_family or _default_family(),
             "lora_type": lora_type_of(tensors)}
     meta.update({k: str(v) for k, v in (extra or {}).items()})
-    tmp = path.with_name(f".{path.name}.tmp")
-    from backend.core.diskspace import writing
-
     needed = sum(v.numel() * v.element_size() for v in tensors.values())
-    with writing(path, needed, partial=tmp):
-        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=meta)
-    os.replace(tmp, path)
+    with writing(path, needed):
+        writegate.atomic_write(path, save({k: v.contiguous() for k, v in tensors.items()},
+                                          metadata=meta))
     return path
 
 
@@ -330,16 +330,9 @@ def checkpoint_info(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    from backend.core.diskspace import writing
-
     text = json.dumps(data, indent=2, default=str)
-    with writing(path, len(text.encode()), partial=tmp):
-        tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    with writing(path, len(text.encode())):
+        return writegate.atomic_write(path, text)
 
 
 # ------------------------------------------------------------------------------------------

@@ -150,7 +150,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from backend.families import default_family, family_spec, get_family
+from backend.families import default_family, family_of, family_spec, get_family
 
 GB = 1e9
 CUDA_CONTEXT_GB = 0.5          # added by fits(): driver context + cuBLAS workspace
@@ -451,8 +451,6 @@ def model_configs(cfg, model_config: dict[str, Any] | None = None
             given = {comp: model_config}
     local = local_model_configs(cfg) if cfg is not None else {}
     family = get_family(cfg.model_family if cfg is not None else default_family())
-    from backend.config.schema import family_of
-
     variant = family_of(cfg.to_dict())[1] if cfg is not None else None
     published = family.variant_configs(variant)
     out, source = {}, {}
@@ -1114,7 +1112,7 @@ def compare_methods(cfg, gpu_bytes: float | None, bandwidth: float = 25e9,
 # Captioning (backend/data/captions.py): what the captioning model needs
 # ------------------------------------------------------------------------------------------
 # Tokens of one captioned image besides its caption: the image at the caption area
-# (backend.data.captions.IMAGE_AREA, 28x28 pixels a token after the 2x2 merge) and the prompt.
+# (backend.families.captioner.IMAGE_AREA, 28x28 pixels a token after the 2x2 merge) and the prompt.
 CAPTION_IMAGE_TOKENS = 768 * 768 // (28 * 28)
 CAPTION_PROMPT_TOKENS = 64
 CAPTION_OVERHEAD = 1.1  # the allocator's slack over what the tensors need

@@ -759,8 +759,7 @@ def _assemble(trainers: list[_Command], notes: list[str]) -> dict[str, Any]:
 def _map_reference_files(data: dict[str, Any], notes: list[str]) -> None:
     """The reference's files of an original repository (pickles among them) named as the
     same components of the family's diffusers-layout repository; never read."""
-    from backend.config.schema import family_of
-    from backend.families import family_spec
+    from backend.families import family_of, family_spec
 
     sources = data.get("model_id_with_origin_paths")
     if not isinstance(sources, str):

@@ -7,7 +7,7 @@ the run is queued -- ``backend.jobs.runner.check_before_start`` calls them from
 stages' own check functions, so a refusal reads word for word as the stage would say it:
 
 - ``dataset_problems(cfg)``: what stage 1 (or one-shot training) reads from the dataset,
-  ``backend.data.dataset.check_stage_dataset`` (images and an edit model's input images, or clips),
+  ``backend.data.video.check_stage_dataset`` (images and an edit model's input images, or clips),
   in its ``headers_only`` mode: an image's header, a clip's packets and first frame, never
   a full decode; then the ``validation_samples`` the train stage holds out
   (``backend.data.batches.hold_out``) against the samples stage 1 will cache (one per record),
@@ -41,7 +41,8 @@ def dataset_problems(cfg: RunConfig) -> list[str]:
     """What the planned stages would refuse in the dataset they read, in their words."""
     from backend.core import readgate
     from backend.data.batches import DataOptionError, hold_out
-    from backend.data.dataset import DatasetError, check_stage_dataset
+    from backend.data.dataset import DatasetError
+    from backend.data.video import check_stage_dataset
     from backend.families import get_family
 
     raw, cache = _reads(cfg)

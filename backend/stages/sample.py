@@ -54,7 +54,7 @@ import time
 import traceback
 from pathlib import Path
 
-from backend.core import readgate, rundir
+from backend.core import exits, readgate, rundir
 from backend.config.schema import ConfigError, parse_stage_args
 from backend.core.progress import ProgressWriter, progress_file_in
 from backend.training.samples import plan_samples, render_samples, resolve_checkpoints
@@ -101,14 +101,14 @@ def main(argv: list[str] | None = None) -> int:
         print(e, file=sys.stderr, flush=True)
         early = progress_file_in(argv)
         ProgressWriter(early, STAGE, enabled=is_main).end("failed", str(e).replace("\n", " "))
-        return 2
+        return exits.REFUSED
     if own_process:  # keep unused optional packages out of the process
         from backend.models.quantize import keep_out_unneeded
         keep_out_unneeded(cfg)
     progress_file = cfg.progress_file or str(Path(cfg.output_path) / rundir.PROGRESS)
     progress = ProgressWriter(progress_file, STAGE, enabled=is_main)
     if not is_main:  # one renderer is enough; other ranks of a multi-process launch idle
-        return 0
+        return exits.OK
     signal.signal(signal.SIGTERM, _raise_stopped)
     try:
         output_dir = Path(ns.output_dir)
@@ -136,17 +136,17 @@ def main(argv: list[str] | None = None) -> int:
                        on_image=rendered, reuse_from=ns.reuse_base_from)
     except Stopped as e:
         progress.end("stopped", str(e))
-        return 143
+        return exits.STOPPED
     except ConfigError as e:
         print(e, file=sys.stderr, flush=True)
         progress.end("failed", str(e).replace("\n", " "))
-        return 2
+        return exits.REFUSED
     except Exception as e:  # noqa: BLE001 - the stage's one-line reason; traceback to the log
         traceback.print_exc()
         progress.end("failed", f"{type(e).__name__}: {e}")
-        return 1
+        return exits.of_unexpected(e)
     progress.end("succeeded")
-    return 0
+    return exits.OK
 
 
 if __name__ == "__main__":

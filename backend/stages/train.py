@@ -69,7 +69,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from backend.core import rundir
+from backend.core import exits, rundir
 from backend.config.schema import ConfigError, RunConfig, parse_stage_args, resolve_paths
 from backend.core.progress import ProgressWriter
 from backend.core.readgate import for_config as read_gate
@@ -80,7 +80,6 @@ from backend.training.loop import (STATE_DIR, Checkpointer, EpochSampler, StageE
                               maybe_render_samples, one_line, process_info, read_trainer_state,
                               step_generator, stop_requested, weight_dtype)
 
-EXIT_FAILED, EXIT_USAGE, EXIT_STOPPED = 1, 2, 143
 STAGE_OF_TASK = {"sft:data_process": "data_process", "sft:train": "train", "sft": "train"}
 def _user_errors() -> tuple[type, ...]:
     from backend.data.cache import CacheError
@@ -117,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         if early:  # the runner reads the reason from here
             stage = STAGE_OF_TASK.get(_flag_value(args, "--task") or "sft", "train")
             ProgressWriter(early, stage, enabled=is_main_process()).end("failed", str(e))
-        return EXIT_USAGE
+        return exits.REFUSED
     if argv is None:  # this process is the stage: keep unused optional packages out
         from backend.models.quantize import keep_out_unneeded
         keep_out_unneeded(cfg)
@@ -135,11 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:  # an option that contradicts the launch: nothing was trained
         print(e, file=sys.stderr, flush=True)
         progress.emit("end", status="failed", reason=one_line(e))
-        return EXIT_USAGE
+        return exits.REFUSED
     except _user_errors() as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         progress.emit("end", status="failed", reason=one_line(e))
-        return EXIT_FAILED
+        return exits.REFUSED
     except BaseException as e:  # noqa: BLE001 - the stage must always end with an event
         from backend.core.diskspace import (disk_full_in, file_too_large_in, is_disk_full,
                                        is_file_too_large)
@@ -150,12 +149,12 @@ def main(argv: list[str] | None = None) -> int:
             e = (disk_full_in if is_disk_full(e) else file_too_large_in)(cfg.output_path, e)
             print(f"error: {e}", file=sys.stderr, flush=True)
             progress.emit("end", status="failed", reason=one_line(e))
-            return EXIT_FAILED
+            return exits.RESOURCES
         traceback.print_exc()
         progress.emit("end", status="failed", reason=one_line(e, with_type=True))
-        return EXIT_FAILED
+        return exits.of_unexpected(e)
     progress.emit("end", status=status, **fields)
-    return EXIT_STOPPED if status == "stopped" else 0
+    return exits.STOPPED if status == "stopped" else exits.OK
 
 
 # ------------------------------------------------------------------------------------------
@@ -168,7 +167,7 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
             "task sft:data_process runs without DeepSpeed (it trains nothing, and ZeRO "
             "wrapping breaks it). Launch it plainly: accelerate launch -m "
             "backend.stages.train --task sft:data_process ... (no DeepSpeed --config_file).")
-    from backend.data.dataset import check_stage_dataset
+    from backend.data.video import check_stage_dataset
     from backend.families import get_family
     from backend.models.hub import fingerprint, resolve_component_dirs
     from backend.models.quantize import quantize_frozen
@@ -269,11 +268,11 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     components = family.spec.stage_components("train", split=not one_shot)
     # --- check inputs before any heavy import or model load ---
     if one_shot and family.media == "video":
-        from backend.data.dataset import check_stage_dataset
-        from backend.data.video import ClipDataset as ImageDataset
+        from backend.data.video import ClipDataset as ImageDataset, check_stage_dataset
         records = check_stage_dataset(cfg, family, log)
     elif one_shot:
-        from backend.data.dataset import ImageDataset, PairDataset, check_stage_dataset
+        from backend.data.dataset import ImageDataset, PairDataset
+        from backend.data.video import check_stage_dataset
         records = check_stage_dataset(cfg, family, log)
     else:
         from backend.data.cache import CachedDataset, check_cache
@@ -363,9 +362,9 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
         f"{len(params)} tensors, {n_params} parameters")
 
     # --- optimizer, data ---
-    from backend.data.dataset import batches as data_options
-    from backend.data.dataset import buckets
-    from backend.training.loop import optimizers, timesteps
+    from backend.data import batches as data_options
+    from backend.data import buckets
+    from backend.training import optimizers, timesteps
 
     optimizer = optimizers.make_optimizer(cfg, params, ds_config)
     log(f"[train] {optimizers.describe(cfg, optimizer)}")

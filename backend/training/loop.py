@@ -189,7 +189,7 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
         # Through the run's read gate: a signed-in user's run reads only their own files.
         if not read_gate(cfg).is_file(cfg.preset_lora_path):
             raise StageError(f"preset_lora_path: file not found (got {cfg.preset_lora_path!r})")
-        merged = family.merge_lora(model, cfg.preset_lora_path)
+        merged = lora.merge_lora_file(model, cfg.preset_lora_path)
         log(f"[train] preset_lora_path {cfg.preset_lora_path} merged into {merged} modules "
             f"(not part of the saved LoRA)")
     if quantized:  # a quantized frozen base (backend/models/quantize.py); the LoRA stays float32

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from backend.core import rundir
+from backend.core import rundir, writegate
 from backend.config.schema import ConfigError, RunConfig
 from backend.core.rundir import list_checkpoints
 from backend.core.progress import ProgressWriter
@@ -66,12 +66,15 @@ def resolve_checkpoints(paths: Iterable[str | os.PathLike], all_checkpoints: boo
 # Model folders
 # ------------------------------------------------------------------------------------------
 def component_dirs(cfg: RunConfig, components: Iterable[str] | None = None) -> dict[str, Path]:
-    """Folders of the pipeline components (backend.models.hub: local, or downloaded when missing)."""
-    from backend.families import family_spec
+    """Folders of the pipeline components (backend.models.hub: local, or downloaded when
+    missing); by default those the run's adapter loads for samples (a variant bound by
+    ``for_config`` may load more, e.g. an image-to-video model's image encoder)."""
+    from backend.families import get_family
     from backend.models.hub import resolve_component_dirs
 
     if components is None:
-        components = family_spec(cfg.model_family).stage_components("sample")
+        family = get_family(cfg.model_family).for_config(cfg)
+        components = family.spec.stage_components("sample")
     return {k: Path(v) for k, v in resolve_component_dirs(cfg, list(components)).items()}
 
 
@@ -345,10 +348,8 @@ def read_index(output_dir: str | os.PathLike) -> list[dict]:
 
 def _write_index(output_dir: Path, images: list[dict]) -> Path:
     p = output_dir / INDEX_NAME
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps({"version": INDEX_VERSION, "images": images}, indent=1),
-                   encoding="utf-8")
-    os.replace(tmp, p)
+    writegate.atomic_write(p, json.dumps({"version": INDEX_VERSION, "images": images},
+                                         indent=1))
     return p
 
 

@@ -280,7 +280,7 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
     unchecked = _unrestricted(user, admins)
     if unchecked is not None:
         return unchecked
-    from backend.config.schema import schema
+    from backend.config import schema
 
     if isinstance(cfg, dict):
         cfg = schema.validate(cfg, "run config", require_inputs=False)
@@ -422,7 +422,7 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
     if unchecked is not None:
         return unchecked
     from backend.core import bounded
-    from backend.config.schema import schema
+    from backend.config import schema
 
     try:
         _, run_dir = _run_folder(runner, run)

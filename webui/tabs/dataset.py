@@ -393,7 +393,7 @@ def caption_estimate_text(ctx: Ctx, cfg, user: str | None) -> str:
 def caption_lock(ctx: Ctx, folder: str | None) -> str | None:
     """Why the caption editor of ``folder`` is read-only now (a caption run writes it), or
     None."""
-    from backend.data.captions import active_caption_runs
+    from backend.planning.caption_job import active_caption_runs
 
     busy = active_caption_runs(ctx.runner, folder) if folder else []
     if not busy:
@@ -509,7 +509,7 @@ def bind_caption_events(ctx: Ctx) -> None:
         job = data[c["caption_job"]] or {}
         run = ctx.run(job.get("run_id"), request)
         if run is None:
-            from backend.data.captions import active_caption_runs
+            from backend.planning.caption_job import active_caption_runs
 
             user = ctx.owner(request)
             mine = [r for r in active_caption_runs(ctx.runner, data[base_c])
@@ -528,7 +528,7 @@ def bind_caption_events(ctx: Ctx) -> None:
     def lock_state(data: dict, request: gr.Request):
         """On opening the tab: a caption run writing this folder locks the editor, and
         this page follows it."""
-        from backend.data.captions import active_caption_runs
+        from backend.planning.caption_job import active_caption_runs
 
         folder = data[base_c]
         why = caption_lock(ctx, folder)
@@ -549,11 +549,11 @@ PLAN_KEYS = ("batch_size", "aspect_buckets", "bucket_remainder", "validation_sam
 
 
 def bucket_plan_section(cfg, cfg_dict: dict, findings: list[dict]) -> str:
-    """The check's bucket plan (``backend.data.buckets.dataset_bucket_plan``) when ``batch_size``
+    """The check's bucket plan (``backend.data.dataset.dataset_bucket_plan``) when ``batch_size``
     > 1 or ``aspect_buckets`` is on; empty otherwise, or while those fields have problems
     (shown next to them in the Training tab). The check's config holds only the data fields
     when the form has problems elsewhere: the batch fields are then taken from the form."""
-    from backend.data.buckets import dataset_bucket_plan
+    from backend.data.dataset import dataset_bucket_plan
 
     if any(getattr(cfg, k) != cfg_dict.get(k, getattr(cfg, k)) for k in PLAN_KEYS):
         try:

@@ -65,6 +65,7 @@ SPEC = FamilySpec(
     name="qwen_image",
     title="Qwen-Image",
     adapter="backend.families.qwen_image.adapter",
+    run_adapters=("backend.families.qwen_image.edit:EditAdapter",),
     is_default=True,
     components=pipeline_components(
         transformer=(("QwenImageTransformer2DModel",),

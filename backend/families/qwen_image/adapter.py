@@ -26,6 +26,9 @@ from typing import Any
 from backend.families.base import Family
 from backend.families.common import (EVAL_INDICES, OffloadingEncoder, fixed_noise_loss,
                                      uniform_index_loss)
+from backend.families.qwen_image import caption
+from backend.families.qwen_image.published import CONFIGS
+from backend.families.qwen_image.qwen_vl import load_text_encoder, load_tokenizer
 
 # The real Qwen-Image scheduler config (Qwen/Qwen-Image scheduler/scheduler_config.json);
 # training needs only the transformer, so the schedule does not depend on a scheduler folder.
@@ -55,24 +58,11 @@ def load_transformer(folder: str | Path, dtype=None, device: str | Any = "cpu"):
     return model.to(device)
 
 
-def load_text_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu"):
-    from transformers import Qwen2_5_VLForConditionalGeneration
-
-    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(folder), dtype=dtype)
-    return model.to(device).eval().requires_grad_(False)
-
-
 def load_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
     from diffusers import AutoencoderKLQwenImage
 
     model = AutoencoderKLQwenImage.from_pretrained(str(folder), torch_dtype=dtype)
     return model.to(device).eval().requires_grad_(False)
-
-
-def load_tokenizer(folder: str | Path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(folder))
 
 
 def template_prefix_tokens(tokenizer, template: str) -> int:
@@ -267,26 +257,13 @@ def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, gener
 
 
 # ------------------------------------------------------------------------------------------
-# Evaluation helpers (tests, UI checks)
+# The held-out loss
 # ------------------------------------------------------------------------------------------
 def eval_loss(transformer, samples: list[dict[str, Any]], seed: int = 0,
               indices: tuple[int, ...] = EVAL_INDICES) -> float:
     """Mean weighted loss over ``samples`` × ``indices`` with noise fixed by ``seed``."""
     return fixed_noise_loss(flow_matching_loss, training_schedule(), transformer, samples,
                             seed, indices)
-
-
-def eval_lora_loss(transformer_dir: str | Path, cache_dir: str | Path,
-                   lora_path: str | Path | None = None, seed: int = 0) -> float:
-    """Load the transformer (and a LoRA file), return ``eval_loss`` on a stage-1 cache."""
-    import torch
-    from backend.data.cache import load_cached_samples
-    from backend.models.lora import load_lora
-
-    model = load_transformer(transformer_dir, torch.float32).eval()
-    if lora_path is not None:
-        load_lora(model, lora_path)
-    return eval_loss(model, load_cached_samples(cache_dir), seed)
 
 
 # ------------------------------------------------------------------------------------------
@@ -330,13 +307,8 @@ class Adapter(Family):
     quantize_skip = ("img_in", "txt_in", "proj_out", "norm_out", "time_text_embed",
                      "*.img_mod.*", "*.txt_mod.*")
 
-    # The contract's members are this module's functions.
-    def for_config(self, cfg):
-        """An edit variant's adapter (``edit.EditAdapter``) when the config names an edit
-        model or gives ``extra_inputs``; this adapter otherwise."""
-        from backend.families.qwen_image.edit import edit_adapter_for
-        return edit_adapter_for(self, cfg)
-
+    # The contract's members are this module's functions. An edit run is bound by
+    # ``edit.EditAdapter`` (``SPEC.run_adapters``).
     transformer_class = staticmethod(transformer_class)
     load_transformer = staticmethod(load_transformer)
     load_encoder = staticmethod(load_encoder)
@@ -352,11 +324,9 @@ class Adapter(Family):
     captioner_components = ("text_encoder", "tokenizer")
 
     def load_captioner(self, dirs, dtype=None, device="cpu", offload="none"):
-        from backend.families.qwen_image.caption import load_captioner
-        return load_captioner(dirs, dtype, device, offload)
+        return caption.load_captioner(dirs, dtype, device, offload)
 
     def published_configs(self):
-        from backend.families.qwen_image.published import CONFIGS
         return {k: dict(v) for k, v in CONFIGS.items()}
 
     def build_tiny(self, out_dir, seed=0):

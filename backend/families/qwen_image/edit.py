@@ -18,86 +18,31 @@ stage 2 packs them after the noisy latents (``adapter.predict``). ``zero_cond_t`
 the transformer's config turns it on; ``--zero_cond_t`` forces it on a transformer whose
 config lacks it.
 
-The processor. ``Qwen2VLProcessor`` checks each of its parts' classes, and without
-torchvision its video processor class cannot be looked up, so the usual constructor fails.
-It is built here from the PIL image processor and the tokenizer, with no video processor
-(``ImageOnlyProcessor`` skips the check of an absent part and nothing else), which works
-with and without torchvision. Its image settings come from a ``preprocessor_config.json``
-in the tokenizer folder or a ``processor/`` folder beside it, else from the released
-model's (``PROCESSOR_CONFIG``); the tokenizer is the model's.
+The processor (images and text, no torchvision needed) is ``qwen_vl.load_processor``.
+An edit run's adapter is ``EditAdapter``, which the family's spec names
+(``FamilySpec.run_adapters``): ``Family.for_config`` asks its ``for_run``.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
+from backend.families import family_of
 from backend.families.qwen_image import EDIT_CLASSES
 from backend.families.qwen_image.adapter import (Adapter, Encoder, _sample, eval_loss,
                                                  input_latents)
 from backend.families.qwen_image.adapter import load_pipeline as load_text_to_image_pipeline
-from backend.families.qwen_image.adapter import (load_text_encoder, load_tokenizer,
-                                                 load_transformer, load_vae, training_loss)
+from backend.families.qwen_image.adapter import load_transformer, load_vae, training_loss
+from backend.families.qwen_image.qwen_vl import (load_processor, load_text_encoder,
+                                                 load_tokenizer)
 
 VAE_IMAGE_AREA = 1024 * 1024
 CONDITION_IMAGE_AREA = 384 * 384
-# The released Qwen-Image-Edit processor/preprocessor_config.json (Qwen2-VL image settings).
-PROCESSOR_CONFIG = {
-    "min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2,
-    "merge_size": 2, "image_mean": [0.48145466, 0.4578275, 0.40821073],
-    "image_std": [0.26862954, 0.26130258, 0.27577711],
-}
 USER_TURN = "<|im_start|>user\n"
 
 
 # ------------------------------------------------------------------------------------------
-# The processor
+# The pipelines
 # ------------------------------------------------------------------------------------------
-@lru_cache(maxsize=None)
-def _processor_class():
-    from transformers import Qwen2VLProcessor
-
-    class ImageOnlyProcessor(Qwen2VLProcessor):
-        """``Qwen2VLProcessor`` for images and text only: an absent video processor is not
-        class-checked (the check needs torchvision); every other part is."""
-
-        def check_argument_for_proper_class(self, argument_name, argument):
-            if argument is None and argument_name == "video_processor":
-                return None
-            return super().check_argument_for_proper_class(argument_name, argument)
-
-    return ImageOnlyProcessor
-
-
-def processor_config_file(tokenizer_dir: str | Path) -> Path | None:
-    """The ``preprocessor_config.json`` that goes with a tokenizer folder, if any."""
-    folder = Path(tokenizer_dir)
-    for candidate in (folder / "preprocessor_config.json",
-                      folder.parent / "processor" / "preprocessor_config.json"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def load_processor(tokenizer_dir: str | Path, tokenizer=None):
-    """The Qwen2.5-VL processor (images + text) from a tokenizer folder (see the module's
-    docstring for where its image settings come from)."""
-    from transformers import Qwen2VLImageProcessorPil
-
-    found = processor_config_file(tokenizer_dir)
-    if found is not None:
-        image_processor = Qwen2VLImageProcessorPil.from_pretrained(str(found.parent))
-    else:
-        c = PROCESSOR_CONFIG
-        image_processor = Qwen2VLImageProcessorPil(
-            size={"shortest_edge": c["min_pixels"], "longest_edge": c["max_pixels"]},
-            patch_size=c["patch_size"], temporal_patch_size=c["temporal_patch_size"],
-            merge_size=c["merge_size"], image_mean=c["image_mean"], image_std=c["image_std"])
-    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(tokenizer_dir)
-    return _processor_class()(image_processor=image_processor, tokenizer=tokenizer,
-                              video_processor=None)
-
-
 def system_prefix_tokens(tokenizer, template: str) -> int:
     """Tokens of the template's system turn (what the pipeline drops: 64 for the real
     tokenizer), counted with this tokenizer."""
@@ -265,6 +210,25 @@ class EditAdapter(Adapter):
         self.spec, self.title, self.plus = spec, title, plus
         self.input_images, self.zero_cond_t, self.vae_area = input_images, zero_cond_t, vae_area
 
+    @classmethod
+    def for_run(cls, base: Adapter, cfg) -> "EditAdapter | None":
+        """An ``EditAdapter`` when the config's model is an edit variant (by model id, or a
+        local pipeline's class), gives ``extra_inputs`` or ``zero_cond_t``; None for a
+        text-to-image config. An edit config whose variant is unknown (a local transformer
+        folder) is taken as 2509/2511's pipeline, which also takes one image."""
+        _, name = family_of(cfg.to_dict())
+        variant = next((v for v in base.spec.variants if v.name == name), None)
+        takes = variant.input_images if variant is not None else 0
+        if not takes and cfg.extra_inputs:
+            takes = max(v.input_images for v in base.spec.variants)
+        if not takes and not cfg.zero_cond_t:
+            return None
+        return cls(
+            base.spec, title=variant.title if variant is not None and takes else "Qwen-Image-Edit",
+            plus=not (variant is not None and variant.classes == EDIT_CLASSES),
+            input_images=takes, zero_cond_t=bool(cfg.zero_cond_t),
+            vae_area=min(int(cfg.max_pixels), VAE_IMAGE_AREA))
+
     def for_config(self, cfg):
         return self
 
@@ -303,25 +267,3 @@ class EditAdapter(Adapter):
                                   width=width)
         return render_edit(pipe, prompt, negative_prompt=negative_prompt, generator=generator,
                            steps=steps, cfg=cfg, height=height, width=width, images=images)
-
-
-def edit_adapter_for(base: Adapter, cfg) -> Adapter:
-    """``base`` for a text-to-image config; an ``EditAdapter`` when the config's model is an
-    edit variant (by model id, or a local pipeline's class), gives ``extra_inputs`` or
-    ``zero_cond_t``. An edit config whose variant is unknown (a local transformer folder)
-    is taken as 2509/2511's pipeline, which also takes one image."""
-    from backend.config.schema import family_of
-
-    _, name = family_of(cfg.to_dict())
-    variant = next((v for v in base.spec.variants if v.name == name), None)
-    takes = variant.input_images if variant is not None else 0
-    if not takes and cfg.extra_inputs:
-        takes = max(v.input_images for v in base.spec.variants)
-    if not takes and not cfg.zero_cond_t:
-        return base
-    adapter = EditAdapter(
-        base.spec, title=variant.title if variant is not None and takes else "Qwen-Image-Edit",
-        plus=not (variant is not None and variant.classes == EDIT_CLASSES),
-        input_images=takes, zero_cond_t=bool(cfg.zero_cond_t),
-        vae_area=min(int(cfg.max_pixels), VAE_IMAGE_AREA))
-    return adapter

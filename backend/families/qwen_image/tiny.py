@@ -229,7 +229,7 @@ def build_tiny_qwen_image_edit(out_dir: str | Path, seed: int = 0, *, plus: bool
     ``QwenImageEditPipeline`` with its processor."""
     from diffusers import QwenImageTransformer2DModel
 
-    from backend.families.qwen_image.edit import load_processor
+    from backend.families.qwen_image.qwen_vl import load_processor
 
     components = build_components(seed)
     if zero_cond_t:

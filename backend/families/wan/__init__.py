@@ -110,6 +110,8 @@ SPEC = FamilySpec(
     name="wan",
     title="Wan 2.1 (video)",
     adapter="backend.families.wan.adapter",
+    # The TI2V-5B first: with extra_inputs input_image it is still the TI2V-5B.
+    run_adapters=("backend.families.wan.ti2v:TI2VAdapter", "backend.families.wan.i2v:I2VAdapter"),
     components=(
         Component("transformer", ("WanTransformer3DModel",), trained=True,
                   source=f"{T2V_1_3B}{DIFFUSERS}:transformer/*.safetensors",

@@ -21,13 +21,17 @@ adds ``image_embeds`` and ``condition`` (``i2v.py``).
 """
 from __future__ import annotations
 
+import json
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from backend.core.media import frame_strip, write_video
 from backend.families.base import Family
 from backend.families.common import OffloadingEncoder
+from backend.families.wan.native import from_native, to_native
+from backend.families.wan.published import CONFIGS, VARIANT_CONFIGS
 
 NUM_TRAIN_TIMESTEPS = 1000
 MAX_SEQUENCE_LENGTH = 512          # WanPipeline's default
@@ -297,8 +301,6 @@ def load_experts(folder: str | Path, dtype=None) -> dict[str, Any]:
     transformer (Wan 2.1); for a two-expert model (Wan 2.2 A14B: ``transformer/`` and
     ``transformer_2/`` beside a ``model_index.json`` with ``boundary_ratio``) both experts
     and the ratio, whichever of the two ``folder`` is."""
-    import json
-
     folder = Path(folder)
     index = folder.parent / "model_index.json"
     ratio = None
@@ -325,13 +327,34 @@ def route_lora(pipe, expert: str):
     return pipe
 
 
+def read_json(path: Path) -> dict:
+    """A JSON file's object; {} when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def is_wan22_vae(config: dict) -> bool:
+    """Whether a VAE config.json is the Wan 2.2 VAE's (the TI2V-5B's: 48 channels)."""
+    return bool(config.get("is_residual")) and config.get("z_dim") == 48
+
+
+def dirs_are_ti2v(dirs) -> bool:
+    """Whether resolved component folders are a TI2V-5B's (its pipeline's model_index.json
+    beside the transformer, or the Wan 2.2 VAE)."""
+    if "transformer" in dirs:
+        index = read_json(Path(dirs["transformer"]).parent / "model_index.json")
+        if "expand_timesteps" in index:
+            return bool(index["expand_timesteps"])
+    return "vae" in dirs and is_wan22_vae(read_json(Path(dirs["vae"]) / "config.json"))
+
+
 def load_pipeline(dirs, dtype=None):
     """``WanPipeline`` from the resolved component folders, on the CPU in ``dtype`` (the VAE
     in float32). A two-expert model loads both experts; a LoRA then goes on the one the
     trained folder is (``route_lora``). Folders of a TI2V-5B set ``expand_timesteps``."""
     from diffusers import UniPCMultistepScheduler, WanPipeline
-
-    from backend.families.wan.ti2v import dirs_are_ti2v
 
     pipe = WanPipeline(
         **load_experts(dirs["transformer"], dtype),
@@ -391,13 +414,11 @@ class Adapter(Family):
 
     def for_config(self, cfg):
         """The TI2V-5B adapter (``ti2v.py``) or the image-to-video adapter for an I2V model
-        (``i2v.py``), else this one; bound to the run's timestep range when
-        ``min/max_timestep_boundary`` narrow it."""
+        (``i2v.py``), as ``SPEC.run_adapters`` names them, else this one; bound to the run's
+        timestep range when ``min/max_timestep_boundary`` narrow it."""
         import copy
 
-        from backend.families.wan.i2v import i2v_adapter_for
-        from backend.families.wan.ti2v import ti2v_adapter_for
-        bound = ti2v_adapter_for(self, cfg) or i2v_adapter_for(self, cfg)
+        bound = super().for_config(cfg)
         lo, hi = boundary_indices(cfg)
         if (lo, hi) != (0, NUM_TRAIN_TIMESTEPS):
             bound = copy.copy(bound)
@@ -405,11 +426,9 @@ class Adapter(Family):
         return bound
 
     def export_module_name(self, module: str, fmt: str) -> str:
-        from backend.families.wan.native import to_native
         return to_native(module) if fmt == "comfyui" else module
 
     def import_module_name(self, name: str, fmt: str) -> str:
-        from backend.families.wan.native import from_native
         if fmt != "comfyui":
             return name
         try:
@@ -418,11 +437,9 @@ class Adapter(Family):
             return name
 
     def published_configs(self):
-        from backend.families.wan.published import CONFIGS
         return {k: dict(v) for k, v in CONFIGS.items()}
 
     def variant_configs(self, variant):
-        from backend.families.wan.published import VARIANT_CONFIGS
         chosen = VARIANT_CONFIGS.get(variant) or self.published_configs()
         return {k: dict(v) for k, v in chosen.items()}
 
@@ -437,8 +454,6 @@ class Adapter(Family):
 
     def save_sample(self, result, path, cfg) -> list[Path]:
         """A sample clip and its frame strip (``<name>.strip.png``)."""
-        from backend.data.video import frame_strip, write_video
-
         path = Path(path)
         write_video(result, path, fps=cfg.sample_fps)
         strip = path.with_name(path.name[: -len(path.suffix)] + ".strip.png")

@@ -20,9 +20,11 @@ reference's ``--extra_inputs input_image``). Samples render with
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from backend.families import family_of
 from backend.families.wan.adapter import (Adapter, Encoder, load_experts,
                                           load_text_encoder, load_tokenizer, load_vae,
                                           route_lora)
@@ -154,15 +156,26 @@ class I2VAdapter(Adapter):
 
     input_images = 1
 
-    def __init__(self, spec, cfg, title: str, clip: bool = True):
-        from dataclasses import replace
-
+    def __init__(self, spec, title: str, clip: bool = True):
         # The image encoder and its processor load where the text encoder does.
         stages = ("data_process", "sample") if clip else ()
         self.spec = replace(spec, components=tuple(
             replace(c, stages=stages) if c.name in I2V_COMPONENTS else c
             for c in spec.components))
-        self.cfg, self.title, self.clip = cfg, title, clip
+        self.title, self.clip = title, clip
+
+    @classmethod
+    def for_run(cls, base: Adapter, cfg) -> "I2VAdapter | None":
+        """An ``I2VAdapter`` when the config's model is an image-to-video variant (by model
+        id or a local pipeline's class) or it gives ``extra_inputs: input_image``; None
+        otherwise."""
+        _, name = family_of(cfg.to_dict())
+        variant = next((v for v in base.spec.variants if v.name == name), None)
+        takes = variant.input_images if variant is not None else 0
+        if not takes and cfg.extra_inputs != "input_image":
+            return None
+        return cls(base.spec, variant.title if takes else "Wan2.1-I2V",
+                   clip=not (variant is not None and variant.name in WITHOUT_CLIP))
 
     def for_config(self, cfg):
         return self
@@ -179,10 +192,6 @@ class I2VAdapter(Adapter):
         return super().training_loss(transformer, sample, schedule, generator, dtype)
 
     def load_pipeline(self, dirs, dtype=None):
-        missing = [c for c in I2V_COMPONENTS if c not in dirs] if self.clip else []
-        if missing:  # the sample stage resolves the text-to-video components only
-            from backend.models.hub import resolve_component_dirs
-            dirs = {**dirs, **resolve_component_dirs(self.cfg, missing)}
         return load_i2v_pipeline(dirs, dtype)
 
     def render(self, pipe, prompt, *, negative_prompt, generator, steps, cfg, height, width,
@@ -190,18 +199,3 @@ class I2VAdapter(Adapter):
         return render_i2v(pipe, prompt, negative_prompt=negative_prompt, generator=generator,
                           steps=steps, cfg=cfg, height=height, width=width,
                           num_frames=num_frames, images=images)
-
-
-def i2v_adapter_for(base: Adapter, cfg) -> Adapter:
-    """An ``I2VAdapter`` when the config's model is an image-to-video variant (by model id
-    or a local pipeline's class) or it gives ``extra_inputs: input_image``; ``base``
-    otherwise."""
-    from backend.config.schema import family_of
-
-    _, name = family_of(cfg.to_dict())
-    variant = next((v for v in base.spec.variants if v.name == name), None)
-    takes = variant.input_images if variant is not None else 0
-    if not takes and cfg.extra_inputs != "input_image":
-        return base
-    return I2VAdapter(base.spec, cfg, variant.title if takes else "Wan2.1-I2V",
-                      clip=not (variant is not None and variant.name in WITHOUT_CLIP))

@@ -22,28 +22,18 @@ config of the Wan 2.2 VAE). Samples render with ``WanPipeline`` (text) or
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from backend.families import family_of
 from backend.families.wan import SPEC
-from backend.families.wan.adapter import (Adapter, Encoder, eval_loss, load_text_encoder,
-                                          load_tokenizer, load_transformer, load_vae, predict,
-                                          training_loss)
+from backend.families.wan.adapter import (Adapter, Encoder, eval_loss, is_wan22_vae,
+                                          load_text_encoder, load_tokenizer, load_transformer,
+                                          load_vae, predict, read_json, render, training_loss)
+from backend.families.wan.i2v import render_i2v
 
 VARIANT = "wan22_ti2v_5b"
 TITLE = "Wan2.2-TI2V-5B"
-
-
-def _json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _wan22_vae(config: dict) -> bool:
-    return bool(config.get("is_residual")) and config.get("z_dim") == 48
 
 
 def folder_has_wan22_vae(path: str | Path) -> bool:
@@ -51,27 +41,15 @@ def folder_has_wan22_vae(path: str | Path) -> bool:
     one) is a TI2V-5B's by its VAE: the Wan 2.2 VAE, in ``vae/`` beside it or itself."""
     path = Path(path).expanduser()
     folder = path if path.is_dir() else path.parent
-    return any(_wan22_vae(_json(root / "vae" / "config.json")) for root in
-               (folder, folder.parent, folder.parent.parent)) or _wan22_vae(
-        _json(folder / "config.json"))
-
-
-def dirs_are_ti2v(dirs) -> bool:
-    """Whether resolved component folders are a TI2V-5B's (its pipeline's model_index.json
-    beside the transformer, or the Wan 2.2 VAE)."""
-    if "transformer" in dirs:
-        index = _json(Path(dirs["transformer"]).parent / "model_index.json")
-        if "expand_timesteps" in index:
-            return bool(index["expand_timesteps"])
-    return "vae" in dirs and _wan22_vae(_json(Path(dirs["vae"]) / "config.json"))
+    return any(is_wan22_vae(read_json(root / "vae" / "config.json")) for root in
+               (folder, folder.parent, folder.parent.parent)) or is_wan22_vae(
+        read_json(folder / "config.json"))
 
 
 def config_is_ti2v(cfg) -> bool:
     """The config names the TI2V-5B: as the registry recognises the variant (its model id,
     or a local pipeline whose model_index.json sets ``expand_timesteps``), or a local folder
     without an index whose VAE is the Wan 2.2 VAE."""
-    from backend.config.schema import family_of
-
     if family_of(cfg.to_dict())[1] == VARIANT:
         return True
     entries = [e.strip() for e in (cfg.model_id_with_origin_paths or "").split(",")]
@@ -173,9 +151,16 @@ class TI2VAdapter(Adapter):
     resolution_multiple = SPEC.size_multiple(VARIANT)[0]  # 16x VAE, 2x2 patches: 32
     title = TITLE
 
-    def __init__(self, spec, cfg, image: bool):
-        self.spec, self.cfg, self.image = spec, cfg, image
+    def __init__(self, spec, image: bool):
+        self.spec, self.image = spec, image
         self.input_images = 1 if image else 0
+
+    @classmethod
+    def for_run(cls, base: Adapter, cfg) -> "TI2VAdapter | None":
+        """A ``TI2VAdapter`` when the config names the TI2V-5B; None otherwise."""
+        if not config_is_ti2v(cfg):
+            return None
+        return cls(base.spec, image=cfg.extra_inputs == "input_image")
 
     def for_config(self, cfg):
         return self
@@ -210,17 +195,7 @@ class TI2VAdapter(Adapter):
 
     def render(self, pipe, prompt, *, negative_prompt, generator, steps, cfg, height, width,
                num_frames=121, images=None):
-        from backend.families.wan.adapter import render
-        from backend.families.wan.i2v import render_i2v
-
         fn = render_i2v if self.image else render
         return fn(pipe, prompt, negative_prompt=negative_prompt, generator=generator,
                   steps=steps, cfg=cfg, height=height, width=width, num_frames=num_frames,
                   **({"images": images} if self.image else {}))
-
-
-def ti2v_adapter_for(base: Adapter, cfg) -> Adapter | None:
-    """A ``TI2VAdapter`` when the config names the TI2V-5B; None otherwise."""
-    if not config_is_ti2v(cfg):
-        return None
-    return TI2VAdapter(base.spec, cfg, image=cfg.extra_inputs == "input_image")
