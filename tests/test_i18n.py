@@ -173,7 +173,7 @@ def test_every_line_of_the_estimate_has_chinese():
     bad = _untranslated(texts)
     assert not bad, "estimate lines without Chinese:\n  " + "\n  ".join(bad)
     # Every part the estimator names, from its source too (parts no config above reached).
-    src = ast.parse((REPO / "backend" / "estimator.py").read_text())
+    src = ast.parse((REPO / "backend" / "planning" / "estimator.py").read_text())
     named = {n.slice.value for n in ast.walk(src) if isinstance(n, ast.Subscript) and
              isinstance(n.value, ast.Attribute) and n.value.attr in ("gpu", "host") and
              isinstance(n.slice, ast.Constant)}
