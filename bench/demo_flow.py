@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.out or ROOT / "bench" / "results" / (
         "demo_flow.json" if args.preset == "cpu_demo" else f"demo_flow_{args.preset}.json"))
 
-    from backend.config.schema import load_preset
+    from backend.config.presets import load_preset
     from backend.core.progress import read_events
     from backend.jobs.runner import Runner
 

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     from backend.planning import estimator as E
-    from backend.config.schema import load_preset
+    from backend.config.presets import load_preset
 
     config = json.loads(Path(args.config).read_text())
     rows = {}

@@ -249,7 +249,7 @@ def step_seconds(progress: Path, warmup: int) -> list[float]:
 # ------------------------------------------------------------------------------------------
 def stage_config(kind: str, mode: str, ctx):
     """The run config of one measurement (a bundled preset plus the bench's inputs)."""
-    from backend.config.schema import load_preset
+    from backend.config.presets import load_preset
 
     a = ctx.args
     common = {"run_name": f"bench-{kind}-{mode}", "model_id_with_origin_paths": str(ctx.model),
@@ -573,7 +573,7 @@ def main(argv: list[str] | None = None) -> dict:
             if args.device == "cuda":
                 torch.cuda.empty_cache()  # the stages get the whole GPU
         if ctx.caption is None and "text_encoder" in written:
-            from backend.families.qwen_image.adapter import load_tokenizer
+            from backend.families.common import load_tokenizer
 
             ctx.caption, ctx.caption_tokens = random_model.caption_of_tokens(
                 load_tokenizer(ctx.model / "tokenizer"), args.text_tokens)
@@ -588,7 +588,7 @@ def main(argv: list[str] | None = None) -> dict:
                 result["h2d_bandwidth_gb_s"] = ctx.bandwidth
                 print(f"[bench] host->device bandwidth: {ctx.bandwidth} GB/s", flush=True)
         if kind == "sample" and ctx.lora is None:
-            from backend.config.schema import load_preset
+            from backend.config.presets import load_preset
 
             ctx.lora = random_model.write_random_lora(
                 work / "lora" / f"random-r{args.rank}.safetensors", configs["transformer"],

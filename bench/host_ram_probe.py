@@ -229,7 +229,7 @@ def run(work: Path, heads: int = 6, layers: int = 2, size: int = 512, steps: int
         rank: int = 32, ckpt: bool = False, malloc_threshold: bool = True) -> dict:
     """Prepare, measure and estimate; returns the comparison (bytes and the ratio)."""
     from backend.planning import estimator
-    from backend.config.schema import parse_stage_args
+    from backend.config.cli import parse_stage_args
 
     prep = prepare_model(work, heads, layers, size)
     argv = stage_argv(work, size, steps, rank, ckpt)

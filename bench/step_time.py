@@ -48,7 +48,7 @@ def plain_loop(transformer: str, cache: str, steps: int, rank: int, targets: lis
     from peft import LoraConfig
     from safetensors.torch import load_file
 
-    from backend.families.qwen_image import adapter as qwen_image
+    from backend.families import get_family
 
     torch.manual_seed(SEED)
     model = QwenImageTransformer2DModel.from_pretrained(transformer, torch_dtype=torch.float32)
@@ -59,7 +59,7 @@ def plain_loop(transformer: str, cache: str, steps: int, rank: int, targets: lis
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.01)
-    schedule = qwen_image.training_schedule()
+    schedule = get_family("qwen_image").training_schedule()
     files = sorted(Path(cache).glob("*.safetensors"))
     while go_file and not Path(go_file).exists():  # start with the stage's first step
         time.sleep(0.01)
@@ -68,7 +68,7 @@ def plain_loop(transformer: str, cache: str, steps: int, rank: int, targets: lis
         t0 = time.perf_counter()
         sample = load_file(str(files[step % len(files)]))
         g = torch.Generator().manual_seed(SEED * 1000 + step)
-        loss = qwen_image.training_loss(model, sample, schedule, g, torch.float32)
+        loss = get_family("qwen_image").training_loss(model, sample, schedule, g, torch.float32)
         loss.backward()
         opt.step()
         opt.zero_grad()

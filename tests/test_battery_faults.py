@@ -15,7 +15,10 @@ import psutil
 import pytest
 
 from backend.core import bounded
-from backend.config import schema
+from backend.config.errors import ConfigError
+from backend.config.files import load_config
+from backend.config.presets import read_preset
+from backend.config.validation import validate
 from backend.jobs.watch import last_end_event
 from backend.jobs.runner import Runner
 from backend.jobs.history import TERMINAL
@@ -308,8 +311,8 @@ def test_a_yaml_alias_bomb_in_a_preset_file_is_refused(ws):
     presets = ws / "presets"
     presets.mkdir(parents=True)
     (presets / "laughs.yaml").write_text(bomb(9) + NOT_YAML_AFTER)
-    peak, e = _peak_mib(lambda: schema.read_preset("laughs", ws))
-    assert isinstance(e, schema.ConfigError), e
+    peak, e = _peak_mib(lambda: read_preset("laughs", ws))
+    assert isinstance(e, ConfigError), e
     assert e.problems == [f"preset: {LIMIT_TEXT}"]
     assert e.source == str(presets / "laughs.yaml")
     assert peak < 64
@@ -320,8 +323,8 @@ def test_a_yaml_alias_bomb_in_a_preset_file_is_refused(ws):
         build_config("", "laughs", ws)
     # A run config file for a stage's --config as well.
     (ws / "run.yaml").write_text(bomb(9, key="dataset_base_path"))
-    with pytest.raises(schema.ConfigError, match=re.escape(f"config: {LIMIT_TEXT}")):
-        schema.load_config(ws / "run.yaml")
+    with pytest.raises(ConfigError, match=re.escape(f"config: {LIMIT_TEXT}")):
+        load_config(ws / "run.yaml")
 
 
 def test_a_yaml_alias_bomb_in_run_yaml_is_refused_on_resume(ws):
@@ -349,9 +352,9 @@ def test_the_importer_refuses_alias_bombs_in_the_files_it_reads(tmp_path):
 
     command = ("accelerate launch --config_file acc.yaml train.py --task sft:train "
                "--config run.yaml")
-    with pytest.raises(schema.ConfigError, match=re.escape(f"--config_file: {LIMIT_TEXT}")):
+    with pytest.raises(ConfigError, match=re.escape(f"--config_file: {LIMIT_TEXT}")):
         import_commands(command, tmp_path, files={"acc.yaml": bomb(9)})
-    with pytest.raises(schema.ConfigError, match=re.escape(f"config: {LIMIT_TEXT}")):
+    with pytest.raises(ConfigError, match=re.escape(f"config: {LIMIT_TEXT}")):
         import_commands("python train.py --task sft:train --config run.yaml", tmp_path,
                         files={"run.yaml": bomb(9)})
     deep = "[" * 100_000 + "]" * 100_000
@@ -371,8 +374,8 @@ def test_error_texts_of_deep_huge_and_shared_values_stay_short():
     huge = list(range(1_000_000))
     data = {"lora_rank": deep, "lora_alpha": shared, "learning_rate": huge,
             "no_such_option": shared, "optimizer": "x" * 1_000_000}
-    peak, e = _peak_mib(lambda: schema.validate(data))
-    assert isinstance(e, schema.ConfigError), e
+    peak, e = _peak_mib(lambda: validate(data))
+    assert isinstance(e, ConfigError), e
     by_field = {p.split(":", 1)[0]: p for p in e.problems}
     assert set(data) <= set(by_field), e.problems
     for field in data:

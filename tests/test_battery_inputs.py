@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.config.schema import ConfigError, validate
+from backend.config.errors import ConfigError
+from backend.config.validation import validate
 
 EDIT_2509, EDIT_2511 = "Qwen/Qwen-Image-Edit-2509", "Qwen/Qwen-Image-Edit-2511"
 TI2V_DIFFUSERS = "Wan-AI/Wan2.2-TI2V-5B-Diffusers"
@@ -157,7 +158,8 @@ def ti2v_models(tmp_path_factory) -> Path:
 
 
 def test_ti2v_sizes_follow_its_declared_multiple_before_any_stage():
-    from backend.config.schema import family_spec, resolution_multiple
+    from backend.config.schema import resolution_multiple
+    from backend.families import family_spec
     from backend.data.dataset import target_size
     from backend.families.wan import T2V_1_3B, TI2V_5B, sources
 
@@ -190,7 +192,6 @@ def test_ti2v_local_folder_declares_its_multiple_and_the_size_trains(ti2v_models
     from backend.families import family_of
     from backend.data.dataset import target_size
     from backend.families import get_family
-    from backend.families.wan import adapter
 
     folder = ti2v_models / TI2V_DIFFUSERS
     # Component folders only, without model_index.json: the Wan 2.2 VAE's config names it.
@@ -207,10 +208,10 @@ def test_ti2v_local_folder_declares_its_multiple_and_the_size_trains(ti2v_models
     w, h = target_size(192, 108, cfg)
     assert (w, h) == (64, 32)
     family = get_family("wan").for_config(cfg)
-    assert family.resolution_multiple == 32
+    assert family.title == "Wan2.2-TI2V-5B" and family.vae_scale_factor == 16
     dirs = {k: folder / k for k in ("text_encoder", "tokenizer", "vae")}
     encoder = family.load_encoder(dirs, torch.float32)
-    transformer = adapter.load_transformer(folder / "transformer", torch.float32)
+    transformer = family.load_transformer(folder / "transformer", torch.float32)
     schedule = family.training_schedule()
 
     def loss(width: int, height: int):
@@ -432,7 +433,7 @@ def test_a_folder_given_as_an_input_image_is_called_a_folder(tmp_path):
 
 
 def test_preset_name_with_the_yaml_suffix_is_refused_and_every_listed_name_loads(tmp_path):
-    from backend.config.schema import list_presets, load_preset, read_preset, save_preset
+    from backend.config.presets import list_presets, load_preset, read_preset, save_preset
 
     cfg = validate({"lora_rank": 8}, require_inputs=False)
     for name in ("x.yaml", "x.YML"):

@@ -18,7 +18,10 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from backend.config.schema import ConfigError, RunConfig, load_preset, validate
+from backend.config.errors import ConfigError
+from backend.config.presets import load_preset
+from backend.config.schema import RunConfig
+from backend.config.validation import validate
 from backend.planning.plan import StagePlan
 from backend.jobs.runner import Runner
 from tests.conftest import REPO, read_progress, stage_env, write_accelerate_config
@@ -234,8 +237,7 @@ def _stage_records(cfg: RunConfig):
     family = get_family(cfg.model_family).for_config(cfg)
     if family.media == "video":
         return check_video_dataset(cfg)
-    return check_input_images(cfg, check_dataset(cfg), family.input_images,
-                              getattr(family, "title", family.spec.title))
+    return check_input_images(cfg, check_dataset(cfg), family.input_images, family.title)
 
 
 def _stage1_words(cfg: RunConfig) -> list[str]:
@@ -504,7 +506,7 @@ def test_server_paths_are_written_relative_for_a_non_admin(tmp_path):
 
 def test_a_target_module_refusal_names_the_model_file_by_its_place_in_the_models_folder():
     from backend.models.lora import target_module_problems
-    from backend.config.schema import REPO_ROOT
+    from backend.config.paths import REPO_ROOT
 
     problems = target_module_problems(_demo(lora_target_modules="to_q,nope"))
     assert len(problems) == 1 and problems[0].startswith(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from backend.config.schema import validate
+from backend.config.validation import validate
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 TERMINAL = ("succeeded", "failed", "stopped")
@@ -131,7 +131,7 @@ def test_bad_input_is_refused_naming_the_field_before_anything_starts(caption_ru
                                                                       tiny_model_dir):
     from backend.data.captions import CaptionError
     from backend.planning.caption_job import submit_caption
-    from backend.config.schema import ConfigError
+    from backend.config.errors import ConfigError
 
     runner = caption_run[0]
     before = len(runner.list_runs())

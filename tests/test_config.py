@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from backend.config.schema import (FIELDS, GROUPS, LEVELS, SCHEMA_VERSION, ConfigError, RunConfig,
-                            field_meta, load_config, migrate, parse_stage_args, resolve_paths,
-                            validate)
+from backend.config.cli import parse_stage_args
+from backend.config.errors import ConfigError
+from backend.config.files import load_config, migrate
+from backend.config.meta import field_meta
+from backend.config.paths import resolve_paths
+from backend.config.schema import FIELDS, GROUPS, LEVELS, SCHEMA_VERSION, RunConfig
+from backend.config.validation import validate
 
 REPO = Path(__file__).resolve().parent.parent
 OK = {"dataset_base_path": "data/set"}
@@ -63,9 +67,10 @@ def test_tokens_are_never_fields():
 
 
 def test_config_module_imports_nothing_heavy():
-    code = ("import sys, backend.config.schema; heavy = [m for m in ('torch', 'accelerate', "
-            "'deepspeed', 'diffusers', 'transformers', 'gradio') if m in sys.modules]; "
-            "print(heavy)")
+    # cli and presets import every other module of backend/config/ (paths: the rest).
+    code = ("import sys, backend.config.cli, backend.config.presets, backend.config.paths; "
+            "heavy = [m for m in ('torch', 'accelerate', 'deepspeed', 'diffusers', "
+            "'transformers', 'gradio') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -343,7 +348,8 @@ def test_problems_from_the_file_and_the_flags_each_name_their_source(tmp_path):
 def test_a_bad_value_in_a_user_preset_names_the_preset_not_the_api_call(tmp_path):
     """A preset file with the values of an API call on top (``validate_layers``): each
     problem names the layer its value came from."""
-    from backend.config.schema import read_preset, validate_layers
+    from backend.config.presets import read_preset
+    from backend.config.validation import validate_layers
 
     ws = tmp_path / "ws"
     (ws / "presets").mkdir(parents=True)
@@ -357,7 +363,7 @@ def test_a_bad_value_in_a_user_preset_names_the_preset_not_the_api_call(tmp_path
     assert "lora_rank: " in str(err) and f"[from {path}]" in str(err)
     assert "[from start_run]" in str(err)
     # load_preset on top of the form's settings: the preset file is named.
-    from backend.config.schema import load_preset
+    from backend.config.presets import load_preset
 
     err = pytest.raises(ConfigError, load_preset, "mine", ws, base=RunConfig(**OK)).value
     assert err.source == str(path)

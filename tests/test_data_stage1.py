@@ -40,7 +40,8 @@ def test_stage1_caches_fixed_pixels_and_warns(tmp_path, models_root, plain_accel
     assert "TAILWORD" in log  # the dropped words are shown
     # The cache holds the VAE latents of exactly the pixels the fixed loading gives.
     from backend.data.cache import load_sample
-    from backend.families.qwen_image.adapter import Encoder, load_tokenizer, load_vae
+    from backend.families.common import load_tokenizer
+    from backend.families.qwen_image.adapter import Encoder, load_vae
 
     cfg = RunConfig(height=32, width=32)
     model = models_root / "Qwen" / "Qwen-Image"

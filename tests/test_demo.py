@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from backend.config.schema import load_preset
+from backend.config.presets import load_preset
 from backend.jobs.runner import Runner
 
 pytestmark = pytest.mark.slow  # trains the demo LoRA with the real stages

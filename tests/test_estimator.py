@@ -11,7 +11,8 @@ import pytest
 
 from backend.planning import estimator as E
 from backend.families.qwen_image import published as QI
-from backend.config.schema import RunConfig, load_preset
+from backend.config.presets import load_preset
+from backend.config.schema import RunConfig
 
 REPO = Path(__file__).resolve().parent.parent
 REAL_CONFIG = json.loads((REPO / "bench" / "qwen_image_transformer_config.json").read_text())

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.config.schema import FIELDS, family_defaults, field_meta, validate
+from backend.config.meta import field_meta
+from backend.config.schema import FIELDS, family_defaults
+from backend.config.validation import validate
 from backend.families import (FamilySpec, _discover, family_names, family_of, family_spec,
                               get_family, recognise)
 from backend.families.base import Family
@@ -104,7 +106,7 @@ def test_every_family_implements_the_contract(name):
 
 @pytest.mark.parametrize("name", family_names())
 def test_family_presets_load_as_that_family(name):
-    from backend.config.schema import load_preset
+    from backend.config.presets import load_preset
 
     for preset in family_spec(name).presets_by_vram:
         assert load_preset(preset).model_family == name, preset
@@ -247,3 +249,114 @@ def test_two_threads_reach_the_model_classes_at_once():
     proc = subprocess.run([sys.executable, "-c", RACE], cwd=Path(__file__).parents[1],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+# ------------------------------------------------------------------------------------------
+# The contract holds only what is used
+# ------------------------------------------------------------------------------------------
+CONTRACT_CLASSES = ("Family", "FamilySpec", "Variant", "Component")
+# Members read only by a test, and the test that reads them.
+READ_BY_TESTS = {"keywords": "tests/test_layering.py"}
+
+
+def _contract_members(source: str) -> dict[str, set[str]]:
+    """{class: names} of what each contract class in ``source`` defines in its body (fields,
+    class attributes, methods, properties), dunders left out."""
+    out: dict[str, set[str]] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef) and node.name in CONTRACT_CLASSES:
+            names = set()
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(item.name)
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    names.add(item.target.id)
+                elif isinstance(item, ast.Assign):
+                    names |= {t.id for t in item.targets if isinstance(t, ast.Name)}
+            out[node.name] = {n for n in names if not n.startswith("__")}
+    return out
+
+
+def _reads(source: str) -> set[str]:
+    """Every attribute name ``source`` reads (``x.name``, ``getattr(x, "name")``), except
+    ``super().name``, which reads the member it overrides. Definitions (a ``def``, a class
+    attribute, a keyword of a constructor) and stores (``self.name = ...``) are not reads."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            call = node.value
+            if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "super":
+                continue
+            names.add(node.attr)
+        elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) in
+              ("getattr", "hasattr") and len(node.args) > 1
+              and isinstance(node.args[1], ast.Constant)):
+            names.add(node.args[1].value)
+    return names
+
+
+def _unused_members(base_source: str, sources: list[str]) -> list[str]:
+    members = _contract_members(base_source)
+    read = set().union(*(_reads(s) for s in sources))
+    return sorted(f"{cls}.{name}" for cls, names in members.items() for name in names
+                  if name not in read and name not in READ_BY_TESTS)
+
+
+def test_every_contract_member_is_used():
+    """Each member of ``Family``, ``FamilySpec``, ``Variant`` and ``Component`` is read
+    somewhere in backend/ or webui/ (the stages, the registry, another member's default,
+    a family's code) other than where it is defined: a member the rest never reads is
+    removed, not left as a promise the contract does not keep. The check is by name, so a
+    same-named attribute elsewhere hides a dead member; it still catches a name nothing reads
+    (``pack_latents``, a spec's ``help`` before they were removed)."""
+    base_source = (FAMILIES_DIR / "base.py").read_text(encoding="utf-8")
+    sources = [p.read_text(encoding="utf-8") for p in _python_files()]
+    assert not _unused_members(base_source, sources)
+    for name, test in READ_BY_TESTS.items():
+        assert name in _reads((REPO / test).read_text(encoding="utf-8")), (name, test)
+
+
+def test_the_unused_member_check_finds_a_planted_member():
+    """A member defined in the contract and overridden by a family, but never read, fails
+    the check above; once read (even by getattr) it passes."""
+    base_source = (FAMILIES_DIR / "base.py").read_text(encoding="utf-8")
+    planted = base_source.replace(
+        "class Family(abc.ABC):\n",
+        "class Family(abc.ABC):\n    def never_read_member(self, latents):\n"
+        "        return latents\n    never_read_field: int = 0\n", 1)
+    family = ("class Adapter(Family):\n    never_read_field = 1\n"
+              "    def never_read_member(self, latents):\n"
+              "        return super().never_read_member(latents)\n")
+    sources = [p.read_text(encoding="utf-8") for p in _python_files()]
+    assert _unused_members(planted, sources + [family]) == [
+        "Family.never_read_field", "Family.never_read_member"]
+    reader = "x = family.never_read_member(1)\ny = getattr(family, 'never_read_field')\n"
+    assert _unused_members(planted, sources + [family, reader]) == []
+
+
+@pytest.mark.parametrize("name", family_names())
+def test_every_family_and_variant_declares_its_title(name):
+    """The title that messages name a model by (``Family.title``): the family's, or the
+    variant's for an adapter bound to a run."""
+    spec = family_spec(name)
+    adapter = get_family(name)
+    assert spec.title and adapter.title == spec.title
+    assert all(v.title for v in spec.variants)
+    for entry in spec.run_adapters:
+        module, _, cls = entry.partition(":")
+        bound = getattr(importlib.import_module(module), cls)
+        assert isinstance(bound.title, str) and bound.title, entry
+
+
+@pytest.mark.parametrize("name", family_names())
+def test_every_component_a_stage_loads_has_a_loader(name):
+    """``Family.load_encoder`` / ``load_pipeline`` build from the spec's components: each
+    component stage 1 or the samples load, other than the trained one, has a loader, and the
+    adapter names the encoder and the pipeline class."""
+    spec = family_spec(name)
+    adapter = get_family(name)
+    for stage in ("data_process", "sample"):
+        missing = [c for c in spec.stage_components(stage)
+                   if c != spec.trained_component and c not in adapter.loaders]
+        assert not missing, (stage, missing)
+    assert isinstance(adapter.encoder, type) and adapter.pipeline

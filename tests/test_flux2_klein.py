@@ -468,7 +468,7 @@ def test_the_reference_split_training_script_imports_into_this_family(tmp_path):
 
 def test_the_estimator_reads_each_variants_published_sizes():
     from backend.planning import estimator
-    from backend.config.schema import load_preset
+    from backend.config.presets import load_preset
 
     params = {}
     for size in ("4b", "9b"):

@@ -12,7 +12,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 
 def test_every_show_if_names_a_controlling_field_the_form_has():
-    from backend.config.schema import FIELDS, field_meta
+    from backend.config.meta import field_meta
+    from backend.config.schema import FIELDS
     from webui.form import show_if, show_if_controllers, visible_fields
 
     conditional = {n: show_if(n) for n in FIELDS if show_if(n)}
@@ -82,7 +83,7 @@ def _mixed_dataset(folder):
 
 
 def test_dataset_check_shows_the_bucket_plan(tmp_path):
-    from backend.config.schema import validate
+    from backend.config.validation import validate
     from backend.data.dataset import validate_dataset
     from webui.tabs.dataset import bucket_plan_section
 
@@ -117,7 +118,7 @@ def test_dataset_check_shows_the_bucket_plan(tmp_path):
 
 
 def test_training_tab_shows_the_deepspeed_batch_size_the_plan_derives():
-    from backend.config.schema import validate
+    from backend.config.validation import validate
     from backend.planning.plan import deepspeed_config, ds_batch_sizes
     from webui.tabs.training import batch_markdown
 

@@ -28,7 +28,8 @@ def _rendered_fields(demo, prefix: str) -> list[str]:
 
 
 def test_every_shown_field_has_exactly_one_component(app):
-    from backend.config.schema import FIELDS, field_meta
+    from backend.config.meta import field_meta
+    from backend.config.schema import FIELDS
 
     shown = {n for n in FIELDS if field_meta(n)["ui"] in ("basic", "advanced")}
     hidden = {n for n in FIELDS if field_meta(n)["ui"] == "hidden"}
@@ -52,7 +53,7 @@ def test_basic_fields_come_before_advanced_ones(app):
     """Advanced fields sit inside an accordion; basic ones do not."""
     import gradio as gr
 
-    from backend.config.schema import field_meta
+    from backend.config.meta import field_meta
 
     form = app.zerolora_ctx.form
     for name, comp in form.components.items():
@@ -69,7 +70,8 @@ def test_basic_fields_come_before_advanced_ones(app):
 @pytest.mark.parametrize("preset", ["cpu_demo", "qwen_image_low_vram"])
 def test_values_round_trip_through_the_form(app, preset):
     """config -> component values -> config gives the same config (no value by position)."""
-    from backend.config.schema import RunConfig, load_preset
+    from backend.config.presets import load_preset
+    from backend.config.schema import RunConfig
 
     form = app.zerolora_ctx.form
     cfg = load_preset(preset).to_dict()

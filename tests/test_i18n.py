@@ -1,8 +1,8 @@
 """Chinese for everything the UI can show, so no later feature adds English-only text.
 
 Enumerated here: every ``T()`` key, every schema field's label and help line, every problem
-the schema's validation can emit (read from the source of ``backend/config/schema.py``, so a new rule
-counts the moment it is written, and from bad values of every field), the memory estimate's
+the schema's validation can emit (read from the source of ``backend/config/rules.py``, so a
+new rule counts the moment it is written, and from bad values of every field), the memory estimate's
 lines and parts, and the history table's headers and status words. Each failure lists exactly
 what lacks Chinese. The browser test switches a real page to Chinese, walks the tabs, makes a
 problem and an estimate appear, and finds no English word in the visible text.
@@ -16,8 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from backend.config import schema as config
-from backend.config.schema import FIELDS, ConfigError, field_meta, load_preset, validate
+from backend.config import rules
+from backend.config.errors import ConfigError
+from backend.config.meta import field_meta
+from backend.config.presets import load_preset
+from backend.config.schema import FIELDS
+from backend.config.validation import validate
 from webui import i18n, messages
 from webui.messages import english_left, translate
 
@@ -40,7 +44,7 @@ def test_every_ui_key_and_field_has_chinese():
 
 def test_every_field_has_a_label_in_both_languages():
     no_label = [n for n in FIELDS if not field_meta(n)["label"]]
-    assert not no_label, f"fields without an English label (backend/config/schema.py " \
+    assert not no_label, f"fields without an English label (backend/config/labels.py " \
         f"FIELD_LABELS or F(..., label=)): {no_label}"
     no_zh = [n for n in FIELDS if n not in messages.ZH_LABELS or n not in messages.ZH_HELP]
     assert not no_zh, "fields without a Chinese label or help line (webui/messages.py " \
@@ -102,8 +106,11 @@ def _untranslated(texts) -> list[str]:
             for t in dict.fromkeys(texts) if translate(t) is None]
 
 
+# Every rule function of backend/config/rules.py is read (each rule, not only the function
+# that calls them).
 def test_every_rule_between_fields_has_chinese():
-    found = _strings_in(config.cross_field_problems)
+    found = [text for _, fn in inspect.getmembers(rules, inspect.isfunction)
+             if fn.__module__ == rules.__name__ for text in _strings_in(fn)]
     assert len(found) >= 25, found  # every rule of the schema, read from its source
     bad = _untranslated(found)
     assert not bad, "validation problems without Chinese (add a rule to webui/messages.py " \

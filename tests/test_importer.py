@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.config.schema import load_config, validate
+from backend.config.files import load_config
+from backend.config.validation import validate
 from backend.families.qwen_image import SPEC as QWEN_IMAGE
 
 QWEN_IMAGE_SOURCES = QWEN_IMAGE.defaults["model_id_with_origin_paths"]

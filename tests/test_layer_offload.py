@@ -135,7 +135,7 @@ def test_estimator_methods_for_real_qwen_image():
     from accelerate import init_empty_weights
 
     from backend.planning import estimator
-    from backend.config.schema import load_preset
+    from backend.config.presets import load_preset
     from backend.families import get_family
 
     cfg = load_preset("qwen_image_single_gpu").model_copy(
@@ -208,7 +208,7 @@ def test_estimator_methods_for_real_qwen_image():
     applied = cfg.model_copy(update=by["layer_offload_nf4"].changes)
     assert applied.enable_model_cpu_offload and "bitsandbytes_nf4" in applied.quant_options
     assert not cfg.enable_model_cpu_offload and cfg.quant_options is None
-    from backend.config.schema import validate
+    from backend.config.validation import validate
     validate({**applied.to_dict(), "dataset_base_path": "/data"})  # a valid combination
 
 
@@ -216,7 +216,7 @@ def test_estimator_stage1_with_a_quantized_text_encoder():
     """The 8B text encoder dominates stage 1 on a small card: nf4 cuts its weights to about
     a third (embedding and LM head stay bf16), and the stage's GPU figure with them."""
     from backend.planning import estimator
-    from backend.config.schema import load_preset
+    from backend.config.presets import load_preset
 
     cfg = load_preset("qwen_image_single_gpu")
     plain = estimator.estimate_memory(cfg)

@@ -24,8 +24,12 @@ from safetensors.torch import load_file
 from torch.overrides import TorchFunctionMode
 
 from backend.data.cache import read_manifest
-from backend.config.schema import (ConfigError, RunConfig, load_config, load_preset, parse_stage_args,
-                            validate)
+from backend.config.cli import parse_stage_args
+from backend.config.errors import ConfigError
+from backend.config.files import load_config
+from backend.config.presets import load_preset
+from backend.config.schema import RunConfig
+from backend.config.validation import validate
 from tests.conftest import read_progress, run_stage
 from tests.test_export import make_reference_lora
 
@@ -131,7 +135,9 @@ def pixels(seed: int = 0):
 
 
 def test_sequential_encoder_streams_one_module_at_a_time(tiny_model_dir):
-    from backend.families.qwen_image.adapter import load_encoder
+    from backend.families import get_family
+
+    load_encoder = get_family("qwen_image").load_encoder
 
     dirs = {k: tiny_model_dir / k for k in STAGE1}
     plain = load_encoder(dirs, torch.float32, "cpu")
@@ -156,7 +162,9 @@ def test_sequential_encoder_streams_one_module_at_a_time(tiny_model_dir):
 def test_model_offload_moves_one_encoder_at_a_time(tiny_model_dir):
     """model: the text encoder is moved to the device for every prompt and back, then the
     VAE for every image and back -- also when the stage is stopped half-way."""
-    from backend.families.qwen_image.adapter import load_encoder
+    from backend.families import get_family
+
+    load_encoder = get_family("qwen_image").load_encoder
 
     def trace(enc) -> list[tuple[str, str]]:
         events: list[tuple[str, str]] = []

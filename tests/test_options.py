@@ -38,8 +38,8 @@ def config(**over):
 
 
 def fresh_transformer(tiny_model_dir):
-    from backend.families.qwen_image import adapter as qi
-    return qi.load_transformer(tiny_model_dir / "transformer", torch.float32)
+    from backend.families import get_family
+    return get_family("qwen_image").load_transformer(tiny_model_dir / "transformer", torch.float32)
 
 
 def forward(model, sample):
@@ -279,7 +279,8 @@ def test_lokr_refuses_the_diffusers_export_and_round_trips_as_reference(trained,
 # Schema rules, buckets, the DeepSpeed batch sizes
 # ------------------------------------------------------------------------------------------
 def test_option_rules_name_the_field():
-    from backend.config.schema import ConfigError, validate
+    from backend.config.errors import ConfigError
+    from backend.config.validation import validate
 
     ok = {"dataset_base_path": "x"}
     cases = [

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from backend.config.schema import RunConfig, load_config, load_preset, validate
+from backend.config.files import load_config
+from backend.config.presets import load_preset
+from backend.config.schema import RunConfig
+from backend.config.validation import validate
 from backend.planning.plan import StagePlan, deepspeed_config, other_node_commands, plan_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -520,7 +523,7 @@ def test_planned_zero3_run_trains_with_the_real_stages(tmp_path, models_root, de
 def test_a_render_job_is_planned_like_a_run(tmp_path):
     """A render of another run's checkpoints: its own run.yaml (sample stage only, its own
     progress file), the exact command in commands.sh, samples into the other run's folder."""
-    from backend.config.schema import load_config
+    from backend.config.files import load_config
     from backend.planning.plan import plan_render
 
     ckpts = [tmp_path / "other" / "output" / n for n in ("step-2.safetensors",

@@ -6,9 +6,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from backend.config.schema import (FIELDS, PRESETS_DIR, REPO_ROOT, SCHEMA_VERSION, ConfigError,
-                            RunConfig, diff_configs, family_defaults, list_presets,
-                            load_preset, save_preset, validate)
+from backend.config.errors import ConfigError
+from backend.config.paths import REPO_ROOT
+from backend.config.presets import PRESETS_DIR, diff_configs, list_presets, load_preset, save_preset
+from backend.config.schema import FIELDS, SCHEMA_VERSION, RunConfig, family_defaults
+from backend.config.validation import validate
 from backend.families import family_of
 from backend.planning.plan import deepspeed_config, plan_run
 

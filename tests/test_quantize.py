@@ -137,7 +137,9 @@ def test_reference_command_runs_quantized_and_offloaded(launch_stage, models_roo
 ])
 def test_bad_combinations_are_refused_by_field(values, field, words):
     from backend.config.lowvram import combination_problems
-    from backend.config.schema import RunConfig, ConfigError, validate
+    from backend.config.errors import ConfigError
+    from backend.config.schema import RunConfig
+    from backend.config.validation import validate
 
     merged = RunConfig.model_construct().model_dump()
     merged.update(values)
@@ -151,7 +153,7 @@ def test_bad_combinations_are_refused_by_field(values, field, words):
 
 
 def test_stage_cli_reads_the_reference_flags():
-    from backend.config.schema import parse_stage_args
+    from backend.config.cli import parse_stage_args
 
     cfg = parse_stage_args([
         "--dataset_base_path", "/data", "--enable_model_cpu_offload",
@@ -200,7 +202,7 @@ def test_stage1_text_encoder_quantized(method, tiny_model_dir):
     full-precision ones without being equal."""
     import torch
 
-    from backend.config.schema import validate
+    from backend.config.validation import validate
     from backend.families import get_family
     from backend.models.quantize import is_quantized, quantize_frozen
 

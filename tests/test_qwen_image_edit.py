@@ -97,20 +97,21 @@ def edit_cache(tmp_path_factory, edit_models, edit_data) -> Path:
 def load_transformer(models: Path):
     import torch
 
-    from backend.families.qwen_image.adapter import load_transformer as load
-    return load(models / EDIT_2511 / "transformer", torch.float32).eval()
+    from backend.families import get_family
+    return get_family("qwen_image").load_transformer(models / EDIT_2511 / "transformer",
+                                                     torch.float32).eval()
 
 
 def held_out_loss(models: Path, cache: Path, lora_path: Path | None = None) -> float:
     from backend.models import lora
     from backend.data.cache import load_cached_samples
-    from backend.families.qwen_image.adapter import eval_loss
+    from backend.families import get_family
 
     model = load_transformer(models)
     assert model.zero_cond_t  # the 2511-like config's
     if lora_path is not None:
         lora.load_lora(model, lora_path)
-    return eval_loss(model, load_cached_samples(cache))
+    return get_family("qwen_image").eval_loss(model, load_cached_samples(cache))
 
 
 @pytest.fixture(scope="session")
@@ -408,7 +409,7 @@ accelerate launch {SCRIPT} --task sft:train \\
 def test_edit_variants_and_2512_presets():
     """Every variant preset loads as Qwen-Image with its variant's model; a config naming an
     edit model gets the edit adapter, Qwen-Image-2512 the text-to-image one."""
-    from backend.config.schema import load_preset
+    from backend.config.presets import load_preset
     from backend.families import family_of
     from backend.families import get_family
 
@@ -443,7 +444,8 @@ def test_samples_render_input_base_and_lora(tmp_path, monkeypatch, edit_models, 
     from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit_plus
     from PIL import Image
 
-    from backend.config.schema import ConfigError, RunConfig
+    from backend.config.errors import ConfigError
+    from backend.config.schema import RunConfig
     from backend.jobs.runner import check_before_start
     from backend.training.samples import plan_samples, render_samples
 

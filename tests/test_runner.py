@@ -700,7 +700,8 @@ def test_no_start_when_the_disk_is_too_full(ws):
 
 
 def test_submit_plans_a_config_into_a_queued_run(ws):
-    from backend.config.schema import ConfigError, load_preset
+    from backend.config.errors import ConfigError
+    from backend.config.presets import load_preset
 
     gate = ws / "gate"
     r = Runner(ws, stop_grace_s=2)
@@ -733,7 +734,8 @@ def test_submit_plans_a_config_into_a_queued_run(ws):
 
 def test_lora_targets_that_match_nothing_are_refused_before_any_stage(ws):
     """Checked against the model's own module list (the local config.json, meta device)."""
-    from backend.config.schema import ConfigError, load_preset
+    from backend.config.errors import ConfigError
+    from backend.config.presets import load_preset
 
     r = Runner(ws, stop_grace_s=2)
     bad = load_preset("cpu_demo").model_copy(update={"lora_target_modules":
@@ -750,7 +752,8 @@ def test_what_each_planned_stage_reads_is_checked_before_the_run_is_accepted(ws,
     """A train-only split run on a cache folder that does not exist, a dataset folder or
     metadata file that is not there: refused at submission, naming the field; nothing is
     queued (issue 21)."""
-    from backend.config.schema import ConfigError, load_preset
+    from backend.config.errors import ConfigError
+    from backend.config.presets import load_preset
 
     r = Runner(ws, stop_grace_s=2)
     demo = load_preset("cpu_demo")

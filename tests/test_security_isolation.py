@@ -24,7 +24,7 @@ import httpx
 import pytest
 from gradio_client import Client
 
-from backend.config.schema import validate
+from backend.config.validation import validate
 from backend.planning.plan import StagePlan
 from backend.jobs.runner import Runner
 from tests.test_launch import AppServer
@@ -146,7 +146,7 @@ def test_model_folders_and_lora_files_are_read_through_the_gate(tmp_path):
     with pytest.raises(ValueError, match="not a safetensors file"):
         read_lora(mine / "junk.safetensors", gate)
     # Checkpoints to render: outside the roots, not found; inside, as before.
-    from backend.config.schema import ConfigError
+    from backend.config.errors import ConfigError
     from backend.training.samples import resolve_checkpoints
     assert resolve_checkpoints([mine / "lora.safetensors"], gate=gate) == [mine / "lora.safetensors"]
     with pytest.raises(ConfigError, match="checkpoints: not found"):
@@ -489,7 +489,7 @@ def test_a_caption_job_never_writes_through_a_link_planted_after_submission(serv
 def test_the_bundled_demo_and_other_users_folders_are_read_only_to_non_admins(served):
     """A non-admin's caption job may read the demo dataset but not write it: refused before
     anything is queued, naming the field; the demo's files are unchanged."""
-    from backend.config.schema import REPO_ROOT
+    from backend.config.paths import REPO_ROOT
 
     ws = served.workspace
     demo = REPO_ROOT / "backend" / "assets" / "demo_dataset"
@@ -678,7 +678,7 @@ def test_the_login_form_refuses_cross_site_posts(served):
 
 
 def test_a_non_admin_sees_no_server_paths_in_refusals(served):
-    from backend.config.schema import REPO_ROOT
+    from backend.config.paths import REPO_ROOT
 
     bob = client(served, "bob")
     with pytest.raises(Exception) as e:

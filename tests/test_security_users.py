@@ -16,7 +16,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from backend.config.schema import validate
+from backend.config.validation import validate
 from backend.planning.plan import StagePlan, resolved_config
 from backend.jobs.runner import Runner
 from webui import datasets, security

@@ -121,7 +121,9 @@ def test_max_steps_stays_a_cap_across_a_resume(tmp_path, models_root, stage1_cac
 
 
 def test_max_steps_help_says_it_is_a_cap_and_names_the_target():
-    from backend.config.schema import ConfigError, field_meta, validate
+    from backend.config.errors import ConfigError
+    from backend.config.meta import field_meta
+    from backend.config.validation import validate
 
     assert "cap" in field_meta("max_steps")["help"]
     assert "max_train_steps" in field_meta("max_steps")["help"]
@@ -326,7 +328,7 @@ def test_a_stage_process_keeps_out_the_quantizers_it_was_not_asked_for(tmp_path)
     import subprocess
     import sys
 
-    from backend.config.schema import parse_stage_args
+    from backend.config.cli import parse_stage_args
     from backend.models.quantize import packages_needed
 
     def needed(*flags: str) -> set[str]:
@@ -341,7 +343,7 @@ def test_a_stage_process_keeps_out_the_quantizers_it_was_not_asked_for(tmp_path)
     assert needed("--quant_options", "m:vae/*:bitsandbytes_nf4;m:transformer/*:torchao_int8"
                   ) == {"bitsandbytes", "torchao"}
     assert needed("--customized_optimizer", "bitsandbytes.optim.AdamW8bit") == {"bitsandbytes"}
-    code = ("import sys, importlib.util as u; from backend.config.schema import parse_stage_args; "
+    code = ("import sys, importlib.util as u; from backend.config.cli import parse_stage_args; "
             "from backend.models.quantize import keep_out_unneeded as k; "
             "out = k(parse_stage_args(sys.argv[1:])[0]); "
             "print(out, [u.find_spec(p) is None for p in ('torchao', 'bitsandbytes')])")

@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from backend.config.schema import RunConfig, field_meta
+from backend.config.meta import field_meta
+from backend.config.schema import RunConfig
 from webui import services
 
 

@@ -2,7 +2,7 @@
 method side by side, the fastest that fits, and the field changes one click applies."""
 from __future__ import annotations
 
-from backend.config.schema import load_preset
+from backend.config.presets import load_preset
 
 
 def test_a_24_gb_card_gets_layer_offload_with_nf4_and_an_80_gb_card_plain_bf16():

@@ -138,12 +138,13 @@ def check_lora(path: Path, tiny_model_dir: Path, base: float, cache: Path) -> No
     from safetensors import safe_open
 
     from backend.models import lora
+    from backend.families import get_family
     from backend.families.qwen_image import adapter as qi
 
     tensors, meta = lora.read_lora(path)
     assert meta["rank"] == str(RANK) and meta["alpha"] == str(RANK)
     assert meta["target_modules"] == TARGETS and meta["base_model"] == "dit"
-    fresh = qi.load_transformer(tiny_model_dir / "transformer", torch.float32)
+    fresh = get_family("qwen_image").load_transformer(tiny_model_dir / "transformer", torch.float32)
     expected = lora.expected_shapes(fresh, RANK, TARGETS.split(","))
     assert len(expected) == 2 * 12 * 2  # 2 blocks x 12 targets x (A, B)
     assert {k: tuple(v.shape) for k, v in tensors.items()} == expected
@@ -180,7 +181,7 @@ def check_lora(path: Path, tiny_model_dir: Path, base: float, cache: Path) -> No
 # Command line
 # ------------------------------------------------------------------------------------------
 def test_seed_commands_parse():
-    from backend.config.schema import parse_stage_args
+    from backend.config.cli import parse_stage_args
 
     cfg1, _ = parse_stage_args(SEED_STAGE1)
     assert cfg1.task == "sft:data_process" and cfg1.lora_rank == 32
@@ -638,9 +639,9 @@ def test_lora_file_roundtrip(tmp_path, tiny_model_dir):
     import torch
 
     from backend.models import lora
-    from backend.families.qwen_image import adapter as qi
+    from backend.families import get_family
 
-    model = qi.load_transformer(tiny_model_dir / "transformer", torch.float32)
+    model = get_family("qwen_image").load_transformer(tiny_model_dir / "transformer", torch.float32)
     lora.add_lora(model, RANK, TARGETS.split(","))
     torch.manual_seed(0)
     for _, p in lora.lora_named_parameters(model):
@@ -652,7 +653,7 @@ def test_lora_file_roundtrip(tmp_path, tiny_model_dir):
     info = lora.checkpoint_info(path)
     assert info["tensors"] == 48 and info["step"] == "1" and info["rank"] == str(RANK)
 
-    again = qi.load_transformer(tiny_model_dir / "transformer", torch.float32)
+    again = get_family("qwen_image").load_transformer(tiny_model_dir / "transformer", torch.float32)
     lora.add_lora(again, RANK, TARGETS.split(","))
     assert lora.init_from_checkpoint(again, path) == 48
     for k, v in lora.collect_lora_state(again).items():

@@ -257,7 +257,7 @@ def test_preset_diff_and_save(page, server):
     page.click("#preset-save")
     expect(md(page, "preset-msg")).to_contain_text("Saved preset", timeout=STEP_S * 1000)
     saved = server[1] / "presets" / "rank12.yaml"
-    from backend.config.schema import load_preset
+    from backend.config.presets import load_preset
     assert load_preset("rank12", server[1]).lora_rank == 12
     assert "lora_rank: 12" in saved.read_text()
     expect(page.locator("#preset input")).to_have_value("rank12")
@@ -579,7 +579,7 @@ def test_a_runs_settings_go_back_into_the_form(demo_run, page):
                                                                    timeout=STEP_S * 1000)
     expect(md(page, "train-notice")).to_contain_text(f"settings of run {demo_run['run_id']}",
                                                      timeout=STEP_S * 1000)
-    from backend.config.schema import load_preset
+    from backend.config.presets import load_preset
     expect(field(page, "lora_rank")).to_have_value(str(load_preset("cpu_demo").lora_rank))
     tab(page, "model")
     expect(md(page, "preset-diff")).to_contain_text("Same as preset", timeout=STEP_S * 1000)

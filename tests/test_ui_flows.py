@@ -48,7 +48,7 @@ def load_preset(page, name: str) -> None:
 def show_field(page, name: str):
     """Go where field ``name`` is (its tab; its group's Advanced accordion opened when it is
     an advanced field) and return its input."""
-    from backend.config.schema import field_meta
+    from backend.config.meta import field_meta
 
     meta = field_meta(name)
     tab(page, {"model": "model", "data": "dataset", "captions": "dataset"}.get(meta["group"],
@@ -156,7 +156,7 @@ def test_low_vram_import_keeps_zero3_then_the_target_gpu_apply(page):
        by name); only the fields the command sets change, each listed old → new;
     2. a target GPU picked, Apply pressed: the form's fields change as the panel said."""
     from backend.config.schema import FIELDS
-    from backend.config.schema import load_preset as preset
+    from backend.config.presets import load_preset as preset
 
     low = preset("qwen_image_low_vram")
     load_preset(page, "qwen_image_low_vram")

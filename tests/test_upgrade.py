@@ -51,7 +51,7 @@ def legacy_workspace(tmp_path) -> Path:
 
 
 def test_a_run_written_before_the_move_shows_and_resumes(legacy_workspace):
-    from backend.config.schema import load_config
+    from backend.config.files import load_config
     from backend.jobs.runner import Runner
 
     runner = Runner(legacy_workspace)

@@ -137,8 +137,9 @@ def wan_trained(tmp_path_factory, wan_models, wan_stage1):
 def transformer(models: Path):
     import torch
 
-    from backend.families.wan import adapter
-    return adapter.load_transformer(models / DIFFUSERS / "transformer", torch.float32).eval()
+    from backend.families import get_family
+    return get_family("wan").load_transformer(models / DIFFUSERS / "transformer",
+                                              torch.float32).eval()
 
 
 def pipeline(models: Path):
@@ -170,7 +171,7 @@ def test_stage1_from_the_reference_sources_caches_what_the_pipeline_computes(
     import torch
 
     from backend.data.cache import load_cached_samples, read_manifest
-    from backend.config.schema import validate
+    from backend.config.validation import validate
     from backend.data.video import load_clip
 
     cache, proc = wan_stage1
@@ -210,7 +211,8 @@ def test_stage1_from_the_reference_sources_caches_what_the_pipeline_computes(
 def test_bad_clips_are_refused_naming_their_rows(tmp_path):
     """Before any model loads: a clip too short for num_frames, a file PyAV cannot decode and
     a missing one each name their row; a frame count that is not 4k+1 names the field."""
-    from backend.config.schema import ConfigError, validate
+    from backend.config.errors import ConfigError
+    from backend.config.validation import validate
     from backend.data.dataset import DatasetError
     from backend.core.media import write_video
     from backend.data.video import check_video_dataset
@@ -326,7 +328,7 @@ def test_samples_are_webm_clips_with_frame_strips(tmp_path, wan_models, wan_trai
     import numpy as np
     from PIL import Image
 
-    from backend.config.schema import validate
+    from backend.config.validation import validate
     from backend.training.samples import render_samples
     from backend.data.video import read_video_frames
 
@@ -353,7 +355,7 @@ def test_estimator_counts_clip_tokens_and_the_presets_fit_their_cards():
     """A clip is latent frames x latent area tokens: 81 frames at 480x832 are 21 x 30 x 52;
     the 1.3B preset fits a 12 GB card, the 14B ZeRO-3 offload preset a 24 GB one and not a
     12 GB one, and more frames need more memory."""
-    from backend.config.schema import load_preset
+    from backend.config.presets import load_preset
     from backend.planning.estimator import estimate_memory, fits
 
     small = estimate_memory(load_preset("wan_1_3b_12gb"))
@@ -518,10 +520,9 @@ def test_i2v_training_lowers_the_loss_and_its_lora_changes_the_pipelines_clip(
 
     from backend.models import lora
     from backend.data.cache import load_cached_samples
-    from backend.config.schema import validate
+    from backend.config.validation import validate
     from backend.models.export import export_lora
     from backend.families import get_family
-    from backend.families.wan import adapter
     from backend.training.samples import render_samples
     from backend.data.video import read_video_frames
 
@@ -530,8 +531,8 @@ def test_i2v_training_lowers_the_loss_and_its_lora_changes_the_pipelines_clip(
     samples = load_cached_samples(i2v_stage1[0])
     family = get_family("wan")
     folder = i2v_models / I2V_DIFFUSERS / "transformer"
-    before = family.eval_loss(adapter.load_transformer(folder), samples)
-    trained = adapter.load_transformer(folder)
+    before = family.eval_loss(family.load_transformer(folder), samples)
+    trained = family.load_transformer(folder)
     lora.load_lora(trained, ckpt)
     after = family.eval_loss(trained, samples)
     print(f"wan i2v held-out loss {before:.4f} -> {after:.4f}")
@@ -633,7 +634,7 @@ def test_a14b_low_noise_expert_trains_in_its_range_and_samples_put_the_lora_on_i
 
     import torch
 
-    from backend.config.schema import validate
+    from backend.config.validation import validate
     from backend.models.export import export_lora
     from backend.families import get_family
     from backend.training.samples import attach_lora, component_dirs
@@ -688,7 +689,8 @@ def test_the_reference_a14b_commands_import_with_their_expert_and_range():
     """The reference's Wan2.2-I2V-A14B low-noise command: low_noise_model/ becomes the
     -Diffusers transformer_2/, its boundaries and input image are kept; bad boundaries are
     refused naming the field."""
-    from backend.config.schema import ConfigError, validate
+    from backend.config.errors import ConfigError
+    from backend.config.validation import validate
     from backend.planning.importer import import_commands
 
     result = import_commands(
@@ -735,7 +737,7 @@ def test_i2v_a14b_low_noise_expert_from_the_clips_to_a_clip_with_its_lora(tmp_pa
     import numpy as np
     from safetensors import safe_open
 
-    from backend.config.schema import validate
+    from backend.config.validation import validate
     from backend.training.samples import render_samples
     from backend.data.video import read_video_frames
 

@@ -43,12 +43,11 @@ def assert_loss_falls(models: Path, cfg, ckpt: Path, samples, what: str) -> None
     """The cached samples' held-out loss falls by over 10% with the LoRA ``ckpt`` loaded."""
     from backend.models import lora
     from backend.families import get_family
-    from backend.families.wan import adapter
 
     family = get_family("wan").for_config(cfg)
     tdir = models / TI2V_DIFFUSERS / "transformer"
-    before = family.eval_loss(adapter.load_transformer(tdir), samples)
-    trained = adapter.load_transformer(tdir)
+    before = family.eval_loss(family.load_transformer(tdir), samples)
+    trained = family.load_transformer(tdir)
     lora.load_lora(trained, ckpt)
     after = family.eval_loss(trained, samples)
     print(f"{what} held-out loss {before:.4f} -> {after:.4f}")
@@ -79,7 +78,7 @@ def test_ti2v_is_named_by_its_id_and_found_in_a_local_folder(ti2v_models):
     from accelerate import init_empty_weights
     from diffusers import WanTransformer3DModel
 
-    from backend.config.schema import validate
+    from backend.config.validation import validate
     from backend.families import family_of
     from backend.families import get_family
 
@@ -125,7 +124,7 @@ def test_ti2v_stage1_and_zero3_training_change_the_pipelines_clip(
     import torch
 
     from backend.data.cache import load_cached_samples
-    from backend.config.schema import validate
+    from backend.config.validation import validate
     from backend.models.export import export_lora
     from backend.data.video import load_clip
 
@@ -175,7 +174,7 @@ def test_ti2v_from_a_first_frame_trains_on_the_other_frames_and_keeps_the_first(
     from PIL import Image
 
     from backend.data.cache import load_cached_samples
-    from backend.config.schema import validate
+    from backend.config.validation import validate
     from backend.models.export import export_lora
     from backend.training.samples import render_samples
     from backend.data.video import read_video_frames
@@ -230,7 +229,7 @@ PRESET = "wan_2_2_ti2v_5b_24gb"
 
 def test_the_24gb_preset_loads_holds_only_its_changes_and_binds_the_ti2v_adapter(tmp_path):
     """tests/test_presets.py's checks on this preset, and the run it loads is a TI2V-5B's."""
-    from backend.config.schema import load_preset
+    from backend.config.presets import load_preset
     from backend.families import get_family
     from tests import test_presets as presets
 

@@ -53,7 +53,9 @@ from typing import Any, Callable
 import gradio as gr
 
 from backend.core import bounded
-from backend.config.schema import ConfigError
+from backend.config.errors import ConfigError
+from backend.config.presets import list_presets, read_preset
+from backend.config.validation import validate_layers
 from backend.core.rundir import RunDir
 from webui import security, services
 
@@ -135,28 +137,26 @@ def parse_config(config: Any) -> dict:
 def build_config(config: Any, preset: str, workspace: Path, user: str | None = None):
     """Validate ``preset`` (a name among ``user``'s presets) + ``config`` into a RunConfig
     (every problem reported at once)."""
-    from backend.config import schema
-
     data: dict[str, Any] = {}
     preset = (preset or "").strip()
     if preset:
         # Names only: a path here would read any YAML file on the server.
         owner = security.preset_owner(user)
-        known = dict(schema.list_presets(workspace, owner["user"]))
+        known = dict(list_presets(workspace, owner["user"]))
         if preset not in known:
             raise _Fail(f"preset: no preset with this name (got {preset!r}; allowed "
                         f"{' | '.join(sorted(known)) or 'none'})")
         try:
-            data, path = schema.read_preset(preset, workspace, **owner)
-        except schema.ConfigError as e:
+            data, path = read_preset(preset, workspace, **owner)
+        except ConfigError as e:
             raise _Fail(security.hide_server_paths(str(e), user, workspace)) from None
     overrides = parse_config(config)
     overrides.pop("schema_version", None)
     # Each problem names where its value came from: the preset, or this call's config.
     layers = ([(f"preset {preset!r}", data)] if preset else []) + [("start_run", overrides)]
     try:
-        return schema.validate_layers(layers)
-    except schema.ConfigError as e:
+        return validate_layers(layers)
+    except ConfigError as e:
         raise _Fail(security.hide_server_paths(
             str(e), user, workspace, typed=services.typed_paths(overrides))) from None
 
@@ -170,8 +170,19 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
     when sign-in is off). Admins come from ``security.admins()`` (``launch.py --admin``).
     """
     workspace = Path(workspace).expanduser().resolve()
-    get_user = user_getter or security.user_of
     where = SimpleNamespace(runner=runner, workspace=workspace, models_dir=models_dir)
+    who, checked_run = _access(runner, user_getter or security.user_of)
+    fns = {}
+    for fn in (*_start_endpoints(where, who), *_run_endpoints(where, who, checked_run),
+               *_read_endpoints(where, who, checked_run)):
+        fns[fn.__name__] = gr.api(fn, api_name=fn.__name__)
+    fns["fetch_output"] = _add_fetch_output(where, who)
+    return fns
+
+
+def _access(runner, get_user: Callable[[Any], str | None]):
+    """``who(request)``: the caller; ``checked_run(run_id, request)``: a run the caller may
+    read, whose files all stay inside it. Both raise a refusal as the endpoint's error."""
 
     def who(request: gr.Request) -> str | None:
         try:
@@ -188,6 +199,23 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
         except security.AccessDenied as e:
             raise _Fail(str(e)) from None
 
+    return who, checked_run
+
+
+def _refused(e: services.Refused) -> _Fail:
+    return _Fail(str(ConfigError(e.problems)) if e.problems else e.headline)
+
+
+def _started(runner, run_id: str) -> dict:
+    run = runner.get_run(run_id)
+    return {"run_id": run_id, "status": run["status"], "name": run.get("name"),
+            "owner": run.get("owner")}
+
+
+def _start_endpoints(where: SimpleNamespace, who: Callable) -> tuple[Callable, ...]:
+    """``/start_run`` and ``/start_caption``."""
+    runner, workspace = where.runner, where.workspace
+
     def start_run(config: str | dict | None = None, preset: str = "", name: str = "",
                   hub_token: str = "", request: gr.Request = None) -> dict:
         """Start a run from run options (YAML text or a mapping) on top of a preset."""
@@ -196,10 +224,8 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
         try:
             run_id = services.start_run(where, cfg, user, name=name, hub_token=hub_token)
         except services.Refused as e:
-            raise _Fail(str(ConfigError(e.problems)) if e.problems else e.headline) from None
-        run = runner.get_run(run_id)
-        return {"run_id": run_id, "status": run["status"], "name": run.get("name"),
-                "owner": run.get("owner")}
+            raise _refused(e) from None
+        return _started(runner, run_id)
 
     def start_caption(config: str | dict | None = None, preset: str = "",
                       hub_token: str = "", request: gr.Request = None) -> dict:
@@ -209,10 +235,16 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
         try:
             run_id = services.caption(where, cfg, user, hub_token=hub_token)
         except services.Refused as e:
-            raise _Fail(str(ConfigError(e.problems)) if e.problems else e.headline) from None
-        run = runner.get_run(run_id)
-        return {"run_id": run_id, "status": run["status"], "name": run.get("name"),
-                "owner": run.get("owner")}
+            raise _refused(e) from None
+        return _started(runner, run_id)
+
+    return start_run, start_caption
+
+
+def _run_endpoints(where: SimpleNamespace, who: Callable,
+                   checked_run: Callable) -> tuple[Callable, ...]:
+    """``/run_status``, ``/run_progress``, ``/stop_run``, ``/resume_run``, ``/list_runs``."""
+    runner = where.runner
 
     def run_status(run_id: str, request: gr.Request = None) -> dict:
         """The run's status, stages and failure reason (with a diagnosis when it failed)."""
@@ -246,7 +278,7 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
         try:
             services.resume_run(where, run, who(request), hub_token=hub_token)
         except services.Refused as e:
-            raise _Fail(str(ConfigError(e.problems)) if e.problems else e.headline) from None
+            raise _refused(e) from None
         return _summary(runner.get_run(run["id"]))
 
     def list_runs(request: gr.Request = None) -> list:
@@ -255,6 +287,14 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
         owner = security.list_owner(user)
         return [_summary(r) for r in runner.list_runs(owner=owner)
                 if security.can_access(user, r)]
+
+    return run_status, run_progress, stop_run, resume_run, list_runs
+
+
+def _read_endpoints(where: SimpleNamespace, who: Callable,
+                    checked_run: Callable) -> tuple[Callable, ...]:
+    """``/list_outputs``, ``/run_log``, ``/list_presets``."""
+    runner, workspace = where.runner, where.workspace
 
     def list_outputs(run_id: str, request: gr.Request = None) -> list:
         """The run's files as run-relative paths with sizes (for fetch_output)."""
@@ -280,10 +320,18 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
 
     def list_presets(request: gr.Request = None) -> list:
         """Preset names usable as start_run's ``preset`` (bundled, shared, your own)."""
-        from backend.config.schema import list_presets as presets
+        from backend.config.presets import list_presets as presets
 
         return [name for name, _ in presets(workspace, security.preset_owner(who(request))
                                             ["user"])]
+
+    return list_outputs, run_log, list_presets
+
+
+def _add_fetch_output(where: SimpleNamespace, who: Callable):
+    """``/fetch_output``: a file output needs components, so gradio serves the file and the
+    client downloads it."""
+    runner, workspace = where.runner, where.workspace
 
     def fetch_output(run_id: str, path: str, request: gr.Request = None):
         """Download one file of a run (``path`` relative to the run folder)."""
@@ -294,16 +342,10 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
             raise _Fail(str(e)) from None
         return str(security.stage_download(real, workspace, user))
 
-    fns = {}
-    for fn in (start_run, start_caption, run_status, run_progress, stop_run, resume_run, list_runs,
-               list_outputs, run_log, list_presets):
-        fns[fn.__name__] = gr.api(fn, api_name=fn.__name__)
-    # A file output needs components: gradio then serves the file and the client downloads it.
     with gr.Group(visible=False):
         run_box = gr.Textbox(visible=False, label="run_id")
         path_box = gr.Textbox(visible=False, label="path")
         file_out = gr.File(visible=False, label="file")
         trigger = gr.Button(visible=False)
-    fns["fetch_output"] = trigger.click(fetch_output, [run_box, path_box], file_out,
-                                        api_name="fetch_output", show_progress="hidden")
-    return fns
+    return trigger.click(fetch_output, [run_box, path_box], file_out,
+                         api_name="fetch_output", show_progress="hidden")

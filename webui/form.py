@@ -19,8 +19,10 @@ from typing import Any
 
 import gradio as gr
 
-from backend.config.schema import (FIELDS, ConfigError, RunConfig, family_defaults, field_meta,
-                            validate)
+from backend.config.errors import ConfigError
+from backend.config.meta import field_meta
+from backend.config.schema import FIELDS, RunConfig, family_defaults
+from backend.config.validation import validate
 from backend.families import family_of
 from webui.i18n import T, bounds_text
 from webui.messages import bilingual

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from backend.config.schema import FIELDS, field_meta
+from backend.config.meta import field_meta
+from backend.config.schema import FIELDS
 from webui.messages import ZH_HELP, ZH_LABELS
 
 EN: dict[str, str] = {

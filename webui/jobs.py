@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from backend.config.schema import validate
+from backend.config.validation import validate
 from backend.planning.plan import plan_render
 from backend.core.rundir import ZIP_SKIP, RunDir, new_run_id
 from backend.jobs.runner import Runner

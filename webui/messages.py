@@ -321,7 +321,7 @@ def _strip_allowed(text: str) -> str:
 
 def _choice_words() -> frozenset[str]:
     """Every field's choices (the values a user picks as they are, e.g. sequential)."""
-    from backend.config.schema import field_meta
+    from backend.config.meta import field_meta
     return frozenset(str(c) for n in FIELDS for c in field_meta(n).get("choices", ()))
 
 
@@ -462,6 +462,13 @@ rule(r"0 splits no dimension \(got 0; allowed -1 \(as balanced as the dimension 
      r"0 无法拆分任何维度（当前：0；允许：-1（按维度尽量均衡地拆分），或 1 到 1024 之间的因子）")
 rule(r"-1 \(as balanced as the dimension allows\) or a factor from 1 to 1024",
      r"-1（按维度尽量均衡地拆分），或 1 到 1024 之间的因子")
+rule(r"0 splits no dimension \(got 0; allowed (?P<a>.+)\)",
+     r"0 无法拆分任何维度（当前：0；允许：\g<a>）")
+rule(r"must be below max_timestep_boundary \(got (?P<lo>\S+) with max_timestep_boundary "
+     r"(?P<hi>\S+); allowed e\.g\. 0 to 0\.358 for a high-noise expert, 0\.358 to 1 for a "
+     r"low-noise one\)",
+     r"必须小于 max_timestep_boundary（当前：\g<lo>，max_timestep_boundary 为 \g<hi>；允许：例如"
+     r"高噪声专家用 0 到 0.358，低噪声专家用 0.358 到 1）")
 rule(r"(?P<m>.+?) needs sides that are multiples of (?P<k>\d+) \(got (?P<g>\S+); allowed e\.g\. "
      r"(?P<a>\S+) or (?P<b>\S+)\)",
      r"\g<m> 的边长必须是 \g<k> 的倍数（当前：\g<g>；允许：例如 \g<a> 或 \g<b>）")
@@ -562,7 +569,7 @@ rule(r"scales must lie between (?P<lo>\S+) and (?P<hi>\S+) \(got (?P<g>.*?); all
      r"强度必须在 \g<lo> 到 \g<hi> 之间（当前：\g<g>；允许：例如 0, 0.5, 1）")
 rule(r"renders during training \(got (?P<g>\S+) without the train stage; allowed empty\)",
      r"在训练过程中渲染（当前：\g<g>，但没有 train 阶段；允许：留空）")
-# the allowed part of a one-field problem (backend.config.schema._allowed)
+# the allowed part of a one-field problem (backend.config.validation._allowed)
 rule(r"all or comma-separated GPU numbers like 0,1", "all，或逗号分隔的 GPU 编号，如 0,1")
 rule(r"an http\(s\) URL", "http(s) 网址")
 rule(r"at least (?P<n>\d+) item\(s\)", r"至少 \g<n> 项")

@@ -22,7 +22,8 @@ from typing import Any, Protocol
 
 import yaml
 
-from backend.config.schema import ConfigError, RunConfig
+from backend.config.errors import ConfigError
+from backend.config.schema import RunConfig
 from backend.jobs.runner import RunnerError
 from webui import security
 
@@ -101,7 +102,7 @@ def _env_kwargs(env: dict[str, str] | None) -> dict[str, Any]:
 
 def run_name_problem(name: str | None, field: str = "name") -> str | None:
     """The schema's ``run_name`` limit applied to a run name given beside the config."""
-    from backend.config.schema import field_meta
+    from backend.config.meta import field_meta
 
     limit = field_meta("run_name").get("max_length")
     text = (name or "").strip()

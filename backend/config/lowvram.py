@@ -189,7 +189,7 @@ def combination_problems(c: dict) -> list[str]:
                  f"norms (got {quant_tr[0].method} with DoRA; allowed plain LoRA, or no "
                  f"quantization)")
     # enable_optimizer_cpu_offload steps adamw only: 8-bit spellings (the reference's too)
-    # here, the schema's other choices in ``backend.config.schema.option_problems``.
+    # here, the schema's other choices in ``backend.config.rules.option_problems``.
     optimizer = str(c.get("optimizer", "") or "").lower()
     if c.get("enable_optimizer_cpu_offload") and ("8bit" in optimizer or "8_bit" in optimizer):
         p.append(f"enable_optimizer_cpu_offload: 8-bit optimizers run on the GPU only (got "

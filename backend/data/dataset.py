@@ -554,8 +554,7 @@ def validate_input_images(cfg: RunConfig) -> list[dict[str, Any]]:
     if problems or not records:
         return []
     try:
-        check_input_images(cfg, records, family.input_images,
-                           getattr(family, "title", family.spec.title))
+        check_input_images(cfg, records, family.input_images, family.title)
     except DatasetError as e:
         return [{"level": "error", "file": None, "row": None, "where": "", "caption": "",
                  "message": p, "original_size": None, "size": None} for p in e.problems]

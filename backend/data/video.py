@@ -322,8 +322,7 @@ def check_stage_dataset(cfg: RunConfig, family, log=None, *, headers_only: bool 
     if family.media == "video":  # clips decoded with PyAV
         return check_video_dataset(cfg, log, headers_only=headers_only)
     records = check_dataset(cfg, log, headers_only=headers_only)
-    return check_input_images(cfg, records, family.input_images,
-                              getattr(family, "title", family.spec.title),
+    return check_input_images(cfg, records, family.input_images, family.title,
                               headers_only=headers_only)
 
 

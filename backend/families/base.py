@@ -8,8 +8,11 @@ architecture. Two parts, so that reading a config never imports torch:
   values it changes, the reference trainer's target spellings, its presets). The registry
   (``backend.families``) reads it when the schema is built.
 - ``SPEC.adapter`` names a module whose ``Adapter`` class subclasses ``Family`` below and
-  implements every abstract member (stage-1 encoding, latent packing, the stage-2 loss, the
-  sample pipeline, the LoRA module map, the estimator's figures, the tiny test models).
+  implements every abstract member (the trained component's class, the noise schedule and
+  the loss at one of its entries, rendering a sample, the published configs, the tiny test
+  models) and names what the defaults build on (``encoder``, ``pipeline``, ``loaders``).
+  Everything else is a default that a family overrides only where its architecture differs
+  (a video family's clips, a second expert, an edit model's processor).
 
 Everything else (stages, hub, estimator, export, UI, presets) asks the registry:
 ``family_spec(name)`` for data, ``get_family(name)`` for the adapter; nothing outside the
@@ -104,7 +107,6 @@ class FamilySpec:
     target_aliases: Mapping[str, str] = field(default_factory=dict)  # reference -> module
     keywords: tuple[str, ...] = ()           # words that name the family (layering test)
     presets_by_vram: tuple[str, ...] = ()    # its presets, most GPU memory first
-    help: Mapping[str, str] = field(default_factory=dict)  # field -> family-specific note
     is_default: bool = False                 # the family of a config that names none
     # The reference trainer's files of an original repository -> the same component in the
     # repository ``<id><reference_repo_suffix>`` (e.g. a pickled .pth -> a safetensors
@@ -220,6 +222,61 @@ class Captioner(Protocol):
         ``max_new_tokens`` tokens each."""
 
 
+# ------------------------------------------------------------------------------------------
+# Flow-matching loss around a family's ``loss_at(transformer, sample, schedule, index, noise,
+# dtype)``: the draws every family makes the same way (``Family.training_loss``, ``eval_loss``).
+# ------------------------------------------------------------------------------------------
+EVAL_INDICES = (100, 300, 500, 700, 900)
+
+
+@dataclass
+class Schedule:
+    """A family's training noise schedule (``Family.training_schedule``), index 0 the
+    noisiest: ``sigmas`` [1000]; ``timesteps`` [1000] where the loss or a log reads them;
+    ``weights`` [1000] where the loss weights an index (None: unweighted)."""
+    sigmas: Any
+    timesteps: Any = None
+    weights: Any = None
+
+
+def uniform_index_loss(loss_at: Callable[..., Any], transformer, sample: dict[str, Any],
+                       schedule, generator, dtype, indices: tuple[int, int] | None = None,
+                       log: str | None = None):
+    """One training step's loss: a uniform index into ``schedule.sigmas`` (into [lo, hi) of
+    ``indices`` when given, e.g. one expert's range) and fresh noise, both drawn from
+    ``generator`` (a CPU ``torch.Generator``, so a step's draw depends only on its seed).
+    With ``indices`` and ``log`` (a line prefix) the timestep drawn is printed."""
+    import torch
+
+    lo, hi = indices or (0, len(schedule.sigmas))
+    index = int(torch.randint(lo, hi, (1,), generator=generator))
+    if indices is not None and log:
+        print(f"{log} timestep {float(schedule.timesteps[index]):.2f} (schedule index "
+              f"{index} of [{lo}, {hi}))", flush=True)
+    noise = torch.randn(sample["latents"].shape, generator=generator)
+    return loss_at(transformer, sample, schedule, index, noise, dtype)
+
+
+def fixed_noise_loss(loss_at: Callable[..., Any], schedule, transformer,
+                     samples: list[dict[str, Any]], seed: int = 0,
+                     indices: tuple[int, ...] = EVAL_INDICES) -> float:
+    """Mean ``loss_at`` over ``samples`` × schedule ``indices`` with noise fixed by ``seed``
+    (the same draws on every call: a LoRA's loss compares with the base model's), in the
+    transformer's dtype, without gradients."""
+    import torch
+
+    dtype = next(transformer.parameters()).dtype
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for si, sample in enumerate(samples):
+            for index in indices:
+                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
+                noise = torch.randn(sample["latents"].shape, generator=g)
+                total += float(loss_at(transformer, sample, schedule, index, noise, dtype))
+                n += 1
+    return total / max(n, 1)
+
+
 class Family(abc.ABC):
     """The adapter of one family: every architecture-specific step of the stages.
 
@@ -231,11 +288,9 @@ class Family(abc.ABC):
     # Key prefix of the trained component per export format (``backend.models.export``).
     export_prefixes: Mapping[str, str] = {"reference": "", "diffusers": "transformer.",
                                           "comfyui": "diffusion_model."}
-    # Sizes: pixels per latent cell, and the multiple every side is resized to (declared
-    # by the spec, ``FamilySpec.size_multiple``, which the size rule of ``backend.data.dataset``
-    # and the schema read; an adapter bound to a variant gives that variant's).
+    # Pixels per latent cell (the estimator's token count, ``video_tokens``). The multiple
+    # every side is resized to is the spec's (``FamilySpec.size_multiple``), not the adapter's.
     vae_scale_factor: int = 8
-    resolution_multiple: int = 16
     # Layer offload and quantization: the trained component's repeated blocks (attribute
     # names of its ModuleLists) and module names left unquantized.
     offload_blocks: tuple[str, ...] = ()
@@ -246,6 +301,22 @@ class Family(abc.ABC):
     # Input images one sample takes beside its target (edit models; 0: text-to-image). A
     # dataset's ``edit_image`` column is checked against it before any model loads.
     input_images: int = 0
+
+    # What ``load_encoder`` and ``load_pipeline`` build from the spec's components: stage 1's
+    # encoder class (``Encoder``; called with the ``data_process`` components by name, and
+    # ``device`` and ``offload``), the diffusers class name of the sample pipeline (called
+    # with the ``sample`` components by name), and the loader of every component other than
+    # the trained one, {component: fn}: a model's is ``fn(folder, dtype, device)``, a
+    # tokenizer's, processor's or scheduler's ``fn(folder)``.
+    encoder: type
+    pipeline: str
+    loaders: Mapping[str, Callable[..., Any]] = {}
+
+    @property
+    def title(self) -> str:
+        """The model's name in messages (the dataset checks): the family's title; an adapter
+        bound to a variant (``for_config``) gives the variant's."""
+        return self.spec.title
 
     def for_config(self, cfg: Any) -> "Family":
         """The adapter for one run's config: a family whose variants behave differently
@@ -269,12 +340,34 @@ class Family(abc.ABC):
         model = self.transformer_class().from_pretrained(str(folder), torch_dtype=dtype)
         return model.to(device)
 
+    def load_components(self, dirs: Mapping[str, Path], stage: Stage, dtype=None,
+                        device: Any = "cpu", skip: tuple[str, ...] = ()) -> dict[str, Any]:
+        """{component: loaded} of the components ``stage`` loads (``spec.stage_components``)
+        but ``skip``, from their resolved folders, in the spec's order: the trained one by
+        ``load_transformer``, the others by ``loaders``; models in ``dtype`` on ``device``."""
+        out = {}
+        for name in self.spec.stage_components(stage):
+            if name in skip:
+                continue
+            if name == self.spec.trained_component:
+                out[name] = self.load_transformer(dirs[name], dtype, device)
+            elif self.spec.component(name).kind == MODEL:
+                out[name] = self.loaders[name](dirs[name], dtype, device)
+            else:
+                out[name] = self.loaders[name](dirs[name])
+        return out
+
     # --- stage 1 ---------------------------------------------------------------------------
-    @abc.abstractmethod
     def load_encoder(self, dirs: Mapping[str, Path], dtype=None, device: Any = "cpu",
                      offload: str = "none") -> Encoder:
         """Stage 1's encoders from the resolved component folders; ``offload`` is
-        ``data_process_offload`` (none | model | sequential) and never changes a result."""
+        ``data_process_offload`` (none | model | sequential) and never changes a result:
+        with model or sequential the weights are read into host RAM and reach ``device`` as
+        the encoder moves them. Default: ``encoder`` built from the ``data_process``
+        components."""
+        place = device if offload == "none" else "cpu"
+        return self.encoder(**self.load_components(dirs, "data_process", dtype, place),
+                            device=device, offload=offload)
 
     # --- stage 2 ---------------------------------------------------------------------------
     @abc.abstractmethod
@@ -282,32 +375,33 @@ class Family(abc.ABC):
         """The noise schedule of training (sigmas, timesteps, loss weights)."""
 
     @abc.abstractmethod
-    def training_loss(self, transformer, sample: Mapping[str, Any], schedule: Any,
-                      generator, dtype):
-        """One step's loss for a cached ``sample``; timestep and noise drawn from
-        ``generator`` (a CPU ``torch.Generator``), so a step depends only on its seed."""
-
     def loss_at(self, transformer, sample: Mapping[str, Any], schedule: Any, index: int,
                 noise, dtype):
         """The loss of ``sample`` at schedule entry ``index`` with ``noise`` (the latents'
-        shape), weighted as ``training_loss`` weights it; the train stage's other
-        ``timestep_sampling`` modes pick the index. A family without it trains with its
-        own sampling only."""
-        raise NotImplementedError(f"{self.spec.name}: timestep_sampling other than "
-                                  f"reference is not available for this family")
+        shape), weighted as the family weights it: what ``training_loss`` and ``eval_loss``
+        evaluate, and the train stage's other ``timestep_sampling`` modes call."""
 
-    @abc.abstractmethod
+    def training_loss(self, transformer, sample: Mapping[str, Any], schedule: Any,
+                      generator, dtype):
+        """One step's loss for a cached ``sample``; timestep and noise drawn from
+        ``generator`` (a CPU ``torch.Generator``), so a step depends only on its seed.
+        Default: ``loss_at`` a uniform schedule index with fresh noise."""
+        return uniform_index_loss(self.loss_at, transformer, sample, schedule, generator,
+                                  dtype)
+
     def eval_loss(self, transformer, samples: list[Mapping[str, Any]], seed: int = 0) -> float:
-        """Mean loss over ``samples`` at fixed timesteps and noise (held-out checks)."""
-
-    @abc.abstractmethod
-    def pack_latents(self, latents):
-        """Latents as the trained component's input tokens."""
+        """Mean loss over ``samples`` at fixed timesteps and noise (held-out checks):
+        ``loss_at`` the ``EVAL_INDICES`` of the training schedule."""
+        return fixed_noise_loss(self.loss_at, self.training_schedule(), transformer, samples,
+                                seed)
 
     # --- samples ---------------------------------------------------------------------------
-    @abc.abstractmethod
     def load_pipeline(self, dirs: Mapping[str, Path], dtype=None):
-        """The family's diffusers pipeline from the resolved folders (on the CPU)."""
+        """The family's diffusers pipeline from the resolved folders (on the CPU). Default:
+        the ``pipeline`` class built from the ``sample`` components."""
+        import diffusers
+
+        return getattr(diffusers, self.pipeline)(**self.load_components(dirs, "sample", dtype))
 
     @abc.abstractmethod
     def render(self, pipe, prompt: str, *, negative_prompt: str, generator, steps: int,
@@ -384,14 +478,11 @@ class Family(abc.ABC):
         return (int(config["num_layers"]),
                 int(config["num_attention_heads"]) * int(config["attention_head_dim"]))
 
-    def image_tokens(self, height: int, width: int) -> int:
-        """Tokens one image of this size becomes in the trained component."""
+    def video_tokens(self, height: int, width: int, frames: int) -> int:
+        """Tokens one clip of ``frames`` frames becomes in the trained component (image
+        families: one image, latent cells of 2x2)."""
         cell = self.vae_scale_factor * 2
         return (height // cell) * (width // cell)
-
-    def video_tokens(self, height: int, width: int, frames: int) -> int:
-        """Tokens one clip of ``frames`` frames becomes (image families: one image)."""
-        return self.image_tokens(height, width)
 
     # --- tests and the demo ----------------------------------------------------------------
     @abc.abstractmethod

@@ -1,7 +1,8 @@
-"""Helpers every family shares: block checkpointing (torch or DeepSpeed's),
-partitioned loading under ZeRO-3, a model folder's weight files, the flow-matching loss
-draws, the parts of a tiny pipeline builder, and a pipeline's five components. Nothing here
-depends on an architecture; importing it is cheap (torch is imported inside the functions).
+"""Helpers every family shares: block checkpointing (torch or DeepSpeed's), partitioned
+loading under ZeRO-3, a model folder's weight files, the parts of a tiny pipeline builder, a
+pipeline's five components, stage 1's offloading encoder and the component loaders more than
+one family uses. Nothing here depends on an architecture; importing it is cheap (torch is
+imported inside the functions).
 """
 from __future__ import annotations
 
@@ -144,45 +145,6 @@ def load_partitioned(model_cls, folder, dtype, remote_device: str | None = None)
         raise RuntimeError(f"{folder}: weights missing for {len(missing)} parameters, e.g. "
                            f"{', '.join(missing[:3])}")
     return model.eval()
-
-
-# ------------------------------------------------------------------------------------------
-# Flow-matching loss around a family's ``loss_at(transformer, sample, schedule, index, noise,
-# dtype)``: the draws every family makes the same way.
-# ------------------------------------------------------------------------------------------
-EVAL_INDICES = (100, 300, 500, 700, 900)
-
-
-def uniform_index_loss(loss_at: Callable[..., Any], transformer, sample: dict[str, Any],
-                       schedule, generator, dtype):
-    """One training step's loss: a uniform index into ``schedule.sigmas`` and fresh noise,
-    both drawn from ``generator`` (a CPU ``torch.Generator``, so a step's draw depends only
-    on its seed)."""
-    import torch
-
-    index = int(torch.randint(0, len(schedule.sigmas), (1,), generator=generator))
-    noise = torch.randn(sample["latents"].shape, generator=generator)
-    return loss_at(transformer, sample, schedule, index, noise, dtype)
-
-
-def fixed_noise_loss(loss_at: Callable[..., Any], schedule, transformer,
-                     samples: list[dict[str, Any]], seed: int = 0,
-                     indices: tuple[int, ...] = EVAL_INDICES) -> float:
-    """Mean ``loss_at`` over ``samples`` × schedule ``indices`` with noise fixed by ``seed``
-    (the same draws on every call: a LoRA's loss compares with the base model's), in the
-    transformer's dtype, without gradients."""
-    import torch
-
-    dtype = next(transformer.parameters()).dtype
-    total, n = 0.0, 0
-    with torch.no_grad():
-        for si, sample in enumerate(samples):
-            for index in indices:
-                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
-                noise = torch.randn(sample["latents"].shape, generator=g)
-                total += float(loss_at(transformer, sample, schedule, index, noise, dtype))
-                n += 1
-    return total / max(n, 1)
 
 
 # ------------------------------------------------------------------------------------------
@@ -365,3 +327,52 @@ class OffloadingEncoder:
                 if should_stop():
                     return
                 yield self.item_sample(parts, item)
+
+
+def cached_sample(latents, pixels, **prompt) -> dict[str, Any]:
+    """One training sample as a cache file holds it: the prompt's tensors (``prompt_emb``,
+    and ``prompt_emb_mask`` where the family has one), the latents, and the pixel size of
+    the image or clip ``pixels`` (``height``, ``width``)."""
+    import torch
+
+    return {**prompt, "latents": latents, "height": torch.tensor([pixels.shape[-2]]),
+            "width": torch.tensor([pixels.shape[-1]])}
+
+
+# ------------------------------------------------------------------------------------------
+# Stage 2: the noisy latents of flow matching
+# ------------------------------------------------------------------------------------------
+def noised(sample: dict[str, Any], schedule, index: int, noise, dtype):
+    """(x0, noise, sigma, x_t) of a cached ``sample`` at schedule entry ``index``: its
+    latents in ``dtype``, ``noise`` there too, the entry's sigma on their device, and
+    x_t = (1 - sigma) x0 + sigma noise."""
+    x0 = sample["latents"].to(dtype)
+    sigma = schedule.sigmas[index].to(x0.device)
+    noise = noise.to(device=x0.device, dtype=dtype)
+    return x0, noise, sigma, (1 - sigma) * x0 + sigma * noise
+
+
+# ------------------------------------------------------------------------------------------
+# Component loaders (``Family.loaders``) more than one family uses
+# ------------------------------------------------------------------------------------------
+def pipeline_loaders(text_encoder: Callable[..., Any], vae: Callable[..., Any],
+                     scheduler: Callable[..., Any] | None = None) -> dict[str, Callable]:
+    """``Family.loaders`` of the five components of ``pipeline_components``: the family's
+    text encoder and VAE loaders, the ``AutoTokenizer``, and its scheduler's loader
+    (default ``FlowMatchEulerDiscreteScheduler``'s)."""
+    return {"text_encoder": text_encoder, "vae": vae, "tokenizer": load_tokenizer,
+            "scheduler": scheduler or load_flow_match_scheduler}
+
+
+def load_tokenizer(folder):
+    """A tokenizer folder, through ``AutoTokenizer``."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+def load_flow_match_scheduler(folder):
+    """A ``FlowMatchEulerDiscreteScheduler`` scheduler folder (the image families' samples)."""
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    return FlowMatchEulerDiscreteScheduler.from_pretrained(str(folder))

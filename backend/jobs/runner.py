@@ -52,7 +52,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from backend.jobs import diagnosis
 from backend.jobs.history import TERMINAL, connect, init_db, set_setting, transaction
@@ -128,7 +128,7 @@ def check_before_start(cfg: "RunConfig") -> None:
     the LoRA target names against the trained component's modules, and a sample stage's
     prompts, input images and checkpoints. Raises ConfigError listing every problem."""
     from backend.planning import preflight
-    from backend.config.schema import ConfigError
+    from backend.config.errors import ConfigError
 
     problems = input_problems(cfg)
     if not problems:  # the files are there: what the stages would say of them
@@ -571,22 +571,7 @@ class Runner:
         def note(message: str) -> None:
             self._log_note(log, message)
 
-        grace = float(run["stop_grace_s"])
-        # The run's processes: the stage leader's group (only for a verified leader: a group
-        # id cannot be reused while its leader lives) and every process marked with the run.
-        tree = ProcessTree(stage["pgid"] if leader else None,
-                           stage["pid"] if leader else None, run_id=run_id)
-        killed = left = None
-        if leader:  # a stop request, and no supervisor to carry it out
-            note(f"stop requested; {sup} is gone, so the server stops the stage")
-            killed = tree.terminate(grace, note)
-        else:
-            leftovers = tree.alive_groups(tree.groups())
-            if leftovers:
-                what = f"stage '{stage['name']}'" if stage is not None else "the run"
-                note(f"{what} left processes behind in group(s) {sorted(leftovers)}; "
-                     f"stopping them")
-                left = tree.terminate(min(grace, LEFTOVER_GRACE_S), note)
+        killed, left = self._stop_orphans(run, stage, leader, sup, note)
         end = None
         if stage is not None:
             end = last_end_event(RunDir(Path(run["run_dir"])).progress, stage["name"],
@@ -603,7 +588,8 @@ class Runner:
                 stopped = bool(fresh["stop_requested"])
                 if stage is not None:
                     st_status, reason = self._stage_outcome(
-                        stage, end, killed, left, stopped, sup, grace, fresh["config_yaml"])
+                        stage, end, killed, left, stopped, sup, float(run["stop_grace_s"]),
+                        fresh["config_yaml"])
                     conn.execute(
                         "UPDATE stages SET status = ?, ended_at = ?, note = ? "
                         "WHERE run_id = ? AND idx = ?",
@@ -617,33 +603,15 @@ class Runner:
                     reason = (ended[-1]["note"] or f"stage '{ended[-1]['name']}' "
                               f"{ended[-1]['status']}") if ended else None
                 todo = [x["name"] for x in stages if x["status"] == "queued"]
-                if st_status == "succeeded" and not stopped:
-                    if not todo:
-                        status, failure, note_text = "succeeded", None, None
-                    elif fresh["secret_keys"]:
-                        keys = ", ".join(json.loads(fresh["secret_keys"]))
-                        status, note_text = "failed", None
-                        failure = (f"{sup} is gone, and the secrets given for this run "
-                                   f"({keys}) went with it; stage '{todo[0]}' needs them: "
-                                   f"resume the run and give them again")
-                    else:
-                        # Its next stage: a new supervisor claims the run (earliest in queue).
-                        conn.execute(
-                            "UPDATE runs SET status = 'queued', supervisor_pid = NULL, "
-                            "supervisor_start = NULL, launch_requested_at = NULL WHERE id = ?",
-                            (run_id,))
-                        status = None
+                status, failure, note_text = self._run_outcome(st_status, reason, stopped,
+                                                               todo, fresh, sup)
+                if status is None:
+                    # Its next stage: a new supervisor claims the run (earliest in queue).
+                    conn.execute(
+                        "UPDATE runs SET status = 'queued', supervisor_pid = NULL, "
+                        "supervisor_start = NULL, launch_requested_at = NULL WHERE id = ?",
+                        (run_id,))
                 else:
-                    status = "stopped" if stopped or st_status == "stopped" else "failed"
-                    if st_status == "succeeded":  # stopped after its stage had finished
-                        reason = None
-                    elif reason is None:
-                        reason = f"{sup} is gone (the machine restarted or the process was " \
-                                 f"killed)"
-                    failure = reason if status == "failed" else None
-                    note_text = "; ".join(x for x in (fresh["stop_reason"] or "stopped", reason)
-                                          if x) if status == "stopped" else None
-                if status is not None:
                     conn.execute("UPDATE stages SET status = 'skipped' "
                                  "WHERE run_id = ? AND status = 'queued'", (run_id,))
                     conn.execute(
@@ -656,6 +624,53 @@ class Runner:
             note(f"stage '{stage['name']}' {settled} (recorded by the server: {sup} is gone, "
                  f"and the stage's exit code with it)")
         self._start_ready()
+
+    @staticmethod
+    def _stop_orphans(run, stage, leader: bool, sup: str,
+                      note: Callable[[str], None]) -> tuple[bool | None, bool | None]:
+        """Stop the processes of a run whose supervisor is gone: a verified stage leader
+        whose stop was requested, else whatever the stage left behind. (killed, left) as
+        ``_stage_outcome`` takes them (None: nothing of that kind was stopped)."""
+        grace = float(run["stop_grace_s"])
+        # The run's processes: the stage leader's group (only for a verified leader: a group
+        # id cannot be reused while its leader lives) and every process marked with the run.
+        tree = ProcessTree(stage["pgid"] if leader else None,
+                           stage["pid"] if leader else None, run_id=run["id"])
+        if leader:  # a stop request, and no supervisor to carry it out
+            note(f"stop requested; {sup} is gone, so the server stops the stage")
+            return tree.terminate(grace, note), None
+        leftovers = tree.alive_groups(tree.groups())
+        if not leftovers:
+            return None, None
+        what = f"stage '{stage['name']}'" if stage is not None else "the run"
+        note(f"{what} left processes behind in group(s) {sorted(leftovers)}; "
+             f"stopping them")
+        return None, tree.terminate(min(grace, LEFTOVER_GRACE_S), note)
+
+    @staticmethod
+    def _run_outcome(st_status: str, reason: str | None, stopped: bool, todo: list[str],
+                     fresh, sup: str) -> tuple[str | None, str | None, str | None]:
+        """(status, failure_reason, note) of a run whose supervisor is gone, once its stage
+        is settled as ``st_status`` (``reason``: its note); status None: its next stage
+        (``todo[0]``) goes on under a new supervisor."""
+        if st_status == "succeeded" and not stopped:
+            if not todo:
+                return "succeeded", None, None
+            if fresh["secret_keys"]:
+                keys = ", ".join(json.loads(fresh["secret_keys"]))
+                return "failed", (f"{sup} is gone, and the secrets given for this run "
+                                  f"({keys}) went with it; stage '{todo[0]}' needs them: "
+                                  f"resume the run and give them again"), None
+            return None, None, None
+        status = "stopped" if stopped or st_status == "stopped" else "failed"
+        if st_status == "succeeded":  # stopped after its stage had finished
+            reason = None
+        elif reason is None:
+            reason = f"{sup} is gone (the machine restarted or the process was killed)"
+        failure = reason if status == "failed" else None
+        note_text = "; ".join(x for x in (fresh["stop_reason"] or "stopped", reason)
+                              if x) if status == "stopped" else None
+        return status, failure, note_text
 
     def _adopt(self, run, stage, sup: str) -> None:
         """The stage of a run whose supervisor is gone still runs: let it go on. Recorded

@@ -859,7 +859,7 @@ def fits(estimate: Estimate, gpu_gb: float | None, host_gb: float | None = None
 
 
 def _preset_config(name: str):
-    from backend.config.schema import load_preset
+    from backend.config.presets import load_preset
 
     return load_preset(name)
 

@@ -40,8 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from backend.core import bounded
-from backend.config.schema import (FIELDS, NONE_WORDS, PATH_FIELDS, REPO_ROOT, ConfigError, RunConfig,
-                            build_parser, read_yaml, validate)
+from backend.config.cli import build_parser
+from backend.config.errors import ConfigError
+from backend.config.files import read_yaml
+from backend.config.paths import REPO_ROOT
+from backend.config.schema import FIELDS, NONE_WORDS, PATH_FIELDS, RunConfig
+from backend.config.validation import validate
 from backend.planning.plan import DS_ACTIVATION_FIELDS, DS_FP16, DS_OFFLOAD_FIELDS, DS_ZERO_FIELDS
 from backend.core.readgate import UNRESTRICTED, ReadGate
 

@@ -47,7 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.config.schema import REPO_ROOT, RunConfig, effective_optimizer, resolve_paths, validate
+from backend.config.paths import REPO_ROOT, resolve_paths
+from backend.config.schema import RunConfig, effective_optimizer
+from backend.config.validation import validate
 from backend.core.rundir import RunDir
 
 # The name of the run-folder layout before backend.core.rundir (kept for older imports).

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.config.schema import ConfigError, RunConfig
+from backend.config.errors import ConfigError
+from backend.config.schema import RunConfig
 
 
 def _reads(cfg: RunConfig) -> tuple[bool, bool]:

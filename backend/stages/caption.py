@@ -36,7 +36,9 @@ from typing import Callable
 from backend.core import exits, readgate, writegate
 from backend.core.media_types import IMAGE_EXTS
 from backend.core.progress import ProgressWriter, progress_file_in
-from backend.config.schema import ConfigError, RunConfig, parse_stage_args
+from backend.config.cli import parse_stage_args
+from backend.config.errors import ConfigError
+from backend.config.schema import RunConfig
 from backend.data.captions import (CaptionError, caption_problems, dataset_items, load_captioner,
                                    not_image_reason, one_line, to_caption, write_captions)
 from backend.data.dataset import with_trigger

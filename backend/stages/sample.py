@@ -55,7 +55,8 @@ import traceback
 from pathlib import Path
 
 from backend.core import exits, readgate, rundir
-from backend.config.schema import ConfigError, parse_stage_args
+from backend.config.cli import parse_stage_args
+from backend.config.errors import ConfigError
 from backend.core.progress import ProgressWriter, progress_file_in
 from backend.training.samples import plan_samples, render_samples, resolve_checkpoints
 

@@ -12,13 +12,20 @@ import os
 import shutil
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.core import rundir
+from backend.config.lowvram import entries_for
 from backend.config.schema import RunConfig
+from backend.core import rundir
+from backend.core.diskspace import writing
 from backend.core.progress import ProgressWriter
 from backend.core.readgate import for_config as read_gate
+from backend.families.common import block_checkpointing_func, load_partitioned
+from backend.models import layer_offload, lora
+from backend.models.quantize import quantize_component
+from backend.training import samples
 
 STATE_DIR = rundir.STATE
 TRAINER_STATE = "trainer_state.json"
@@ -116,6 +123,29 @@ def check_processes(accelerator, world: int) -> None:
             f"run's {rundir.COMMANDS} does.")
 
 
+@dataclass(frozen=True)
+class StepPlan:
+    """How many optimizer steps a run trains: ``max_train_steps`` sets the target (the
+    epochs follow from it), else ``num_epochs``; ``max_steps`` caps either."""
+    per_epoch: int
+    total: int
+    epochs: int
+    accum: int  # micro-batches per optimizer step
+
+    @classmethod
+    def of(cls, cfg: RunConfig, batches_per_epoch: int, accum: int) -> "StepPlan":
+        per_epoch = max(1, math.ceil(batches_per_epoch / accum))
+        if cfg.max_train_steps:  # a step target: the epochs follow from it
+            total = cfg.max_train_steps
+            epochs = math.ceil(total / per_epoch)
+        else:
+            epochs = cfg.num_epochs
+            total = epochs * per_epoch
+        if cfg.max_steps:  # a cap: never more steps than the epochs give
+            total = min(total, cfg.max_steps)
+        return cls(per_epoch=per_epoch, total=total, epochs=epochs, accum=accum)
+
+
 def first_item(batch: list) -> Any:
     return batch[0]
 
@@ -170,10 +200,6 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
     """The transformer with a fresh (or ``lora_checkpoint``) LoRA, ready for ``prepare``."""
     import torch
 
-    from backend.models import lora
-    from backend.families.common import block_checkpointing_func, load_partitioned
-
-    from backend.config.lowvram import entries_for
     quantized = bool(entries_for(cfg, "transformer"))
     on_cpu = (cfg.initialize_model_on_cpu or zero_stage == 3 or cfg.enable_model_cpu_offload
               or quantized)  # low VRAM: quantized and offloaded block by block from the host
@@ -193,7 +219,6 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
         log(f"[train] preset_lora_path {cfg.preset_lora_path} merged into {merged} modules "
             f"(not part of the saved LoRA)")
     if quantized:  # a quantized frozen base (backend/models/quantize.py); the LoRA stays float32
-        from backend.models.quantize import quantize_component
         quantize_component(cfg, model, "transformer", family.quantize_skip, dtype,
                            device=accelerator.device, log=log,
                            defer=cfg.enable_model_cpu_offload)
@@ -211,8 +236,7 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
         model.enable_gradient_checkpointing(gradient_checkpointing_func=block_checkpointing_func(
             cfg.use_gradient_checkpointing_offload))
     if cfg.enable_model_cpu_offload:  # layer-wise offload (backend/models/layer_offload.py)
-        from backend.models.layer_offload import attach
-        model._layer_offload = attach(cfg, family, model, accelerator.device, log=log)
+        model._layer_offload = layer_offload.attach(cfg, family, model, accelerator.device, log=log)
     return model
 
 
@@ -238,8 +262,7 @@ def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None):
     import torch
 
     if cfg.enable_optimizer_cpu_offload:  # low VRAM without DeepSpeed
-        from backend.models.layer_offload import make_optimizer as offloaded_optimizer
-        return offloaded_optimizer(cfg, params, log=log)
+        return layer_offload.make_optimizer(cfg, params, log=log)
     if ds_config and "optimizer" in ds_config:
         from accelerate.utils import DummyOptim
         kind = ds_config["optimizer"].get("type", "?")
@@ -288,11 +311,7 @@ def maybe_render_samples(cfg: RunConfig, checkpoint: Path, step: int,
     if not is_main_process():
         return
     try:
-        from backend.training.samples import render_samples
-    except ImportError:
-        return
-    try:
-        render_samples(cfg, [checkpoint], Path(cfg.output_path).parent / rundir.SAMPLES,
+        samples.render_samples(cfg, [checkpoint], Path(cfg.output_path).parent / rundir.SAMPLES,
                        progress=progress, step=step)
     except Exception as e:  # noqa: BLE001
         log(f"[train] samples at step {step} failed: {one_line(e, with_type=True)}")
@@ -326,8 +345,6 @@ class Checkpointer:
         self.totals = dict(totals)
 
     def save_lora(self, name: str, step: int) -> Path:
-        from backend.models import lora
-
         cfg = self.cfg
         tensors = lora.collect_lora_state(self.model, cfg.remove_prefix_in_ckpt,
                                           gather=self.gather)
@@ -345,16 +362,12 @@ class Checkpointer:
         return path
 
     def save_state(self, step: int, epoch: int) -> None:
-        from backend.models import lora
-
         acc = self.accelerator
         final, tmp = self.out / STATE_DIR, self.out / f".{STATE_DIR}.tmp"
         if self.is_main and tmp.exists():
             shutil.rmtree(tmp)
         acc.wait_for_everyone()
         kwargs = {"exclude_frozen_parameters": True} if self.deepspeed else {}
-        from backend.core.diskspace import writing
-
         with writing(tmp, partial=tmp if self.is_main else None):
             acc.save_state(str(tmp), **kwargs)
         acc.wait_for_everyone()

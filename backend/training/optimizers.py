@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from backend.config.schema import RunConfig, effective_optimizer
+from backend.training import loop
 
 # Where each optimizer comes from, for the message when its package is missing.
 PACKAGES = {"adamw8bit": "bitsandbytes", "adafactor": "transformers", "prodigy": "prodigyopt"}
@@ -61,19 +62,16 @@ def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None = None):
             raise OptimizerError(f"optimizer: enable_optimizer_cpu_offload steps adamw only "
                                  f"(got {name}; allowed adamw, or enable_optimizer_cpu_offload "
                                  f"false)")
-        from backend.training.loop import make_optimizer as offloaded_adamw
-        return offloaded_adamw(cfg, params, ds_config)
+        return loop.make_optimizer(cfg, params, ds_config)  # the offloaded AdamW
     if ds_config and "optimizer" in ds_config:
-        from backend.training.loop import make_optimizer as from_deepspeed_config
-        return from_deepspeed_config(cfg, params, ds_config)  # DummyOptim, with its note
+        return loop.make_optimizer(cfg, params, ds_config)  # DummyOptim, with its note
     if offloaded(ds_config):
         if name != "adamw":  # the schema refuses it; a hand-written launch may not have
             raise OptimizerError(f"optimizer: with optimizer offload only adamw runs (got "
                                  f"{name}; allowed adamw, or no optimizer offload)")
         # accelerate swaps it for DeepSpeed's CPU Adam, in AdamW mode only because it is
         # torch's AdamW (backend.training.loop.make_optimizer says more).
-        from backend.training.loop import make_optimizer as plain_adamw
-        return plain_adamw(cfg, params, ds_config)
+        return loop.make_optimizer(cfg, params, ds_config)
     if name == "adamw":
         return torch.optim.AdamW(params, lr=lr, weight_decay=wd,
                                  betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_epsilon)

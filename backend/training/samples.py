@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from backend.core import rundir, writegate
-from backend.config.schema import ConfigError, RunConfig
+from backend.config.errors import ConfigError
+from backend.config.schema import RunConfig
 from backend.core.rundir import list_checkpoints
 from backend.core.progress import ProgressWriter
 

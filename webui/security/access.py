@@ -51,9 +51,9 @@ def is_admin(user: str | None) -> bool:
 
 
 def preset_owner(user: str | None) -> dict[str, Any]:
-    """The keyword arguments of ``backend.config.schema``'s preset functions for ``user``: their
-    own presets (None with sign-in off: the shared ones, as before) and whether admin-only
-    fields are theirs to set."""
+    """The keyword arguments of the preset functions (``backend.config.presets``) for
+    ``user``: their own presets (None with sign-in off: the shared ones, as before) and
+    whether admin-only fields are theirs to set."""
     return {"user": user, "admin": is_admin(user)}
 
 

@@ -91,7 +91,7 @@ class _Roots:
                  cwd: Path):
         self.cwd = cwd
         self.assets = Path(os.path.realpath(repo_root / "backend" / "assets"))
-        # What a run at the default models_dir uses (see backend.config.schema.resolve_paths) and
+        # What a run at the default models_dir uses (see backend.config.paths.resolve_paths) and
         # the folder launch.py was given (it exports it as ZEROLORA_MODELS_DIR too).
         default_models = _real(os.environ.get(MODELS_DIR_ENV) or "./models", cwd)
         self.server_models = _real(models_dir, cwd) if models_dir else default_models
@@ -280,10 +280,11 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
     unchecked = _unrestricted(user, admins)
     if unchecked is not None:
         return unchecked
-    from backend.config import schema
+    from backend.config.paths import resolve_paths
+    from backend.config.validation import validate
 
     if isinstance(cfg, dict):
-        cfg = schema.validate(cfg, "run config", require_inputs=False)
+        cfg = validate(cfg, "run config", require_inputs=False)
     base = Path(cwd or os.getcwd()).resolve()
     repo = Path(os.path.realpath(repo_root))
     workspace = Path(os.path.realpath(Path(workspace).expanduser()))
@@ -297,12 +298,28 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
     if nul:
         return nul
     try:
-        resolved = schema.resolve_paths(cfg, base)
+        resolved = resolve_paths(cfg, base)
     except (ValueError, OSError) as e:
         return [f"model_paths: cannot be read as paths (got {e}; allowed a JSON list of "
                 f"files)"]
-    problems: list[str] = []
+    problems = _server_set_problems(cfg)
+    problems += _data_problems(
+        resolved.dataset_base_path, resolved.dataset_metadata_path, roots, write=False,
+        keys=("image", *[k.strip() for k in (cfg.data_file_keys or "").split(",")
+                         if k.strip()]),
+        shown={"dataset_base_path": cfg.dataset_base_path,
+               "dataset_metadata_path": cfg.dataset_metadata_path})
+    problems += _model_problems(cfg, resolved, roots, repo, base)
+    problems += _run_file_problems(cfg, resolved, roots, base)
+    from webui.security.quota import cache_problems
 
+    return problems + cache_problems(runner, user)
+
+
+def _server_set_problems(cfg: Any) -> list[str]:
+    """The options only the run plan or the server sets (output locations, the download
+    mirror, the read policy), when a user set them."""
+    problems: list[str] = []
     for name in PLAN_ONLY_FIELDS:
         value = getattr(cfg, name)
         if value not in (PLAN_ONLY_DEFAULTS[name], None, ""):
@@ -317,14 +334,14 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
         if getattr(cfg, name) is not None:
             problems.append(f"{name}: set by the server, not by users "
                             f"({_got(str(getattr(cfg, name)))}; allowed empty)")
+    return problems
 
-    problems += _data_problems(
-        resolved.dataset_base_path, resolved.dataset_metadata_path, roots, write=False,
-        keys=("image", *[k.strip() for k in (cfg.data_file_keys or "").split(",")
-                         if k.strip()]),
-        shown={"dataset_base_path": cfg.dataset_base_path,
-               "dataset_metadata_path": cfg.dataset_metadata_path})
 
+def _model_problems(cfg: Any, resolved: Any, roots: _Roots, repo: Path,
+                    base: Path) -> list[str]:
+    """``models_dir`` and the model sources (``model_id_with_origin_paths``,
+    ``tokenizer_path``, ``captioner_path``, ``model_paths``): inside the models folders."""
+    problems: list[str] = []
     if not _under_any(_real(resolved.models_dir, base), roots.models):
         problems.append(f"models_dir: not the server's models folder "
                         f"({_got(cfg.models_dir, base)}; allowed the server's models folder "
@@ -354,7 +371,13 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
                 problems.append(f"model_paths: a file outside the models folders "
                                 f"({_got(str(bad[0]), base)}; allowed {roots.models_text()})")
                 break
+    return problems
 
+
+def _run_file_problems(cfg: Any, resolved: Any, roots: _Roots, base: Path) -> list[str]:
+    """``lora_checkpoint`` / ``resume_from`` inside the user's runs; ``preset_lora_path``
+    inside their dataset folders or runs."""
+    problems: list[str] = []
     for name in ("lora_checkpoint", "resume_from"):
         value = getattr(resolved, name)
         if value and not _under_any(_real(value, base), roots.runs):
@@ -364,9 +387,7 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
                                                     roots.readable_data):
         problems.append(f"preset_lora_path: not inside your dataset folders or runs "
                         f"({_got(cfg.preset_lora_path, base)}; allowed {roots.data_text()})")
-    from webui.security.quota import cache_problems
-
-    return problems + cache_problems(runner, user)
+    return problems
 
 
 def _unrestricted(user: str | None, admins: Iterable[str] | None) -> list[str] | None:
@@ -422,7 +443,7 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
     if unchecked is not None:
         return unchecked
     from backend.core import bounded
-    from backend.config import schema
+    from backend.config.errors import ConfigError
 
     try:
         _, run_dir = _run_folder(runner, run)
@@ -458,7 +479,7 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
     try:
         problems = check_run_paths(data, user, workspace, admins, models_dir, repo_root,
                                    runner=runner)
-    except schema.ConfigError as e:
+    except ConfigError as e:
         return list(e.problems)
     return problems + _run_link_problems(run, run_dir)
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from backend.config.schema import ConfigError, validate
+from backend.config.errors import ConfigError
+from backend.config.validation import validate
 from webui import datasets, security
 from webui.context import Ctx
 from webui.form import to_widget_value
@@ -146,7 +147,16 @@ def pairs_update(base: str, metadata: str | None, user: str | None, ctx: Ctx):
 
 
 def bind_events(ctx: Ctx) -> None:
-    c, form = ctx.c, ctx.form
+    """The tab's events, group by group (the order gradio registers them in is kept)."""
+    _bind_caption_headers(ctx)
+    _bind_caption_table(ctx)
+    _bind_upload(ctx)
+    _bind_check(ctx)
+    bind_caption_events(ctx)
+
+
+def _bind_caption_headers(ctx: Ctx) -> None:
+    c = ctx.c
 
     def caption_headers(data: dict):
         """gradio draws headers as plain text: they follow the language through the server."""
@@ -159,6 +169,11 @@ def bind_events(ctx: Ctx) -> None:
     c["lang_box"].change(caption_headers, inputs={c["captions"], c["lang_box"]},
                          outputs=[c["captions"]], show_progress="hidden",
                          api_visibility="private")
+
+
+def _bind_caption_table(ctx: Ctx) -> None:
+    """Load (button and opening the tab) and save the caption table."""
+    c, form = ctx.c, ctx.form
     base_c = form.components["dataset_base_path"]
     meta_c = form.components["dataset_metadata_path"]
 
@@ -202,6 +217,13 @@ def bind_events(ctx: Ctx) -> None:
     c["captions_save"].click(save_captions, inputs={base_c, meta_c, c["captions"]},
                              outputs=[c["data_msg"]], api_visibility="private")
 
+
+def _bind_upload(ctx: Ctx) -> None:
+    """Uploads (files or a zip) into a new dataset folder, which the form then points at."""
+    c, form = ctx.c, ctx.form
+    base_c = form.components["dataset_base_path"]
+    meta_c = form.components["dataset_metadata_path"]
+
     def upload(data: dict, request: gr.Request):
         files = data[c["upload_files"]] or []
         user = ctx.owner(request)
@@ -223,25 +245,68 @@ def bind_events(ctx: Ctx) -> None:
                           outputs=[c["data_msg"], base_c, meta_c, c["captions"],
                                    c["upload_files"], c["thumbs"]], api_visibility="private")
 
+
+def _suggestion_outputs(c: dict, offer: list[str]) -> dict:
+    """The sample-prompt offer row showing ``offer`` (hidden when empty)."""
+    text = (bilingual("The sample prompts (Training tab, Samples) do not mention this "
+                      "dataset. Render its own captions instead?") + "  \n" +
+            "  \n".join(f"- {p}" for p in offer)) if offer else ""
+    return {c["sample_suggest_row"]: gr.Row(visible=bool(offer)),
+            c["sample_suggest"]: text, c["sample_suggestion"]: offer}
+
+
+def _check_config(form, data: dict) -> tuple[object | None, dict, list[str]]:
+    """The form as a config for the data check: (RunConfig, the form's config dict, []) or
+    (None, dict, the problems of the data fields). Problems elsewhere in the form leave a
+    config of the data fields alone."""
+    cfg_dict, problems = form.to_config(data)
+    try:
+        return validate(cfg_dict), cfg_dict, []
+    except ConfigError as e:
+        problems += e.problems
+    data_problems = [p for p in problems if p.split(":", 1)[0] in
+                     ("dataset_base_path", "dataset_metadata_path", "trigger_word",
+                      "max_pixels", "height", "width", "data_file_keys")]
+    if data_problems:
+        return None, cfg_dict, data_problems
+    # problems elsewhere in the form: check the data with what we have
+    return (validate({k: v for k, v in cfg_dict.items() if k in _DATA_KEYS},
+                     require_inputs=False), cfg_dict, [])
+
+
+def _report_rows(findings: list[dict]) -> list[list[str]]:
+    """The check's findings as rows of the report table (``REPORT_HEADERS``)."""
+    mark = {"ok": "✓ ", "warning": "⚠ "}
+    return [[mark.get(f["level"], "✗ ") + f["level"], f.get("where") or "",
+             "×".join(map(str, f["size"])) if f.get("size") else "",
+             f.get("caption") or "", f.get("message") or ""] for f in findings]
+
+
+def _report_head(findings: list[dict]) -> str:
+    """The check's one-line verdict, with the warnings when nothing is wrong."""
+    bad = [f for f in findings if f["level"] == "error"]
+    warned = [f for f in findings if f["level"] == "warning"]
+    head = (f"✗ {len(bad)} problem(s) in {len(findings)} item(s) — fix them before "
+            f"training." if bad else f"✓ {len(findings)} image(s), all readable and "
+            f"captioned.")
+    if warned and not bad:
+        head += (f" ⚠ {len(warned)} warning(s): " +
+                 "  \n".join(f["message"] for f in warned))
+    return head
+
+
+def _bind_check(ctx: Ctx) -> None:
+    """The check (one message per file, the bucket plan) and its sample-prompt offer."""
+    c, form = ctx.c, ctx.form
+
     def check(data: dict, request: gr.Request):
         from backend.data.dataset import validate_input_images
         from backend.data.video import validate_any_dataset
 
-        cfg_dict, problems = form.to_config(data)
-        try:
-            cfg = validate(cfg_dict)
-        except ConfigError as e:
-            problems += e.problems
-            cfg = None
-        data_problems = [p for p in problems if p.split(":", 1)[0] in
-                         ("dataset_base_path", "dataset_metadata_path", "trigger_word",
-                          "max_pixels", "height", "width", "data_file_keys")]
-        if cfg is None and data_problems:
+        cfg, cfg_dict, data_problems = _check_config(form, data)
+        if cfg is None:
             return {c["data_msg"]: "✗ " + "  \n".join(data_problems),
                     c["data_report"]: gr.Dataframe(visible=False)}
-        if cfg is None:  # problems elsewhere in the form: check the data with what we have
-            cfg = validate({k: v for k, v in cfg_dict.items() if k in _DATA_KEYS},
-                           require_inputs=False)
         refused = datasets.access_problems(cfg.dataset_base_path, cfg.dataset_metadata_path,
                                            ctx.owner(request), ctx.workspace,
                                            runner=ctx.runner)
@@ -252,30 +317,12 @@ def bind_events(ctx: Ctx) -> None:
                                         models_dir=ctx.models_dir, runner=ctx.runner)
         findings = validate_any_dataset(cfg)  # every file through the read gate
         findings += validate_input_images(cfg)  # edit models: the rows' input images
-        bad = [f for f in findings if f["level"] == "error"]
-        warned = [f for f in findings if f["level"] == "warning"]
-        mark = {"ok": "✓ ", "warning": "⚠ "}
-        rows = [[mark.get(f["level"], "✗ ") + f["level"], f.get("where") or "",
-                 "×".join(map(str, f["size"])) if f.get("size") else "",
-                 f.get("caption") or "", f.get("message") or ""] for f in findings]
-        head = (f"✗ {len(bad)} problem(s) in {len(findings)} item(s) — fix them before "
-                f"training." if bad else f"✓ {len(findings)} image(s), all readable and "
-                f"captioned.")
-        if warned and not bad:
-            head += (f" ⚠ {len(warned)} warning(s): " +
-                     "  \n".join(f["message"] for f in warned))
-        head += bucket_plan_section(cfg, cfg_dict, findings)
+        head = _report_head(findings) + bucket_plan_section(cfg, cfg_dict, findings)
         offer = prompt_suggestion(cfg.sample_prompts,
                                   [f.get("caption") or "" for f in findings], cfg.trigger_word)
-        return {c["data_msg"]: head, c["data_report"]: gr.Dataframe(value=rows, visible=True),
-                **suggestion_outputs(offer)}
-
-    def suggestion_outputs(offer: list[str]) -> dict:
-        text = (bilingual("The sample prompts (Training tab, Samples) do not mention this "
-                          "dataset. Render its own captions instead?") + "  \n" +
-                "  \n".join(f"- {p}" for p in offer)) if offer else ""
-        return {c["sample_suggest_row"]: gr.Row(visible=bool(offer)),
-                c["sample_suggest"]: text, c["sample_suggestion"]: offer}
+        return {c["data_msg"]: head,
+                c["data_report"]: gr.Dataframe(value=_report_rows(findings), visible=True),
+                **_suggestion_outputs(c, offer)}
 
     suggest_outputs = [c["sample_suggest_row"], c["sample_suggest"], c["sample_suggestion"]]
     c["data_check"].click(check, inputs=form.inputs,
@@ -289,13 +336,12 @@ def bind_events(ctx: Ctx) -> None:
         return {form.components["sample_prompts"]: to_widget_value("sample_prompts", offer),
                 c["data_msg"]: bilingual(f"✓ Sample prompts set to {len(offer)} of the dataset's "
                                          f"captions (Training tab, Samples)."),
-                **suggestion_outputs([])}
+                **_suggestion_outputs(c, [])}
 
     c["sample_suggest_btn"].click(
         use_suggestion, inputs={c["sample_suggestion"]},
         outputs=[form.components["sample_prompts"], c["data_msg"]] + suggest_outputs,
         api_visibility="private")
-    bind_caption_events(ctx)
 
 
 SUGGESTED_PROMPTS = 2
@@ -414,21 +460,46 @@ def review_rows(before: dict[str, str], after: list[list]) -> list[list[str]]:
 
 
 def bind_caption_events(ctx: Ctx) -> None:
-    from backend.jobs.history import TERMINAL
+    """The "Write captions" events: the estimate, Start, the progress tick, Stop and the
+    lock on opening the tab (registered in this order)."""
+    _bind_caption_estimate(ctx)
+    _bind_caption_start(ctx)
+    _bind_caption_tick(ctx)
+    _bind_caption_stop(ctx)
+    _bind_caption_lock(ctx)
 
+
+def _caption_fields(form) -> list:
+    """The form components a caption job reads."""
+    return [form.components[n] for n in _CAPTION_KEYS if n in form.components]
+
+
+def _caption_outputs(c: dict) -> list:
+    """What Start, the tick and Stop update."""
+    return [c["caption_msg"], c["caption_job"], c["caption_timer"], c["caption_review"],
+            c["captions"], c["captions_save"], c["data_msg"], c["thumbs"]]
+
+
+def _estimate_update(ctx: Ctx, data: dict, request: gr.Request) -> dict:
+    cfg, _ = caption_config(ctx.form, data)
+    return {ctx.c["caption_estimate"]: caption_estimate_text(ctx, cfg, ctx.owner(request))
+            if cfg is not None else ""}
+
+
+def _bind_caption_estimate(ctx: Ctx) -> None:
     c, form = ctx.c, ctx.form
-    base_c = form.components["dataset_base_path"]
-    meta_c = form.components["dataset_metadata_path"]
-    fields = [form.components[n] for n in _CAPTION_KEYS if n in form.components]
+    fields = _caption_fields(form)
 
     def estimate(data: dict, request: gr.Request):
-        cfg, _ = caption_config(form, data)
-        return {c["caption_estimate"]: caption_estimate_text(ctx, cfg, ctx.owner(request))
-                if cfg is not None else ""}
+        return _estimate_update(ctx, data, request)
 
     for name in ("caption_batch_size", "caption_max_length", "captioner_path"):
         form.components[name].change(estimate, inputs=set(fields), outputs=[c["caption_estimate"]],
                                      show_progress="hidden", api_visibility="private")
+
+
+def _bind_caption_start(ctx: Ctx) -> None:
+    c, form = ctx.c, ctx.form
 
     def start(data: dict, request: gr.Request):
         from webui import services
@@ -456,10 +527,32 @@ def bind_caption_events(ctx: Ctx) -> None:
                 c["data_msg"]: bilingual(caption_lock(ctx, cfg.dataset_base_path) or ""),
                 **_locked_updates(c, "busy")}
 
-    outputs = [c["caption_msg"], c["caption_job"], c["caption_timer"], c["caption_review"],
-               c["captions"], c["captions_save"], c["data_msg"], c["thumbs"]]
-    c["caption_start"].click(start, inputs=set(fields), outputs=outputs,
-                             api_visibility="private")
+    c["caption_start"].click(start, inputs=set(_caption_fields(form)),
+                             outputs=_caption_outputs(c), api_visibility="private")
+
+
+def _caption_end_message(ctx: Ctx, run: dict) -> str:
+    """What the page says of a caption run that has ended."""
+    status = run["status"]
+    if status == "succeeded":
+        p = ctx.runner.progress(run["id"])
+        return bilingual(f"✓ Caption run `{run['id']}` finished: {p.get('step') or 0} "
+                         f"image(s) captioned.")
+    reason = run.get("failure_reason") or run.get("stop_reason") or ""
+    summary = ctx.runner.failure_summary(run["id"]) or {}
+    reason = summary.get("end_reason") or reason
+    return bilingual(f"✗ Caption run `{run['id']}` {status}.") + \
+        (f"  \n{security.redact(str(reason))}" if reason else "")
+
+
+def _bind_caption_tick(ctx: Ctx) -> None:
+    """While a caption run goes: its progress; when it ends: the table, the before → after
+    review and the thumbnails of what it wrote, and the editor unlocked."""
+    from backend.jobs.history import TERMINAL
+
+    c, form = ctx.c, ctx.form
+    base_c = form.components["dataset_base_path"]
+    meta_c = form.components["dataset_metadata_path"]
 
     def tick(data: dict, request: gr.Request):
         job = data[c["caption_job"]] or {}
@@ -473,18 +566,8 @@ def bind_caption_events(ctx: Ctx) -> None:
                      else "")
             return {c["caption_msg"]: bilingual(
                 f"○ Captioning (run `{run['id']}`, {status}){count}…")}
-        out = {c["caption_timer"]: gr.Timer(active=False), **_locked_updates(c, None)}
-        if status == "succeeded":
-            p = ctx.runner.progress(run["id"])
-            out[c["caption_msg"]] = bilingual(
-                f"✓ Caption run `{run['id']}` finished: {p.get('step') or 0} image(s) "
-                f"captioned.")
-        else:
-            reason = run.get("failure_reason") or run.get("stop_reason") or ""
-            summary = ctx.runner.failure_summary(run["id"]) or {}
-            reason = summary.get("end_reason") or reason
-            out[c["caption_msg"]] = bilingual(f"✗ Caption run `{run['id']}` {status}.") + \
-                (f"  \n{security.redact(str(reason))}" if reason else "")
+        out = {c["caption_timer"]: gr.Timer(active=False), **_locked_updates(c, None),
+               c["caption_msg"]: _caption_end_message(ctx, run)}
         try:
             user = ctx.owner(request)
             base, meta = data[base_c] or "", (data[meta_c] or "").strip() or None
@@ -502,8 +585,15 @@ def bind_caption_events(ctx: Ctx) -> None:
         return out
 
     c["caption_timer"].tick(tick, inputs={c["caption_job"], base_c, meta_c},
-                            outputs=outputs, show_progress="hidden",
+                            outputs=_caption_outputs(c), show_progress="hidden",
                             api_visibility="private")
+
+
+def _bind_caption_stop(ctx: Ctx) -> None:
+    from backend.jobs.history import TERMINAL
+
+    c = ctx.c
+    base_c = ctx.form.components["dataset_base_path"]
 
     def stop(data: dict, request: gr.Request):
         job = data[c["caption_job"]] or {}
@@ -522,8 +612,13 @@ def bind_caption_events(ctx: Ctx) -> None:
                 c["caption_job"]: {"run_id": run["id"], "before": job.get("before") or {}},
                 c["caption_timer"]: gr.Timer(active=True)}
 
-    c["caption_stop"].click(stop, inputs={c["caption_job"], base_c}, outputs=outputs,
-                            api_visibility="private")
+    c["caption_stop"].click(stop, inputs={c["caption_job"], base_c},
+                            outputs=_caption_outputs(c), api_visibility="private")
+
+
+def _bind_caption_lock(ctx: Ctx) -> None:
+    c, form = ctx.c, ctx.form
+    base_c = form.components["dataset_base_path"]
 
     def lock_state(data: dict, request: gr.Request):
         """On opening the tab: a caption run writing this folder locks the editor, and
@@ -532,7 +627,7 @@ def bind_caption_events(ctx: Ctx) -> None:
 
         folder = data[base_c]
         why = caption_lock(ctx, folder)
-        out = {**_locked_updates(c, why), **estimate(data, request)}
+        out = {**_locked_updates(c, why), **_estimate_update(ctx, data, request)}
         if why:
             run = active_caption_runs(ctx.runner, folder)[0]
             job = data[c["caption_job"]] or {}
@@ -541,9 +636,11 @@ def bind_caption_events(ctx: Ctx) -> None:
             out.update({c["data_msg"]: bilingual(why), c["caption_timer"]: gr.Timer(active=True)})
         return out
 
-    c["tab_dataset"].select(lock_state, inputs=set(fields) | {c["caption_job"]},
-                            outputs=outputs + [c["caption_estimate"]], show_progress="hidden",
-                            api_visibility="private")
+    c["tab_dataset"].select(lock_state, inputs=set(_caption_fields(form)) | {c["caption_job"]},
+                            outputs=_caption_outputs(c) + [c["caption_estimate"]],
+                            show_progress="hidden", api_visibility="private")
+
+
 # ---------------------------------------------------------------------- bucket plan
 PLAN_KEYS = ("batch_size", "aspect_buckets", "bucket_remainder", "validation_samples")
 

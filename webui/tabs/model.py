@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import gradio as gr
 
-from backend.config.schema import (ConfigError, RunConfig, diff_configs, list_presets, load_preset,
-                            save_preset, validate)
+from backend.config.errors import ConfigError
+from backend.config.presets import diff_configs, list_presets, load_preset, save_preset
+from backend.config.schema import RunConfig
+from backend.config.validation import validate
 from webui.messages import bilingual
 from webui import security
 from webui.context import Ctx

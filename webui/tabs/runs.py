@@ -9,7 +9,8 @@ import html
 
 import gradio as gr
 
-from backend.config.schema import ConfigError, validate
+from backend.config.errors import ConfigError
+from backend.config.validation import validate
 from backend.jobs.runner import RunnerError
 from webui import jobs
 from webui.context import Ctx, human_bytes
@@ -93,6 +94,26 @@ def _info(ctx: Ctx, run: dict | None) -> str:
 
 
 def bind_events(ctx: Ctx) -> None:
+    """The tab's events, group by group (the order gradio registers them in is kept)."""
+    refresh, outputs = _bind_history(ctx)
+    _bind_open_reuse(ctx)
+    _bind_downloads(ctx)
+    _bind_delete(ctx, refresh, outputs)
+
+
+def _picked(ctx: Ctx, run_id: str | None, request) -> dict:
+    """The run info and checkpoint choices of the picked run."""
+    c = ctx.c
+    run = ctx.run(run_id, request)
+    names = [p.name for p in jobs.checkpoints(run)] if run else []
+    return {c["runs_info"]: _info(ctx, run),
+            c["dl_checkpoint"]: gr.Dropdown(choices=names,
+                                            value=names[-1] if names else None)}
+
+
+def _bind_history(ctx: Ctx):
+    """The history table and the run picker (refresh, the tab, the language, a pick, a
+    table row). Returns the refresh callback and its outputs (deleting a run refreshes)."""
     c = ctx.c
 
     def refresh(data: dict, request: gr.Request):
@@ -108,14 +129,7 @@ def bind_events(ctx: Ctx) -> None:
                 c["runs_pick"]: gr.Dropdown(choices=[(f"{r.get('name') or 'run'} · {r['id']}"
                                                       f" · {r['status']}", r["id"])
                                                      for r in runs], value=pick),
-                **picked(ctx, pick, request)}
-
-    def picked(ctx: Ctx, run_id: str | None, request) -> dict:
-        run = ctx.run(run_id, request)
-        names = [p.name for p in jobs.checkpoints(run)] if run else []
-        return {c["runs_info"]: _info(ctx, run),
-                c["dl_checkpoint"]: gr.Dropdown(choices=names,
-                                                value=names[-1] if names else None)}
+                **_picked(ctx, pick, request)}
 
     inputs = {c["runs_pick"], c["run_id"], c["lang_box"]}
     outputs = [c["runs_table"], c["runs_pick"], c["runs_info"], c["dl_checkpoint"]]
@@ -123,8 +137,9 @@ def bind_events(ctx: Ctx) -> None:
     c["tab_runs"].select(refresh, inputs=inputs, outputs=outputs, api_visibility="private")
     c["lang_box"].change(refresh, inputs=inputs, outputs=outputs, show_progress="hidden",
                          api_visibility="private")
+
     def pick(data: dict, request: gr.Request):
-        return picked(ctx, data[c["runs_pick"]], request)
+        return _picked(ctx, data[c["runs_pick"]], request)
 
     c["runs_pick"].input(pick, inputs={c["runs_pick"]},
                          outputs=[c["runs_info"], c["dl_checkpoint"]], api_visibility="private")
@@ -132,11 +147,17 @@ def bind_events(ctx: Ctx) -> None:
     def table_select(evt: gr.SelectData, request: gr.Request):
         row = evt.row_value or []
         run_id = row[0] if row else None
-        return {c["runs_pick"]: gr.Dropdown(value=run_id), **picked(ctx, run_id, request)}
+        return {c["runs_pick"]: gr.Dropdown(value=run_id), **_picked(ctx, run_id, request)}
 
     c["runs_table"].select(table_select, inputs=None,
                            outputs=[c["runs_pick"], c["runs_info"], c["dl_checkpoint"]],
                            api_visibility="private")
+    return refresh, outputs
+
+
+def _bind_open_reuse(ctx: Ctx) -> None:
+    """Open the picked run on the Run tab; put its settings back into the form."""
+    c = ctx.c
 
     def open_run(data: dict, request: gr.Request):
         run = ctx.run(data[c["runs_pick"]], request)
@@ -175,6 +196,11 @@ def bind_events(ctx: Ctx) -> None:
                               c["dl_msg"], c["train_notice"], c["tabs"]],
                           api_visibility="private")
 
+
+def _bind_downloads(ctx: Ctx) -> None:
+    """The four download buttons: the LoRA, the configs, the logs, the whole run."""
+    c = ctx.c
+
     def download(kind: str):
         def fn(data: dict, request: gr.Request):
             run = ctx.run(data[c["runs_pick"]], request)
@@ -204,6 +230,11 @@ def bind_events(ctx: Ctx) -> None:
                       ("zip", "dl_zip")):
         c[btn].click(download(kind), inputs=dl_inputs, outputs=[c["dl_file"], c["dl_msg"]],
                      api_visibility="private")
+
+
+def _bind_delete(ctx: Ctx, refresh, outputs: list) -> None:
+    """Delete the picked run (after the confirm box), then refresh the history."""
+    c = ctx.c
 
     def delete(data: dict, request: gr.Request):
         run = ctx.run(data[c["runs_pick"]], request)

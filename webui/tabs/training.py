@@ -10,7 +10,9 @@ from pathlib import Path
 
 import gradio as gr
 
-from backend.config.schema import ConfigError, RunConfig, validate
+from backend.config.errors import ConfigError
+from backend.config.schema import RunConfig
+from backend.config.validation import validate
 from backend.jobs.processes import gpu_memory_totals_gb
 from backend.core.rundir import RunDir
 from webui.context import Ctx
@@ -90,7 +92,7 @@ def create_ui(ctx: Ctx) -> None:
 
 
 def form_fields(group: str, level: str):
-    from backend.config.schema import field_meta
+    from backend.config.meta import field_meta
     from webui.form import visible_fields
     return [n for n in visible_fields() if field_meta(n)["group"] == group
             and field_meta(n)["ui"] == level]

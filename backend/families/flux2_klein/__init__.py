@@ -73,13 +73,4 @@ SPEC = FamilySpec(
     keywords=("flux2", "flux.2", "klein"),
     presets_by_vram=("flux2_klein_9b_single_gpu", "flux2_klein_4b_single_gpu",
                      "flux2_klein_9b_low_vram", "flux2_klein_4b_low_vram"),
-    help={
-        "lora_target_modules": "FLUX.2 [klein]: to_out.0 for the double blocks and one "
-                               "single_transformer_blocks.N.attn.to_out per single block "
-                               "(a double block's to_out is a list).",
-        "tokenizer_path": "FLUX.2 [klein]: the distilled repo's tokenizer/ (the base repos "
-                          "hold the same files).",
-        "sample_cfg": "FLUX.2 [klein] base: guidance 4 with 50 steps; LoRAs trained on base "
-                      "also load into the distilled klein (4 steps, guidance 1).",
-    },
 )

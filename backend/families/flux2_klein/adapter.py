@@ -26,11 +26,10 @@ ComfyUI export uses ``transformer.`` with ``lora_down`` / ``lora_up`` / ``alpha`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from backend.families.base import Family
-from backend.families.common import EVAL_INDICES, OffloadingEncoder, fixed_noise_loss
+from backend.families.base import Family, Schedule
+from backend.families.common import OffloadingEncoder, cached_sample, pipeline_loaders
 
 NUM_TRAIN_TIMESTEPS = 1000
 MAX_SEQUENCE_LENGTH = 512
@@ -45,11 +44,6 @@ def transformer_class():
     return Flux2Transformer2DModel
 
 
-def load_transformer(folder, dtype=None, device: Any = "cpu"):
-    model = transformer_class().from_pretrained(str(folder), torch_dtype=dtype)
-    return model.to(device)
-
-
 def load_text_encoder(folder, dtype=None, device: Any = "cpu"):
     from transformers import Qwen3ForCausalLM
 
@@ -62,11 +56,6 @@ def load_vae(folder, dtype=None, device: Any = "cpu"):
 
     model = AutoencoderKLFlux2.from_pretrained(str(folder), torch_dtype=dtype)
     return model.to(device).eval().requires_grad_(False)
-
-
-def load_tokenizer(folder):
-    from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(str(folder))
 
 
 # ------------------------------------------------------------------------------------------
@@ -111,32 +100,14 @@ class Encoder(OffloadingEncoder):
         return (self.encode_prompt([prompt]),)
 
     def make_sample(self, parts: tuple, latents, pixels) -> dict[str, Any]:
-        return _sample(*parts, latents, pixels)
-
-
-def _sample(emb, latents, pixels) -> dict[str, Any]:
-    import torch
-
-    return {"prompt_emb": emb, "latents": latents,
-            "height": torch.tensor([pixels.shape[-2]]), "width": torch.tensor([pixels.shape[-1]])}
-
-
-def load_encoder(dirs, dtype=None, device: Any = "cpu", offload: str = "none") -> Encoder:
-    place = device if offload == "none" else "cpu"
-    return Encoder(load_text_encoder(dirs["text_encoder"], dtype, place),
-                   load_tokenizer(dirs["tokenizer"]), load_vae(dirs["vae"], dtype, place),
-                   device=device, offload=offload)
+        return cached_sample(latents, pixels, prompt_emb=parts[0])
 
 
 # ------------------------------------------------------------------------------------------
 # Training loss
 # ------------------------------------------------------------------------------------------
-@dataclass
-class Schedule:
-    sigmas: Any      # [1000]: 1.000, 0.999 ... 0.001 (the scheduler's training sigmas)
-
-
 def training_schedule() -> Schedule:
+    """The scheduler's 1000 training sigmas (1.000, 0.999 ... 0.001); no weights."""
     from diffusers import FlowMatchEulerDiscreteScheduler
 
     from backend.families.flux2_klein.published import SCHEDULER
@@ -192,27 +163,9 @@ def training_loss(transformer, sample, schedule: Schedule, generator, dtype):
     return flow_matching_loss(transformer, sample, schedule, index, noise, dtype)
 
 
-def eval_loss(transformer, samples, seed: int = 0,
-              indices: tuple[int, ...] = EVAL_INDICES) -> float:
-    """Mean loss over ``samples`` x ``indices`` with noise fixed by ``seed``."""
-    return fixed_noise_loss(flow_matching_loss, training_schedule(), transformer, samples,
-                            seed, indices)
-
-
 # ------------------------------------------------------------------------------------------
 # Samples
 # ------------------------------------------------------------------------------------------
-def load_pipeline(dirs, dtype=None):
-    """``Flux2KleinPipeline`` from the resolved folders, on the CPU in ``dtype``."""
-    from diffusers import FlowMatchEulerDiscreteScheduler, Flux2KleinPipeline
-
-    return Flux2KleinPipeline(
-        transformer=load_transformer(dirs["transformer"], dtype),
-        text_encoder=load_text_encoder(dirs["text_encoder"], dtype),
-        vae=load_vae(dirs["vae"], dtype), tokenizer=load_tokenizer(dirs["tokenizer"]),
-        scheduler=FlowMatchEulerDiscreteScheduler.from_pretrained(str(dirs["scheduler"])))
-
-
 def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cfg: float,
            height: int, width: int):
     """One image; ``cfg`` is the pipeline's ``guidance_scale`` (classifier-free guidance
@@ -234,24 +187,23 @@ class Adapter(Family):
     # ComfyUI maps diffusers-style FLUX keys with the ``transformer.`` prefix (or none).
     export_prefixes = {"reference": "", "diffusers": "transformer.",
                        "comfyui": "transformer."}
-    vae_scale_factor = 8
-    resolution_multiple = 16
     offload_blocks = ("transformer_blocks", "single_transformer_blocks")
     # In/out projections, the shared modulations and the time embedding stay in full precision.
     quantize_skip = ("x_embedder", "context_embedder", "proj_out", "norm_out",
                      "time_guidance_embed", "double_stream_modulation_img",
                      "double_stream_modulation_txt", "single_stream_modulation")
 
-    # The contract's members are this module's functions.
+    # Stage 1 and samples (``Family.load_encoder`` / ``load_pipeline``).
+    encoder = Encoder
+    pipeline = "Flux2KleinPipeline"
+    loaders = pipeline_loaders(load_text_encoder, load_vae)
+
+    # The contract's members are this module's functions; the step's draw is the example's
+    # (``training_loss``), not the default's uniform index.
     transformer_class = staticmethod(transformer_class)
-    load_transformer = staticmethod(load_transformer)
-    load_encoder = staticmethod(load_encoder)
     training_schedule = staticmethod(training_schedule)
     training_loss = staticmethod(training_loss)
     loss_at = staticmethod(flow_matching_loss)
-    eval_loss = staticmethod(eval_loss)
-    pack_latents = staticmethod(pack_latents)
-    load_pipeline = staticmethod(load_pipeline)
     render = staticmethod(render)
 
     def published_configs(self):

@@ -110,15 +110,4 @@ SPEC = FamilySpec(
                      "qwen_image_low_vram"),
     # Presets of the variants (not ranked with the text-to-image ones):
     # qwen_image_2512_low_vram, qwen_image_edit_{2509,2511}_{single_gpu,low_vram}.
-    help={
-        "data_process_offload": "Qwen-Image at 1024x1024: about 19 GB (none), 17 GB "
-                                "(model), under 3 GB (sequential).",
-        "sample_cpu_offload": "Qwen-Image at 1328x1328: about 65 GB (none), 41 GB (model), "
-                              "7 GB (sequential), under 2 GB with sample_vae_tiling.",
-        "sample_vae_tiling": "Qwen-Image at 1328x1328: about 7 GB untiled, under 1 GB tiled.",
-        "zero_cond_t": "Qwen-Image-Edit-2511 (the reference's --zero_cond_t); its released "
-                       "transformer config sets it.",
-        "extra_inputs": "Qwen-Image-Edit takes one input image per row, -2509 and -2511 up "
-                        "to three (edit_image: one path or a list).",
-    },
 )

@@ -19,16 +19,14 @@ Cached sample tensors (one safetensors file per sample, see backend/data/cache.p
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.families.base import Family
-from backend.families.common import (EVAL_INDICES, OffloadingEncoder, fixed_noise_loss,
-                                     uniform_index_loss)
+from backend.families.base import Family, Schedule
+from backend.families.common import OffloadingEncoder, cached_sample, noised, pipeline_loaders
 from backend.families.qwen_image import caption
 from backend.families.qwen_image.published import CONFIGS
-from backend.families.qwen_image.qwen_vl import load_text_encoder, load_tokenizer
+from backend.families.qwen_image.qwen_vl import load_text_encoder
 
 # The real Qwen-Image scheduler config (Qwen/Qwen-Image scheduler/scheduler_config.json);
 # training needs only the transformer, so the schedule does not depend on a scheduler folder.
@@ -49,13 +47,6 @@ SAMPLE_KEYS = ("prompt_emb", "prompt_emb_mask", "latents")
 def transformer_class():
     from diffusers import QwenImageTransformer2DModel
     return QwenImageTransformer2DModel
-
-
-def load_transformer(folder: str | Path, dtype=None, device: str | Any = "cpu"):
-    from diffusers import QwenImageTransformer2DModel
-
-    model = QwenImageTransformer2DModel.from_pretrained(str(folder), torch_dtype=dtype)
-    return model.to(device)
 
 
 def load_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
@@ -146,34 +137,15 @@ class Encoder(OffloadingEncoder):
 
 
 def _sample(emb, mask, latents, pixels) -> dict[str, Any]:
-    import torch
-
-    return {"prompt_emb": emb, "prompt_emb_mask": mask, "latents": latents,
-            "height": torch.tensor([pixels.shape[-2]]),
-            "width": torch.tensor([pixels.shape[-1]])}
-
-
-def load_encoder(dirs: dict[str, Path], dtype=None, device: str | Any = "cpu",
-                 offload: str = "none") -> Encoder:
-    """The stage-1 encoders computing on ``device``; with ``offload`` model or sequential
-    their weights are read into host RAM and reach ``device`` as ``Encoder`` says."""
-    place = device if offload == "none" else "cpu"
-    return Encoder(load_text_encoder(dirs["text_encoder"], dtype, place),
-                   load_tokenizer(dirs["tokenizer"]),
-                   load_vae(dirs["vae"], dtype, place), device=device, offload=offload)
+    return cached_sample(latents, pixels, prompt_emb=emb, prompt_emb_mask=mask)
 
 
 # ------------------------------------------------------------------------------------------
 # Training loss
 # ------------------------------------------------------------------------------------------
-@dataclass
-class Schedule:
-    sigmas: Any      # [1000], from 1 down to 0.02
-    timesteps: Any   # [1000], 1000 * sigma
-    weights: Any     # [1000], mean 1
-
-
 def training_schedule() -> Schedule:
+    """The reference's 1000 sigmas (1 down to 0.02), their timesteps (1000 sigma) and its
+    weights (mean 1)."""
     import numpy as np
     import torch
     from diffusers import FlowMatchEulerDiscreteScheduler
@@ -238,11 +210,8 @@ def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
     """Weighted flow-matching MSE for one sample at schedule ``index`` with ``noise``."""
     import torch.nn.functional as F
 
-    x0 = sample["latents"].to(dtype)
+    x0, noise, sigma, x_t = noised(sample, schedule, index, noise, dtype)
     device = x0.device
-    sigma = schedule.sigmas[index].to(device)
-    noise = noise.to(device=device, dtype=dtype)
-    x_t = (1 - sigma) * x0 + sigma * noise
     target = pack_latents(noise - x0)
     pred = predict(transformer, x_t.to(dtype), (schedule.timesteps[index] / 1000).to(device, dtype),
                    sample["prompt_emb"].to(dtype), sample["prompt_emb_mask"],
@@ -251,37 +220,9 @@ def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
     return loss * schedule.weights[index].to(device)
 
 
-def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, generator, dtype):
-    """One training step's loss: a uniform schedule index and fresh noise from ``generator``."""
-    return uniform_index_loss(flow_matching_loss, transformer, sample, schedule, generator, dtype)
-
-
-# ------------------------------------------------------------------------------------------
-# The held-out loss
-# ------------------------------------------------------------------------------------------
-def eval_loss(transformer, samples: list[dict[str, Any]], seed: int = 0,
-              indices: tuple[int, ...] = EVAL_INDICES) -> float:
-    """Mean weighted loss over ``samples`` × ``indices`` with noise fixed by ``seed``."""
-    return fixed_noise_loss(flow_matching_loss, training_schedule(), transformer, samples,
-                            seed, indices)
-
-
 # ------------------------------------------------------------------------------------------
 # Samples
 # ------------------------------------------------------------------------------------------
-def load_pipeline(dirs: dict[str, Path], dtype=None):
-    """``QwenImagePipeline`` from the resolved component folders, on the CPU in ``dtype``."""
-    from diffusers import FlowMatchEulerDiscreteScheduler, QwenImagePipeline
-
-    return QwenImagePipeline(
-        transformer=load_transformer(dirs["transformer"], dtype),
-        text_encoder=load_text_encoder(dirs["text_encoder"], dtype),
-        vae=load_vae(dirs["vae"], dtype),
-        tokenizer=load_tokenizer(dirs["tokenizer"]),
-        scheduler=FlowMatchEulerDiscreteScheduler.from_pretrained(dirs["scheduler"]),
-    )
-
-
 def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cfg: float,
            height: int, width: int):
     """One image; ``cfg`` is Qwen-Image's ``true_cfg_scale`` (classifier-free guidance
@@ -300,24 +241,21 @@ def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cf
 class Adapter(Family):
     """Qwen-Image through the family contract (``backend/families/base.py``)."""
 
-    vae_scale_factor = 8
-    resolution_multiple = 16
     offload_blocks = ("transformer_blocks",)
     # The reference keeps the modulation and the in/out projections in full precision.
     quantize_skip = ("img_in", "txt_in", "proj_out", "norm_out", "time_text_embed",
                      "*.img_mod.*", "*.txt_mod.*")
 
+    # Stage 1 and samples (``Family.load_encoder`` / ``load_pipeline``).
+    encoder = Encoder
+    pipeline = "QwenImagePipeline"
+    loaders = pipeline_loaders(load_text_encoder, load_vae)
+
     # The contract's members are this module's functions. An edit run is bound by
     # ``edit.EditAdapter`` (``SPEC.run_adapters``).
     transformer_class = staticmethod(transformer_class)
-    load_transformer = staticmethod(load_transformer)
-    load_encoder = staticmethod(load_encoder)
     training_schedule = staticmethod(training_schedule)
-    training_loss = staticmethod(training_loss)
     loss_at = staticmethod(flow_matching_loss)
-    eval_loss = staticmethod(eval_loss)
-    pack_latents = staticmethod(pack_latents)
-    load_pipeline = staticmethod(load_pipeline)
     render = staticmethod(render)
 
     # Captioning: the text encoder is a whole Qwen2.5-VL (``caption.py``).

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from backend.families.captioner import VLMCaptioner
-from backend.families.qwen_image.qwen_vl import load_processor, load_text_encoder, load_tokenizer
+from backend.families.common import load_tokenizer
+from backend.families.qwen_image.qwen_vl import load_processor, load_text_encoder
 
 # The tokenizer's own chat template is used when it has one; this is Qwen2.5-VL's, for a
 # tokenizer saved without it (the tiny test model's).

@@ -28,12 +28,8 @@ from typing import Any
 
 from backend.families import family_of
 from backend.families.qwen_image import EDIT_CLASSES
-from backend.families.qwen_image.adapter import (Adapter, Encoder, _sample, eval_loss,
-                                                 input_latents)
-from backend.families.qwen_image.adapter import load_pipeline as load_text_to_image_pipeline
-from backend.families.qwen_image.adapter import load_transformer, load_vae, training_loss
-from backend.families.qwen_image.qwen_vl import (load_processor, load_text_encoder,
-                                                 load_tokenizer)
+from backend.families.qwen_image.adapter import Adapter, Encoder, _sample, input_latents
+from backend.families.qwen_image.qwen_vl import load_processor
 
 VAE_IMAGE_AREA = 1024 * 1024
 CONDITION_IMAGE_AREA = 384 * 384
@@ -138,16 +134,6 @@ class EditEncoder(Encoder):
                                  item[2]())
 
 
-def load_edit_encoder(dirs, dtype=None, device: Any = "cpu", offload: str = "none", *,
-                      plus: bool = True, vae_area: int = VAE_IMAGE_AREA) -> EditEncoder:
-    place = device if offload == "none" else "cpu"
-    tokenizer = load_tokenizer(dirs["tokenizer"])
-    return EditEncoder(load_text_encoder(dirs["text_encoder"], dtype, place), tokenizer,
-                       load_vae(dirs["vae"], dtype, place),
-                       load_processor(dirs["tokenizer"], tokenizer), plus=plus,
-                       vae_area=vae_area, device=device, offload=offload)
-
-
 # ------------------------------------------------------------------------------------------
 # Stage 2: zero_cond_t
 # ------------------------------------------------------------------------------------------
@@ -165,22 +151,6 @@ def force_zero_cond_t(transformer) -> int:
 # ------------------------------------------------------------------------------------------
 # Samples
 # ------------------------------------------------------------------------------------------
-def load_edit_pipeline(dirs, dtype=None, *, plus: bool = True, zero_cond_t: bool = False):
-    """``QwenImageEditPlusPipeline`` (or ``QwenImageEditPipeline``) from the resolved
-    component folders, on the CPU in ``dtype``."""
-    from diffusers import FlowMatchEulerDiscreteScheduler
-
-    tokenizer = load_tokenizer(dirs["tokenizer"])
-    transformer = load_transformer(dirs["transformer"], dtype)
-    if zero_cond_t:
-        force_zero_cond_t(transformer)
-    return _pipeline_class(plus)(
-        transformer=transformer, text_encoder=load_text_encoder(dirs["text_encoder"], dtype),
-        vae=load_vae(dirs["vae"], dtype), tokenizer=tokenizer,
-        processor=load_processor(dirs["tokenizer"], tokenizer),
-        scheduler=FlowMatchEulerDiscreteScheduler.from_pretrained(dirs["scheduler"]))
-
-
 def render_edit(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cfg: float,
                 height: int, width: int, images: list | None = None):
     """One edited image from ``images`` (PIL) and the instruction; ``cfg`` is the
@@ -205,6 +175,8 @@ class EditAdapter(Adapter):
     """Qwen-Image's adapter bound to an edit variant: ``plus`` (2509/2511's pipeline),
     ``input_images`` (how many one sample takes), ``zero_cond_t`` and the VAE's area."""
 
+    title = "Qwen-Image-Edit"  # the bound variant's (``for_run``)
+
     def __init__(self, spec, *, title: str, plus: bool, input_images: int, zero_cond_t: bool,
                  vae_area: int):
         self.spec, self.title, self.plus = spec, title, plus
@@ -224,7 +196,7 @@ class EditAdapter(Adapter):
         if not takes and not cfg.zero_cond_t:
             return None
         return cls(
-            base.spec, title=variant.title if variant is not None and takes else "Qwen-Image-Edit",
+            base.spec, title=variant.title if variant is not None and takes else cls.title,
             plus=not (variant is not None and variant.classes == EDIT_CLASSES),
             input_images=takes, zero_cond_t=bool(cfg.zero_cond_t),
             vae_area=min(int(cfg.max_pixels), VAE_IMAGE_AREA))
@@ -233,10 +205,15 @@ class EditAdapter(Adapter):
         return self
 
     def load_encoder(self, dirs, dtype=None, device="cpu", offload="none"):
+        """Qwen-Image's encoders; for a model that takes input images ``EditEncoder``, with
+        the processor built from the tokenizer."""
         if not self.input_images:
             return super().load_encoder(dirs, dtype, device, offload)
-        return load_edit_encoder(dirs, dtype, device, offload, plus=self.plus,
-                                 vae_area=self.vae_area)
+        place = device if offload == "none" else "cpu"
+        parts = self.load_components(dirs, "data_process", dtype, place)
+        return EditEncoder(**parts, processor=load_processor(dirs["tokenizer"], parts["tokenizer"]),
+                           plus=self.plus, vae_area=self.vae_area, device=device,
+                           offload=offload)
 
     def training_loss(self, transformer, sample, schedule, generator, dtype):
         if self.input_images and not input_latents(sample):
@@ -245,17 +222,24 @@ class EditAdapter(Adapter):
                              "sft:data_process with extra_inputs edit_image)")
         if self.zero_cond_t:
             force_zero_cond_t(transformer)
-        return training_loss(transformer, sample, schedule, generator, dtype)
+        return super().training_loss(transformer, sample, schedule, generator, dtype)
 
     def eval_loss(self, transformer, samples, seed=0):
         if self.zero_cond_t:
             force_zero_cond_t(transformer)
-        return eval_loss(transformer, samples, seed)
+        return super().eval_loss(transformer, samples, seed)
 
     def load_pipeline(self, dirs, dtype=None):
+        """Qwen-Image's pipeline; for a model that takes input images
+        ``QwenImageEditPlusPipeline`` (or ``QwenImageEditPipeline``) with the processor
+        built from the tokenizer, ``zero_cond_t`` forced where the run asks."""
         if not self.input_images:
-            return load_text_to_image_pipeline(dirs, dtype)
-        return load_edit_pipeline(dirs, dtype, plus=self.plus, zero_cond_t=self.zero_cond_t)
+            return super().load_pipeline(dirs, dtype)
+        parts = self.load_components(dirs, "sample", dtype)
+        if self.zero_cond_t:
+            force_zero_cond_t(parts["transformer"])
+        return _pipeline_class(self.plus)(
+            **parts, processor=load_processor(dirs["tokenizer"], parts["tokenizer"]))
 
     def render(self, pipe, prompt, *, negative_prompt, generator, steps, cfg, height, width,
                images=None):

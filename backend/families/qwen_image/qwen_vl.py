@@ -1,4 +1,5 @@
-"""Qwen2.5-VL, Qwen-Image's text encoder: the model, its tokenizer and its processor.
+"""Qwen2.5-VL, Qwen-Image's text encoder: the model and its processor (the tokenizer is
+``common.load_tokenizer``'s).
 
 The text encoder is a whole vision-language model, so three parts of the family use it:
 prompt encoding (``adapter.py``), the edit models' prompts with their input images
@@ -18,6 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from backend.families.common import load_tokenizer
+
 # The released Qwen-Image-Edit processor/preprocessor_config.json (Qwen2-VL image settings).
 PROCESSOR_CONFIG = {
     "min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2,
@@ -31,12 +34,6 @@ def load_text_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu")
 
     model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(folder), dtype=dtype)
     return model.to(device).eval().requires_grad_(False)
-
-
-def load_tokenizer(folder: str | Path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(folder))
 
 
 @lru_cache(maxsize=None)

@@ -189,17 +189,4 @@ SPEC = FamilySpec(
         "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth": "image_encoder/*.safetensors",
     },
     reference_repo_suffix=DIFFUSERS,
-    help={
-        "lora_target_modules": (
-            "Wan: q,k,v,o,ffn.0,ffn.2 (the reference's original names) and "
-            "to_q,to_k,to_v,to_out.0,ffn.net.0.proj,ffn.net.2 (diffusers') are the same "
-            "modules: self- and cross-attention of every block and its feed-forward."),
-        "num_frames": "Wan: 81 frames (5 s at 16 fps) as released; 4k+1.",
-        "extra_inputs": "Wan image-to-video: input_image (the reference's flag); the first "
-                        "frame of each clip conditions it (Wan2.2-TI2V-5B: kept clean, "
-                        "the loss on the other frames).",
-        "sample_images": "Wan image-to-video: the first frame of each sample prompt's clip.",
-        "data_process_offload": "Wan: the UMT5-XXL text encoder is 11 GB in bf16; model "
-                                "offload holds it and the VAE one at a time.",
-    },
 )

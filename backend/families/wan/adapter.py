@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import json
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from backend.core.media import frame_strip, write_video
-from backend.families.base import Family
-from backend.families.common import OffloadingEncoder
+from backend.families.base import Family, Schedule, uniform_index_loss
+from backend.families.common import OffloadingEncoder, cached_sample, noised, pipeline_loaders
 from backend.families.wan.native import from_native, to_native
 from backend.families.wan.published import CONFIGS, VARIANT_CONFIGS
 
@@ -44,11 +43,6 @@ TRAIN_SHIFT = 5.0                  # the reference trainer's Wan scheduler
 def transformer_class():
     from diffusers import WanTransformer3DModel
     return WanTransformer3DModel
-
-
-def load_transformer(folder: str | Path, dtype=None, device: str | Any = "cpu"):
-    model = transformer_class().from_pretrained(str(folder), torch_dtype=dtype)
-    return model.to(device)
 
 
 def load_text_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu"):
@@ -68,10 +62,10 @@ def load_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
     return model.to(device).eval().requires_grad_(False)
 
 
-def load_tokenizer(folder: str | Path):
-    from transformers import AutoTokenizer
+def load_scheduler(folder: str | Path):
+    from diffusers import UniPCMultistepScheduler
 
-    return AutoTokenizer.from_pretrained(str(folder))
+    return UniPCMultistepScheduler.from_pretrained(str(folder))
 
 
 class Encoder(OffloadingEncoder):
@@ -120,7 +114,10 @@ class Encoder(OffloadingEncoder):
 
     def clip_sample(self, prompt_emb, pixels) -> dict[str, Any]:
         """One cached sample from its prompt embedding and clip [1, 3, F, H, W]."""
-        return _sample(prompt_emb, self.encode_clip(pixels), pixels)
+        import torch
+
+        return {**cached_sample(self.encode_clip(pixels), pixels, prompt_emb=prompt_emb),
+                "frames": torch.tensor([pixels.shape[2]])}
 
     def encode_sample(self, pixels, prompt: str) -> dict[str, Any]:
         if pixels.ndim == 4:  # an image: a one-frame clip
@@ -158,32 +155,12 @@ class Encoder(OffloadingEncoder):
                 yield self.clip_sample(emb, pixels)
 
 
-def _sample(emb, latents, pixels) -> dict[str, Any]:
-    import torch
-
-    return {"prompt_emb": emb, "latents": latents,
-            "height": torch.tensor([pixels.shape[-2]]), "width": torch.tensor([pixels.shape[-1]]),
-            "frames": torch.tensor([pixels.shape[2]])}
-
-
-def load_encoder(dirs, dtype=None, device: str | Any = "cpu", offload: str = "none") -> Encoder:
-    place = device if offload == "none" else "cpu"
-    return Encoder(load_text_encoder(dirs["text_encoder"], dtype, place),
-                   load_tokenizer(dirs["tokenizer"]),
-                   load_vae(dirs["vae"], dtype, place), device=device, offload=offload)
-
-
 # ------------------------------------------------------------------------------------------
 # Training loss
 # ------------------------------------------------------------------------------------------
-@dataclass
-class Schedule:
-    sigmas: Any      # [1000], from 1 down to about 0.005 (shift 5)
-    timesteps: Any   # [1000], 1000 * sigma
-    weights: Any     # [1000], mean 1
-
-
 def training_schedule() -> Schedule:
+    """The reference's 1000 sigmas (1 down to about 0.005, shift 5), their timesteps (1000
+    sigma) and its weights (mean 1)."""
     import torch
 
     s = torch.linspace(1.0, 0.0, NUM_TRAIN_TIMESTEPS + 1)[:-1]
@@ -192,11 +169,6 @@ def training_schedule() -> Schedule:
     y = torch.exp(-2 * ((timesteps - NUM_TRAIN_TIMESTEPS / 2) / NUM_TRAIN_TIMESTEPS) ** 2)
     y = y - y.min()
     return Schedule(sigmas, timesteps, y * (NUM_TRAIN_TIMESTEPS / y.sum()))
-
-
-def pack_latents(latents):
-    """The transformer takes the latent video [B, C, F, h, w] as it is (it patchifies)."""
-    return latents
 
 
 def padded_prompt(prompt_emb, length: int = MAX_SEQUENCE_LENGTH):
@@ -233,11 +205,8 @@ def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
                        index: int, noise, dtype):
     import torch.nn.functional as F
 
-    x0 = sample["latents"].to(dtype)
+    x0, noise, sigma, x_t = noised(sample, schedule, index, noise, dtype)
     device = x0.device
-    sigma = schedule.sigmas[index].to(device)
-    noise = noise.to(device=device, dtype=dtype)
-    x_t = (1 - sigma) * x0 + sigma * noise
     pred = predict(transformer, x_t.to(dtype), schedule.timesteps[index].to(device),
                    sample["prompt_emb"].to(device, dtype), sample.get("condition"),
                    sample.get("image_embeds"))
@@ -254,61 +223,25 @@ def boundary_indices(cfg, n: int = NUM_TRAIN_TIMESTEPS) -> tuple[int, int]:
     return lo, hi
 
 
-def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, generator, dtype,
-                  indices: tuple[int, int] | None = None, loss_fn=None):
-    """One step's loss: a uniform schedule index (in ``indices`` [lo, hi) when given: one
-    expert's range, logged with the timestep drawn) and fresh noise from ``generator``;
-    ``loss_fn`` a variant's ``flow_matching_loss`` (default this module's)."""
-    import torch
-
-    lo, hi = indices or (0, len(schedule.sigmas))
-    index = int(torch.randint(lo, hi, (1,), generator=generator))
-    if indices is not None:
-        print(f"[wan] timestep {float(schedule.timesteps[index]):.2f} (schedule index "
-              f"{index} of [{lo}, {hi}))", flush=True)
-    noise = torch.randn(sample["latents"].shape, generator=generator)
-    return (loss_fn or flow_matching_loss)(transformer, sample, schedule, index, noise, dtype)
-
-
-def eval_loss(transformer, samples: list[dict[str, Any]], seed: int = 0,
-              indices: tuple[int, ...] = (100, 300, 500, 700, 900), loss_fn=None) -> float:
-    """Mean loss over ``samples`` x ``indices`` with noise fixed by ``seed`` (``loss_fn``: a
-    variant's ``flow_matching_loss``, default this module's)."""
-    import torch
-
-    loss_fn = loss_fn or flow_matching_loss
-    schedule = training_schedule()
-    dtype = next(transformer.parameters()).dtype
-    total, n = 0.0, 0
-    with torch.no_grad():
-        for si, sample in enumerate(samples):
-            for index in indices:
-                g = torch.Generator().manual_seed(seed * 100003 + si * 1009 + index)
-                noise = torch.randn(sample["latents"].shape, generator=g)
-                total += float(loss_fn(transformer, sample, schedule, index, noise, dtype))
-                n += 1
-    return total / max(n, 1)
-
-
 # ------------------------------------------------------------------------------------------
 # Samples
 # ------------------------------------------------------------------------------------------
 EXPERTS = ("transformer", "transformer_2")  # Wan 2.2 A14B: high-noise, low-noise expert
 
 
-def load_experts(folder: str | Path, dtype=None) -> dict[str, Any]:
-    """The pipeline's transformer arguments for the trained component's ``folder``: one
-    transformer (Wan 2.1); for a two-expert model (Wan 2.2 A14B: ``transformer/`` and
-    ``transformer_2/`` beside a ``model_index.json`` with ``boundary_ratio``) both experts
-    and the ratio, whichever of the two ``folder`` is."""
+def load_experts(load: Callable[..., Any], folder: str | Path, dtype=None) -> dict[str, Any]:
+    """The pipeline's transformer arguments for the trained component's ``folder``, each
+    loaded by ``load(folder, dtype)``: one transformer (Wan 2.1); for a two-expert model
+    (Wan 2.2 A14B: ``transformer/`` and ``transformer_2/`` beside a ``model_index.json``
+    with ``boundary_ratio``) both experts and the ratio, whichever of the two ``folder`` is."""
     folder = Path(folder)
     index = folder.parent / "model_index.json"
     ratio = None
     if index.is_file() and folder.name in EXPERTS:
         ratio = json.loads(index.read_text(encoding="utf-8")).get("boundary_ratio")
     if ratio is None or not all((folder.parent / e).is_dir() for e in EXPERTS):
-        return {"transformer": load_transformer(folder, dtype)}
-    out = {e: load_transformer(folder.parent / e, dtype) for e in EXPERTS}
+        return {"transformer": load(folder, dtype)}
+    out = {e: load(folder.parent / e, dtype) for e in EXPERTS}
     return {**out, "boundary_ratio": float(ratio)}
 
 
@@ -350,23 +283,6 @@ def dirs_are_ti2v(dirs) -> bool:
     return "vae" in dirs and is_wan22_vae(read_json(Path(dirs["vae"]) / "config.json"))
 
 
-def load_pipeline(dirs, dtype=None):
-    """``WanPipeline`` from the resolved component folders, on the CPU in ``dtype`` (the VAE
-    in float32). A two-expert model loads both experts; a LoRA then goes on the one the
-    trained folder is (``route_lora``). Folders of a TI2V-5B set ``expand_timesteps``."""
-    from diffusers import UniPCMultistepScheduler, WanPipeline
-
-    pipe = WanPipeline(
-        **load_experts(dirs["transformer"], dtype),
-        text_encoder=load_text_encoder(dirs["text_encoder"], dtype),
-        vae=load_vae(dirs["vae"], dtype),
-        tokenizer=load_tokenizer(dirs["tokenizer"]),
-        scheduler=UniPCMultistepScheduler.from_pretrained(dirs["scheduler"]),
-        expand_timesteps=dirs_are_ti2v(dirs),
-    )
-    return route_lora(pipe, Path(dirs["transformer"]).name)
-
-
 def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cfg: float,
            height: int, width: int, num_frames: int = 81):
     """One clip: frames [F, H, W, 3] floats in [0, 1]. ``cfg`` counts as WanPipeline's
@@ -390,27 +306,44 @@ class Adapter(Family):
     export_prefixes = {"reference": "", "diffusers": "transformer.",
                        "comfyui": "diffusion_model."}
     media = "video"
-    vae_scale_factor = 8
     vae_temporal_factor = 4
-    resolution_multiple = 16
     offload_blocks = ("blocks",)
     quantize_skip = ("patch_embedding", "condition_embedder", "proj_out")
 
     # Schedule indices a training step draws from (a Wan 2.2 expert's range: for_config).
     timestep_range: tuple[int, int] | None = None
 
+    # Per-token timesteps in the sample pipeline (Wan2.2-TI2V-5B, ``ti2v.py``; folders of a
+    # TI2V-5B set it too, ``dirs_are_ti2v``).
+    expand_timesteps = False
+
+    # Stage 1 and samples (``Family.load_encoder``; ``load_pipeline`` below).
+    encoder = Encoder
+    pipeline = "WanPipeline"
+    loaders = pipeline_loaders(load_text_encoder, load_vae, load_scheduler)
+
     transformer_class = staticmethod(transformer_class)
-    load_transformer = staticmethod(load_transformer)
-    load_encoder = staticmethod(load_encoder)
     training_schedule = staticmethod(training_schedule)
-    eval_loss = staticmethod(eval_loss)
-    pack_latents = staticmethod(pack_latents)
-    load_pipeline = staticmethod(load_pipeline)
+    loss_at = staticmethod(flow_matching_loss)
     render = staticmethod(render)
 
     def training_loss(self, transformer, sample, schedule, generator, dtype):
-        return training_loss(transformer, sample, schedule, generator, dtype,
-                             self.timestep_range)
+        """The default's uniform index, within ``timestep_range`` when the run is bound to
+        one (one expert's range, the timestep drawn logged)."""
+        return uniform_index_loss(self.loss_at, transformer, sample, schedule, generator, dtype,
+                                  self.timestep_range, log="[wan]")
+
+    def load_pipeline(self, dirs, dtype=None):
+        """The ``pipeline`` class from the resolved component folders, on the CPU in ``dtype``
+        (the VAE in float32). A two-expert model loads both experts; a LoRA then goes on the
+        one the trained folder is (``route_lora``)."""
+        import diffusers
+
+        pipe = getattr(diffusers, self.pipeline)(
+            **load_experts(self.load_transformer, dirs["transformer"], dtype),
+            **self.load_components(dirs, "sample", dtype, skip=("transformer",)),
+            expand_timesteps=self.expand_timesteps or dirs_are_ti2v(dirs))
+        return route_lora(pipe, Path(dirs["transformer"]).name)
 
     def for_config(self, cfg):
         """The TI2V-5B adapter (``ti2v.py``) or the image-to-video adapter for an I2V model
@@ -442,9 +375,6 @@ class Adapter(Family):
     def variant_configs(self, variant):
         chosen = VARIANT_CONFIGS.get(variant) or self.published_configs()
         return {k: dict(v) for k, v in chosen.items()}
-
-    def image_tokens(self, height: int, width: int) -> int:
-        return self.video_tokens(height, width, 1)
 
     def video_tokens(self, height: int, width: int, frames: int) -> int:
         """Tokens a clip becomes: latent frames ((F - 1) / 4 + 1) x latent area / 2x2."""

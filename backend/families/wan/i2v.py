@@ -25,9 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.families import family_of
-from backend.families.wan.adapter import (Adapter, Encoder, load_experts,
-                                          load_text_encoder, load_tokenizer, load_vae,
-                                          route_lora)
+from backend.families.wan.adapter import Adapter, Encoder
 
 I2V_COMPONENTS = ("image_encoder", "image_processor")
 # Image-to-video variants whose transformer has no image cross-attention (Wan 2.2: the
@@ -70,7 +68,7 @@ class I2VEncoder(Encoder):
     modes as ``Encoder``'s; with ``model`` the image encoder and the VAE share the device
     after every prompt is encoded."""
 
-    def __init__(self, text_encoder, tokenizer, vae, image_encoder, image_processor,
+    def __init__(self, text_encoder, tokenizer, vae, image_encoder=None, image_processor=None,
                  device=None, offload: str = "none"):
         super().__init__(text_encoder, tokenizer, vae, device=device, offload=offload)
         from diffusers import WanImageToVideoPipeline
@@ -107,34 +105,6 @@ class I2VEncoder(Encoder):
         return {**super().clip_sample(prompt_emb, pixels), **self.encode_first_frame(pixels)}
 
 
-def load_i2v_encoder(dirs, dtype=None, device: Any = "cpu", offload: str = "none"
-                     ) -> I2VEncoder:
-    """Stage 1's encoders; without ``image_encoder`` in ``dirs`` (Wan 2.2) no CLIP."""
-    place = device if offload == "none" else "cpu"
-    clip = "image_encoder" in dirs
-    return I2VEncoder(load_text_encoder(dirs["text_encoder"], dtype, place),
-                      load_tokenizer(dirs["tokenizer"]), load_vae(dirs["vae"], dtype, place),
-                      load_image_encoder(dirs["image_encoder"], dtype, place) if clip else None,
-                      load_image_processor(dirs["image_processor"]) if clip else None,
-                      device=device, offload=offload)
-
-
-def load_i2v_pipeline(dirs, dtype=None):
-    """``WanImageToVideoPipeline`` from the resolved component folders (CPU, ``dtype``; the
-    VAE in float32); the CLIP components when ``dirs`` has them."""
-    from diffusers import UniPCMultistepScheduler, WanImageToVideoPipeline
-
-    clip = "image_encoder" in dirs
-    pipe = WanImageToVideoPipeline(
-        **load_experts(dirs["transformer"], dtype),
-        text_encoder=load_text_encoder(dirs["text_encoder"], dtype),
-        vae=load_vae(dirs["vae"], dtype), tokenizer=load_tokenizer(dirs["tokenizer"]),
-        scheduler=UniPCMultistepScheduler.from_pretrained(dirs["scheduler"]),
-        image_encoder=load_image_encoder(dirs["image_encoder"], dtype) if clip else None,
-        image_processor=load_image_processor(dirs["image_processor"]) if clip else None)
-    return route_lora(pipe, Path(dirs["transformer"]).name)
-
-
 def render_i2v(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cfg: float,
                height: int, width: int, num_frames: int = 81, images: list | None = None):
     """One clip from its first frame (``images[0]``, PIL): frames [F, H, W, 3] in [0, 1]."""
@@ -155,6 +125,14 @@ class I2VAdapter(Adapter):
     samples, the first-frame inputs in the loss, ``WanImageToVideoPipeline`` for samples."""
 
     input_images = 1
+    title = "Wan2.1-I2V"  # the bound variant's (``for_run``)
+
+    # Stage 1 and samples (``Family.load_encoder``, ``Adapter.load_pipeline``): the CLIP
+    # components are the spec's where the model has them (``__init__``).
+    encoder = I2VEncoder
+    pipeline = "WanImageToVideoPipeline"
+    loaders = {**Adapter.loaders, "image_encoder": load_image_encoder,
+               "image_processor": load_image_processor}
 
     def __init__(self, spec, title: str, clip: bool = True):
         # The image encoder and its processor load where the text encoder does.
@@ -174,14 +152,11 @@ class I2VAdapter(Adapter):
         takes = variant.input_images if variant is not None else 0
         if not takes and cfg.extra_inputs != "input_image":
             return None
-        return cls(base.spec, variant.title if takes else "Wan2.1-I2V",
+        return cls(base.spec, variant.title if takes else cls.title,
                    clip=not (variant is not None and variant.name in WITHOUT_CLIP))
 
     def for_config(self, cfg):
         return self
-
-    def load_encoder(self, dirs, dtype=None, device="cpu", offload="none"):
-        return load_i2v_encoder(dirs, dtype, device, offload)
 
     def training_loss(self, transformer, sample, schedule, generator, dtype):
         if "condition" not in sample or (self.clip and "image_embeds" not in sample):
@@ -190,9 +165,6 @@ class I2VAdapter(Adapter):
                              "sft:data_process for an image-to-video model, extra_inputs "
                              "input_image)")
         return super().training_loss(transformer, sample, schedule, generator, dtype)
-
-    def load_pipeline(self, dirs, dtype=None):
-        return load_i2v_pipeline(dirs, dtype)
 
     def render(self, pipe, prompt, *, negative_prompt, generator, steps, cfg, height, width,
                num_frames=81, images=None):

@@ -26,10 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.families import family_of
-from backend.families.wan import SPEC
-from backend.families.wan.adapter import (Adapter, Encoder, eval_loss, is_wan22_vae,
-                                          load_text_encoder, load_tokenizer, load_transformer,
-                                          load_vae, predict, read_json, render, training_loss)
+from backend.families.wan.adapter import Adapter, Encoder, is_wan22_vae, predict, read_json, render
+from backend.families.common import noised
 from backend.families.wan.i2v import render_i2v
 
 VARIANT = "wan22_ti2v_5b"
@@ -74,11 +72,8 @@ def flow_matching_loss(transformer, sample: dict[str, Any], schedule, index: int
     import torch
     import torch.nn.functional as F
 
-    x0 = sample["latents"].to(dtype)
+    x0, noise, sigma, x_t = noised(sample, schedule, index, noise, dtype)
     device = x0.device
-    sigma = schedule.sigmas[index].to(device)
-    noise = noise.to(device=device, dtype=dtype)
-    x_t = (1 - sigma) * x0 + sigma * noise
     mask = torch.ones((x0.shape[0], 1, *x0.shape[2:]), device=device, dtype=dtype)
     first = sample.get("first_frame")
     if first is not None:
@@ -125,35 +120,20 @@ class FirstFrameEncoder(Encoder):
         return {**out, "first_frame": first.float()}
 
 
-# ------------------------------------------------------------------------------------------
-# Samples
-# ------------------------------------------------------------------------------------------
-def load_ti2v_pipeline(dirs, dtype=None, image: bool = False):
-    """``WanPipeline`` (or ``WanImageToVideoPipeline`` for ``image``) with
-    ``expand_timesteps``, from the resolved component folders (CPU; the VAE in float32)."""
-    from diffusers import UniPCMultistepScheduler, WanImageToVideoPipeline, WanPipeline
-
-    parts = dict(transformer=load_transformer(dirs["transformer"], dtype),
-                 text_encoder=load_text_encoder(dirs["text_encoder"], dtype),
-                 vae=load_vae(dirs["vae"], dtype), tokenizer=load_tokenizer(dirs["tokenizer"]),
-                 scheduler=UniPCMultistepScheduler.from_pretrained(dirs["scheduler"]),
-                 expand_timesteps=True)
-    if image:
-        return WanImageToVideoPipeline(**parts, image_encoder=None, image_processor=None)
-    return WanPipeline(**parts)
-
-
 class TI2VAdapter(Adapter):
     """Wan's adapter bound to a TI2V-5B run: the Wan 2.2 VAE's geometry, per-token
     timesteps, and with ``extra_inputs: input_image`` the clean first frame."""
 
-    vae_scale_factor = 16
-    resolution_multiple = SPEC.size_multiple(VARIANT)[0]  # 16x VAE, 2x2 patches: 32
+    vae_scale_factor = 16  # its size multiple, 32, is the spec's (``Variant``)
     title = TITLE
+    expand_timesteps = True
 
     def __init__(self, spec, image: bool):
         self.spec, self.image = spec, image
         self.input_images = 1 if image else 0
+        # Image-to-video: the first frame's latent in stage 1, its pipeline for samples.
+        self.encoder = FirstFrameEncoder if image else Encoder
+        self.pipeline = "WanImageToVideoPipeline" if image else "WanPipeline"
 
     @classmethod
     def for_run(cls, base: Adapter, cfg) -> "TI2VAdapter | None":
@@ -165,33 +145,19 @@ class TI2VAdapter(Adapter):
     def for_config(self, cfg):
         return self
 
-    def load_encoder(self, dirs, dtype=None, device="cpu", offload="none"):
-        place = device if offload == "none" else "cpu"
-        cls = FirstFrameEncoder if self.image else Encoder
-        return cls(load_text_encoder(dirs["text_encoder"], dtype, place),
-                   load_tokenizer(dirs["tokenizer"]), load_vae(dirs["vae"], dtype, place),
-                   device=device, offload=offload)
-
     def training_loss(self, transformer, sample, schedule, generator, dtype):
         if self.image and "first_frame" not in sample:
             raise ValueError("dataset_base_path: a cached sample has no first frame (got a "
                              "text-to-video cache; allowed a cache written by "
                              "sft:data_process with extra_inputs input_image)")
-        return training_loss(transformer, self._own(sample), schedule, generator, dtype,
-                             self.timestep_range, flow_matching_loss)
+        return super().training_loss(transformer, sample, schedule, generator, dtype)
 
-    def _own(self, sample):
-        """The sample as this run trains it: text-to-video leaves a cached first frame out."""
-        return sample if self.image else {k: v for k, v in sample.items()
-                                          if k != "first_frame"}
-
-    def eval_loss(self, transformer, samples, seed: int = 0,
-                  indices: tuple[int, ...] = (100, 300, 500, 700, 900)) -> float:
-        return eval_loss(transformer, [self._own(s) for s in samples], seed, indices,
-                         flow_matching_loss)
-
-    def load_pipeline(self, dirs, dtype=None):
-        return load_ti2v_pipeline(dirs, dtype, self.image)
+    def loss_at(self, transformer, sample, schedule, index, noise, dtype):
+        """``flow_matching_loss`` of the sample as this run trains it: text-to-video leaves
+        a cached first frame out."""
+        if not self.image:
+            sample = {k: v for k, v in sample.items() if k != "first_frame"}
+        return flow_matching_loss(transformer, sample, schedule, index, noise, dtype)
 
     def render(self, pipe, prompt, *, negative_prompt, generator, steps, cfg, height, width,
                num_frames=121, images=None):

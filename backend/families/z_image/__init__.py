@@ -71,21 +71,4 @@ SPEC = FamilySpec(
     keywords=("z_image", "zimage", "z-image"),
     # Base recipes by GPU memory; presets/z_image_turbo_dedistill.yaml is the Turbo one.
     presets_by_vram=("z_image_single_gpu", "z_image_low_vram"),
-    help={
-        "lora_target_modules": (
-            "Z-Image: to_q,to_k,to_v,to_out.0,w1,w2,w3 (the reference's) match the 30 main "
-            "blocks (layers.N) and also the refiner blocks (noise_refiner.N, "
-            "context_refiner.N), which have the same attention and feed-forward. To train "
-            "the main blocks only, give module paths, which match exactly: "
-            "layers.0.attention.to_q,layers.0.feed_forward.w1,... for each block N."),
-        "preset_lora_path": (
-            "Z-Image-Turbo is step-distilled: trained directly it loses its 8-step quality. "
-            "Give a de-distillation LoRA here: it is merged into Turbo for training and left "
-            "out of the saved file, which then applies to plain Turbo. Or train on Z-Image "
-            "(Base) and apply the LoRA to Turbo."),
-        "data_process_offload": "Z-Image at 1024x1024: the 4B text encoder (8 GB in bf16) "
-                                "and the VAE; model offload holds one at a time, sequential "
-                                "under 2 GB.",
-        "sample_cfg": "Z-Image: 1 = no guidance (Turbo); Base about 4-6.",
-    },
 )

@@ -21,13 +21,11 @@ in the pipeline; stage 2 reads one sample per step), ``prompt_emb_mask`` [1, L] 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.families.base import Family
-from backend.families.common import (EVAL_INDICES, OffloadingEncoder, fixed_noise_loss,
-                                     uniform_index_loss)
+from backend.families.base import Family, Schedule
+from backend.families.common import OffloadingEncoder, cached_sample, noised, pipeline_loaders
 
 NUM_TRAIN_TIMESTEPS = 1000
 MAX_SEQUENCE_LENGTH = 512          # ZImagePipeline's default
@@ -39,11 +37,6 @@ MAX_SEQUENCE_LENGTH = 512          # ZImagePipeline's default
 def transformer_class():
     from diffusers import ZImageTransformer2DModel
     return ZImageTransformer2DModel
-
-
-def load_transformer(folder: str | Path, dtype=None, device: str | Any = "cpu"):
-    model = transformer_class().from_pretrained(str(folder), torch_dtype=dtype)
-    return model.to(device)
 
 
 def load_text_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu"):
@@ -60,12 +53,6 @@ def load_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
 
     model = AutoencoderKL.from_pretrained(str(folder), torch_dtype=dtype)
     return model.to(device).eval().requires_grad_(False)
-
-
-def load_tokenizer(folder: str | Path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(folder))
 
 
 class Encoder(OffloadingEncoder):
@@ -103,35 +90,16 @@ class Encoder(OffloadingEncoder):
         return self.encode_prompt(prompt)
 
     def make_sample(self, parts: tuple, latents, pixels) -> dict[str, Any]:
-        return _sample(*parts, latents, pixels)
-
-
-def _sample(emb, mask, latents, pixels) -> dict[str, Any]:
-    import torch
-
-    return {"prompt_emb": emb, "prompt_emb_mask": mask, "latents": latents,
-            "height": torch.tensor([pixels.shape[-2]]),
-            "width": torch.tensor([pixels.shape[-1]])}
-
-
-def load_encoder(dirs, dtype=None, device: str | Any = "cpu", offload: str = "none") -> Encoder:
-    place = device if offload == "none" else "cpu"
-    return Encoder(load_text_encoder(dirs["text_encoder"], dtype, place),
-                   load_tokenizer(dirs["tokenizer"]),
-                   load_vae(dirs["vae"], dtype, place), device=device, offload=offload)
+        emb, mask = parts
+        return cached_sample(latents, pixels, prompt_emb=emb, prompt_emb_mask=mask)
 
 
 # ------------------------------------------------------------------------------------------
 # Training loss
 # ------------------------------------------------------------------------------------------
-@dataclass
-class Schedule:
-    sigmas: Any      # [1000], from 1 down to about 0.003 (shift 3)
-    timesteps: Any   # [1000], 1000 * sigma
-    weights: Any     # [1000], all 1 (uniform weighting)
-
-
 def training_schedule() -> Schedule:
+    """The released scheduler's 1000 training sigmas (1 down to about 0.003, shift 3), their
+    timesteps (1000 sigma) and uniform weights (all 1)."""
     import torch
     from diffusers import FlowMatchEulerDiscreteScheduler
 
@@ -168,45 +136,17 @@ def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
     """Flow-matching MSE for one sample at schedule ``index`` with ``noise``."""
     import torch.nn.functional as F
 
-    x0 = sample["latents"].to(dtype)
+    x0, noise, sigma, x_t = noised(sample, schedule, index, noise, dtype)
     device = x0.device
-    sigma = schedule.sigmas[index].to(device)
-    noise = noise.to(device=device, dtype=dtype)
-    x_t = (1 - sigma) * x0 + sigma * noise
     pred = predict(transformer, x_t.to(dtype), sigma.to(dtype),
                    sample["prompt_emb"].to(device, dtype), sample.get("prompt_emb_mask"))
     loss = F.mse_loss(pred.float(), (noise - x0).float())
     return loss * schedule.weights[index].to(device)
 
 
-def training_loss(transformer, sample: dict[str, Any], schedule: Schedule, generator, dtype):
-    """One training step's loss: a uniform schedule index and fresh noise from ``generator``."""
-    return uniform_index_loss(flow_matching_loss, transformer, sample, schedule, generator, dtype)
-
-
-def eval_loss(transformer, samples: list[dict[str, Any]], seed: int = 0,
-              indices: tuple[int, ...] = EVAL_INDICES) -> float:
-    """Mean weighted loss over ``samples`` × ``indices`` with noise fixed by ``seed``."""
-    return fixed_noise_loss(flow_matching_loss, training_schedule(), transformer, samples,
-                            seed, indices)
-
-
 # ------------------------------------------------------------------------------------------
 # Samples
 # ------------------------------------------------------------------------------------------
-def load_pipeline(dirs, dtype=None):
-    """``ZImagePipeline`` from the resolved component folders, on the CPU in ``dtype``."""
-    from diffusers import FlowMatchEulerDiscreteScheduler, ZImagePipeline
-
-    return ZImagePipeline(
-        transformer=load_transformer(dirs["transformer"], dtype),
-        text_encoder=load_text_encoder(dirs["text_encoder"], dtype),
-        vae=load_vae(dirs["vae"], dtype),
-        tokenizer=load_tokenizer(dirs["tokenizer"]),
-        scheduler=FlowMatchEulerDiscreteScheduler.from_pretrained(dirs["scheduler"]),
-    )
-
-
 def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cfg: float,
            height: int, width: int):
     """One image. ``cfg`` counts as in the schema (1 = no guidance); ZImagePipeline's
@@ -232,24 +172,21 @@ class Adapter(Family):
     # base class's prefixes are exactly that, restated here because the family relies on it.
     export_prefixes = {"reference": "", "diffusers": "transformer.",
                        "comfyui": "diffusion_model."}
-    vae_scale_factor = 8
-    resolution_multiple = 16
     offload_blocks = ("layers", "noise_refiner", "context_refiner")
     # Embedders, the final layer and the modulation stay in full precision (diffusers keeps
     # t_embedder and cap_embedder out of layerwise casting for the same reason).
     quantize_skip = ("all_x_embedder", "all_final_layer", "t_embedder", "cap_embedder",
                      "*.adaLN_modulation.*")
 
+    # Stage 1 and samples (``Family.load_encoder`` / ``load_pipeline``).
+    encoder = Encoder
+    pipeline = "ZImagePipeline"
+    loaders = pipeline_loaders(load_text_encoder, load_vae)
+
     # The contract's members are this module's functions.
     transformer_class = staticmethod(transformer_class)
-    load_transformer = staticmethod(load_transformer)
-    load_encoder = staticmethod(load_encoder)
     training_schedule = staticmethod(training_schedule)
-    training_loss = staticmethod(training_loss)
     loss_at = staticmethod(flow_matching_loss)
-    eval_loss = staticmethod(eval_loss)
-    pack_latents = staticmethod(pack_latents)
-    load_pipeline = staticmethod(load_pipeline)
     render = staticmethod(render)
 
     def published_configs(self):
