@@ -335,8 +335,13 @@ def test_import_a_reference_command_into_the_form(page):
 
 
 def test_a_failed_stage_shows_what_went_wrong(page, server, tmp_path):
-    """A dataset folder that is not there is refused before anything starts, naming the
-    field; an image that cannot be read fails stage 1 and the page says why."""
+    """A dataset folder that is not there, and a file that is no image, are refused before
+    anything starts, naming the field and the file; an image whose header reads but whose
+    pixels do not fails stage 1 and the page says why."""
+    import io
+
+    from PIL import Image
+
     tab(page, "dataset")
     src = field(page, "dataset_base_path")
     src.fill("/nonexistent/zerolora-dataset")
@@ -344,7 +349,7 @@ def test_a_failed_stage_shows_what_went_wrong(page, server, tmp_path):
     tab(page, "run")
     page.click("#run-start")
     expect(md(page, "run-message")).to_contain_text("Not started", timeout=STEP_S * 1000)
-    expect(md(page, "run-message")).to_contain_text("dataset_base_path: folder not found")
+    expect(md(page, "run-problems")).to_contain_text("dataset_base_path: folder not found")
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "photo.png").write_bytes(b"not a png at all")
@@ -356,6 +361,14 @@ def test_a_failed_stage_shows_what_went_wrong(page, server, tmp_path):
     meta.fill("")
     meta.press("Tab")
     tab(page, "run")
+    page.click("#run-start")
+    expect(md(page, "run-problems")).to_contain_text("photo.png", timeout=STEP_S * 1000)
+    expect(md(page, "run-message")).to_contain_text("Not started")
+    # A real PNG cut after its header: it passes the check before the queue (headers
+    # only) and fails when stage 1 decodes it.
+    buf = io.BytesIO()
+    Image.effect_noise((64, 64), 40).convert("RGB").save(buf, format="PNG")
+    (broken / "photo.png").write_bytes(buf.getvalue()[:120])
     page.click("#run-start")
     expect(md(page, "run-message")).to_contain_text("Started run", timeout=STEP_S * 1000)
     run_id = RUN_ID.search(md(page, "run-message").inner_text()).group(0)
