@@ -149,7 +149,8 @@ def test_stage1_caches_what_the_edit_pipeline_computes(edit_models, edit_data, e
     from PIL import Image
 
     from backend.data.cache import load_cached_samples, read_manifest
-    from backend.families.qwen_image import edit
+    from backend.families import common
+    from backend.families.qwen_image import adapter, edit, qwen_vl
 
     samples = load_cached_samples(edit_cache)
     assert len(samples) == 3
@@ -162,11 +163,11 @@ def test_stage1_caches_what_the_edit_pipeline_computes(edit_models, edit_data, e
         for k in keys:  # max_pixels caps the VAE's area: 64x64 stays 64x64
             assert sample[k].shape == (1, 16, SIZE // 8, SIZE // 8)
     model = edit_models / EDIT_2511
-    tokenizer = edit.load_tokenizer(model / "tokenizer")
+    tokenizer = common.load_tokenizer(model / "tokenizer")
     pipe = QwenImageEditPlusPipeline(
-        scheduler=None, vae=edit.load_vae(model / "vae"),
-        text_encoder=edit.load_text_encoder(model / "text_encoder"), tokenizer=tokenizer,
-        processor=edit.load_processor(model / "processor"), transformer=None)
+        scheduler=None, vae=adapter.load_vae(model / "vae"),
+        text_encoder=qwen_vl.load_text_encoder(model / "text_encoder"), tokenizer=tokenizer,
+        processor=qwen_vl.load_processor(model / "processor"), transformer=None)
     pipe.prompt_template_encode_start_idx = edit.system_prefix_tokens(
         tokenizer, pipe.prompt_template_encode)
     module = edit._pipeline_module(True)

@@ -249,7 +249,7 @@ def test_an_unreadable_model_file_is_named_not_called_missing(target, words, tin
             return f"exit {code}\n{err.getvalue()}"
 
         text = _as_nobody(stage)
-        assert text.startswith("exit 1"), text
+        assert text.startswith("exit 2"), text  # exits.REFUSED: a model source it cannot read
         assert f"{words} {bad}" in text, text
         assert "gives no" not in text and "missing" not in text
         end = read_progress(out / "progress.jsonl")[-1]
