@@ -383,6 +383,13 @@ def inspect_record(rec: Record, cfg: RunConfig, *, headers_only: bool = False
         except (UnidentifiedImageError, OSError, ValueError) as e:
             text = " ".join(str(e).replace(repr(f), repr(rec.image.name)).split())
             errs.append(f"cannot read image {rec.image.name}: {text}")
+    return with_findings(info, rec, errs, warns)
+
+
+def with_findings(info: dict[str, Any], rec: Record, errs: list[str], warns: list[str]
+                  ) -> dict[str, Any]:
+    """``info`` (one record's finding) with its level and message from ``errs`` and
+    ``warns``: an image's or a clip's, worded alike."""
     if errs:
         info["level"] = "error"
         info["message"] = f"{rec.where}: " + "; ".join(errs)

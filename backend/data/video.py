@@ -45,7 +45,8 @@ from backend.data.cache import FORMAT
 from backend.data.dataset import (IMAGE_EXTS, PROMPT_KEY, DatasetError, Record, _to_rgb,
                                   check_dataset, check_input_images, cover_crop,
                                   dataset_records, header_size, read_metadata_rows,
-                                  size_multiple, target_size, upscale_note, validate_dataset)
+                                  size_multiple, target_size, upscale_note, validate_dataset,
+                                  with_findings)
 
 VIDEO_KEY = "video"
 # The version of how clips are read (part of a stage-1 cache key).
@@ -269,13 +270,7 @@ def inspect_video_record(rec: Record, cfg: RunConfig, *, headers_only: bool = Fa
             warns += notes
         except (OSError, ValueError) as e:
             errs.append(" ".join(str(e).split()))
-    if errs:
-        info["level"] = "error"
-        info["message"] = f"{rec.where}: " + "; ".join(errs)
-    elif warns:
-        info["level"] = "warning"
-        info["message"] = f"{rec.where} ({rec.name or rec.image.name}): " + "; ".join(warns)
-    return info
+    return with_findings(info, rec, errs, warns)
 
 
 def validate_video_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
