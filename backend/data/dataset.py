@@ -432,7 +432,14 @@ def check_dataset(cfg: RunConfig, log=None, *, headers_only: bool = False) -> li
     ``headers_only``: images are read up to their headers (``inspect_record``)."""
     records, problems = read_records(cfg)
     findings = [inspect_record(r, cfg, headers_only=headers_only) for r in records]
-    problems += [i["message"] for i in findings if i["level"] == "error"]
+    return checked(records, problems, findings, log)
+
+
+def checked(records: list[Record], problems: list[str], findings: list[dict[str, Any]],
+            log=None) -> list[Record]:
+    """``records`` when neither ``problems`` nor the findings hold an error (else
+    ``DatasetError`` listing them all); the findings' warnings go to ``log``."""
+    problems = problems + [i["message"] for i in findings if i["level"] == "error"]
     if problems:
         raise DatasetError(problems)
     if log is not None:

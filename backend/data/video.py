@@ -46,7 +46,7 @@ from backend.data.dataset import (IMAGE_EXTS, PROMPT_KEY, DatasetError, Record, 
                                   check_dataset, check_input_images, cover_crop,
                                   dataset_records, header_size, read_metadata_rows,
                                   size_multiple, target_size, upscale_note, validate_dataset,
-                                  with_findings)
+                                  checked, with_findings)
 
 VIDEO_KEY = "video"
 # The version of how clips are read (part of a stage-1 cache key).
@@ -296,14 +296,7 @@ def check_video_dataset(cfg: RunConfig, log=None, *, headers_only: bool = False
     from headers and a clip's first frame (``read_frames``)."""
     records, problems = read_video_records(cfg)
     findings = [inspect_video_record(r, cfg, headers_only=headers_only) for r in records]
-    problems += [i["message"] for i in findings if i["level"] == "error"]
-    if problems:
-        raise DatasetError(problems)
-    if log is not None:
-        for i in findings:
-            if i["level"] == "warning":
-                log(f"[data] warning: {i['message']}")
-    return records
+    return checked(records, problems, findings, log)
 
 
 def check_stage_dataset(cfg: RunConfig, family, log=None, *, headers_only: bool = False
