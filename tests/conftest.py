@@ -1,4 +1,4 @@
-"""Shared session fixtures: one tiny model, one small dataset, one stage-1 cache.
+"""The suite's fixtures; the helpers behind them are in ``tests/harness/``.
 
 - ``models_root``: a models folder holding the tiny pipeline as ``Qwen/Qwen-Image/...`` so
   the default ``model_id:glob`` sources resolve offline (``--models_dir models_root``).
@@ -6,129 +6,19 @@
 - ``demo_dataset``: 4 images 64x64 (coloured shapes) with ``.txt`` captions and a
   ``metadata.csv``.
 - ``stage1_cache``: the dataset encoded once by the real stage 1 under ``accelerate launch``.
-- ``launch_stage``: run ``accelerate launch [--config_file] -m backend.stages.<stage> ...``
-  as a subprocess (offline, one CPU thread); returns the CompletedProcess.
-- ``write_accelerate_config``: write an accelerate YAML (+ DeepSpeed JSON) for a test.
-- ``eval_lora_loss``: the tiny Qwen-Image transformer's held-out loss on a cache, with or
-  without a LoRA file.
+- ``plain_accelerate_config``: an accelerate YAML without DeepSpeed.
+- ``base_loss``: the tiny Qwen-Image transformer's held-out loss on that cache.
+- ``server``, ``browser``, ``page``: ``python -m webui`` on a free port (url, workspace), the
+  system Chromium, a fresh page of the app.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-CAPTIONS = [
-    ("red.png", (220, 30, 30), "circle", "a red circle on a white background"),
-    ("green.png", (30, 200, 60), "square", "a green square on a white background"),
-    ("blue.png", (30, 60, 220), "triangle", "a blue triangle on a white background"),
-    ("yellow.png", (230, 210, 40), "circle", "a yellow circle on a black background"),
-]
-
-
-def stage_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({
-        "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
-        "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
-        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-        "ACCELERATE_DISABLE_RICH": "1", "PYTHONUNBUFFERED": "1",
-    })
-    env.pop("ZEROLORA_MODELS_DIR", None)
-    env.update(extra or {})
-    return env
-
-
-def make_dataset(folder: Path, size: int = 64) -> Path:
-    from PIL import Image, ImageDraw
-
-    folder.mkdir(parents=True, exist_ok=True)
-    rows = ["image,prompt"]
-    for name, colour, shape, caption in CAPTIONS:
-        bg = (0, 0, 0) if "black" in caption else (255, 255, 255)
-        im = Image.new("RGB", (size, size), bg)
-        d = ImageDraw.Draw(im)
-        box = (size // 4, size // 4, 3 * size // 4, 3 * size // 4)
-        if shape == "circle":
-            d.ellipse(box, fill=colour)
-        elif shape == "square":
-            d.rectangle(box, fill=colour)
-        else:
-            d.polygon([(size // 2, size // 4), (size // 4, 3 * size // 4),
-                       (3 * size // 4, 3 * size // 4)], fill=colour)
-        im.save(folder / name)
-        (folder / name).with_suffix(".txt").write_text(caption, encoding="utf-8")
-        rows.append(f"{name},{caption}")
-    (folder / "metadata.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    return folder
-
-
-def write_accelerate_config(folder: Path, name: str = "plain", *, zero_stage: int = 0,
-                            num_processes: int = 1, ds_config: dict | None = None,
-                            zero3_init_flag: bool = False) -> Path:
-    """An accelerate YAML for CPU runs; with ``ds_config`` a DEEPSPEED one plus its JSON."""
-    import yaml
-
-    folder.mkdir(parents=True, exist_ok=True)
-    cfg = {"compute_environment": "LOCAL_MACHINE", "debug": False, "machine_rank": 0,
-           "main_training_function": "main", "mixed_precision": "no", "num_machines": 1,
-           "num_processes": num_processes, "rdzv_backend": "static", "same_network": True,
-           "use_cpu": True, "main_process_port": 29500 + (os.getpid() % 2000)}
-    if ds_config is not None:
-        ds_path = folder / f"{name}.json"
-        ds_path.write_text(json.dumps(ds_config, indent=2))
-        cfg.update({"distributed_type": "DEEPSPEED", "downcast_bf16": "no",
-                    "deepspeed_config": {"deepspeed_config_file": str(ds_path),
-                                         "zero3_init_flag": zero3_init_flag}})
-        cfg["use_cpu"] = False  # DeepSpeed picks its CPU accelerator by itself
-        del cfg["mixed_precision"]  # the DeepSpeed JSON decides ("auto": off here)
-    else:
-        # Several CPU processes: accelerate spawns them itself only for MULTI_GPU with
-        # use_cpu (MULTI_CPU expects an external MPI launcher), as plan.py writes it.
-        cfg["distributed_type"] = "MULTI_GPU" if num_processes > 1 else "NO"
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def run_stage(args: list[str], *, config_file: Path | None = None, cwd: Path | None = None,
-              stage: str = "train", timeout: float = 900, env: dict | None = None
-              ) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "accelerate.commands.launch"]
-    if config_file is not None:
-        cmd += ["--config_file", str(config_file)]
-    cmd += ["-m", f"backend.stages.{stage}", *[str(a) for a in args]]
-    return subprocess.run(cmd, cwd=str(cwd or REPO), env=stage_env(env), capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def read_progress(path: Path) -> list[dict]:
-    from backend.core.progress import read_events
-
-    events, _ = read_events(path)
-    return events
-
-
-def eval_lora_loss(transformer_dir: str | Path, cache_dir: str | Path,
-                   lora_path: str | Path | None = None, seed: int = 0) -> float:
-    """The tiny Qwen-Image transformer (with the LoRA file ``lora_path``)'s held-out loss
-    (``Family.eval_loss``) on a stage-1 cache."""
-    import torch
-
-    from backend.data.cache import load_cached_samples
-    from backend.families import get_family
-    from backend.models.lora import load_lora
-
-    family = get_family("qwen_image")
-    model = family.load_transformer(transformer_dir, torch.float32).eval()
-    if lora_path is not None:
-        load_lora(model, lora_path)
-    return family.eval_loss(model, load_cached_samples(cache_dir), seed)
+from tests.harness.stages import (eval_lora_loss, make_dataset, run_stage,
+                                  write_accelerate_config)
 
 
 @pytest.fixture(scope="session")
@@ -143,6 +33,12 @@ def models_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(models_root) -> Path:
     return models_root / "Qwen" / "Qwen-Image"
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tiny_model_dir) -> Path:
+    """The shared tiny Qwen-Image pipeline, by its short name."""
+    return Path(tiny_model_dir)
 
 
 @pytest.fixture(scope="session")
@@ -170,3 +66,40 @@ def stage1_cache(tmp_path_factory, models_root, demo_dataset, plain_accelerate_c
                       "--output_path", out], config_file=plain_accelerate_config)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return out
+
+
+@pytest.fixture(scope="session")
+def base_loss(tiny_model_dir, stage1_cache) -> float:
+    return eval_lora_loss(tiny_model_dir / "transformer", stage1_cache)
+
+
+# ------------------------------------------------------------------------- the browser tests
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """(url, workspace) of an app server started as a user would start it."""
+    from tests.harness.app import ui_server
+
+    with ui_server(tmp_path_factory.mktemp("ui-workspace")) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def browser():
+    pytest.importorskip("playwright.sync_api")
+    from playwright.sync_api import sync_playwright
+
+    from tests.harness.browser import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+# ------------------------------------------------------------------------------ clips
+@pytest.fixture(scope="module")
+def wan_data(tmp_path_factory) -> Path:
+    """Three clips (webm, mp4, a folder of frames) and a still image, with captions."""
+    from tests.harness.clips import make_video_dataset
+
+    return make_video_dataset(tmp_path_factory.mktemp("wan_data") / "clips")

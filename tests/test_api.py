@@ -16,7 +16,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError, AuthenticationError
 
-from tests.test_launch import AppServer, launcher_env
+from tests.harness.app import AppServer, launcher_env
 from webui.api import ENDPOINTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # app server, real runs

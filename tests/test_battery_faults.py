@@ -23,7 +23,7 @@ from backend.jobs.watch import last_end_event
 from backend.jobs.runner import Runner
 from backend.jobs.history import TERMINAL
 from backend.jobs.processes import marked_pids
-from tests.test_runner import fake, log_text, running, wait_for
+from tests.harness.runs import fake, log_text, running, wait_for
 
 pytestmark = pytest.mark.timeout(240)
 

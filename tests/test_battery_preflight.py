@@ -24,7 +24,7 @@ from backend.config.schema import RunConfig
 from backend.config.validation import validate
 from backend.planning.plan import StagePlan
 from backend.jobs.runner import Runner
-from tests.conftest import REPO, read_progress, stage_env, write_accelerate_config
+from tests.harness.stages import REPO, read_progress, stage_env, write_accelerate_config
 
 PASSWD = "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
 
@@ -537,7 +537,7 @@ USERS = {"alice": "alice-pw-1", "bob": "bob-pw-2"}
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, models_root):
-    from tests.test_launch import AppServer
+    from tests.harness.app import AppServer
 
     tmp = tmp_path_factory.mktemp("battery3")
     auth_file = tmp / "users.txt"
@@ -566,7 +566,7 @@ def _refusal(c, **config) -> str:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_non_admin_sees_no_server_paths_in_refusals_and_import_notes(served):
-    from tests.test_security_isolation import Page
+    from tests.harness.browser import Page
 
     bob = _client(served, "bob")
     runs_before = bob.predict(api_name="/list_runs")
@@ -603,7 +603,7 @@ def test_a_non_admin_sees_no_server_paths_in_refusals_and_import_notes(served):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_an_admin_importing_a_file_that_is_no_launch_config_gets_the_reason(served, tmp_path):
-    from tests.test_security_isolation import Page
+    from tests.harness.browser import Page
 
     passwd, binary = _files(tmp_path)
     page = Page(served, "alice")

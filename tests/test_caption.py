@@ -169,7 +169,7 @@ def test_the_estimate_names_the_captioning_model_size(caption_run, tiny_model_di
 # ---------------------------------------------------------------------- the app
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    from tests.test_launch import AppServer, launcher_env
+    from tests.harness.app import AppServer, launcher_env
 
     server = AppServer(tmp_path_factory.mktemp("caption_app"),
                        env=launcher_env(HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False"))
@@ -221,7 +221,7 @@ def test_api_starts_follows_and_stops_a_caption_job(app, tmp_path, tiny_model_di
 def test_dataset_tab_writes_captions_and_shows_them_for_review(app, tmp_path, tiny_model_dir):
     from playwright.sync_api import expect, sync_playwright
 
-    from tests.test_ui import CHROMIUM, CHROMIUM_ARGS, field, md, new_page, tab
+    from tests.harness.browser import CHROMIUM, CHROMIUM_ARGS, field, md, new_page, tab
 
     folder = make_images(tmp_path / "browser", 3, {"img0.txt": "keep me"})
     with sync_playwright() as p:

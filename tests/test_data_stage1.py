@@ -14,7 +14,6 @@ pytestmark = pytest.mark.slow
 
 def test_stage1_caches_fixed_pixels_and_warns(tmp_path, models_root, plain_accelerate_config,
                                               launch_stage):
-    from safetensors.torch import load_file
 
     data = tmp_path / "data"
     data.mkdir()
@@ -40,7 +39,6 @@ def test_stage1_caches_fixed_pixels_and_warns(tmp_path, models_root, plain_accel
     assert "TAILWORD" in log  # the dropped words are shown
     # The cache holds the VAE latents of exactly the pixels the fixed loading gives.
     from backend.data.cache import load_sample
-    from backend.families.common import load_tokenizer
     from backend.families.qwen_image.adapter import Encoder, load_vae
 
     cfg = RunConfig(height=32, width=32)

@@ -15,49 +15,14 @@ from safetensors.torch import save_file
 from backend.families.qwen_image import TARGETS as QWEN_IMAGE_TARGETS
 from backend.models.export import (LoraFormatError, export_lora, load_lora_file, split_modules,
                             transformer_linear_shapes, read_transformer_config)
+from tests.harness.loras import make_reference_lora, peft_transformer
+from tests.harness.stages import RANK
 
 ROOT = Path(__file__).resolve().parents[1]
-RANK = 4
-
 
 # ------------------------------------------------------------------------------------------
 # Shared helpers (test_sample imports them)
 # ------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tiny_dir(tiny_model_dir) -> Path:
-    """The shared tiny Qwen-Image pipeline (conftest)."""
-    return Path(tiny_model_dir)
-
-
-def peft_transformer(tiny: Path, seed: int, rank: int = RANK, b_std: float = 1.0):
-    """The tiny transformer with a peft LoRA whose lora_B is random (non-zero)."""
-    from diffusers import QwenImageTransformer2DModel
-    from peft import LoraConfig
-
-    model = QwenImageTransformer2DModel.from_pretrained(tiny / "transformer").eval()
-    torch.manual_seed(seed)  # peft draws lora_A from the global generator
-    model.add_adapter(LoraConfig(r=rank, lora_alpha=rank,
-                                 target_modules=QWEN_IMAGE_TARGETS.split(",")))
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.copy_(torch.randn(p.shape, generator=gen) * b_std)
-    return model
-
-
-def make_reference_lora(tiny: Path, path: Path, seed: int = 1, rank: int = RANK,
-                        b_std: float = 1.0) -> dict[str, torch.Tensor]:
-    """Write a LoRA the way training saves it: peft keys with adapter `default`, no prefix,
-    no alpha tensor (alpha = rank), metadata with rank/alpha/targets."""
-    from backend.models.lora import save_lora
-
-    model = peft_transformer(tiny, seed, rank, b_std)
-    sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()
-          if "lora_" in k}
-    save_lora(path, sd, rank=rank, target_modules=QWEN_IMAGE_TARGETS.split(","))
-    return sd
-
 
 def transformer_inputs(seed: int = 0) -> dict:
     """One tiny forward's inputs (64x64 image -> 4x4 packed latents, 7 text tokens)."""

@@ -18,7 +18,7 @@ import pytest
 
 from backend.families.flux2_klein import (BASE_4B, BASE_9B, BLOCK_TARGETS, DISTILLED_4B,
                                           DISTILLED_9B, SPEC, single_block_targets)
-from tests.conftest import make_dataset, run_stage, write_accelerate_config
+from tests.harness.stages import make_dataset, run_stage, write_accelerate_config
 
 FAMILY = SPEC.name
 RANK = 4
@@ -196,7 +196,7 @@ def test_split_training_under_zero3_offload_lowers_the_loss_and_exports_load(
     from backend.models.export import export_lora
     from backend.families import get_family
     from backend.families.flux2_klein import adapter as fa
-    from tests.test_train import SEED_ZERO3
+    from tests.harness.seeds import SEED_ZERO3
 
     family = get_family(FAMILY)
     acc = write_accelerate_config(tmp_path, "z3", ds_config=SEED_ZERO3, zero3_init_flag=True)

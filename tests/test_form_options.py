@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 

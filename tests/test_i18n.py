@@ -258,51 +258,45 @@ def _english_on_page(page) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_chinese_page_shows_no_english(tmp_path_factory):
+def test_chinese_page_shows_no_english(browser, server):
     """Switch to Chinese, walk every tab with its accordions open, make a problem and an
     estimate appear: no visible text is left in English."""
-    from tests.test_ui import CHROMIUM, CHROMIUM_ARGS, expect, md, new_page, sync_playwright, tab
-    from tests.test_ui import server as server_fixture
+    from playwright.sync_api import expect
 
-    servers = server_fixture.__wrapped__(tmp_path_factory)
-    url, _ = next(servers)
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = new_page(browser, url)
-            page.set_default_timeout(180_000)  # a page re-rendered in the other language
-            page.click("#lang-zh")
-            expect(page.locator("#tab-training-button")).to_contain_text("训练设置",
-                                                                         timeout=240_000)
-            found: dict[str, list[str]] = {}
-            opened = 0
-            for name in ("model", "dataset", "training", "run", "results", "runs"):
-                if name != "model":  # the tab the page opens on
-                    tab(page, name)
-                if name == "training":
-                    # the estimate of the loaded preset, then a problem in the form
-                    expect(md(page, "estimate")).to_contain_text("显存估算", timeout=240_000)
-                    page.fill("#field-lora_rank input", "0")
-                    page.press("#field-lora_rank input", "Tab")
-                    expect(md(page, "err-lora_rank")).to_contain_text("应大于或等于 1",
-                                                                      timeout=120_000)
-                    expect(md(page, "problems")).to_contain_text("1 个问题")
-                    expect(page.locator("#field-lora_rank")).to_contain_text(
-                        "LoRA 秩 · lora_rank")
-                if name == "runs":
-                    expect(page.locator("#runs-table")).to_contain_text("状态",
-                                                                         timeout=60_000)
-                # every closed accordion of the tab opened in one go (a click each through
-                # the driver costs seconds on a page this size)
-                opened += page.evaluate(OPEN_ACCORDIONS_JS)
-                page.wait_for_timeout(500)
-                left = _english_on_page(page)
-                if left:
-                    found[name] = left
-            browser.close()
-        assert opened >= 5, f"only {opened} accordions opened: their selectors changed?"
-        assert not found, "English left on the Chinese page, by tab (translate it: " \
-            "webui/i18n.py, webui/messages.py):\n" + "\n".join(
-                f"  {t}: {texts}" for t, texts in found.items())
-    finally:
-        next(servers, None)
+    from tests.harness.browser import md, new_page, tab
+
+    page = new_page(browser, server[0])
+    page.set_default_timeout(180_000)  # a page re-rendered in the other language
+    page.click("#lang-zh")
+    expect(page.locator("#tab-training-button")).to_contain_text("训练设置",
+                                                                 timeout=240_000)
+    found: dict[str, list[str]] = {}
+    opened = 0
+    for name in ("model", "dataset", "training", "run", "results", "runs"):
+        if name != "model":  # the tab the page opens on
+            tab(page, name)
+        if name == "training":
+            # the estimate of the loaded preset, then a problem in the form
+            expect(md(page, "estimate")).to_contain_text("显存估算", timeout=240_000)
+            page.fill("#field-lora_rank input", "0")
+            page.press("#field-lora_rank input", "Tab")
+            expect(md(page, "err-lora_rank")).to_contain_text("应大于或等于 1",
+                                                              timeout=120_000)
+            expect(md(page, "problems")).to_contain_text("1 个问题")
+            expect(page.locator("#field-lora_rank")).to_contain_text(
+                "LoRA 秩 · lora_rank")
+        if name == "runs":
+            expect(page.locator("#runs-table")).to_contain_text("状态",
+                                                                 timeout=60_000)
+        # every closed accordion of the tab opened in one go (a click each through
+        # the driver costs seconds on a page this size)
+        opened += page.evaluate(OPEN_ACCORDIONS_JS)
+        page.wait_for_timeout(500)
+        left = _english_on_page(page)
+        if left:
+            found[name] = left
+    page.context.close()
+    assert opened >= 5, f"only {opened} accordions opened: their selectors changed?"
+    assert not found, "English left on the Chinese page, by tab (translate it: " \
+        "webui/i18n.py, webui/messages.py):\n" + "\n".join(
+            f"  {t}: {texts}" for t, texts in found.items())

@@ -5,9 +5,7 @@ import json
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
-import pytest
 
 from backend.config.files import load_config
 from backend.config.validation import validate
@@ -17,47 +15,8 @@ QWEN_IMAGE_SOURCES = QWEN_IMAGE.defaults["model_id_with_origin_paths"]
 QWEN_IMAGE_TARGETS = QWEN_IMAGE.defaults["lora_target_modules"]
 from backend.planning.importer import export_shell_script, import_commands, split_commands
 from backend.planning.plan import deepspeed_config, plan_run
-from tests.test_plan import (SEED_DEEPSPEED_JSON, SEED_DIR, comparable, load_accelerate,
-                             write_seed_files)
-
-# The reference's two low-VRAM commands, verbatim.
-SEED_COMMANDS = r"""
-accelerate launch examples/qwen_image/model_training/train.py \
-  --dataset_base_path data/example_image_dataset \
-  --dataset_metadata_path data/example_image_dataset/metadata.csv \
-  --max_pixels 1048576 \
-  --dataset_repeat 1 \
-  --model_id_with_origin_paths "Qwen/Qwen-Image:text_encoder/model*.safetensors,Qwen/Qwen-Image:vae/diffusion_pytorch_model.safetensors" \
-  --learning_rate 1e-4 \
-  --num_epochs 5 \
-  --remove_prefix_in_ckpt "pipe.dit." \
-  --output_path "./models/train/Qwen-Image_lora-splited-cache" \
-  --lora_base_model "dit" \
-  --lora_target_modules "to_q,to_k,to_v,add_q_proj,add_k_proj,add_v_proj,to_out.0,to_add_out,img_mlp.net.2,img_mod.1,txt_mlp.net.2,txt_mod.1" \
-  --lora_rank 32 \
-  --task "sft:data_process" \
-  --use_gradient_checkpointing \
-  --dataset_num_workers 8 \
-  --find_unused_parameters
-
-accelerate launch --config_file examples/qwen_image/model_training/special/low_vram_training/deepspeed_zero3_cpuoffload.yaml examples/qwen_image/model_training/train.py \
-  --dataset_base_path "./models/train/Qwen-Image_lora-splited-cache" \
-  --max_pixels 1048576 \
-  --dataset_repeat 50 \
-  --model_id_with_origin_paths "Qwen/Qwen-Image:transformer/diffusion_pytorch_model*.safetensors" \
-  --learning_rate 1e-4 \
-  --num_epochs 5 \
-  --remove_prefix_in_ckpt "pipe.dit." \
-  --output_path "./models/train/Qwen-Image_lora" \
-  --lora_base_model "dit" \
-  --lora_target_modules "to_q,to_k,to_v,add_q_proj,add_k_proj,add_v_proj,to_out.0,to_add_out,img_mlp.net.2,img_mod.1,txt_mlp.net.2,txt_mod.1" \
-  --lora_rank 32 \
-  --task "sft:train" \
-  --use_gradient_checkpointing \
-  --dataset_num_workers 8 \
-  --find_unused_parameters \
-  --initialize_model_on_cpu
-"""
+from tests.harness.seeds import (SEED_COMMANDS, SEED_DEEPSPEED_JSON, SEED_DIR, comparable,
+                                 load_accelerate, write_seed_files)
 
 
 def test_split_commands_handles_continuations_quotes_comments_and_separators():

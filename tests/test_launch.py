@@ -6,8 +6,6 @@ the login wall. ``AppServer`` is shared with the security and API tests.
 """
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -19,82 +17,11 @@ import httpx
 import pytest
 
 import launch
+from tests.harness.app import AppServer, free_port, launcher_env, port_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(300)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_answers(port: int, host: str = "127.0.0.1") -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
-def launcher_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    for k in ("ZEROLORA_WORKSPACE", "ZEROLORA_MODELS_DIR", "ZEROLORA_PORT", "GRADIO_TEMP_DIR",
-              "ZEROLORA_BOOTSTRAPPED", "ZEROLORA_VENV"):
-        env.pop(k, None)
-    env.update({"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-                "PYTHONUNBUFFERED": "1"})
-    env.update(extra)
-    return env
-
-
-class AppServer:
-    """``launch.py`` in a subprocess; ``url``, ``workspace``, ``log()``; ``stop()`` ends it."""
-
-    def __init__(self, tmp: Path, *args: str, env: dict | None = None,
-                 python: list[str] | None = None, wait: bool = True, port: int | None = None):
-        self.port = port or free_port()
-        self.workspace = tmp / "workspace"
-        self.log_path = tmp / f"launch-{self.port}.log"
-        self.url = f"http://127.0.0.1:{self.port}"
-        argv = [*(python or [sys.executable]), str(ROOT / "launch.py"), "--port",
-                str(self.port), "--workspace", str(self.workspace), *args]
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(argv, cwd=str(tmp), env=env or launcher_env(),
-                                         stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-        if wait:
-            self.wait_serving()
-
-    def log(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def wait_serving(self, limit_s: float = 180.0) -> None:
-        deadline = time.monotonic() + limit_s  # a safety limit, not a timing assertion
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"launch.py exited ({self.proc.returncode}):\n"
-                                     f"{self.log()[-4000:]}")
-            if "serving at" in self.log():
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"launch.py did not start serving:\n{self.log()[-4000:]}")
-
-    def login(self, user: str, password: str) -> httpx.Client:
-        client = httpx.Client(base_url=self.url, timeout=30, trust_env=False)
-        r = client.post("/login", data={"username": user, "password": password})
-        assert r.status_code == 200, r.text
-        return client
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
 
 
 def run_refused(tmp_path: Path, *args: str) -> tuple[int, str, bool]:

@@ -12,11 +12,9 @@
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
 
-from tests.conftest import read_progress
 
 STEPS = 4
 

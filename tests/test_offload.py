@@ -30,8 +30,8 @@ from backend.config.files import load_config
 from backend.config.presets import load_preset
 from backend.config.schema import RunConfig
 from backend.config.validation import validate
-from tests.conftest import read_progress, run_stage
-from tests.test_export import make_reference_lora
+from tests.harness.loras import make_reference_lora
+from tests.harness.stages import read_progress, run_stage
 
 REPO = Path(__file__).resolve().parent.parent
 STAGE1 = ("text_encoder", "vae", "tokenizer")

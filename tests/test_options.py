@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import read_progress, run_stage
+from tests.harness.stages import read_progress, run_stage
 
 RANK = 4
 TARGETS = "to_q,to_k,to_v,to_out.0,img_mlp.net.2"
@@ -402,7 +402,7 @@ def test_train_stage_batches_buckets_validation(tmp_path, models_root,
     """Stage 1 plain; stage 2 under ZeRO-2 with the DeepSpeed JSON the run plan writes
     (micro-batch 4, the 8-bit AdamW as a client optimizer)."""
     from backend.planning.plan import deepspeed_config
-    from tests.conftest import write_accelerate_config
+    from tests.harness.stages import write_accelerate_config
 
     zero2 = write_accelerate_config(tmp_path / "accel", "zero2", ds_config=deepspeed_config(
         config(zero_stage=2, batch_size=4, optimizer="adamw8bit"), num_processes=1))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import read_progress
+from tests.harness.stages import read_progress
 
 SOURCE = "Qwen/Qwen-Image:transformer/diffusion_pytorch_model*.safetensors"
 REFERENCE_SKIP = "img_mod.1,txt_mod.1,norm_out.linear,img_in,txt_in,proj_out,timestep_embedder.*"

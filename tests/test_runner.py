@@ -22,59 +22,12 @@ from backend.core.progress import read_events
 from backend.jobs.runner import Runner, RunnerError
 from backend.jobs.history import TERMINAL
 from backend.jobs.processes import marked_pids
+from tests.harness.runs import (SLEEPER, fake, group_running, log_text, running, wait_for,
+                                waiting_at_gate)
 
 ROOT = Path(__file__).resolve().parents[1]
-SLEEPER = "import time\nwhile True:\n    time.sleep(0.05)\n"
 pytestmark = pytest.mark.timeout(240)
 
-
-def fake(run_dir: Path, *args, stage: str = "train") -> StagePlan:
-    argv = [sys.executable, "-m", "tests.fake_stage", "--stage", stage,
-            "--progress_file", str(run_dir / "progress.jsonl"),
-            "--output_dir", str(run_dir / "output"), *map(str, args)]
-    return StagePlan(stage, argv, {})
-
-
-def wait_for(predicate, what: str, timeout: float = 90.0):
-    """Poll until ``predicate()`` is truthy (a safety limit, not a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"gave up waiting for {what}")
-
-
-def log_text(runner: Runner, run_id: str, stage: str = "train") -> str:
-    path = Path(next(s["log_path"] for s in runner.get_run(run_id)["stages"]
-                     if s["name"] == stage))
-    return path.read_text(encoding="utf-8") if path.exists() else ""
-
-
-def waiting_at_gate(runner: Runner, run_id: str, stage: str = "train"):
-    return lambda: "waiting for gate" in log_text(runner, run_id, stage)
-
-
-def running(pid: int, created: float) -> bool:
-    """The very process (pid and creation time) exists and is not a zombie."""
-    try:
-        p = psutil.Process(pid)
-        return p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def group_running(pgid: int) -> bool:
-    """A process that is not a zombie is in the group. (An orphan's zombie waits for PID 1,
-    which may reap late; a process the supervisor started it reaps itself.)"""
-    for p in psutil.process_iter():
-        try:
-            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
-                return True
-        except (OSError, psutil.Error):
-            continue
-    return False
 
 
 @pytest.fixture
@@ -417,7 +370,7 @@ def test_a_run_finishes_with_no_ui_process_alive(ws):
     gate = ws / "gate"
     script = (
         "import sys\nfrom pathlib import Path\nfrom backend.jobs.runner import Runner\n"
-        "from tests.test_runner import fake\n"
+        "from tests.harness.runs import fake\n"
         f"rd = Path({str(rd)!r})\n"
         f"r = Runner(Path({str(ws)!r}), stop_grace_s=2)\n"
         f"print(r.submit_stages([fake(rd, '--steps', 2, '--wait_for', {str(gate)!r}),"
@@ -937,7 +890,7 @@ def test_the_gpu_query_reads_nvidia_smi(tmp_path, monkeypatch):
 def _real_train(run_dir: Path, models_root: Path, cache: Path, config_file: Path,
                 *extra) -> StagePlan:
     """The train stage as the run plan launches it: accelerate launch -m backend.stages.train."""
-    from tests.test_train import train_args
+    from tests.harness.stages import train_args
 
     argv = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
             str(config_file), "-m", "backend.stages.train",

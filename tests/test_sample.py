@@ -15,7 +15,7 @@ from PIL import Image
 from backend.config.schema import RunConfig
 from backend.core.progress import ProgressWriter, read_events
 from backend.training.samples import list_checkpoints, render_samples, resolve_checkpoints
-from tests.test_export import make_reference_lora, tiny_dir  # noqa: F401 - fixture
+from tests.harness.loras import make_reference_lora
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ["a red circle on a white background", "a blue square"]

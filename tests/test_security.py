@@ -438,7 +438,7 @@ USERS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "carol": "carol-pw-3",
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     """launch.py with sign-in (alice is admin), a models folder, and runs of bob and carol."""
-    from tests.test_launch import AppServer
+    from tests.harness.app import AppServer
 
     tmp = tmp_path_factory.mktemp("served")
     models = tmp / "models"

@@ -27,10 +27,10 @@ from gradio_client import Client
 from backend.config.validation import validate
 from backend.planning.plan import StagePlan
 from backend.jobs.runner import Runner
-from tests.test_launch import AppServer
+from tests.harness.app import AppServer
+from tests.harness.browser import Page, USERS
 
 pytestmark = pytest.mark.timeout(600)
-USERS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "carol": "carol-pw-3"}
 TERMINAL = ("succeeded", "failed", "stopped")
 
 
@@ -221,55 +221,6 @@ def hold_the_queue(server: AppServer) -> str:
         time.sleep(0.2)
     return rid
 
-
-class Page:
-    """The page's own events over plain HTTP, as the browser sends them."""
-
-    def __init__(self, server: AppServer, user: str):
-        self.http = server.login(user, USERS[user])
-        self.config = self.http.get("/config").json()
-        self.session = secrets.token_hex(8)
-
-    def component(self, elem_id: str) -> int:
-        return next(c["id"] for c in self.config["components"]
-                    if c.get("props", {}).get("elem_id") == elem_id)
-
-    def event(self, elem_id: str, kind: str = "click") -> dict:
-        cid = self.component(elem_id)
-        return next(d for d in self.config["dependencies"] if [cid, kind] in d["targets"])
-
-    def upload(self, name: str, data: bytes) -> dict:
-        r = self.http.post("/gradio_api/upload", files=[("files", (name, data))])
-        assert r.status_code == 200, r.text
-        path = r.json()[0]
-        return {"path": path, "orig_name": name, "meta": {"_type": "gradio.FileData"}}
-
-    def call(self, elem_id: str, values: dict[str, object], kind: str = "click",
-             session: str | None = None) -> dict:
-        """Run the event; ``values`` by input elem_id. Returns the outputs by elem_id."""
-        dep = self.event(elem_id, kind)
-        by_id = {c["id"]: c for c in self.config["components"]}
-        data = [values.get(by_id[i].get("props", {}).get("elem_id"),
-                           by_id[i].get("props", {}).get("value")) for i in dep["inputs"]]
-        session = session or self.session
-        r = self.http.post("/gradio_api/queue/join", json={
-            "data": data, "fn_index": dep["id"], "session_hash": session,
-            "event_data": None, "trigger_id": self.component(elem_id)})
-        assert r.status_code == 200, r.text
-        msg = self.wait(session)
-        outputs = msg["output"].get("data") or []
-        return {by_id[i].get("props", {}).get("elem_id") or i: v
-                for i, v in zip(dep["outputs"], outputs)} | {"_msg": msg}
-
-    def wait(self, session: str) -> dict:
-        with self.http.stream("GET", f"/gradio_api/queue/data?session_hash={session}",
-                              timeout=120) as s:
-            for line in s.iter_lines():
-                if line.startswith("data:"):
-                    msg = json.loads(line[5:])
-                    if msg.get("msg") == "process_completed":
-                        return msg
-        raise AssertionError("the event never completed")
 
 
 def test_a_run_never_reads_another_users_files_planted_after_its_check(served):

@@ -10,12 +10,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, read_progress, run_stage, write_accelerate_config
-from tests.test_train import SEED_ZERO3, assert_ok, train_args
+from tests.harness.seeds import SEED_ZERO3
+from tests.harness.stages import (REPO, assert_ok, read_progress, run_stage, train_args,
+                                  write_accelerate_config)
 
 
 def _args(out: Path) -> dict:
@@ -138,7 +140,7 @@ def test_sft_train_on_a_raw_dataset_suggests_a_cache_folder_of_its_own(tmp_path,
     import subprocess
     import sys
 
-    from tests.conftest import REPO, stage_env
+    from tests.harness.stages import REPO, stage_env
 
     out = tmp_path / "out"
     proc = subprocess.run(
@@ -165,7 +167,7 @@ def test_lora_targets_that_match_nothing_stop_the_train_stage_before_peft(
     import subprocess
     import sys
 
-    from tests.conftest import REPO, stage_env
+    from tests.harness.stages import REPO, stage_env
 
     out = tmp_path / "out"
     proc = subprocess.run(
@@ -183,7 +185,6 @@ def test_lora_targets_that_match_nothing_stop_the_train_stage_before_peft(
 def _as_nobody(fn) -> str:
     """``fn()`` in a forked child that runs as user ``nobody`` (so permission bits hold even
     when the tests run as root); returns what it returned, as text."""
-    import os
 
     r, w = os.pipe()
     pid = os.fork()
@@ -219,7 +220,6 @@ def test_an_unreadable_model_file_is_named_not_called_missing(target, words, tin
                                                              stage1_cache):
     import contextlib
     import io
-    import os
     import shutil
     import tempfile
 

@@ -18,80 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (REPO, eval_lora_loss, read_progress, run_stage, stage_env,
-                            write_accelerate_config)
+from tests.harness.seeds import SEED_STAGE1, SEED_STAGE2, SEED_ZERO3, ZERO2, ZERO3_TWO_PROCS
+from tests.harness.stages import (RANK, REPO, assert_ok, check_progress, eval_lora_loss,
+                                  read_progress, run_stage, stage_env, train_args,
+                                  write_accelerate_config)
 
 TARGETS = ("to_q,to_k,to_v,add_q_proj,add_k_proj,add_v_proj,to_out.0,to_add_out,"
            "img_mlp.net.2,img_mod.1,txt_mlp.net.2,txt_mod.1")
-RANK = 4
 
-# The seed's DeepSpeed JSON (ZeRO-3, parameter + optimizer CPU offload, DeepSpeed
-# activation checkpointing, "auto" values filled by accelerate).
-SEED_ZERO3 = {
-    "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000,
-             "initial_scale_power": 16, "hysteresis": 2, "min_loss_scale": 1},
-    "bf16": {"enabled": "auto"},
-    "zero_optimization": {
-        "stage": 3,
-        "offload_optimizer": {"device": "cpu", "pin_memory": True},
-        "offload_param": {"device": "cpu", "pin_memory": True},
-        "overlap_comm": False, "contiguous_gradients": True, "sub_group_size": 1e9,
-        "reduce_bucket_size": 5e7, "stage3_prefetch_bucket_size": 5e7,
-        "stage3_param_persistence_threshold": 1e5, "stage3_max_live_parameters": 1e8,
-        "stage3_max_reuse_distance": 1e8, "stage3_gather_16bit_weights_on_model_save": True,
-    },
-    "activation_checkpointing": {"partition_activations": False, "cpu_checkpointing": False,
-                                 "contiguous_memory_optimization": False},
-    "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
-    "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
-    "wall_clock_breakdown": False,
-}
-ZERO2 = {
-    "bf16": {"enabled": "auto"},
-    "zero_optimization": {"stage": 2, "overlap_comm": False, "contiguous_gradients": True},
-    "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
-    "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
-}
-# Several processes: set the micro batch, leave train_batch_size out.
-ZERO3_TWO_PROCS = {k: v for k, v in SEED_ZERO3.items() if k != "train_batch_size"}
 ZERO3_TWO_PROCS["train_micro_batch_size_per_gpu"] = 1
-
-SEED_STAGE1 = """
-  --dataset_base_path data/example_image_dataset
-  --dataset_metadata_path data/example_image_dataset/metadata.csv
-  --max_pixels 1048576
-  --dataset_repeat 1
-  --model_id_with_origin_paths Qwen/Qwen-Image:text_encoder/model*.safetensors,Qwen/Qwen-Image:vae/diffusion_pytorch_model.safetensors
-  --learning_rate 1e-4
-  --num_epochs 5
-  --remove_prefix_in_ckpt pipe.dit.
-  --output_path ./models/train/Qwen-Image_lora-splited-cache
-  --lora_base_model dit
-  --lora_target_modules to_q,to_k,to_v,add_q_proj,add_k_proj,add_v_proj,to_out.0,to_add_out,img_mlp.net.2,img_mod.1,txt_mlp.net.2,txt_mod.1
-  --lora_rank 32
-  --task sft:data_process
-  --use_gradient_checkpointing
-  --dataset_num_workers 8
-  --find_unused_parameters
-""".split()
-SEED_STAGE2 = """
-  --dataset_base_path ./models/train/Qwen-Image_lora-splited-cache
-  --max_pixels 1048576
-  --dataset_repeat 50
-  --model_id_with_origin_paths Qwen/Qwen-Image:transformer/diffusion_pytorch_model*.safetensors
-  --learning_rate 1e-4
-  --num_epochs 5
-  --remove_prefix_in_ckpt pipe.dit.
-  --output_path ./models/train/Qwen-Image_lora
-  --lora_base_model dit
-  --lora_target_modules to_q,to_k,to_v,add_q_proj,add_k_proj,add_v_proj,to_out.0,to_add_out,img_mlp.net.2,img_mod.1,txt_mlp.net.2,txt_mod.1
-  --lora_rank 32
-  --task sft:train
-  --use_gradient_checkpointing
-  --dataset_num_workers 8
-  --find_unused_parameters
-  --initialize_model_on_cpu
-""".split()
 
 
 # ------------------------------------------------------------------------------------------
@@ -101,35 +36,6 @@ SEED_STAGE2 = """
 def base_loss(tiny_model_dir, stage1_cache) -> float:
     return eval_lora_loss(tiny_model_dir / "transformer", stage1_cache)
 
-
-def train_args(models_root, cache, out, *extra) -> list:
-    return ["--task", "sft:train", "--models_dir", models_root, "--offline",
-            "--model_id_with_origin_paths",
-            "Qwen/Qwen-Image:transformer/diffusion_pytorch_model*.safetensors",
-            "--dataset_base_path", cache, "--output_path", out, "--lora_rank", RANK,
-            "--learning_rate", "5e-3", "--seed", "0", *extra]
-
-
-def assert_ok(proc: subprocess.CompletedProcess) -> None:
-    assert proc.returncode == 0, (f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
-                                  f"\n--- stderr\n{proc.stderr[-8000:]}")
-
-
-def check_progress(out: Path, total: int) -> list[dict]:
-    events = read_progress(out / "progress.jsonl")
-    assert events, "no progress events"
-    kinds = [e["event"] for e in events]
-    assert kinds[0] == "start" and kinds[-1] == "end", kinds
-    assert events[-1]["status"] == "succeeded", events[-1]
-    assert events[0]["total"] == total
-    steps = [e for e in events if e["event"] == "step"]
-    assert [e["step"] for e in steps] == list(range(1, total + 1))
-    for e in steps:
-        assert {"step", "total", "epoch", "loss", "lr", "samples_per_s", "eta_s"} <= set(e)
-        assert e["loss"] >= 0 and e["lr"] > 0  # 0 where the timestep weight is 0
-    assert sum(e["loss"] for e in steps) > 0
-    assert any(e["event"] == "checkpoint" for e in events)
-    return events
 
 
 def check_lora(path: Path, tiny_model_dir: Path, base: float, cache: Path) -> None:

@@ -18,110 +18,24 @@ import io
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("playwright.sync_api")
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
+from tests.harness.browser import RUN_ID, STEP_S, field, md, new_page, pick, tab
 
 REPO = Path(__file__).resolve().parent.parent
 SHOTS = Path(os.environ.get("ZEROLORA_SCREENSHOTS") or
              Path(os.environ.get("TMPDIR", "/tmp")) / f"zerolora-screenshots-{os.getpid()}")
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
-RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
-# Waits, not asserts on time: generous so a busy 2-core machine still gets there.
-START_S = 180
 DEMO_RUN_S = 15 * 60
-STEP_S = 120
-# Every check without its own timeout waits up to this long (playwright's own default is
-# 5 s): the page follows the server by polling, and a loaded machine polls late.
-expect.set_options(timeout=30_000)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(DEMO_RUN_S + 30 * 60)]  # the browser
-
-
-# ---------------------------------------------------------------------- server
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _env(ws: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({
-        "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
-        "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false",
-        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
-        "GRADIO_TEMP_DIR": str(ws / ".gradio"),
-    })
-    env.pop("ZEROLORA_MODELS_DIR", None)
-    return env
-
-
-SERVER_MEMORY_CAP = 10 * 2**30  # address space; the app normally stays under 1 GB resident
-
-
-def _cap_memory() -> None:
-    """A runaway allocation in the app then raises MemoryError (traceback in server.log)
-    instead of the whole machine running out of memory."""
-    import resource
-    resource.setrlimit(resource.RLIMIT_AS, (SERVER_MEMORY_CAP, SERVER_MEMORY_CAP))
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """(url, workspace) of an app server started as a user would start it."""
-    ws = tmp_path_factory.mktemp("ui-workspace")
-    port = _free_port()
-    log = open(ws / "server.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "webui",
-                             "--workspace", str(ws), "--port", str(port)], cwd=REPO,
-                            env=_env(ws), stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True, preexec_fn=_cap_memory)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + START_S
-    while True:
-        if proc.poll() is not None:
-            pytest.fail("the app exited at start:\n" + (ws / "server.log").read_text())
-        try:
-            with urllib.request.urlopen(url, timeout=5) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("the app did not serve its page:\n" + (ws / "server.log").read_text())
-        time.sleep(0.5)
-    yield url, ws
-    log.flush()
-    text = (ws / "server.log").read_text(errors="replace")
-    if proc.poll() is not None or "MemoryError" in text:
-        print(f"--- the app server (exit {proc.poll()}) logged:\n{text[-20000:]}")
-    from backend.jobs.runner import Runner
-
-    runner = Runner(ws, auto_start=False)
-    for run in runner.list_runs():
-        if run["status"] in ("running", "queued"):
-            runner.stop(run["id"], wait=True)
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-    log.close()
 
 
 def history(ws: Path) -> list[dict]:
@@ -130,39 +44,12 @@ def history(ws: Path) -> list[dict]:
     return Runner(ws, auto_start=False).list_runs()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-def new_page(browser, url: str, locale: str = "en-US"):
-    ctx = browser.new_context(locale=locale, viewport={"width": 1400, "height": 1000},
-                              accept_downloads=True)
-    page = ctx.new_page()
-    page.set_default_timeout(60_000)
-    page.goto(url)
-    expect(page.locator("#tab-model-button")).to_be_visible(timeout=120_000)
-    return page
-
-
 @pytest.fixture
 def page(browser, server):
     p = new_page(browser, server[0])
     yield p
     p.context.close()
 
-
-def md(page, elem_id: str):
-    """The rendered text of a gr.Markdown (not its status overlay)."""
-    return page.locator(f"#{elem_id} [data-testid=markdown]")
-
-
-def tab(page, name: str) -> None:
-    page.click(f"#tab-{name}-button")
-    expect(page.locator(f"#tab-{name}-button")).to_have_attribute("aria-selected", "true")
 
 
 def shot(page, name: str) -> None:
@@ -178,15 +65,6 @@ def _has_cjk_font() -> bool:
         return False
     return bool(out.strip())
 
-
-def pick(page, elem_id: str, label: str) -> None:
-    page.click(f"#{elem_id} input")
-    page.click(f"ul[role=listbox] li:has-text('{label}')")
-
-
-def field(page, name: str):
-    """The input of a schema field's component."""
-    return page.locator(f"#field-{name} input, #field-{name} textarea").first
 
 
 def progress_text(page) -> str:
@@ -265,7 +143,7 @@ def test_preset_diff_and_save(page, server):
 
 
 def test_dataset_upload_caption_edit_and_check(page, server, tmp_path):
-    from tests.conftest import make_dataset
+    from tests.harness.stages import make_dataset
 
     src = make_dataset(tmp_path / "shapes")
     (src / "metadata.csv").unlink()  # image + .txt captions

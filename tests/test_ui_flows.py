@@ -20,9 +20,8 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import expect  # noqa: E402
 
-from tests.test_importer import SEED_COMMANDS  # noqa: E402
-from tests.test_ui import (STEP_S, browser, field, md, new_page, pick, server,  # noqa: E402,F401
-                           tab)
+from tests.harness.browser import STEP_S, field, md, new_page, pick, tab
+from tests.harness.seeds import SEED_COMMANDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(20 * 60)]
 
@@ -132,7 +131,7 @@ def test_results_grid_shows_every_row_and_an_edit_runs_input_images(page, server
 
 # ---------------------------------------------------------------------- edit datasets
 def test_an_edit_dataset_shows_its_pairs_and_instructions(page, tmp_path):
-    from tests.test_qwen_image_edit import make_edit_dataset
+    from tests.harness.pairs import make_edit_dataset
 
     make_edit_dataset(tmp_path)
     tab(page, "dataset")

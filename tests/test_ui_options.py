@@ -16,8 +16,8 @@ import re
 import pytest
 import yaml
 
-from tests.test_ui import (REPO, RUN_ID, STEP_S, browser, field, md, new_page,  # noqa: F401
-                           pick, server, tab)
+from tests.harness.browser import RUN_ID, STEP_S, field, md, new_page, pick, tab
+from tests.harness.stages import REPO
 
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import expect  # noqa: E402

@@ -19,103 +19,25 @@ from pathlib import Path
 import pytest
 
 from backend.families.wan import sources
-from tests.conftest import run_stage, write_accelerate_config
-from tests.test_train import SEED_ZERO3, assert_ok
+from tests.harness.clips import CLIPS, FRAMES, SIZE, moving_square, stage1, tiny_models, train
+from tests.harness.seeds import SEED_ZERO3
+from tests.harness.stages import write_accelerate_config
 
 REPO_ID = "Wan-AI/Wan2.1-T2V-1.3B"
 DIFFUSERS = REPO_ID + "-Diffusers"
 # The reference trainer's stage-1 sources: the original repository's files.
 REFERENCE_STAGE1 = (f"{REPO_ID}:models_t5_umt5-xxl-enc-bf16.pth,{REPO_ID}:Wan2.1_VAE.pth")
 REFERENCE_STAGE2 = f"{REPO_ID}:diffusion_pytorch_model*.safetensors"
-FRAMES, SIZE, RANK = 9, 32, 4
-CLIPS = [  # (file, colour, pixels moved per frame, caption)
-    ("red.webm", (230, 30, 30), 2, "a red ball rolls from left to right, zlr style"),
-    ("blue.mp4", (30, 60, 230), -2, "a blue square slides from right to left, zlr style"),
-    ("green", (30, 180, 60), 3, "a green dot moves quickly, zlr style"),
-]
-
-
-def moving_square(colour, dx, n=FRAMES, size=SIZE):
-    import numpy as np
-
-    frames = []
-    for t in range(n):
-        a = np.full((size, size, 3), 255, np.uint8)
-        x = (8 + t * dx) % (size - 8)
-        a[12:20, x:x + 8] = colour
-        frames.append(a)
-    return frames
-
-
-def make_video_dataset(folder: Path) -> Path:
-    from PIL import Image
-
-    from backend.core.media import write_video
-
-    folder.mkdir(parents=True, exist_ok=True)
-    rows = ["video,prompt"]
-    for name, colour, dx, caption in CLIPS:
-        frames = moving_square(colour, dx)
-        if "." in name:
-            write_video(frames, folder / name, fps=8)
-        else:  # a folder of frames
-            (folder / name).mkdir()
-            for i, f in enumerate(frames):
-                Image.fromarray(f).save(folder / name / f"{i:04d}.png")
-        rows.append(f'{name},"{caption}"')
-    Image.fromarray(moving_square((200, 200, 30), 0, n=1)[0]).save(folder / "still.png")
-    rows.append('still.png,"a still yellow square, zlr style"')
-    (folder / "metadata.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    return folder
-
 
 # ------------------------------------------------------------------------------------------
 # Fixtures: the tiny model in the -Diffusers layout, the clips, one stage-1 cache, one
 # ZeRO-3 training run.
 # ------------------------------------------------------------------------------------------
-def tiny_models(factory, builder: str, repo: str) -> Path:
-    """A models folder holding the tiny pipeline ``backend.families.wan.tiny.<builder>``
-    writes (seed 0: every builder's encoders are the same) as ``repo``."""
-    from backend.families.wan import tiny
-
-    root = factory.mktemp(builder)
-    getattr(tiny, builder)(root / repo, seed=0)
-    return root
-
 
 @pytest.fixture(scope="module")
 def wan_models(tmp_path_factory) -> Path:
     return tiny_models(tmp_path_factory, "build_tiny_wan", DIFFUSERS)
 
-
-@pytest.fixture(scope="module")
-def wan_data(tmp_path_factory) -> Path:
-    return make_video_dataset(tmp_path_factory.mktemp("wan_data") / "clips")
-
-
-def stage1(folder: Path, models: Path, data: Path, sources: str, frames: int, *extra):
-    """Stage 1 (plain launch) of the clips in ``data`` into ``folder/cache``."""
-    out = folder / "cache"
-    acc = write_accelerate_config(folder, "plain")
-    proc = run_stage(["--task", "sft:data_process", "--models_dir", models, "--offline",
-                      "--model_id_with_origin_paths", sources, *extra,
-                      "--dataset_base_path", data, "--dataset_metadata_path",
-                      data / "metadata.csv", "--num_frames", frames, "--height", SIZE,
-                      "--width", SIZE, "--mixed_precision", "no", "--output_path", out],
-                     config_file=acc)
-    assert_ok(proc)
-    return out, proc
-
-
-def train(folder: Path, acc: Path, models: Path, cache: Path, sources: str, *extra):
-    """Stage 2 from ``cache`` into ``folder/out``: rank 4, lr 1e-2, seed 0."""
-    out = folder / "out"
-    proc = run_stage(["--task", "sft:train", "--models_dir", models, "--offline",
-                      "--model_id_with_origin_paths", sources, "--dataset_base_path", cache,
-                      "--output_path", out, "--lora_rank", RANK, "--learning_rate", "1e-2",
-                      "--seed", "0", *extra], config_file=acc)
-    assert_ok(proc)
-    return out, proc
 
 
 @pytest.fixture(scope="module")

@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 
 from backend.families.wan import TI2V_5B, sources
-from tests.conftest import write_accelerate_config
-from tests.test_train import SEED_ZERO3
-from tests.test_wan import (CLIPS, SIZE, moving_square, stage1, tiny_models, train,
-                             wan_data)  # noqa: F401 - wan_data: the clips fixture
+from tests.harness.clips import CLIPS, SIZE, moving_square, stage1, tiny_models, train
+from tests.harness.seeds import SEED_ZERO3
+from tests.harness.stages import write_accelerate_config
 
 TI2V_DIFFUSERS = TI2V_5B + "-Diffusers"
 FRAMES = 5
@@ -227,14 +226,12 @@ def test_ti2v_from_a_first_frame_trains_on_the_other_frames_and_keeps_the_first(
 PRESET = "wan_2_2_ti2v_5b_24gb"
 
 
-def test_the_24gb_preset_loads_holds_only_its_changes_and_binds_the_ti2v_adapter(tmp_path):
-    """tests/test_presets.py's checks on this preset, and the run it loads is a TI2V-5B's."""
+def test_the_24gb_preset_binds_the_ti2v_adapter():
+    """The run it loads is a TI2V-5B's (tests/test_presets.py loads, round-trips and plans
+    every bundled preset, this one included)."""
     from backend.config.presets import load_preset
     from backend.families import get_family
-    from tests import test_presets as presets
 
-    presets.test_every_preset_loads_and_holds_only_what_it_changes(PRESET)
-    presets.test_load_save_load_round_trips(tmp_path, PRESET)
     cfg = load_preset(PRESET)
     assert (cfg.height, cfg.width, cfg.num_frames, cfg.sample_fps) == (704, 1280, 121, 24)
     assert get_family("wan").for_config(cfg).title == "Wan2.2-TI2V-5B"

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import make_dataset, run_stage, write_accelerate_config
-from tests.test_train import SEED_ZERO3, assert_ok, check_progress
+from tests.harness.seeds import SEED_ZERO3
+from tests.harness.stages import (assert_ok, check_progress, make_dataset, run_stage,
+                                  write_accelerate_config)
 
 BASE, TURBO = "Tongyi-MAI/Z-Image", "Tongyi-MAI/Z-Image-Turbo"
 TARGETS = "to_q,to_k,to_v,to_out.0,w1,w2,w3"

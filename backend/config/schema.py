@@ -562,9 +562,9 @@ def family_defaults(family: str, variant: str | None = None) -> dict[str, Any]:
     spec = family_spec(family)
     out = RunConfig.model_construct().model_dump(mode="json")
     out.update(copy.deepcopy(dict(spec.defaults)))
-    for var in spec.variants:
-        if var.name == variant:
-            out.update(copy.deepcopy(dict(var.defaults)))
+    var = spec.variant(variant)
+    if var is not None:
+        out.update(copy.deepcopy(dict(var.defaults)))
     out["model_family"] = family
     return out
 

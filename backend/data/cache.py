@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from backend.core import readgate, writegate
+from backend.core.diskspace import writing
 from backend.config.schema import RunConfig
+from backend.models.lora import write_json_atomic
 from backend.data.dataset import (IMAGE_LOADING, Record, load_input_image, load_pixels, target_size,
                                   upright_size)
 
@@ -92,8 +94,6 @@ def read_manifest(cache_dir: str | Path) -> dict[str, Any] | None:
 
 def write_manifest(cache_dir: str | Path, entries: list[dict], model_fp: list,
                    family: str) -> Path:
-    from backend.models.lora import write_json_atomic
-
     return write_json_atomic(Path(cache_dir) / MANIFEST, {
         "format": FORMAT, "family": family, "model": model_fp, "samples": entries})
 
@@ -102,8 +102,6 @@ def save_sample(path: Path, tensors: dict[str, Any], meta: dict[str, str]) -> No
     """One cached sample, written atomically; a full disk or a file past the process's
     file-size limit names this file (``backend.core.diskspace.writing``)."""
     from safetensors.torch import save
-
-    from backend.core.diskspace import writing
 
     data = save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=meta)
     with writing(path, len(data)):

@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from backend.core import libraries
 from backend.families.base import Component, FamilySpec, Variant
 
 if TYPE_CHECKING:
@@ -72,8 +73,6 @@ def family_spec(name: str) -> FamilySpec:
 
 def get_family(name: str) -> "Family":
     """The adapter of family ``name`` (imports its module, and so torch)."""
-    from backend.core import libraries
-
     adapter = _adapter(name)
     if libraries.is_threaded() and name not in _READY:
         with libraries.locked():
@@ -97,8 +96,6 @@ _READY: set[str] = set()
 
 @lru_cache(maxsize=None)
 def _adapter(name: str) -> "Family":
-    from backend.core import libraries
-
     spec = family_spec(name)
     with libraries.locked():  # one thread imports an adapter module at a time
         adapter = importlib.import_module(spec.adapter).Adapter()

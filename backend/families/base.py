@@ -181,12 +181,16 @@ class FamilySpec:
                 out.append(new)
         return ",".join(out), notes
 
+    def variant(self, name: str | None) -> Variant | None:
+        """The variant called ``name``; None for None or a name the family has not."""
+        return next((v for v in self.variants if v.name == name), None)
+
     def size_multiple(self, variant: str | None = None) -> tuple[int, str]:
         """(the multiple every image side is resized to, the model's title) for the family,
         or for its variant ``variant`` when that declares its own."""
-        for var in self.variants:
-            if var.name == variant and var.resolution_multiple:
-                return var.resolution_multiple, var.title
+        var = self.variant(variant)
+        if var is not None and var.resolution_multiple:
+            return var.resolution_multiple, var.title
         return self.resolution_multiple, self.title
 
     def variant_of(self, model_id: str) -> Variant | None:
@@ -486,5 +490,7 @@ class Family(abc.ABC):
 
     # --- tests and the demo ----------------------------------------------------------------
     @abc.abstractmethod
-    def build_tiny(self, out_dir: str | Path, seed: int = 0) -> Path:
-        """Write a random-init tiny pipeline of the real classes (hub layout) to ``out_dir``."""
+    def build_tiny(self, out_dir: str | Path, seed: int = 0, variant: str | None = None
+                   ) -> Path:
+        """Write a random-init tiny pipeline of the real classes (hub layout) to ``out_dir``:
+        the family's default model's, or ``variant``'s where its architecture differs."""

@@ -25,6 +25,7 @@ from typing import Any, Callable
 from backend.jobs.memory import NO_OOM_NOTE, OOM_NOTE
 from backend.jobs.watch import LOG_PREFIX, STAGE_HEADER
 from backend.core.rundir import DEEPSPEED_JSON
+from backend.config.meta import field_meta
 
 
 @dataclass
@@ -145,8 +146,6 @@ def _get(cfg: dict, name: str) -> Any:
     """A setting of the run, or the schema's default when its config leaves it out."""
     if name in cfg:
         return cfg[name]
-    from backend.config.meta import field_meta
-
     return field_meta(name)["default"]
 
 
@@ -157,8 +156,6 @@ def _on(cfg: dict, key: str) -> bool:
 def _next_choice(name: str, now: Any) -> str | None:
     """The schema's next choice of ``name`` after ``now`` (offload modes go none -> model ->
     sequential); None after the last one or for a value that is not a choice."""
-    from backend.config.meta import field_meta
-
     choices = [str(c) for c in field_meta(name)["choices"]]
     now = str(now) if now else str(field_meta(name)["default"])
     i = choices.index(now) if now in choices else -1

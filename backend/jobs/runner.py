@@ -62,10 +62,14 @@ from backend.jobs.queue import DEFAULT_MIN_FREE_DISK, disk_refusal, normalize_gp
     start_ready
 from backend.jobs.supervisor import DEFAULT_STOP_GRACE_S, LEFTOVER_GRACE_S
 from backend.jobs.watch import LOG_PREFIX, ProgressState, last_end_event, read_tail, utf8_cut
-from backend.planning.plan import StagePlan
+from backend.planning.plan import StagePlan, plan_run
 from backend.core.progress import read_events
-from backend.core import rundir
+from backend.core import readgate, rundir
 from backend.core.rundir import RunDir, new_run_id
+from backend.config.errors import ConfigError
+from backend.models.lora import target_module_problems
+from backend.data.cache import CacheError, check_cache
+from backend.planning import preflight
 
 if TYPE_CHECKING:
     from backend.config.schema import RunConfig
@@ -93,8 +97,6 @@ def input_problems(cfg: "RunConfig") -> list[str]:
     the dataset folder and metadata file for data_process and one-shot training, the
     stage-1 cache for a train-only split run (data_process not planned). Read through the
     run's read gate, so a folder outside the user's roots reads as missing."""
-    from backend.core import readgate
-
     stages = list(cfg.stages)
     gate = readgate.for_config(cfg)
     base, meta = cfg.dataset_base_path, cfg.dataset_metadata_path
@@ -110,8 +112,6 @@ def input_problems(cfg: "RunConfig") -> list[str]:
                             f"an existing .csv, .json or .jsonl file, or empty for .txt "
                             f"captions next to the images)")
     if reads_cache:
-        from backend.data.cache import CacheError, check_cache
-
         try:
             check_cache(Path(base).expanduser(), gate)
         except CacheError as e:
@@ -127,15 +127,10 @@ def check_before_start(cfg: "RunConfig") -> None:
     (``backend.planning.preflight``: dataset rows, images, clips, edit rows, validation_samples),
     the LoRA target names against the trained component's modules, and a sample stage's
     prompts, input images and checkpoints. Raises ConfigError listing every problem."""
-    from backend.planning import preflight
-    from backend.config.errors import ConfigError
-
     problems = input_problems(cfg)
     if not problems:  # the files are there: what the stages would say of them
         problems += preflight.dataset_problems(cfg)
     if "train" in cfg.stages:
-        from backend.models.lora import target_module_problems
-
         problems += target_module_problems(cfg)
     problems += preflight.sample_problems(cfg)
     if problems:
@@ -313,7 +308,6 @@ class Runner:
         if refusal:
             raise RunnerError(refusal)
         check_before_start(cfg)
-        from backend.planning.plan import plan_run
 
         run_id = new_run_id()
         run_dir = RunDir.new(self.workspace, run_id).run_dir

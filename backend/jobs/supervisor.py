@@ -56,6 +56,8 @@ from backend.jobs.processes import (
 from backend.jobs.queue import disk_refusal, ready_runs, start_ready
 from backend.jobs.watch import LOG_PREFIX, last_end_event, read_tail
 from backend.core.rundir import RunDir
+from backend.jobs import diagnosis
+from backend.jobs.memory import MemoryWatch
 
 if TYPE_CHECKING:
     import subprocess
@@ -288,8 +290,6 @@ class Supervisor:
                 (proc.pid, proc.pid, process_start_time(proc.pid), started, self.run_id,
                  stage["idx"]))
 
-        from backend.jobs.memory import MemoryWatch
-
         memory = MemoryWatch()
         stopped = killed = False
         last_reap = time.monotonic()
@@ -315,8 +315,6 @@ class Supervisor:
         self.reap()
         self.proc = None
         ended = time.time()
-
-        from backend.jobs import diagnosis  # light; only needed at the end of a stage
 
         # Under accelerate launch the leader is the launcher (exit 1 for any failure): keep
         # the stage process's own exit status, which the launcher reports in the log.

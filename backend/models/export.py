@@ -74,8 +74,11 @@ from safetensors import safe_open
 from safetensors.torch import save
 
 from backend.core import rundir, writegate
+from backend.config.schema import FIELDS, RunConfig
 from backend.families import default_family, family_names, get_family
 from backend.families.base import Family
+from backend.families.common import weight_files
+from backend.models.hub import resolve_component_dirs
 
 FORMATS = ("reference", "diffusers", "comfyui")
 ADAPTER = "default"
@@ -317,8 +320,6 @@ def _config_from_training_args(src: Path) -> tuple[dict[str, Any], str, str] | N
             tdir = (data.get("resolved_components") or {}).get("transformer")
             if tdir and (Path(tdir) / "config.json").is_file():
                 return read_transformer_config(tdir), str(tdir), family
-            from backend.config.schema import FIELDS, RunConfig
-            from backend.models.hub import resolve_component_dirs
 
             known = {k: v for k, v in data.items() if k in FIELDS}
             cfg = RunConfig.model_validate(known).model_copy(update={"offline": True})
@@ -381,8 +382,6 @@ def base_weights(where: str | os.PathLike | None, modules: list[str]) -> dict[st
     """The base ``<module>.weight`` tensors of the trained component (float32), read from the
     safetensors files of ``where`` (a pipeline folder, its transformer folder or its
     config.json). Raises LoraFormatError naming what is missing."""
-    from backend.families.common import weight_files
-
     folder = None
     if where is not None:
         p = Path(where)

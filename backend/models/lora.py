@@ -26,6 +26,8 @@ from typing import Any, Iterable
 
 from backend.core import writegate
 from backend.core.diskspace import writing
+from backend.families import default_family, family_names, get_family
+from backend.models.hub import local_component_dir, models_dir
 
 FORMAT = "zerolora-lora"
 ADAPTER = "default"
@@ -155,7 +157,6 @@ def _number(x: float) -> str:
 
 
 def _default_family() -> str:
-    from backend.families import default_family
     return default_family()
 
 
@@ -192,9 +193,7 @@ def lora_rank_and_targets(tensors: dict[str, Any], meta: dict[str, str]
     if meta.get("target_modules"):
         targets = meta["target_modules"].split(",")
         family = meta.get("model_family")
-        from backend.families import family_names
         if family in family_names():  # the reference's spellings, as training mapped them
-            from backend.families import get_family
             targets = get_family(family).target_modules(targets)
     elif any(".lokr_" in k for k in tensors):
         targets = sorted({k.split(".lokr_")[0] for k in tensors if ".lokr_" in k})
@@ -341,8 +340,6 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
 @functools.lru_cache(maxsize=8)
 def _linear_names(family_name: str, config_json: str) -> tuple[str, ...]:
     """Names of the trained component's Linear layers (built on the meta device, cached)."""
-    from backend.families import get_family
-
     return tuple(get_family(family_name).lora_module_map(json.loads(config_json)))
 
 
@@ -356,8 +353,6 @@ def shown_model_file(cfg, path: str | os.PathLike) -> str:
     (``<model>/transformer/config.json in models_dir``, the model id first, as the
     sources name it); elsewhere (a local path the user gave), as it is. Messages never
     name the server's models folder."""
-    from backend.models.hub import models_dir
-
     p = Path(path)
     root = models_dir(cfg)
     for candidate in (Path(os.path.abspath(p)), p.parent.resolve() / p.name):
@@ -377,13 +372,9 @@ def target_module_problems(cfg, config: dict | None = None, where: str | None = 
 
     The one check the runner makes before a run's first stage and the train stage makes
     before it loads the model."""
-    from backend.families import get_family
-
     family = get_family(cfg.model_family)
     component = family.spec.trained_component
     if config is None:
-        from backend.models.hub import local_component_dir
-
         folder = local_component_dir(cfg, component)
         if folder is not None and (folder / "config.json").is_file():
             config = json.loads((folder / "config.json").read_text(encoding="utf-8"))

@@ -20,7 +20,7 @@ import logging
 import sys
 from typing import Callable
 
-from backend.config.lowvram import QuantEntry
+from backend.config.lowvram import QuantEntry, entries_for, parse_quant_options
 
 
 class QuantizeError(RuntimeError):
@@ -36,8 +36,6 @@ OPTIONAL_PACKAGES = ("torchao", "bitsandbytes")
 def packages_needed(cfg) -> set[str]:
     """Which of ``OPTIONAL_PACKAGES`` the run asks for: a quantized component, the 8-bit
     optimizer, torchao's optimizer offload, or a customized optimizer from one of them."""
-    from backend.config.lowvram import parse_quant_options
-
     entries, _ = parse_quant_options(getattr(cfg, "quant_options", None),
                                      getattr(cfg, "fp8_models", None))
     need = {e.backend for e in entries}
@@ -181,8 +179,6 @@ def quantize_component(cfg, model, component: str, default_skip: tuple[str, ...]
                        compute_dtype=None, device=None, log: Callable[[str], None] = print,
                        defer: bool = False):
     """Apply the run's quant_options / fp8_models entry for ``component`` (if any)."""
-    from backend.config.lowvram import entries_for
-
     for entry in entries_for(cfg, component):
         quantize_model(model, entry, default_skip, compute_dtype, device, log, defer)
     return model

@@ -150,7 +150,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from backend.core import libraries
+from backend.config.lowvram import entries_for
+from backend.config.presets import load_preset
 from backend.families import default_family, family_of, family_spec, get_family
+from backend.models.hub import models_dir
+from backend.models.quantize import _skipped
 
 GB = 1e9
 CUDA_CONTEXT_GB = 0.5          # added by fits(): driver context + cuBLAS workspace
@@ -323,8 +328,6 @@ def _transformer_stats(key: str, family: str) -> TransformerStats:
     import torch
     from accelerate import init_empty_weights
 
-    from backend.core import libraries
-
     config = json.loads(key)
     cls = libraries.model_class(config["_class_name"], ("diffusers",))
     with init_empty_weights():
@@ -346,8 +349,6 @@ def _transformer_stats(key: str, family: str) -> TransformerStats:
 def _text_encoder_stats(key: str) -> ComponentStats:
     import transformers
     from accelerate import init_empty_weights
-
-    from backend.core import libraries
 
     config = json.loads(key)
     cls = libraries.model_class(config["architectures"][0], ("transformers",))
@@ -411,8 +412,6 @@ def local_model_configs(cfg) -> dict[str, dict[str, Any]]:
                 for p in (entry if isinstance(entry, list) else [entry]):
                     folders.append(Path(str(p)).expanduser().parent)
         else:
-            from backend.models.hub import models_dir
-
             base = models_dir(cfg)
             for spec in (cfg.model_id_with_origin_paths or "").split(","):
                 spec = spec.strip()
@@ -859,8 +858,6 @@ def fits(estimate: Estimate, gpu_gb: float | None, host_gb: float | None = None
 
 
 def _preset_config(name: str):
-    from backend.config.presets import load_preset
-
     return load_preset(name)
 
 
@@ -927,9 +924,6 @@ class BaseLayout:
 
 
 def _base_layout(cfg, tr: TransformerStats) -> BaseLayout:
-    from backend.config.lowvram import entries_for
-    from backend.models.quantize import _skipped
-
     b = compute_bytes(cfg)
     family = get_family(cfg.model_family)
     entry = next(iter(entries_for(cfg, "transformer")), None)
@@ -960,8 +954,6 @@ def _base_layout(cfg, tr: TransformerStats) -> BaseLayout:
 
 def _lowvram_train(cfg, tr: TransformerStats, lora: int, s: StageEstimate) -> StageEstimate:
     """The train stage with the low-VRAM options applied (unchanged without them)."""
-    from backend.config.lowvram import entries_for
-
     quant = bool(entries_for(cfg, "transformer"))
     offload = bool(getattr(cfg, "enable_model_cpu_offload", False))
     opt_off = bool(getattr(cfg, "enable_optimizer_cpu_offload", False))
@@ -998,8 +990,6 @@ def _encoder_bytes(cfg, component: str, stats: ComponentStats, b: int) -> float:
     """A frozen encoder's weight bytes; with a ``quant_options`` entry for it, every linear
     layer at the method's size (counted as all parameters but the token embedding and the
     LM head, vocab x hidden each; the skip list is taken as small)."""
-    from backend.config.lowvram import entries_for
-
     entry = next(iter(entries_for(cfg, component)), None)
     if entry is None:
         return stats.params * b

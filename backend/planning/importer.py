@@ -46,8 +46,11 @@ from backend.config.files import read_yaml
 from backend.config.paths import REPO_ROOT
 from backend.config.schema import FIELDS, NONE_WORDS, PATH_FIELDS, RunConfig
 from backend.config.validation import validate
-from backend.planning.plan import DS_ACTIVATION_FIELDS, DS_FP16, DS_OFFLOAD_FIELDS, DS_ZERO_FIELDS
+from backend.planning.plan import (DS_ACTIVATION_FIELDS, DS_FP16, DS_OFFLOAD_FIELDS, DS_ZERO_FIELDS,
+                                   plan_run, shell_line)
 from backend.core.readgate import UNRESTRICTED, ReadGate
+from backend.core.rundir import RunDir
+from backend.families import family_names, family_of, family_spec
 
 # Options of a stage-1 command that describe the data set (stage 2's point at the cache).
 DATA_KEYS = ("dataset_base_path", "dataset_metadata_path", "data_file_keys", "max_pixels",
@@ -98,8 +101,6 @@ def reference_launch_files() -> dict[str, tuple[str, str]]:
     """The launch files the reference ships, by file name: {name: (what it is, contents)},
     from each family's ``reference_launch.py`` (``LAUNCH_FILES``), where it has one."""
     import importlib
-
-    from backend.families import family_names
 
     out: dict[str, tuple[str, str]] = {}
     for name in family_names():
@@ -763,8 +764,6 @@ def _assemble(trainers: list[_Command], notes: list[str]) -> dict[str, Any]:
 def _map_reference_files(data: dict[str, Any], notes: list[str]) -> None:
     """The reference's files of an original repository (pickles among them) named as the
     same components of the family's diffusers-layout repository; never read."""
-    from backend.families import family_of, family_spec
-
     sources = data.get("model_id_with_origin_paths")
     if not isinstance(sources, str):
         return
@@ -854,9 +853,6 @@ def export_shell_script(cfg: RunConfig, *, cuda: bool | None = None) -> str:
     that folder. ``ZEROLORA_ROOT`` (default: this checkout) and ``PYTHON`` can be set.
     Data and model paths are absolute (resolved where the script was exported).
     """
-    from backend.planning.plan import plan_run, shell_line
-    from backend.core.rundir import RunDir
-
     with tempfile.TemporaryDirectory(prefix="zerolora-export-") as tmp:
         run_dir = Path(tmp).resolve() / "run"
         plans = plan_run(cfg, run_dir, cuda=cuda)

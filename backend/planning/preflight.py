@@ -26,8 +26,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from backend.core import readgate
 from backend.config.errors import ConfigError
 from backend.config.schema import RunConfig
+from backend.families import get_family
+from backend.data.batches import DataOptionError, hold_out
+from backend.data.cache import CacheError, check_cache
+from backend.data.dataset import DatasetError
+from backend.data.video import check_stage_dataset
+from backend.training.samples import checked_sample_inputs, plan_samples, resolve_checkpoints
 
 
 def _reads(cfg: RunConfig) -> tuple[bool, bool]:
@@ -40,12 +47,6 @@ def _reads(cfg: RunConfig) -> tuple[bool, bool]:
 
 def dataset_problems(cfg: RunConfig) -> list[str]:
     """What the planned stages would refuse in the dataset they read, in their words."""
-    from backend.core import readgate
-    from backend.data.batches import DataOptionError, hold_out
-    from backend.data.dataset import DatasetError
-    from backend.data.video import check_stage_dataset
-    from backend.families import get_family
-
     raw, cache = _reads(cfg)
     count, what = None, "samples"
     if raw:
@@ -58,8 +59,6 @@ def dataset_problems(cfg: RunConfig) -> list[str]:
         count = len(records)
         what = "samples" if cfg.split_training else "images"
     elif cache:
-        from backend.data.cache import CacheError, check_cache
-
         try:
             count = len(check_cache(Path(cfg.dataset_base_path).expanduser(),
                                     readgate.for_config(cfg)))
@@ -77,9 +76,6 @@ def sample_problems(cfg: RunConfig) -> list[str]:
     """What a planned sample stage would refuse before it loads a model."""
     if "sample" not in cfg.stages or not cfg.sample_prompts:
         return []
-    from backend.core import readgate
-    from backend.training.samples import checked_sample_inputs, plan_samples, resolve_checkpoints
-
     try:
         if "train" in cfg.stages:  # its checkpoints do not exist yet
             checked_sample_inputs(cfg)

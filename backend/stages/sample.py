@@ -58,6 +58,7 @@ from backend.core import exits, readgate, rundir
 from backend.config.cli import parse_stage_args
 from backend.config.errors import ConfigError
 from backend.core.progress import ProgressWriter, progress_file_in
+from backend.models.quantize import keep_out_unneeded
 from backend.training.samples import plan_samples, render_samples, resolve_checkpoints
 
 STAGE = "sample"
@@ -104,7 +105,6 @@ def main(argv: list[str] | None = None) -> int:
         ProgressWriter(early, STAGE, enabled=is_main).end("failed", str(e).replace("\n", " "))
         return exits.REFUSED
     if own_process:  # keep unused optional packages out of the process
-        from backend.models.quantize import keep_out_unneeded
         keep_out_unneeded(cfg)
     progress_file = cfg.progress_file or str(Path(cfg.output_path) / rundir.PROGRESS)
     progress = ProgressWriter(progress_file, STAGE, enabled=is_main)

@@ -15,11 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from backend.core import rundir, writegate
+from backend.core import readgate, rundir, writegate
 from backend.config.errors import ConfigError
 from backend.config.schema import RunConfig
 from backend.core.rundir import list_checkpoints
 from backend.core.progress import ProgressWriter
+from backend.families import family_spec, get_family
+from backend.models.hub import resolve_component_dirs
+from backend.models.lora import load_lora, lora_type_of, read_lora
+from backend.models.quantize import quantize_frozen
+from backend.data.dataset import DatasetError, check_input_images, load_input_image, read_records
+from backend.data.video import kind_of, read_frames, read_video_records
 
 INDEX_NAME = rundir.SAMPLES_INDEX
 INDEX_VERSION = 1
@@ -70,9 +76,6 @@ def component_dirs(cfg: RunConfig, components: Iterable[str] | None = None) -> d
     """Folders of the pipeline components (backend.models.hub: local, or downloaded when
     missing); by default those the run's adapter loads for samples (a variant bound by
     ``for_config`` may load more, e.g. an image-to-video model's image encoder)."""
-    from backend.families import get_family
-    from backend.models.hub import resolve_component_dirs
-
     if components is None:
         family = get_family(cfg.model_family).for_config(cfg)
         components = family.spec.stage_components("sample")
@@ -91,13 +94,10 @@ def load_pipeline(cfg: RunConfig, device: str | None = None, dtype: Any = None,
                   dirs: dict[str, Path] | None = None):
     """The family's pipeline from the resolved component folders, on ``device`` (auto) in
     ``dtype``, with the config's offload and tiling."""
-    from backend.families import get_family
-
     auto_device, auto_dtype = pick_device()
     device, dtype = device or auto_device, dtype or auto_dtype
     dirs = dirs or component_dirs(cfg)
     pipe = get_family(cfg.model_family).for_config(cfg).load_pipeline(dirs, dtype)
-    from backend.models.quantize import quantize_frozen
     quantize_frozen(cfg, pipe)  # quant_options for the text encoder / VAE (low VRAM)
     offload = cfg.sample_cpu_offload
     if offload == "none":
@@ -186,7 +186,6 @@ def plan_samples(cfg: RunConfig, checkpoints: list[Path]) -> list[Job]:
         raise ConfigError([f"checkpoints: LoRA scales {lora_scales} need a LoRA checkpoint (got "
                            f"none; allowed --checkpoints FILE_OR_FOLDER, or sample_lora_scales "
                            f"[0] for base images only)"])
-    from backend.families import get_family
 
     seed = cfg.sample_seed
     ext = get_family(cfg.model_family).sample_suffix
@@ -209,8 +208,6 @@ def checked_sample_inputs(cfg: RunConfig) -> list[tuple[str, ...]]:
     input images (edit, image-to-video) needs them on every prompt's line, a text-to-image
     model none. Run before a run starts too (``jobs.runner.check_before_start``), so a
     missing line is refused before training, not after it. Raises ``ConfigError``."""
-    from backend.families import get_family
-
     inputs = sample_inputs(cfg)
     takes = get_family(cfg.model_family).for_config(cfg).input_images
     missing = [str(i + 1) for i, paths in enumerate(inputs) if takes and not paths]
@@ -233,8 +230,6 @@ def sample_inputs(cfg: RunConfig) -> list[tuple[str, ...]]:
     checked through the run's read gate. A ``ConfigError`` names what is wrong. With no
     ``sample_images`` at all, a model that renders from input images takes them from the
     dataset's rows in turn (``dataset_inputs``)."""
-    from backend.core import readgate
-
     lines = list(cfg.sample_images)
     if not lines and cfg.sample_prompts:
         from_rows = dataset_inputs(cfg, len(cfg.sample_prompts))
@@ -264,17 +259,12 @@ def dataset_inputs(cfg: RunConfig, count: int) -> list[tuple[str, ...]] | None:
     image-to-video row's clip (its first frame conditions the sample, as in training).
     None for a model that takes no input images, or when the rows cannot be read (a
     train-only run whose dataset is the cache): ``sample_images`` must name them then."""
-    from backend.data.dataset import DatasetError, check_input_images, read_records
-    from backend.families import get_family
-
     family = get_family(cfg.model_family)
     takes = family.for_config(cfg).input_images
     if not takes or count < 1:
         return None
     try:
         if family.media == "video":
-            from backend.data.video import read_video_records
-
             records, problems = read_video_records(cfg)
             rows = [(str(r.image),) for r in records[:count]]
         else:
@@ -291,10 +281,6 @@ def dataset_inputs(cfg: RunConfig, count: int) -> list[tuple[str, ...]] | None:
 def _input_images(cfg: RunConfig, paths: tuple[str, ...]) -> list:
     """PIL images of a prompt's inputs: an image as it is, a clip (a video dataset's row)
     by its first frame at the training size."""
-    from backend.core import readgate
-    from backend.data.dataset import load_input_image
-    from backend.data.video import kind_of, read_frames
-
     gate = readgate.for_config(cfg)
     out = []
     for p in paths:
@@ -327,8 +313,6 @@ def _save_inputs(cfg: RunConfig, job: Job, output_dir: Path) -> str:
 
 
 def _settings(cfg: RunConfig) -> dict[str, Any]:
-    from backend.families import get_family
-
     out = {"seed": cfg.sample_seed, "steps": cfg.sample_steps, "cfg": cfg.sample_cfg,
            "height": cfg.sample_height, "width": cfg.sample_width,
            "negative_prompt": cfg.sample_negative_prompt}
@@ -374,8 +358,6 @@ def _reusable_base(job: Job, old: list[dict], settings: dict, base_model: str,
 def _render(pipe, cfg: RunConfig, prompt: str, inputs: tuple[str, ...] = ()):
     import torch
 
-    from backend.families import get_family
-
     generator = torch.Generator(device="cpu").manual_seed(cfg.sample_seed)
     family = get_family(cfg.model_family).for_config(cfg)
     extra = {"num_frames": cfg.sample_num_frames} if family.media == "video" else {}
@@ -393,7 +375,6 @@ def attach_lora(pipe, ckpt, adapter: str) -> None:
     diffusers' ``load_lora_weights``, a LoKr (no diffusers keys exist for it) through peft
     onto the trained component."""
     from backend.models.export import load_as_diffusers
-    from backend.models.lora import load_lora, lora_type_of, read_lora
 
     tensors, _ = read_lora(ckpt)
     if lora_type_of(tensors) == "lokr":
@@ -424,7 +405,6 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
     jobs = plan_samples(cfg, ckpts)
     if pipe is None:
         dirs = component_dirs(cfg)
-        from backend.families import family_spec
         base_model = str(dirs[family_spec(cfg.model_family).trained_component])
     else:
         base_model = str(getattr(pipe.transformer.config, "_name_or_path", ""))
@@ -454,8 +434,6 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
         if reused is not None:
             entry = dict(reused, prompt_index=job.prompt_index)
         else:
-            from backend.families import get_family
-
             path = output_dir / job.image
             path.parent.mkdir(parents=True, exist_ok=True)
             written = get_family(cfg.model_family).save_sample(image, path, cfg)

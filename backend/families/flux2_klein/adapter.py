@@ -30,6 +30,7 @@ from typing import Any
 
 from backend.families.base import Family, Schedule
 from backend.families.common import OffloadingEncoder, cached_sample, pipeline_loaders
+from backend.families.flux2_klein.published import CONFIGS, CONFIGS_9B, SCHEDULER
 
 NUM_TRAIN_TIMESTEPS = 1000
 MAX_SEQUENCE_LENGTH = 512
@@ -109,8 +110,6 @@ class Encoder(OffloadingEncoder):
 def training_schedule() -> Schedule:
     """The scheduler's 1000 training sigmas (1.000, 0.999 ... 0.001); no weights."""
     from diffusers import FlowMatchEulerDiscreteScheduler
-
-    from backend.families.flux2_klein.published import SCHEDULER
 
     return Schedule(FlowMatchEulerDiscreteScheduler(**SCHEDULER).sigmas.float())
 
@@ -207,11 +206,9 @@ class Adapter(Family):
     render = staticmethod(render)
 
     def published_configs(self):
-        from backend.families.flux2_klein.published import CONFIGS
         return {k: dict(v) for k, v in CONFIGS.items()}
 
     def variant_configs(self, variant):
-        from backend.families.flux2_klein.published import CONFIGS, CONFIGS_9B
         return {k: dict(v) for k, v in (CONFIGS_9B if variant == "base_9b" else CONFIGS).items()}
 
     def lora_module_map(self, config=None):
@@ -227,6 +224,6 @@ class Adapter(Family):
         return (int(config["num_layers"]) + int(config["num_single_layers"]),
                 int(config["num_attention_heads"]) * int(config["attention_head_dim"]))
 
-    def build_tiny(self, out_dir, seed=0):
+    def build_tiny(self, out_dir, seed=0, variant=None):  # the variants differ only in size
         from backend.families.flux2_klein.tiny import build_tiny_flux2_klein
         return build_tiny_flux2_klein(out_dir, seed)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from backend.families.common import save_tiny_pipeline, train_byte_level_bpe
 from backend.families.flux2_klein.published import SCHEDULER
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
@@ -68,8 +69,6 @@ VAE_CONFIG = dict(
 def build_tokenizer():
     """A byte-level BPE on the caption words, as a ``Qwen2TokenizerFast`` with a chat template."""
     from transformers import Qwen2TokenizerFast
-
-    from backend.families.common import train_byte_level_bpe
 
     tok = train_byte_level_bpe(VOCAB_SENTENCES, VOCAB_SIZE - len(SPECIAL_TOKENS))
     tok.add_special_tokens(SPECIAL_TOKENS)
@@ -112,8 +111,6 @@ def build_components(seed: int = 0) -> dict:
 def build_tiny_flux2_klein(out_dir: str | Path, seed: int = 0) -> Path:
     """Write a random-init tiny FLUX.2 [klein] pipeline to ``out_dir``; return its path."""
     from diffusers import Flux2KleinPipeline
-
-    from backend.families.common import save_tiny_pipeline
 
     out = save_tiny_pipeline(Flux2KleinPipeline(**build_components(seed)), out_dir)
     # The text encoder's folder is recognised by its config's architectures.

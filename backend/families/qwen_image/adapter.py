@@ -267,6 +267,11 @@ class Adapter(Family):
     def published_configs(self):
         return {k: dict(v) for k, v in CONFIGS.items()}
 
-    def build_tiny(self, out_dir, seed=0):
-        from backend.families.qwen_image.tiny import build_tiny_qwen_image
-        return build_tiny_qwen_image(out_dir, seed)
+    def build_tiny(self, out_dir, seed=0, variant=None):
+        from backend.families.qwen_image import tiny
+        var = self.spec.variant(variant)
+        if var is not None and var.input_images:  # an edit model
+            return tiny.build_tiny_qwen_image_edit(
+                out_dir, seed, plus=var.input_images > 1,
+                zero_cond_t=bool(var.config_values.get("transformer", {}).get("zero_cond_t")))
+        return tiny.build_tiny_qwen_image(out_dir, seed)

@@ -46,6 +46,8 @@ import torch
 import torch.nn.functional as F
 from PIL import Image, ImageDraw
 
+from backend.families.qwen_image.tiny import build_components, save_pipeline
+
 RES = 64
 SHAPES = ("circle", "square", "triangle")
 COLOURS = {
@@ -484,8 +486,6 @@ def verify(model_dir: Path, seeds: tuple[int, ...] = (0, 1, 2, 3), grid_path: Pa
 def build(out: Path, s: BuildSettings) -> dict:
     """Train the demo base model and write it, the demo data set and demo_build.json under ``out``."""
     from diffusers import QwenImagePipeline
-
-    from backend.families.qwen_image.tiny import build_components, save_pipeline
 
     torch.set_num_threads(s.threads)
     t0 = time.time()

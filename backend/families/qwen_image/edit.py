@@ -189,7 +189,7 @@ class EditAdapter(Adapter):
         text-to-image config. An edit config whose variant is unknown (a local transformer
         folder) is taken as 2509/2511's pipeline, which also takes one image."""
         _, name = family_of(cfg.to_dict())
-        variant = next((v for v in base.spec.variants if v.name == name), None)
+        variant = base.spec.variant(name)
         takes = variant.input_images if variant is not None else 0
         if not takes and cfg.extra_inputs:
             takes = max(v.input_images for v in base.spec.variants)

@@ -24,6 +24,9 @@ from pathlib import Path
 
 import torch
 
+from backend.families.common import bpe_vocab_and_merges, save_tiny_pipeline, train_byte_level_bpe
+from backend.families.qwen_image.qwen_vl import load_processor
+
 # Qwen-Image's prompt template (diffusers' QwenImagePipeline.prompt_template_encode); the
 # pipeline drops its first PROMPT_TEMPLATE_DROP tokens. The tiny tokenizer is trained so
 # that this prefix is also exactly 34 tokens, as with the real tokenizer.
@@ -106,8 +109,6 @@ VAE_CONFIG = dict(
 def build_tokenizer():
     """A byte-level BPE trained on the template and caption words, as a ``Qwen2Tokenizer``."""
     from transformers import Qwen2Tokenizer
-
-    from backend.families.common import bpe_vocab_and_merges, train_byte_level_bpe
 
     # Special tokens are split out by the tokenizer before BPE; train on plain text only.
     corpus = []
@@ -206,8 +207,6 @@ def save_pipeline(components: dict, out_dir: str | Path) -> Path:
     """Write components in the hub layout with ``QwenImagePipeline.save_pretrained`` (safetensors)."""
     from diffusers import QwenImagePipeline
 
-    from backend.families.common import save_tiny_pipeline
-
     # transformers may also write generation_config.json; harmless.
     return save_tiny_pipeline(QwenImagePipeline(**components), out_dir)
 
@@ -228,8 +227,6 @@ def build_tiny_qwen_image_edit(out_dir: str | Path, seed: int = 0, *, plus: bool
     model_index.json naming ``QwenImageEditPlusPipeline`` (2509/2511) or
     ``QwenImageEditPipeline`` with its processor."""
     from diffusers import QwenImageTransformer2DModel
-
-    from backend.families.qwen_image.qwen_vl import load_processor
 
     components = build_components(seed)
     if zero_cond_t:

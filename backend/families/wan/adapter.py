@@ -390,6 +390,11 @@ class Adapter(Family):
         frame_strip(result, 4).save(strip)
         return [path, strip]
 
-    def build_tiny(self, out_dir, seed=0):
-        from backend.families.wan.tiny import build_tiny_wan
-        return build_tiny_wan(out_dir, seed)
+    def build_tiny(self, out_dir, seed=0, variant=None):
+        from backend.families.wan import tiny
+        builder = {"wan_i2v_14b_480p": tiny.build_tiny_wan_i2v,
+                   "wan_i2v_14b_720p": tiny.build_tiny_wan_i2v,
+                   "wan22_t2v_a14b": tiny.build_tiny_wan_a14b,
+                   "wan22_i2v_a14b": tiny.build_tiny_wan_i2v_a14b,
+                   "wan22_ti2v_5b": tiny.build_tiny_wan_ti2v}.get(variant, tiny.build_tiny_wan)
+        return builder(out_dir, seed)

@@ -148,7 +148,7 @@ class I2VAdapter(Adapter):
         id or a local pipeline's class) or it gives ``extra_inputs: input_image``; None
         otherwise."""
         _, name = family_of(cfg.to_dict())
-        variant = next((v for v in base.spec.variants if v.name == name), None)
+        variant = base.spec.variant(name)
         takes = variant.input_images if variant is not None else 0
         if not takes and cfg.extra_inputs != "input_image":
             return None

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import torch
 
+from backend.families.wan.published import VAE_22
+
 VOCAB_SENTENCES = [
     "a red ball rolls from left to right on a white floor",
     "a blue square slides up and down over a black background",
@@ -205,8 +207,6 @@ def build_tiny_wan_i2v_a14b(out_dir: str | Path, seed: int = 0, boundary_ratio: 
 # compression and latents_mean / latents_std) at toy width; the transformer over its 48
 # channels; the released scheduler's shift 5.
 def _ti2v_vae_config() -> dict:
-    from backend.families.wan.published import VAE_22
-
     keep = ("in_channels", "out_channels", "is_residual", "patch_size", "scale_factor_spatial",
             "scale_factor_temporal", "temperal_downsample", "z_dim", "latents_mean",
             "latents_std")

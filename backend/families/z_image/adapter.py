@@ -26,6 +26,7 @@ from typing import Any
 
 from backend.families.base import Family, Schedule
 from backend.families.common import OffloadingEncoder, cached_sample, noised, pipeline_loaders
+from backend.families.z_image.published import CONFIGS, SCHEDULER
 
 NUM_TRAIN_TIMESTEPS = 1000
 MAX_SEQUENCE_LENGTH = 512          # ZImagePipeline's default
@@ -102,8 +103,6 @@ def training_schedule() -> Schedule:
     timesteps (1000 sigma) and uniform weights (all 1)."""
     import torch
     from diffusers import FlowMatchEulerDiscreteScheduler
-
-    from backend.families.z_image.published import SCHEDULER
 
     sched = FlowMatchEulerDiscreteScheduler(**SCHEDULER)
     sigmas = sched.sigmas[:NUM_TRAIN_TIMESTEPS].float()
@@ -190,13 +189,12 @@ class Adapter(Family):
     render = staticmethod(render)
 
     def published_configs(self):
-        from backend.families.z_image.published import CONFIGS
         return {k: dict(v) for k, v in CONFIGS.items()}
 
     def transformer_shape(self, config):
         """(main blocks, hidden size): Z-Image names them ``n_layers`` and ``dim``."""
         return int(config["n_layers"]), int(config["dim"])
 
-    def build_tiny(self, out_dir, seed=0):
+    def build_tiny(self, out_dir, seed=0, variant=None):  # Turbo: other weights, same classes
         from backend.families.z_image.tiny import build_tiny_z_image
         return build_tiny_z_image(out_dir, seed)

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import torch
 
+from backend.families.common import bpe_vocab_and_merges, save_tiny_pipeline, train_byte_level_bpe
+
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
 # The released tokenizer's chat template, reduced to what ``ZImagePipeline._encode_prompt``
 # uses: one user message, the generation prompt, and the empty thinking block that Qwen3's
@@ -95,8 +97,6 @@ def build_tokenizer():
     template the pipeline applies."""
     from transformers import Qwen2Tokenizer
 
-    from backend.families.common import bpe_vocab_and_merges, train_byte_level_bpe
-
     tok = train_byte_level_bpe(VOCAB_SENTENCES, TOKENIZER_VOCAB_SIZE - len(SPECIAL_TOKENS))
     vocab, merges = bpe_vocab_and_merges(tok, SPECIAL_TOKENS)
     tokenizer = Qwen2Tokenizer(
@@ -151,8 +151,6 @@ def build_components(seed: int = 0, transformer_config: dict | None = None) -> d
 def save_pipeline(components: dict, out_dir: str | Path) -> Path:
     """Write the components in the hub layout with ``ZImagePipeline.save_pretrained``."""
     from diffusers import ZImagePipeline
-
-    from backend.families.common import save_tiny_pipeline
 
     return save_tiny_pipeline(ZImagePipeline(**components), out_dir)
 

@@ -1,0 +1,152 @@
+"""The stages as a user's run starts them: ``accelerate launch -m backend.stages.<stage>`` in
+a subprocess, offline, one CPU thread; the files they read and the checks of what they write."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+CAPTIONS = [
+    ("red.png", (220, 30, 30), "circle", "a red circle on a white background"),
+    ("green.png", (30, 200, 60), "square", "a green square on a white background"),
+    ("blue.png", (30, 60, 220), "triangle", "a blue triangle on a white background"),
+    ("yellow.png", (230, 210, 40), "circle", "a yellow circle on a black background"),
+]
+
+
+def stage_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
+        "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+        "ACCELERATE_DISABLE_RICH": "1", "PYTHONUNBUFFERED": "1",
+    })
+    env.pop("ZEROLORA_MODELS_DIR", None)
+    env.update(extra or {})
+    return env
+
+
+def make_dataset(folder: Path, size: int = 64) -> Path:
+    from PIL import Image, ImageDraw
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = ["image,prompt"]
+    for name, colour, shape, caption in CAPTIONS:
+        bg = (0, 0, 0) if "black" in caption else (255, 255, 255)
+        im = Image.new("RGB", (size, size), bg)
+        d = ImageDraw.Draw(im)
+        box = (size // 4, size // 4, 3 * size // 4, 3 * size // 4)
+        if shape == "circle":
+            d.ellipse(box, fill=colour)
+        elif shape == "square":
+            d.rectangle(box, fill=colour)
+        else:
+            d.polygon([(size // 2, size // 4), (size // 4, 3 * size // 4),
+                       (3 * size // 4, 3 * size // 4)], fill=colour)
+        im.save(folder / name)
+        (folder / name).with_suffix(".txt").write_text(caption, encoding="utf-8")
+        rows.append(f"{name},{caption}")
+    (folder / "metadata.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return folder
+
+
+def write_accelerate_config(folder: Path, name: str = "plain", *, zero_stage: int = 0,
+                            num_processes: int = 1, ds_config: dict | None = None,
+                            zero3_init_flag: bool = False) -> Path:
+    """An accelerate YAML for CPU runs; with ``ds_config`` a DEEPSPEED one plus its JSON."""
+    import yaml
+
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = {"compute_environment": "LOCAL_MACHINE", "debug": False, "machine_rank": 0,
+           "main_training_function": "main", "mixed_precision": "no", "num_machines": 1,
+           "num_processes": num_processes, "rdzv_backend": "static", "same_network": True,
+           "use_cpu": True, "main_process_port": 29500 + (os.getpid() % 2000)}
+    if ds_config is not None:
+        ds_path = folder / f"{name}.json"
+        ds_path.write_text(json.dumps(ds_config, indent=2))
+        cfg.update({"distributed_type": "DEEPSPEED", "downcast_bf16": "no",
+                    "deepspeed_config": {"deepspeed_config_file": str(ds_path),
+                                         "zero3_init_flag": zero3_init_flag}})
+        cfg["use_cpu"] = False  # DeepSpeed picks its CPU accelerator by itself
+        del cfg["mixed_precision"]  # the DeepSpeed JSON decides ("auto": off here)
+    else:
+        # Several CPU processes: accelerate spawns them itself only for MULTI_GPU with
+        # use_cpu (MULTI_CPU expects an external MPI launcher), as plan.py writes it.
+        cfg["distributed_type"] = "MULTI_GPU" if num_processes > 1 else "NO"
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def run_stage(args: list[str], *, config_file: Path | None = None, cwd: Path | None = None,
+              stage: str = "train", timeout: float = 900, env: dict | None = None
+              ) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "accelerate.commands.launch"]
+    if config_file is not None:
+        cmd += ["--config_file", str(config_file)]
+    cmd += ["-m", f"backend.stages.{stage}", *[str(a) for a in args]]
+    return subprocess.run(cmd, cwd=str(cwd or REPO), env=stage_env(env), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def read_progress(path: Path) -> list[dict]:
+    from backend.core.progress import read_events
+
+    events, _ = read_events(path)
+    return events
+
+
+def eval_lora_loss(transformer_dir: str | Path, cache_dir: str | Path,
+                   lora_path: str | Path | None = None, seed: int = 0) -> float:
+    """The tiny Qwen-Image transformer (with the LoRA file ``lora_path``)'s held-out loss
+    (``Family.eval_loss``) on a stage-1 cache."""
+    import torch
+
+    from backend.data.cache import load_cached_samples
+    from backend.families import get_family
+    from backend.models.lora import load_lora
+
+    family = get_family("qwen_image")
+    model = family.load_transformer(transformer_dir, torch.float32).eval()
+    if lora_path is not None:
+        load_lora(model, lora_path)
+    return family.eval_loss(model, load_cached_samples(cache_dir), seed)
+
+
+RANK = 4
+
+
+def train_args(models_root, cache, out, *extra) -> list:
+    return ["--task", "sft:train", "--models_dir", models_root, "--offline",
+            "--model_id_with_origin_paths",
+            "Qwen/Qwen-Image:transformer/diffusion_pytorch_model*.safetensors",
+            "--dataset_base_path", cache, "--output_path", out, "--lora_rank", RANK,
+            "--learning_rate", "5e-3", "--seed", "0", *extra]
+
+
+def assert_ok(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 0, (f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
+                                  f"\n--- stderr\n{proc.stderr[-8000:]}")
+
+
+def check_progress(out: Path, total: int) -> list[dict]:
+    events = read_progress(out / "progress.jsonl")
+    assert events, "no progress events"
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "end", kinds
+    assert events[-1]["status"] == "succeeded", events[-1]
+    assert events[0]["total"] == total
+    steps = [e for e in events if e["event"] == "step"]
+    assert [e["step"] for e in steps] == list(range(1, total + 1))
+    for e in steps:
+        assert {"step", "total", "epoch", "loss", "lr", "samples_per_s", "eta_s"} <= set(e)
+        assert e["loss"] >= 0 and e["lr"] > 0  # 0 where the timestep weight is 0
+    assert sum(e["loss"] for e in steps) > 0
+    assert any(e["event"] == "checkpoint" for e in events)
+    return events
