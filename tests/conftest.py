@@ -103,3 +103,13 @@ def wan_data(tmp_path_factory) -> Path:
     from tests.harness.clips import make_video_dataset
 
     return make_video_dataset(tmp_path_factory.mktemp("wan_data") / "clips")
+
+
+# ---------------------------------------------------------------------------- every family
+@pytest.fixture(scope="session")
+def family_runs(tmp_path_factory):
+    """Per family: the tiny model, a dataset, a stage-1 cache and a trained LoRA, each built
+    on first use and shared read-only (tests/harness/families.py)."""
+    from tests.harness.families import FamilyRuns
+
+    return FamilyRuns(tmp_path_factory.mktemp("families"))

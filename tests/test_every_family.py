@@ -16,8 +16,15 @@ from backend.core.progress import read_events
 from backend.core.rundir import list_checkpoints
 from backend.data.dataset import validate_dataset
 from backend.data.video import validate_video_dataset
-from tests.harness.families import (ODD_CLIP, ODD_IMAGE, adjusted, build_models, cases,
-                                    odd_dataset, run_config, run_stage_here, write_run_config)
+from backend.data.cache import load_cached_samples
+from backend.families import get_family
+from backend.models.export import export_lora, load_lora_file
+from backend.models.lora import expected_shapes, load_lora, read_lora
+from backend.training.samples import _render as render
+from backend.training.samples import component_dirs, load_pipeline, read_index
+from tests.harness.families import (ODD_CLIP, ODD_IMAGE, RANK, adjusted, build_models, cases,
+                                    family_cases, odd_dataset, run_config, run_stage_here,
+                                    write_run_config)
 
 CASES = cases()
 pytestmark = pytest.mark.timeout(600)
@@ -54,3 +61,120 @@ def test_one_step_from_a_size_no_multiple_divides(case, tmp_path):
     with pytest.raises(ConfigError) as refused:
         validate({**raw, "height": expected[1] + m // 2, "width": expected[0]})
     assert f"multiples of {m}" in str(refused.value) or f"multiple of {m}" in str(refused.value)
+
+
+# ------------------------------------------------------------------------------------------
+# One trained LoRA per family (tests/harness/families.py FamilyRuns), every check on it
+# ------------------------------------------------------------------------------------------
+FAMILIES = family_cases()
+IDS = [c.family for c in FAMILIES]
+PROMPT = "a red circle on a white background"
+
+
+def trained_model(case, cfg):
+    """The family's trained component (float32, eval) from the run's own sources."""
+    import torch
+
+    family = get_family(case.family).for_config(cfg)
+    name = family.spec.trained_component
+    folder = component_dirs(cfg, [name])[name]
+    return family, family.load_transformer(folder, torch.float32).eval(), folder
+
+
+def shown_media(path):
+    """An image file as its pixels, a clip as its frames."""
+    from PIL import Image
+
+    from backend.data.video import read_video_frames
+
+    return read_video_frames(path) if path.suffix in (".webm", ".mp4") else Image.open(path)
+
+
+def pixels(result):
+    """A rendered image or clip (PIL image, frames, array) as one float array."""
+    import numpy as np
+
+    if isinstance(result, (list, tuple)):
+        return np.stack([pixels(r) for r in result])
+    return np.asarray(result, dtype=np.float64)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", FAMILIES, ids=IDS)
+def test_zero3_offload_training_lowers_the_held_out_loss(case, family_runs):
+    """Stage 2 under the reference's ZeRO-3 CPU-offload DeepSpeed file (parameters built
+    partitioned): every target module has its keys and shapes, the LoRA was trained, and it
+    lowers the loss on a fixed held-out batch (fixed noise and timesteps)."""
+    path, raw, out = family_runs.trained(case)
+    assert "ZeRO-3" in out and "built partitioned" in out, out[-3000:]
+    cfg = validate(raw)
+    family, model, _ = trained_model(case, cfg)
+    tensors, meta = read_lora(path)
+    assert meta["model_family"] == case.family
+    targets = family.target_modules(meta["target_modules"].split(","))
+    assert {k: tuple(v.shape) for k, v in tensors.items()} == expected_shapes(model, RANK,
+                                                                               targets)
+    assert sum(float(v.abs().sum()) for k, v in tensors.items() if ".lora_B." in k) > 0
+    samples = load_cached_samples(family_runs.cache(case))
+    before = family.eval_loss(model, samples)
+    load_lora(model, path)
+    after = family.eval_loss(model, samples)
+    print(f"\n{case.family} held-out loss: before {before:.4f}, after {after:.4f}")
+    assert after < before, f"held-out loss {after:.4f} not below {before:.4f}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", FAMILIES, ids=IDS)
+def test_every_comfyui_key_names_a_module_of_the_model(case, family_runs, tmp_path):
+    path, raw, _ = family_runs.trained(case)
+    cfg = validate(raw)
+    family, model, folder = trained_model(case, cfg)
+    comfy = export_lora(path, "comfyui", out_dir=tmp_path, transformer_config=folder,
+                        family=case.family)
+    tensors, _ = load_lora_file(comfy)
+    prefix = family.export_prefixes["comfyui"]
+    modules = {n for n, _ in model.named_modules()}
+    suffixes = (".lora_down.weight", ".lora_up.weight", ".alpha")
+    assert tensors and all(k.startswith(prefix) and k.endswith(suffixes) for k in tensors)
+    names = {family.import_module_name(k[len(prefix):].rsplit(".lora_", 1)[0]
+                                       .removesuffix(".alpha"), "comfyui") for k in tensors}
+    trained = {k.split(".lora_", 1)[0] for k in read_lora(path)[0]}
+    assert names == trained and names <= modules, sorted(names ^ trained)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", FAMILIES, ids=IDS)
+def test_the_diffusers_export_changes_the_pipelines_output(case, family_runs, tmp_path):
+    """``load_lora_weights`` of the family's own diffusers pipeline takes the export, the
+    render changes, and unloading it gives the base render back."""
+    path, raw, _ = family_runs.trained(case)
+    cfg = validate(raw)
+    _, _, folder = trained_model(case, cfg)
+    exported = export_lora(path, "diffusers", out_dir=tmp_path, transformer_config=folder,
+                           family=case.family)
+    pipe, _ = load_pipeline(cfg, device="cpu")
+    before = pixels(render(pipe, cfg, PROMPT))
+    pipe.load_lora_weights(str(exported))
+    after = pixels(render(pipe, cfg, PROMPT))
+    assert (before == before).all() and (after == after).all()  # no NaN
+    assert abs(after - before).max() > 1e-3
+    pipe.unload_lora_weights()
+    assert abs(pixels(render(pipe, cfg, PROMPT)) - before).max() < 1e-5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", FAMILIES, ids=IDS)
+def test_the_sample_stage_renders_base_and_lora(case, family_runs, tmp_path):
+    """The sample stage (in this process): the base model and the LoRA at two strengths from
+    one seed, listed in its index; the LoRA's differ from the base's and from each other."""
+    path, raw, _ = family_runs.trained(case)
+    out = tmp_path / "samples"
+    code, log = run_stage_here("sample", [
+        "--config", write_run_config(tmp_path / "run.yaml", raw), "--checkpoints", path,
+        "--output_dir", out, "--sample_prompts", PROMPT, "--sample_lora_scales", "0", "1",
+        "2"])
+    assert code == 0, log[-6000:]
+    entries = read_index(out)
+    assert [e["scale"] for e in entries] == [0.0, 1.0, 2.0]
+    shown = [pixels(shown_media(out / e["image"])) for e in entries]
+    assert abs(shown[1] - shown[0]).max() > 0 and abs(shown[2] - shown[1]).max() > 0

@@ -179,3 +179,85 @@ def odd_dataset(folder: Path, case: Case) -> Path:
 def adjusted(size: tuple[int, int], multiple: int) -> tuple[int, int]:
     """A side cut down to the multiple, as training sizes a sample within its budget."""
     return size[0] // multiple * multiple, size[1] // multiple * multiple
+
+
+# ------------------------------------------------------------------------------------------
+# One model, one cache and one trained LoRA per family, built once per session
+# ------------------------------------------------------------------------------------------
+RANK = 4
+TRAIN_REPEAT = 3  # 4 images (3 clips + a still) x 3 repeats: 12 steps
+
+
+def family_cases() -> list[Case]:
+    """Each family's own model (its first variant, or the family without variants)."""
+    seen: dict[str, Case] = {}
+    for case in cases():
+        seen.setdefault(case.family, case)
+    return list(seen.values())
+
+
+class FamilyRuns:
+    """Per case, built on first use and shared read-only by every test of the session:
+    ``models`` (the tiny pipeline), ``dataset`` (4 shapes at 64x64, or 3 clips and a still
+    at 32x32), ``cache`` (stage 1, in this process), ``trained`` (stage 2 under DeepSpeed
+    ZeRO-3 with parameter and optimizer offload, a real ``accelerate launch``)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._built: dict[tuple[str, str], Any] = {}
+
+    def _once(self, what: str, case: Case, build):
+        key = (what, case.id)
+        if key not in self._built:
+            self._built[key] = build(self.root / case.id)
+        return self._built[key]
+
+    def models(self, case: Case) -> Path:
+        return self._once("models", case, lambda d: build_models(d / "models", case))
+
+    def dataset(self, case: Case) -> Path:
+        from tests.harness.clips import make_video_dataset
+        from tests.harness.stages import make_dataset
+
+        return self._once("dataset", case, lambda d: (
+            make_video_dataset(d / "clips") if case.media == "video" else
+            make_dataset(d / "images")))
+
+    def config(self, case: Case, out: Path, **changes) -> dict:
+        """The case's run on its dataset at the test sizes, ``changes`` on top."""
+        sizes = ({"num_frames": 5, "height": 32, "width": 32, "sample_num_frames": 5}
+                 if case.media == "video" else {})
+        return run_config(case, self.models(case), self.dataset(case), out, lora_rank=RANK,
+                          seed=0, mixed_precision="no", dataset_num_workers=0,
+                          sample_height=32 if case.media == "video" else 64,
+                          sample_width=32 if case.media == "video" else 64, sample_steps=2,
+                          **sizes) | changes
+
+    def cache(self, case: Case) -> Path:
+        def build(folder: Path) -> Path:
+            raw = self.config(case, folder / "cache", task="sft:data_process")
+            code, log = run_stage_here("train", ["--config",
+                                                 write_run_config(folder / "stage1.yaml", raw)])
+            assert code == 0, log[-6000:]
+            return folder / "cache"
+        return self._once("cache", case, build)
+
+    def trained(self, case: Case) -> tuple[Path, dict, str]:
+        """(the LoRA of the last step, the run's config, the stage's output)."""
+        from tests.harness.seeds import SEED_ZERO3
+        from tests.harness.stages import assert_ok, run_stage, write_accelerate_config
+
+        def build(folder: Path):
+            raw = self.config(case, folder / "out", task="sft:train",
+                              dataset_base_path=str(self.cache(case)), learning_rate=5e-3,
+                              dataset_repeat=TRAIN_REPEAT, save_steps=6,
+                              use_gradient_checkpointing=True, initialize_model_on_cpu=True)
+            raw.pop("dataset_metadata_path", None)
+            acc = write_accelerate_config(folder, "z3", ds_config=SEED_ZERO3,
+                                          zero3_init_flag=True)
+            proc = run_stage(["--config", write_run_config(folder / "train.yaml", raw)],
+                             config_file=acc)
+            assert_ok(proc)
+            from backend.core.rundir import list_checkpoints
+            return list_checkpoints(folder / "out")[-1], raw, proc.stdout
+        return self._once("trained", case, build)
