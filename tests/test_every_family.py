@@ -8,12 +8,14 @@ particular to it. A tiny family planted here gets the same checks.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from backend.config.errors import ConfigError
 from backend.config.validation import validate
 from backend.core.progress import read_events
-from backend.core.rundir import list_checkpoints
+from backend.core.rundir import RunDir, list_checkpoints
 from backend.data.dataset import validate_dataset
 from backend.data.video import validate_video_dataset
 from backend.data.cache import load_cached_samples
@@ -22,9 +24,10 @@ from backend.models.export import export_lora, load_lora_file
 from backend.models.lora import expected_shapes, load_lora, read_lora
 from backend.training.samples import _render as render
 from backend.training.samples import component_dirs, load_pipeline, read_index
+from webui import jobs as results
 from tests.harness.families import (ODD_CLIP, ODD_IMAGE, RANK, adjusted, build_models, cases,
                                     family_cases, odd_dataset, run_config, run_stage_here,
-                                    write_run_config)
+                                    sigterm_after_step, write_run_config)
 
 CASES = cases()
 pytestmark = pytest.mark.timeout(600)
@@ -164,11 +167,14 @@ def test_the_diffusers_export_changes_the_pipelines_output(case, family_runs, tm
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", FAMILIES, ids=IDS)
-def test_the_sample_stage_renders_base_and_lora(case, family_runs, tmp_path):
-    """The sample stage (in this process): the base model and the LoRA at two strengths from
-    one seed, listed in its index; the LoRA's differ from the base's and from each other."""
+def test_the_sample_stage_renders_base_and_lora_into_the_results_grid(case, family_runs,
+                                                                       tmp_path):
+    """The sample stage (in this process) into a run's samples folder: the base model and
+    the LoRA at two strengths from one seed; the LoRA's differ from the base's and from each
+    other, and the Results tab's grid shows them as its columns."""
     path, raw, _ = family_runs.trained(case)
-    out = tmp_path / "samples"
+    run = {"id": "run-1", "run_dir": str(tmp_path / "run")}
+    out = RunDir.of(run).samples
     code, log = run_stage_here("sample", [
         "--config", write_run_config(tmp_path / "run.yaml", raw), "--checkpoints", path,
         "--output_dir", out, "--sample_prompts", PROMPT, "--sample_lora_scales", "0", "1",
@@ -178,3 +184,48 @@ def test_the_sample_stage_renders_base_and_lora(case, family_runs, tmp_path):
     assert [e["scale"] for e in entries] == [0.0, 1.0, 2.0]
     shown = [pixels(shown_media(out / e["image"])) for e in entries]
     assert abs(shown[1] - shown[0]).max() > 0 and abs(shown[2] - shown[1]).max() > 0
+    images, titles, columns = results.grid(run)
+    assert titles == ["base model", f"{path.stem} × 1", f"{path.stem} × 2"] and columns == 3
+    assert [Path(i) for i, _ in images] == [out / e["image"] for e in entries]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", FAMILIES, ids=IDS)
+def test_a_stopped_run_resumes_at_its_step_to_the_same_lora(case, family_runs, tmp_path):
+    """Stopped by SIGTERM at step 2 of 6 (in this process, no DeepSpeed), resumed from its
+    state folder: it continues at step 3, ends at 6, and its LoRA equals an uninterrupted
+    run's (data order, noise and optimizer state kept)."""
+    def train(name: str, **changes):
+        raw = family_runs.config(case, tmp_path / name, task="sft:train",
+                                 dataset_base_path=str(family_runs.cache(case)),
+                                 learning_rate=5e-3, num_epochs=1000, max_steps=6,
+                                 save_steps=6, **changes)
+        raw.pop("dataset_metadata_path", None)
+        return run_stage_here("train", ["--config", write_run_config(
+            tmp_path / f"{name}-{len(changes)}.yaml", raw)])
+
+    code, log = train("full")
+    assert code == 0, log[-6000:]
+    with sigterm_after_step(2):
+        code, log = train("part")
+    assert code == 143, log[-6000:]  # the stage's exit code for a stop
+    events, _ = read_events(tmp_path / "part" / "progress.jsonl")
+    assert events[-1]["status"] == "stopped" and events[-1]["step"] == 2, events[-1]
+    code, log = train("part", resume_from=str(tmp_path / "part" / "state"))
+    assert code == 0, log[-6000:]
+    events, _ = read_events(tmp_path / "part" / "progress.jsonl")
+    resumed = events[max(i for i, e in enumerate(events) if e["event"] == "start"):]
+    assert resumed[0]["step"] == 2
+    assert [e["step"] for e in resumed if e["event"] == "step"] == [3, 4, 5, 6]
+    assert resumed[-1]["status"] == "succeeded"
+    full, _ = read_lora(tmp_path / "full" / "step-6.safetensors")
+    again, _ = read_lora(tmp_path / "part" / "step-6.safetensors")
+    assert full.keys() == again.keys()
+    for k in full:
+        assert torch_close(full[k], again[k]), k
+
+
+def torch_close(a, b) -> bool:
+    import torch
+
+    return torch.allclose(a, b, atol=1e-6, rtol=1e-5)

@@ -261,3 +261,27 @@ class FamilyRuns:
             from backend.core.rundir import list_checkpoints
             return list_checkpoints(folder / "out")[-1], raw, proc.stdout
         return self._once("trained", case, build)
+
+
+@contextlib.contextmanager
+def sigterm_after_step(step: int):
+    """A SIGTERM to this process right after the stage writes its ``step`` event, as the
+    job runner's stop sends it: the stage's own handler takes it, and the run stops at its
+    next safe point (for ``run_stage_here``; a subprocess is stopped with ``os.killpg``)."""
+    import os
+    import signal
+
+    from backend.core.progress import ProgressWriter
+
+    emit = ProgressWriter.emit
+
+    def emit_then_stop(self, event, **fields):
+        emit(self, event, **fields)
+        if event == "step" and fields.get("step") == step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    ProgressWriter.emit = emit_then_stop
+    try:
+        yield
+    finally:
+        ProgressWriter.emit = emit
