@@ -2,12 +2,21 @@
 own (``tests/harness/families.py`` makes the cases); a family's own file keeps only what is
 particular to it. A tiny family planted here gets the same checks.
 
+- Training, exports, samples, resume: one LoRA per family trained under DeepSpeed ZeRO-3 with
+  offload lowers the held-out loss; every ComfyUI key names a module; the diffusers export
+  changes the family pipeline's output; the sample stage renders into the Results grid; a
+  stopped run resumes at its step to the same LoRA.
 - Sizes: a 100x58 image (or a 16:9 clip of 96x54) that no family's multiple divides trains
   one step at the sizes the family's multiple gives, as the Dataset check says; a fixed
   height or width that is no multiple is refused, naming the multiple.
 """
 from __future__ import annotations
 
+import inspect
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +28,7 @@ from backend.core.rundir import RunDir, list_checkpoints
 from backend.data.dataset import validate_dataset
 from backend.data.video import validate_video_dataset
 from backend.data.cache import load_cached_samples
-from backend.families import get_family
+from backend.families import EXTRA_FAMILIES_ENV, get_family
 from backend.models.export import export_lora, load_lora_file
 from backend.models.lora import expected_shapes, load_lora, read_lora
 from backend.training.samples import _render as render
@@ -28,6 +37,7 @@ from webui import jobs as results
 from tests.harness.families import (ODD_CLIP, ODD_IMAGE, RANK, adjusted, build_models, cases,
                                     family_cases, odd_dataset, run_config, run_stage_here,
                                     sigterm_after_step, write_run_config)
+from tests.harness.stages import REPO, stage_env
 
 CASES = cases()
 pytestmark = pytest.mark.timeout(600)
@@ -229,3 +239,26 @@ def torch_close(a, b) -> bool:
     import torch
 
     return torch.allclose(a, b, atol=1e-6, rtol=1e-5)
+
+
+def common_checks() -> list[str]:
+    """This module's tests that every family and variant gets (those taking a ``case``)."""
+    return sorted(name for name, f in globals().items() if name.startswith("test_")
+                  and callable(f) and "case" in inspect.signature(f).parameters)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_a_planted_family_gets_every_common_check():
+    """A family defined in tests/harness/planted.py, outside backend/families/ and with no
+    test code, registered through ZEROLORA_FAMILY_MODULES: pytest run on this module with it
+    collects every common check for it, and each passes."""
+    if os.environ.get(EXTRA_FAMILIES_ENV):
+        pytest.skip("this is the run it starts")
+    env = stage_env({EXTRA_FAMILIES_ENV: "tests.harness.planted"})
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
+                           __file__, "-k", "planted"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=1700)
+    passed = sorted(re.findall(r"^PASSED \S+::(\w+)\[planted\]", proc.stdout, re.M))
+    assert passed == common_checks(), proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stdout[-6000:]

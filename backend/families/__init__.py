@@ -8,12 +8,14 @@ Cheap to import (plain data; torch loads only with an adapter):
     recognise(sources, paths) -> (family, variant)     from the files a command names
     family_of(options)        -> (family, variant name) of a mapping of run options
 
-The contract itself is in ``backend/families/base.py``.
+The contract itself is in ``backend/families/base.py``. A family kept elsewhere is a module
+with a ``SPEC`` named in the environment variable ``ZEROLORA_FAMILY_MODULES``.
 """
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import pkgutil
 from functools import lru_cache
 from pathlib import Path
@@ -31,16 +33,25 @@ __all__ = ["Component", "FamilySpec", "Variant", "family_names", "family_spec", 
 _SPECS: dict[str, FamilySpec] = {}
 
 
+# Families kept outside this folder: modules (comma-separated) each with a ``SPEC``, read once
+# per process, so the stage processes a run starts know them too (they inherit it).
+EXTRA_FAMILIES_ENV = "ZEROLORA_FAMILY_MODULES"
+
+
 def _discover() -> dict[str, FamilySpec]:
     if not _SPECS:
         here = Path(__file__).parent
-        for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda i: i.name):
-            if not info.ispkg:
-                continue
-            module = importlib.import_module(f"{__name__}.{info.name}")
-            spec = getattr(module, "SPEC", None)
+        names = [f"{__name__}.{info.name}" for info in
+                 sorted(pkgutil.iter_modules([str(here)]), key=lambda i: i.name) if info.ispkg]
+        extra = [m.strip() for m in os.environ.get(EXTRA_FAMILIES_ENV, "").split(",")
+                 if m.strip()]
+        for name in names + extra:
+            spec = getattr(importlib.import_module(name), "SPEC", None)
             if isinstance(spec, FamilySpec):
                 _SPECS[spec.name] = spec
+            elif name in extra:
+                raise ValueError(f"{EXTRA_FAMILIES_ENV}: module {name} has no FamilySpec "
+                                 f"named SPEC")
     return _SPECS
 
 
