@@ -192,6 +192,8 @@ def test_the_sample_stage_renders_base_and_lora_into_the_results_grid(case, fami
     assert code == 0, log[-6000:]
     entries = read_index(out)
     assert [e["scale"] for e in entries] == [0.0, 1.0, 2.0]
+    cfg = validate(raw)  # the family's own sample settings (e.g. a guided or distilled model)
+    assert all(e["steps"] == cfg.sample_steps and e["cfg"] == cfg.sample_cfg for e in entries)
     shown = [pixels(shown_media(out / e["image"])) for e in entries]
     assert abs(shown[1] - shown[0]).max() > 0 and abs(shown[2] - shown[1]).max() > 0
     images, titles, columns = results.grid(run)
