@@ -1,42 +1,39 @@
 """FLUX.2 [klein] through the family contract, on a tiny real-architecture pipeline (CPU).
 
 - stage 1 encodes exactly as ``Flux2KleinPipeline`` does, in every offload mode;
-- stage 1 + stage 2 under DeepSpeed ZeRO-3 with parameter and optimizer offload lower the
-  held-out loss; the diffusers export changes what ``Flux2KleinPipeline.load_lora_weights``
-  renders; every ComfyUI key is one ComfyUI's FLUX key map accepts and maps to a Linear of
-  the model;
+- the family's shared LoRA (stage 1 + stage 2 under DeepSpeed ZeRO-3 with parameter and
+  optimizer offload; its loss, exports, samples and resume are checked for every family in
+  tests/test_every_family.py) trains every block; the diffusers export changes what
+  ``Flux2KleinPipeline.load_lora_weights`` renders and applies exactly the saved LoRA; every
+  ComfyUI key is one ComfyUI's FLUX key map accepts and maps to a Linear of the model;
 - the reference trainer's klein-base LoRA commands and its split-training script import
   into configs of this family with the flags' values.
 """
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from backend.families.flux2_klein import (BASE_4B, BASE_9B, BLOCK_TARGETS, DISTILLED_4B,
                                           DISTILLED_9B, SPEC, single_block_targets)
-from tests.harness.stages import make_dataset, run_stage, write_accelerate_config
+from tests.harness.families import family_cases
 
 FAMILY = SPEC.name
 RANK = 4
+CASE = next(c for c in family_cases() if c.family == FAMILY)  # the shared LoRA's
 
 
 # ------------------------------------------------------------------------------------------
 # Fixtures: the tiny pipeline under both repo names, a data set, the stage-1 cache
 # ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def models_root(tmp_path_factory) -> Path:
-    """The tiny pipeline as the distilled repo (stage 1: text encoder, VAE, tokenizer) and
-    as the base repo (stage 2: transformer), as the reference's script names them."""
-    from backend.families import get_family
-
-    root = tmp_path_factory.mktemp("flux2_models")
-    tiny = get_family(FAMILY).build_tiny(root / DISTILLED_4B, seed=0)
-    shutil.copytree(tiny, root / BASE_4B)
-    return root
+def models_root(family_runs) -> Path:
+    """The family's shared tiny pipeline (tests/harness/families.py), as the distilled repo
+    (stage 1: text encoder, VAE, tokenizer) and as the base repo (stage 2: transformer), as
+    the reference's script names them."""
+    return family_runs.models(CASE)
 
 
 @pytest.fixture(scope="module")
@@ -45,23 +42,9 @@ def tiny_dir(models_root) -> Path:
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory) -> Path:
-    return make_dataset(tmp_path_factory.mktemp("flux2_data") / "images")
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory, models_root, dataset) -> Path:
-    """Stage 1 under ``accelerate launch`` with the family's default sources (offline)."""
-    folder = tmp_path_factory.mktemp("flux2_cache")
-    acc = write_accelerate_config(folder, "plain")
-    out = folder / "cache"
-    proc = run_stage(["--task", "sft:data_process", "--model_family", FAMILY,
-                      "--models_dir", models_root, "--offline",
-                      "--dataset_base_path", dataset,
-                      "--dataset_metadata_path", dataset / "metadata.csv",
-                      "--output_path", out], config_file=acc)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    return out
+def cache(family_runs) -> Path:
+    """The shared stage-1 cache: the family's default sources, offline."""
+    return family_runs.cache(CASE)
 
 
 def _pipeline(tiny_dir):
@@ -186,39 +169,29 @@ def check_comfyui_export(path: Path, transformer) -> int:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-def test_split_training_under_zero3_offload_lowers_the_loss_and_exports_load(
-        tmp_path, models_root, tiny_dir, cache):
+def test_the_zero3_lora_trains_every_block_and_diffusers_applies_exactly_it(tmp_path,
+                                                                           family_runs):
+    """The family's shared LoRA, trained by split training under ZeRO-3 offload from the
+    default sources (its loss, exports and samples: tests/test_every_family.py): DeepSpeed's
+    activation checkpointing, every double and single block trained, the diffusers export
+    applies exactly what training saved, and every ComfyUI key is one ComfyUI's FLUX key map
+    accepts, a Linear of matching sizes."""
     import numpy as np
     import torch
 
-    from backend.models import lora
     from backend.data.cache import load_cached_samples
-    from backend.models.export import export_lora
     from backend.families import get_family
     from backend.families.flux2_klein import adapter as fa
-    from tests.harness.seeds import SEED_ZERO3
+    from backend.models import lora
+    from backend.models.export import export_lora
 
+    ckpt, raw, stdout = family_runs.trained(CASE)
+    models_root, cache = family_runs.models(CASE), family_runs.cache(CASE)
+    tiny_dir = models_root / BASE_4B
     family = get_family(FAMILY)
-    acc = write_accelerate_config(tmp_path, "z3", ds_config=SEED_ZERO3, zero3_init_flag=True)
-    out = tmp_path / "out"
-    # The reference's targets name each of the real 4B's 20 single blocks; the tiny model
-    # has 2, and targets that match no layer are refused before training.
-    targets = [t for t in family.spec.defaults["lora_target_modules"].split(",")
-               if not t.startswith("single_transformer_blocks.")
-               or int(t.split(".")[1]) < 2]
-    proc = run_stage(["--task", "sft:train", "--model_family", FAMILY,
-                      "--lora_target_modules", ",".join(targets),
-                      "--models_dir", models_root, "--offline",
-                      "--dataset_base_path", cache, "--output_path", out,
-                      "--lora_rank", RANK, "--learning_rate", "2e-2", "--seed", "0",
-                      "--num_epochs", "100", "--max_steps", "60", "--save_steps", "60",
-                      "--use_gradient_checkpointing", "--initialize_model_on_cpu"],
-                     config_file=acc, timeout=1200)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-8000:]
-    assert "DeepSpeed activation checkpointing configured" in proc.stdout
-    assert "transformer built partitioned" in proc.stdout
-    ckpt = out / "step-60.safetensors"
-    args = json.loads((out / "training_args.json").read_text())
+    assert "DeepSpeed activation checkpointing configured" in stdout
+    assert "transformer built partitioned" in stdout
+    args = json.loads((ckpt.parent / "training_args.json").read_text())
     assert args["zero_stage"] == 3 and args["model_family"] == FAMILY
     assert Path(args["resolved_components"]["transformer"]) == tiny_dir / "transformer"
 
@@ -232,19 +205,9 @@ def test_split_training_under_zero3_offload_lowers_the_loss_and_exports_load(
         assert key in tensors, key
     assert all(v.abs().sum() > 0 for k, v in tensors.items() if ".lora_B." in k)
 
-    # Held-out loss (fixed timesteps and noise) before and after.
-    samples = load_cached_samples(cache)
-    base = family.load_transformer(tiny_dir / "transformer", torch.float32).eval()
-    before = family.eval_loss(base, samples)
-    trained = family.load_transformer(tiny_dir / "transformer", torch.float32).eval()
-    lora.load_lora(trained, ckpt)
-    after = family.eval_loss(trained, samples)
-    print(f"[flux2_klein] held-out loss {before:.4f} -> {after:.4f}")
-    assert after < before, (before, after)
-
-    # diffusers: the pipeline loads the export and renders something else.
-    exported = export_lora(ckpt, "diffusers")
-    assert exported == out / "export" / "step-60.diffusers.safetensors"
+    # diffusers: the pipeline loads the export and renders something else ...
+    exported = export_lora(ckpt, "diffusers", out_dir=tmp_path)
+    assert exported == tmp_path / f"{ckpt.stem}.diffusers.safetensors"
     pipe = _pipeline(tiny_dir)
     plain = _render(pipe)
     assert np.isfinite(plain).all()
@@ -253,8 +216,10 @@ def test_split_training_under_zero3_offload_lowers_the_loss_and_exports_load(
     print(f"[flux2_klein] mean |image change| with the LoRA: "
           f"{np.abs(with_lora - plain).mean():.3f} / 255")
     assert np.abs(with_lora - plain).mean() > 0.01, "the LoRA did not change the image"
-    # ... and diffusers applies exactly the LoRA training saved.
-    sample = samples[0]
+    # ... and applies exactly the LoRA training saved.
+    trained = family.load_transformer(tiny_dir / "transformer", torch.float32).eval()
+    lora.load_lora(trained, ckpt)
+    sample = load_cached_samples(cache)[0]
     x = torch.randn(sample["latents"].shape, generator=torch.Generator().manual_seed(1))
     sigma = torch.tensor(0.5)
     with torch.no_grad():
@@ -263,7 +228,8 @@ def test_split_training_under_zero3_offload_lowers_the_loss_and_exports_load(
     assert torch.allclose(ours, theirs, atol=1e-5)
 
     # ComfyUI: every key is one its FLUX key map accepts and a Linear of the model.
-    comfy = export_lora(ckpt, "comfyui")
+    comfy = export_lora(ckpt, "comfyui", out_dir=tmp_path)
+    base = family.load_transformer(tiny_dir / "transformer", torch.float32).eval()
     n = check_comfyui_export(comfy, base)
     assert n == len({k.split(".lora_")[0] for k in tensors})
 
