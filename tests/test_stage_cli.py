@@ -37,7 +37,7 @@ def test_mixed_precision_on_the_command_line_is_applied(tmp_path, models_root, s
     out = tmp_path / "out"
     proc = run_stage(train_args(models_root, stage1_cache, out, "--max_steps", "1",
                                 "--mixed_precision", "bf16"),
-                     config_file=plain_accelerate_config)
+                     config_file=plain_accelerate_config, launch=True)  # a fresh process
     assert_ok(proc)
     assert _args(out)["mixed_precision"] == "bf16"
     assert "weights torch.bfloat16" in proc.stdout
@@ -53,7 +53,7 @@ def test_zero3_flags_under_a_plain_launch_are_refused_naming_the_launch(
     proc = run_stage(train_args(models_root, stage1_cache, out, "--max_steps", "1",
                                 "--zero_stage", "3", "--offload_param_device", "cpu",
                                 "--offload_optimizer_device", "cpu"),
-                     config_file=plain_accelerate_config)
+                     config_file=plain_accelerate_config, launch=True)  # the launcher's file
     assert proc.returncode != 0, proc.stdout[-2000:]
     err = proc.stderr
     assert "zero_stage: this launch runs 0 (got 3 from the command line" in err

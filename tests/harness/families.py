@@ -13,7 +13,6 @@ A family added to ``backend/families/`` is a case here with no test code of its 
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import shutil
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any
 import yaml
 
 from backend.families import family_names, family_spec, get_family
+from tests.harness import stages
 
 
 @dataclass(frozen=True)
@@ -112,22 +112,9 @@ def write_run_config(path: Path, cfg: dict) -> Path:
 
 
 def run_stage_here(stage: str, argv: list[Any]) -> tuple[int, str]:
-    """``backend.stages.<stage>.main(argv)`` in this process: (exit code, what it printed).
-    For single-process runs without DeepSpeed only; launches, DeepSpeed, several processes
-    and signals go through ``tests.harness.stages.run_stage``."""
-    import importlib
-    import signal
-
-    main = importlib.import_module(f"backend.stages.{stage}").main
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    buf = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-            code = main([str(a) for a in argv])
-    finally:
-        for s, h in handlers.items():  # the stage's stop handler belongs to its run
-            signal.signal(s, h)
-    return int(code or 0), buf.getvalue()
+    """``backend.stages.<stage>.main(argv)`` in this process: (exit code, what it printed)."""
+    code, out, err = stages.run_stage_here(stage, argv)
+    return code, out + err
 
 
 # ------------------------------------------------------------------------------------------

@@ -85,14 +85,61 @@ def write_accelerate_config(folder: Path, name: str = "plain", *, zero_stage: in
 
 
 def run_stage(args: list[str], *, config_file: Path | None = None, cwd: Path | None = None,
-              stage: str = "train", timeout: float = 900, env: dict | None = None
-              ) -> subprocess.CompletedProcess:
+              stage: str = "train", timeout: float = 900, env: dict | None = None,
+              launch: bool = False) -> subprocess.CompletedProcess:
+    """The stage as ``accelerate launch [--config_file F] -m backend.stages.<stage> args``.
+
+    A run that the launcher would give one plain process (no config file, or one without
+    DeepSpeed, for one process) runs in this process instead (``run_stage_here``): the
+    subprocess would add only the seconds of importing torch and the model libraries
+    again. ``launch=True``, another working folder or extra environment variables keep the
+    real launch (what the launcher itself does, signals, DeepSpeed, several processes)."""
+    argv = [str(a) for a in args]
+    if not launch and cwd is None and env is None and one_plain_process(config_file):
+        code, out, err = run_stage_here(stage, argv)
+        return subprocess.CompletedProcess(["backend.stages." + stage, *argv], code, out, err)
     cmd = [sys.executable, "-m", "accelerate.commands.launch"]
     if config_file is not None:
         cmd += ["--config_file", str(config_file)]
-    cmd += ["-m", f"backend.stages.{stage}", *[str(a) for a in args]]
+    cmd += ["-m", f"backend.stages.{stage}", *argv]
     return subprocess.run(cmd, cwd=str(cwd or REPO), env=stage_env(env), capture_output=True,
                           text=True, timeout=timeout)
+
+
+def one_plain_process(config_file: Path | None) -> bool:
+    """The accelerate file (or none) launches one process without DeepSpeed."""
+    if config_file is None:
+        return True
+    import yaml
+
+    cfg = yaml.safe_load(Path(config_file).read_text()) or {}
+    return cfg.get("distributed_type", "NO") == "NO" and int(cfg.get("num_processes", 1)) == 1
+
+
+def run_stage_here(stage: str, argv: list) -> tuple[int, str, str]:
+    """``backend.stages.<stage>.main(argv)`` in this process: (exit code, stdout, stderr).
+    For one process without DeepSpeed only, on one thread as a launched stage; the stage's
+    signal handlers and the thread count are put back."""
+    import contextlib
+    import importlib
+    import io
+    import signal
+
+    import torch
+
+    main = importlib.import_module(f"backend.stages.{stage}").main
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as a launched stage runs (OMP_NUM_THREADS=1, stage_env)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(a) for a in argv])
+    finally:
+        for s, h in handlers.items():  # the stage's stop handler belongs to its run
+            signal.signal(s, h)
+        torch.set_num_threads(threads)
+    return int(code or 0), out.getvalue(), err.getvalue()
 
 
 def read_progress(path: Path) -> list[dict]:
