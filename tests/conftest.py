@@ -74,9 +74,9 @@ def base_loss(tiny_model_dir, stage1_cache) -> float:
 
 
 # ------------------------------------------------------------------------- the browser tests
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """(url, workspace) of an app server started as a user would start it."""
+@pytest.fixture(scope="session")
+def ui_session_server(tmp_path_factory):
+    """One ``python -m webui`` for every browser test of the session (url, workspace)."""
     from tests.harness.app import ui_server
 
     with ui_server(tmp_path_factory.mktemp("ui-workspace")) as served:
@@ -84,7 +84,18 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def server(ui_session_server):
+    """(url, workspace) of the session's app server, started as a user would start it; the
+    runs a test module leaves running or queued are stopped when it ends."""
+    yield ui_session_server
+    from tests.harness.app import stop_runs
+
+    stop_runs(ui_session_server[1])
+
+
+@pytest.fixture(scope="session")
 def browser():
+    """The system Chromium, one for the session; each test opens its own page (context)."""
     pytest.importorskip("playwright.sync_api")
     from playwright.sync_api import sync_playwright
 

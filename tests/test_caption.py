@@ -169,17 +169,12 @@ def test_the_estimate_names_the_captioning_model_size(caption_run, tiny_model_di
 # ---------------------------------------------------------------------- the app
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    from tests.harness.app import AppServer, launcher_env
+    from tests.harness.app import AppServer, launcher_env, stop_runs
 
     server = AppServer(tmp_path_factory.mktemp("caption_app"),
                        env=launcher_env(HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False"))
     yield server
-    from backend.jobs.runner import Runner
-
-    runner = Runner(server.workspace, auto_start=False)
-    for run in runner.list_runs():
-        if run["status"] in ("running", "queued"):
-            runner.stop(run["id"], wait=True)
+    stop_runs(server.workspace)
     server.stop()
 
 

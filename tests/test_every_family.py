@@ -48,6 +48,7 @@ def findings(case, cfg):
     return (validate_video_dataset if case.media == "video" else validate_dataset)(cfg)
 
 
+@pytest.mark.slow  # a stage in this process, per variant
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_one_step_from_a_size_no_multiple_divides(case, tmp_path):
     models = build_models(tmp_path / "models", case)
@@ -183,6 +184,8 @@ def test_the_sample_stage_renders_base_and_lora_into_the_results_grid(case, fami
     the LoRA at two strengths from one seed; the LoRA's differ from the base's and from each
     other, and the Results tab's grid shows them as its columns."""
     path, raw, _ = family_runs.trained(case)
+    # The shared run's folder stays as training left it: this stage's progress goes here.
+    raw = {**raw, "progress_file": str(tmp_path / "progress.jsonl")}
     run = {"id": "run-1", "run_dir": str(tmp_path / "run")}
     out = RunDir.of(run).samples
     code, log = run_stage_here("sample", [

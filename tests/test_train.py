@@ -528,7 +528,7 @@ def test_sigterm_and_resume_zero3(tmp_path, models_root, stage1_cache):
     """The same under the seed's ZeRO-3 CPU-offload config (DeepSpeed's own checkpoint of
     the partitioned optimizer state, frozen base weights left out)."""
     acc = write_accelerate_config(tmp_path, "z3", ds_config=SEED_ZERO3, zero3_init_flag=True)
-    full, resumed = check_resume(tmp_path, models_root, stage1_cache, acc, total=30,
+    full, resumed = check_resume(tmp_path, models_root, stage1_cache, acc, total=16,
                                  stop_at=3, extra=("--use_gradient_checkpointing",
                                                    "--initialize_model_on_cpu"))
     assert_same_lora(full, resumed)

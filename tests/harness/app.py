@@ -150,15 +150,20 @@ def ui_server(ws: Path):
         text = (ws / "server.log").read_text(errors="replace")
         if proc.poll() is not None or "MemoryError" in text:
             print(f"--- the app server (exit {proc.poll()}) logged:\n{text[-20000:]}")
-        from backend.jobs.runner import Runner
-
-        runner = Runner(ws, auto_start=False)
-        for run in runner.list_runs():
-            if run["status"] in ("running", "queued"):
-                runner.stop(run["id"], wait=True)
+        stop_runs(ws)
         os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
+
+
+def stop_runs(ws: Path) -> None:
+    """Stop every run of the workspace ``ws`` that is running or queued, and wait for it."""
+    from backend.jobs.runner import Runner
+
+    runner = Runner(ws, auto_start=False)
+    for run in runner.list_runs():
+        if run["status"] in ("running", "queued"):
+            runner.stop(run["id"], wait=True)

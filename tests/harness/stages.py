@@ -190,7 +190,7 @@ def check_progress(out: Path, total: int) -> list[dict]:
     assert events[-1]["status"] == "succeeded", events[-1]
     assert events[0]["total"] == total
     steps = [e for e in events if e["event"] == "step"]
-    assert [e["step"] for e in steps] == list(range(1, total + 1))
+    assert [e["step"] for e in steps] == list(range(1, total + 1)), [e["step"] for e in steps]
     for e in steps:
         assert {"step", "total", "epoch", "loss", "lr", "samples_per_s", "eta_s"} <= set(e)
         assert e["loss"] >= 0 and e["lr"] > 0  # 0 where the timestep weight is 0
