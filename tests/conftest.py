@@ -20,6 +20,18 @@ import pytest
 from tests.harness.stages import (eval_lora_loss, make_dataset, run_stage,
                                   write_accelerate_config)
 
+# Fixtures that start an app server, a browser or DeepSpeed stages: a test that uses one is in
+# the slow tier whether or not it says so (the fast tier starts none of them).
+SLOW_FIXTURES = {"server", "browser", "served", "signed_in_app", "open_app", "app",
+                 "family_runs"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def models_root(tmp_path_factory) -> Path:

@@ -228,6 +228,7 @@ def test_split_modules_reads_all_three_formats_alike(tiny_dir, run_output):
             assert torch.equal(other[m][0], a) and torch.equal(other[m][1], b)
 
 
+@pytest.mark.slow  # a process of its own that loads the model libraries
 def test_export_cli(tiny_dir, run_output, tmp_path):
     src = run_output / "step-2.safetensors"
     res = subprocess.run([sys.executable, "-m", "backend.models.export", str(src), "--format",

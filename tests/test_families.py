@@ -240,6 +240,7 @@ sys.exit(1 if errors else 0)
 """
 
 
+@pytest.mark.slow  # a process of its own that loads the model libraries
 def test_two_threads_reach_the_model_classes_at_once():
     """The app answers an estimate and a Start at the same moment in a fresh process: both
     get their model class (no half-imported library: ``cannot import name ...``)."""

@@ -213,6 +213,7 @@ def test_share_without_internet_keeps_serving_locally_with_sign_in(tmp_path):
         trap.close()
 
 
+@pytest.mark.slow  # a process of its own that loads the model libraries
 def test_insecure_open_listen_behind_a_proxy_path(tmp_path):
     app = AppServer(tmp_path, "--host", "0.0.0.0", "--insecure", "--root-path", "/zerolora",
                     "--lang", "zh")
@@ -225,6 +226,7 @@ def test_insecure_open_listen_behind_a_proxy_path(tmp_path):
         app.stop()
 
 
+@pytest.mark.slow  # a process of its own that loads the model libraries
 def test_fresh_interpreter_reexecs_inside_the_venv(tmp_path):
     # -S: this interpreter sees no packages; the launcher finds the venv that has them
     # (ZEROLORA_VENV; nothing to install) and restarts itself there.

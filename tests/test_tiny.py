@@ -141,6 +141,7 @@ def test_demo_dataset_is_a_style_the_base_model_does_not_draw(demo_pipe):
         assert np.linalg.norm(bg - purple) > 150, (row["prompt"], bg)
 
 
+@pytest.mark.slow  # a process of its own that loads the model libraries
 def test_demo_build_smoke(tmp_path):
     from backend.families.qwen_image.demo import main
 
