@@ -279,6 +279,9 @@ def test_diagnosis_of_known_failures(text, code, kind):
     (LAUNCHER_ONE + "died with <Signals.SIGKILL: 9>.", -9),
     (LAUNCHER_ONE + "returned non-zero exit status 2.", 2),
     (LAUNCHER_ELASTIC, -9),
+    # A traceback printed after the stage's message that restates its first line.
+    ("RuntimeError: Invalid run config in the command line:\n" + LAUNCHER_ONE +
+     "returned non-zero exit status 2.", 2),
 ])
 def test_the_stage_s_own_exit_and_error_come_through_the_launcher(report, own):
     log = ("[zerolora] ==== stage 'train' (attempt 1) started\nstep 1\n"

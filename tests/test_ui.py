@@ -29,6 +29,7 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import expect  # noqa: E402
 from tests.harness.browser import RUN_ID, STEP_S, field, md, new_page, pick, tab
+from tests.harness.clips import moving_square  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SHOTS = Path(os.environ.get("ZEROLORA_SCREENSHOTS") or
@@ -589,18 +590,6 @@ def test_delete_a_run(demo_run, page, server):
 VIDEO_PROMPT = "a red ball, zlr style"
 
 
-def _moving_square(colour, dx, n=9, size=64):
-    import numpy as np
-
-    frames = []
-    for t in range(n):
-        a = np.full((size, size, 3), 255, np.uint8)
-        x = (8 + t * dx) % (size - 16)
-        a[24:40, x:x + 16] = colour
-        frames.append(a)
-    return frames
-
-
 def _finished_video_run(ws) -> str:
     """A succeeded run with a train stage whose samples are two WebM clips."""
     from backend.jobs.runner import Runner
@@ -617,7 +606,7 @@ def _finished_video_run(ws) -> str:
                                        (30, 60, 230))):
         path = files.samples / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        frames = _moving_square(colour, 4 if ckpt else -4)
+        frames = moving_square(colour, 4 if ckpt else -4, n=9, size=64)
         write_video(frames, path, fps=8)
         frame_strip(frames, 4).save(path.with_name(path.stem + ".strip.png"))
         entries.append({"prompt": VIDEO_PROMPT, "prompt_index": 0,

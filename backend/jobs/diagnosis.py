@@ -535,11 +535,13 @@ def clean_lines(text: str) -> list[str]:
 def last_error_line(log_text: str) -> str | None:
     """The stage's own last error line (never the launcher's closing traceback)."""
     lines = clean_lines(stage_text(log_text))
+    # A ConfigError the stage printed ends the stage: its message (and first problem) is the
+    # error, even where a traceback printed after it restates its first line.
     for i in range(len(lines) - 1, -1, -1):
-        line = lines[i]
-        if line.startswith("Invalid run config"):  # a ConfigError: its first problem too
+        if lines[i].startswith("Invalid run config"):
             nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            return f"{line.strip()} {nxt}".strip()[:300]
+            return f"{lines[i].strip()} {nxt}".strip()[:300]
+    for line in reversed(lines):
         if ERROR_LINE.match(line) and line.strip():
             return line.strip()[:300]
     return None

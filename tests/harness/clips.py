@@ -17,13 +17,16 @@ CLIPS = [  # (file, colour, pixels moved per frame, caption)
 
 
 def moving_square(colour, dx, n=FRAMES, size=SIZE):
+    """``n`` frames of ``size`` x ``size``: a square a quarter of the side wide moving
+    ``dx`` pixels a frame on white."""
     import numpy as np
 
+    side, top = size // 4, size * 3 // 8
     frames = []
     for t in range(n):
         a = np.full((size, size, 3), 255, np.uint8)
-        x = (8 + t * dx) % (size - 8)
-        a[12:20, x:x + 8] = colour
+        x = (8 + t * dx) % (size - side)
+        a[top:top + side, x:x + side] = colour
         frames.append(a)
     return frames
 
