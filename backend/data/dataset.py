@@ -451,7 +451,8 @@ def checked(records: list[Record], problems: list[str], findings: list[dict[str,
 
 class ImageDataset:
     """Records as training items {"pixels": [1,3,H,W], "prompt": str} (one-shot ``sft``),
-    repeated ``repeat`` times."""
+    repeated ``repeat`` times; ``load`` reads one record's pixels (a subclass reads clips)."""
+    load = staticmethod(load_pixels)
 
     def __init__(self, records: list[Record], cfg: RunConfig, repeat: int = 1):
         self.records, self.cfg, self.repeat = records, cfg, repeat
@@ -461,7 +462,7 @@ class ImageDataset:
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         rec = self.records[i % len(self.records)]
-        return {"pixels": load_pixels(rec.image, self.cfg), "prompt": rec.prompt}
+        return {"pixels": self.load(rec.image, self.cfg), "prompt": rec.prompt}
 
 
 # ------------------------------------------------------------------------------------------

@@ -42,11 +42,11 @@ from backend.core.media_types import VIDEO_EXTS
 from backend.config.schema import RunConfig
 from backend.families import get_family
 from backend.data.cache import FORMAT
-from backend.data.dataset import (IMAGE_EXTS, PROMPT_KEY, DatasetError, Record, _to_rgb,
-                                  check_dataset, check_input_images, cover_crop,
-                                  dataset_records, header_size, read_metadata_rows,
+from backend.data.dataset import (IMAGE_EXTS, PROMPT_KEY, DatasetError, ImageDataset, Record,
+                                  _to_rgb, check_dataset, check_input_images, checked,
+                                  cover_crop, dataset_records, header_size, read_metadata_rows,
                                   size_multiple, target_size, upscale_note, validate_dataset,
-                                  checked, with_findings)
+                                  with_findings)
 
 VIDEO_KEY = "video"
 # The version of how clips are read (part of a stage-1 cache key).
@@ -359,16 +359,7 @@ def read_video_frames(path: str | Path) -> list[Any]:
         return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
 
 
-class ClipDataset:
+class ClipDataset(ImageDataset):
     """Records as training items {"pixels": [1, 3, F, H, W], "prompt": str} (one-shot
     ``sft`` of a video family), repeated ``repeat`` times."""
-
-    def __init__(self, records: list[Record], cfg: RunConfig, repeat: int = 1):
-        self.records, self.cfg, self.repeat = records, cfg, repeat
-
-    def __len__(self) -> int:
-        return len(self.records) * self.repeat
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        rec = self.records[i % len(self.records)]
-        return {"pixels": load_clip(rec.image, self.cfg), "prompt": rec.prompt}
+    load = staticmethod(load_clip)

@@ -120,7 +120,7 @@ def expected_shapes(model, rank: int, target_modules: Iterable[str],
     targets = list(target_modules)
     out: dict[str, tuple[int, ...]] = {}
     for name, mod in model.named_modules():
-        if not any(name == t or name.endswith("." + t) for t in targets):
+        if not any(matches(name, t) for t in targets):
             continue
         if not isinstance(mod, torch.nn.Linear):
             continue

@@ -155,6 +155,7 @@ from backend.config.lowvram import entries_for
 from backend.config.presets import load_preset
 from backend.families import default_family, family_of, family_spec, get_family
 from backend.models.hub import models_dir
+from backend.models.lora import matches
 from backend.models.quantize import _skipped
 
 GB = 1e9
@@ -316,7 +317,7 @@ def _largest_own(model) -> int:
 
 
 def _matches(name: str, targets: list[str]) -> bool:
-    return any(name == t or name.endswith("." + t) for t in targets)
+    return any(matches(name, t) for t in targets)
 
 
 def _key(config: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from backend.families import family_names, family_spec, get_family
+from backend.models.lora import matches
 from tests.harness import stages
 
 
@@ -86,8 +87,7 @@ def tiny_targets(case: Case, models: Path) -> str:
                       if e.split(":", 1)[1].startswith("transformer"))
     config = json.loads((models / repo / path.split("/")[0] / "config.json").read_text())
     names = family.lora_module_map(config)
-    return ",".join(t for t in targets.split(",")
-                    if any(n == t or n.endswith("." + t) for n in names))
+    return ",".join(t for t in targets.split(",") if any(matches(n, t) for n in names))
 
 
 def run_config(case: Case, models: Path, dataset: Path, out: Path, **changes) -> dict:
