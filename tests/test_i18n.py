@@ -211,6 +211,53 @@ def test_history_headers_and_status_words_have_chinese():
     assert row[3].startswith("train:") and "失败" in row[3]
 
 
+def _diagnosis_titles() -> list[str]:
+    """The title of every ``Diagnosis`` the failure reader can make (read from its source,
+    so a new one counts the moment it is written)."""
+    from backend.jobs import diagnosis
+
+    titles = []
+    for node in ast.walk(ast.parse(inspect.getsource(diagnosis))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Diagnosis":
+            title = node.args[1]
+            parts = title.values if isinstance(title, ast.JoinedStr) else [title]
+            titles.append("".join(p.value for p in parts if isinstance(p, ast.Constant)))
+    return titles
+
+
+def test_run_notes_and_failure_lines_have_chinese():
+    """What the history's note column and a run's failure line say: stop reasons, each exit
+    status, each diagnosis; another program's error line is quoted as it is."""
+    from backend.jobs.diagnosis import reason_line
+
+    titles = _diagnosis_titles()
+    assert len(titles) >= 10, titles
+    lines = ["stopped on request", "stopped on request before it started"] + [
+        reason_line("train", code, "") for code in (1, 2, 137, -9, 0, None)] + [
+        f"stage 'train' exited with code 1: {t}" for t in titles] + [
+        f"stopped on request; {reason_line('train', 143, '')}", "Failure: stopped"]
+    missing = [line for line in lines if translate(line) is None]
+    assert not missing, "run notes without Chinese (webui/messages.py, run notes):\n  " + \
+        "\n  ".join(missing)
+    line = ("stage 'data_process' exited with code 2: Dataset problems: photo.png: cannot "
+            "read image photo.png: image file is truncated")  # as a run's note says it
+    assert translate(line) == ("阶段 'data_process' 以退出码 2 结束：数据集问题：photo.png："
+                               "无法读取该图像（\"image file is truncated\"）"), translate(line)
+    assert translate("stage 'train' exited with code 1: RuntimeError: boom") == \
+        '阶段 \'train\' 以退出码 1 结束："RuntimeError: boom"'
+    # a render's name (the app gives it) follows the page; a name a user typed stays as it is
+    from webui.tabs import runs
+
+    row = runs.table([{"id": "r2", "name": "render my run", "status": "stopped",
+                       "created_at": 0, "stages": [], "note": "stopped on request"}],
+                     "zh").value["data"][0]
+    assert '<span class="zl-zh">渲染 my run</span>' in row[1], row[1]
+    assert '<span class="zl-zh">按请求停止</span>' in row[6], row[6]
+    row = runs.table([{"id": "r3", "name": "<b>wan video</b>", "status": "queued",
+                       "created_at": 0, "stages": []}], "zh").value["data"][0]
+    assert row[1] == "&lt;b&gt;wan video&lt;/b&gt;"
+
+
 # ---------------------------------------------------------------------- the page, in Chinese
 # Every visible text node, outside code (option values, generated files, logs), inputs and
 # the user's own captions.
@@ -251,16 +298,36 @@ OPEN_ACCORDIONS_JS = """
 NAMES = {"English", "Gradio"}
 
 
-def _english_on_page(page) -> list[str]:
+def _typed_by_users(workspace: Path) -> list[str]:
+    """What the server's users typed (run names, sample prompts; the session server holds
+    other tests' runs): shown as it is in either language. Longest first."""
+    from backend.jobs.runner import Runner
+    from webui.jobs import run_config
+
+    typed = set()
+    for run in Runner(workspace, auto_start=False).list_runs():
+        typed.add(run.get("name") or "")
+        typed.update(run_config(run).get("sample_prompts") or [])
+    return sorted((t for t in typed if t.strip()), key=len, reverse=True)
+
+
+def _english_on_page(page, typed: list[str]) -> list[str]:
+    def product_text(t: str) -> str:
+        for user_text in typed:
+            t = t.replace(user_text, " ")
+        return t
+
     return sorted({t for t in page.evaluate(VISIBLE_TEXT_JS)
-                   if [w for w in english_left(t) if w not in NAMES]})
+                   if [w for w in english_left(product_text(t)) if w not in NAMES]})
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_chinese_page_shows_no_english(browser, server):
     """Switch to Chinese, walk every tab with its accordions open, make a problem and an
-    estimate appear: no visible text is left in English."""
+    estimate appear: no visible text is left in English but what users typed (the runs,
+    notes and samples other tests left on the session's server show in the page's
+    language)."""
     from playwright.sync_api import expect
 
     from tests.harness.browser import md, new_page, tab
@@ -292,7 +359,7 @@ def test_chinese_page_shows_no_english(browser, server):
         # the driver costs seconds on a page this size)
         opened += page.evaluate(OPEN_ACCORDIONS_JS)
         page.wait_for_timeout(500)
-        left = _english_on_page(page)
+        left = _english_on_page(page, _typed_by_users(server[1]))
         if left:
             found[name] = left
     page.context.close()

@@ -27,6 +27,7 @@ from webui.form import Form  # noqa: E402
 from webui.i18n import EN, I18N, ZH, T  # noqa: E402
 from webui.messages import LANG_CSS  # noqa: E402
 from webui.tabs import dataset, model, results, run, runs, training  # noqa: E402
+from webui.timing import instrument  # noqa: E402
 
 TABS = (("tab-model", "tab.model", model), ("tab-dataset", "tab.dataset", dataset),
         ("tab-training", "tab.training", training), ("tab-run", "tab.run", run),
@@ -137,6 +138,7 @@ def create_app(runner, workspace: Path, models_dir: Path | None = None,
         _bind_app_events(ctx, demo, lang_en, lang_zh, lang)
         _add_api(ctx, runner, workspace)
     demo.zerolora_ctx = ctx  # for tests and the hosting layer
+    instrument(demo)  # ZEROLORA_EVENT_TIMES: each event's server time (webui/timing.py)
     return demo
 
 

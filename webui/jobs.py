@@ -15,6 +15,7 @@ from backend.config.validation import validate
 from backend.planning.plan import plan_render
 from backend.core.rundir import ZIP_SKIP, RunDir, new_run_id
 from backend.jobs.runner import Runner
+from webui.messages import translate
 
 STORED = (".safetensors", ".png", ".jpg", ".jpeg", ".webp", ".webm", ".mp4", ".zip")
 
@@ -67,20 +68,27 @@ def submit_render(runner: Runner, run: dict, settings: dict[str, Any], names: li
 
 
 # ---------------------------------------------------------------------- grid
-def sample_sets(run: dict) -> list[tuple[str, str]]:
+def _in(lang: str | None, text: str) -> str:
+    """``text`` in the page's language (plain text: a caption or a choice)."""
+    return (translate(text) or text) if lang == "zh" else text
+
+
+def sample_sets(run: dict, lang: str | None = None) -> list[tuple[str, str]]:
     """(label, key) of each set of samples the run has, newest first: each render by its job
     id, then the run's own samples ("run"). The key picks the set in :func:`grid`."""
     files = RunDir.of(run)
-    return [("samples rendered by the run" if d == files.samples else f"render {d.name}",
+    return [(_in(lang, "samples rendered by the run" if d == files.samples
+                 else f"render {d.name}"),
              "run" if d == files.samples else d.name) for d in files.sample_sets()]
 
 
-def grid(run: dict, sample_set: str | None = None
+def grid(run: dict, sample_set: str | None = None, lang: str | None = None
          ) -> tuple[list[tuple[str, str]], list[str], int]:
-    """One set of the run's samples as a grid: (images row-major with captions, column
-    titles, number of columns). ``sample_set``: a key of :func:`sample_sets` (default: the
-    newest set). Rows are prompts; the first column is the base model (scale 0), then each
-    checkpoint × LoRA scale. A missing cell is left out of its row."""
+    """One set of the run's samples as a grid: (images row-major with captions in the page's
+    language ``lang``, column titles, number of columns). ``sample_set``: a key of
+    :func:`sample_sets` (default: the newest set). Rows are prompts; the first column is the
+    base model (scale 0), then each checkpoint × LoRA scale. A missing cell is left out of
+    its row."""
     from backend.training.samples import read_index
 
     files = RunDir.of(run)
@@ -119,12 +127,13 @@ def grid(run: dict, sample_set: str | None = None
     for prompt in prompts:
         if inputs:
             if prompt in inputs:
-                images.append((str(samples / inputs[prompt]), f"input images · {prompt}"))
+                images.append((str(samples / inputs[prompt]),
+                               f"{_in(lang, 'input images')} · {prompt}"))
         for (n, s), title in zip(cols, titles):
             e = cell.get((prompt, (n, s)))
             if e is not None:
-                images.append((str(samples / e["image"]),
-                               f"{title} · seed {e.get('seed')} · {prompt}"))
+                images.append((str(samples / e["image"]), f"{_in(lang, title)} · "
+                               f"{'种子' if lang == 'zh' else 'seed'} {e.get('seed')} · {prompt}"))
     if inputs:
         titles = ["input images"] + titles
     return images, titles, len(titles)

@@ -355,6 +355,65 @@ HISTORY_HEADERS_ZH = {"run id": "运行 ID", "name": "名称", "status": "状态
                       "steps": "步数", "exit code": "退出码", "method": "方法",
                       "host RAM": "内存", "bus per step": "每步总线传输", "fits": "放得下"}
 
+# ------------------------------------------------------------------ run notes and failures
+# The history's note column and a run's failure line: a stage's exit status, then its error
+# line. An error line no rule knows is another program's own words: quoted, as it is.
+def _quoted(text: str) -> str:
+    zh = translate(text)
+    return zh if zh is not None else '"' + text.replace('"', "'") + '"'
+
+
+_EXIT_ZH = [(r"exited with code (\d+) \(a launcher's way of saying: killed by signal (\d+) "
+             r"\((\w+)\)\)", r"以退出码 \1 结束（启动器以此表示：被信号 \2（\3）终止）"),
+            (r"exited with code (\d+)", r"以退出码 \1 结束"),
+            (r"was killed by signal (\d+) \((\w+)\)", r"被信号 \1（\2）终止"),
+            (r"exited normally \(code 0\)", "正常结束（退出码 0）"),
+            (r"has no exit code \(its process was lost\)", "没有退出码（进程已丢失）")]
+
+
+def _stage_line_zh(m: re.Match) -> str:
+    how = m["how"]
+    for en, zh in _EXIT_ZH:
+        if re.fullmatch(en, how):
+            how = re.sub(en, zh, how)
+            break
+    out = f"{m['st'].capitalize() if m['st'][0].isupper() else ''}阶段 '{m['s']}' {how}"
+    return out + (f"：{_quoted(m['why'].rstrip('.'))}" if m["why"] else "")
+
+
+rule(r"^(?P<st>[Ss])tage '(?P<s>\w+)' (?P<how>exited with code \d+(?: \(a launcher's way of "
+     r"saying: killed by signal \d+ \(\w+\)\))?|was killed by signal \d+ \(\w+\)|exited "
+     r"normally \(code 0\)|has no exit code \(its process was lost\))(?:: (?P<why>.+?))?\.?$",
+     lambda m: _stage_line_zh(m).replace("S阶段", "阶段").replace("s阶段", "阶段"))
+rule(r"^stage '(?P<s>\w+)' could not start: (?P<why>.+)$",
+     lambda m: f"阶段 '{m['s']}' 无法启动：{_quoted(m['why'])}")
+rule(r"^stage '(?P<s>\w+)' did not exit within (?P<g>\S+) s of SIGTERM and was (?P<rest>.+)$",
+     lambda m: f"阶段 '{m['s']}' 在 SIGTERM 后 {m['g']} 秒内没有退出，已被强制结束")
+rule(r"^stopped on request before it started$", "按请求停止（尚未开始）")
+rule(r"^(?P<a>stopped(?: on request)?); (?P<b>.+)$",
+     lambda m: f"{translate(m['a'])}；{_quoted(m['b'])}")
+rule(r"^stopped on request$", "按请求停止")
+rule(r"^Dataset problems:\s*", "数据集问题：")
+rule(r"(?P<f>\S+): cannot read image (?P=f): (?P<why>.+)$",
+     lambda m: f"{m['f']}：无法读取该图像（{_quoted(m['why'])}）")
+rule(r"^Failure: (?P<why>.+)$", lambda m: f"失败原因：{_quoted(m['why'])}")
+DIAGNOSIS_ZH = {
+    "The GPU ran out of memory (CUDA out of memory)": "GPU 显存不足（CUDA out of memory）",
+    "The stage ran out of host memory (RAM)": "该阶段内存（RAM）不足",
+    "Killed by signal 9 (SIGKILL) from outside the run": "被运行之外的信号 9（SIGKILL）终止",
+    "The disk is full": "磁盘已满",
+    "A file passed the largest file size this process may write (ulimit -f)":
+        "文件超过了该进程可写入的最大文件大小（ulimit -f）",
+    "Model files are missing or unreadable": "模型文件缺失或无法读取",
+    "The captioning model's files are missing or unreadable": "打标模型的文件缺失或无法读取",
+    "The DeepSpeed configuration was rejected": "DeepSpeed 配置被拒绝",
+    "The GPU was not found or the GPU selection is wrong": "找不到 GPU，或所选 GPU 有误",
+    "The distributed port is already in use": "分布式通信端口已被占用",
+    "A DeepSpeed extension failed to compile": "DeepSpeed 扩展编译失败",
+}
+for _en, _zh in DIAGNOSIS_ZH.items():
+    rule("^" + re.escape(_en) + "$", _zh)
+
 # ------------------------------------------------------------------ validation: one field
 # "field: <pydantic message>[ at item N] (got X; allowed Y)"
 rule(r"input should be greater than or equal to (?P<n>\S+)", r"应大于或等于 \g<n>")
@@ -685,7 +744,7 @@ rule(r"^Run (?P<id>`[^`]+`) — \*\*(?P<st>\w+)\*\* · folder (?P<f>`[^`]*`) · 
                f"磁盘 {m['d']}")
 rule(r"^Checkpoints: none yet$", "检查点：还没有")
 rule(r"^Checkpoints: ", "检查点：")
-rule(r"^Failure: ", "失败原因：")
+rule(r"^Failure: (?P<why>.+)$", lambda m: f"失败原因：{_quoted(m['why'])}")
 rule(r"^(?P<x>✗ )?Choose a run first\.$", r"\g<x>请先选择一个运行。")
 rule(r"^Tick the box to confirm the deletion first\.$", "请先勾选确认框，再删除。")
 rule(r"^✗ This run's settings no longer validate:$", "✗ 这个运行的设置已无法通过校验：")
@@ -818,6 +877,8 @@ rule(r"^Columns:$", "列：")
 rule(r"^— one row per prompt$", "—— 每条提示词一行")
 rule(r"^No samples yet\.$", "还没有样图。")
 rule(r"^base model$", "基础模型")
+rule(r"^samples rendered by the run$", "运行期间渲染的样图")
+rule(r"^render (?P<n>.+)$", r"渲染 \g<n>")
 rule(r"^input images$", "输入图像")
 rule(r"^✗ Run (?P<id>`[^`]+`) is (?P<st>\w+): render when it has ended\.$",
      lambda m: f"✗ 运行 {m['id']} {STATUS_ZH.get(m['st'], m['st'])}：请在它结束后再渲染。")

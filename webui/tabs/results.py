@@ -78,7 +78,7 @@ def run_choices(ctx: Ctx, request) -> list[tuple[str, str]]:
     return out
 
 
-def show_run(ctx: Ctx, run_id: str | None, request) -> dict:
+def show_run(ctx: Ctx, run_id: str | None, request, lang: str | None = None) -> dict:
     """Controls filled from the run's own sample settings, and its grid."""
     c = ctx.c
     run = ctx.run(run_id, request)
@@ -90,18 +90,20 @@ def show_run(ctx: Ctx, run_id: str | None, request) -> dict:
     names = [p.name for p in jobs.checkpoints(run)]
     out = {c[k]: to_widget_value(field, cfg.get(field)) for k, field in SETTINGS.items()}
     out[c["res_checkpoints"]] = gr.CheckboxGroup(choices=names, value=names[-1:])
-    out.update(grid_outputs(ctx, run, request))
+    out.update(grid_outputs(ctx, run, request, lang=lang))
     out[c["res_status"]] = "" if names else bilingual("This run has no LoRA checkpoint yet.")
     return out
 
 
-def grid_outputs(ctx: Ctx, run: dict, request, sample_set: str | None = None) -> dict:
-    """The grid of one set of the run's samples (default: the newest) and the set picker."""
+def grid_outputs(ctx: Ctx, run: dict, request, sample_set: str | None = None,
+                 lang: str | None = None) -> dict:
+    """The grid of one set of the run's samples (default: the newest) and the set picker, in
+    the page's language ``lang`` (captions and choices are plain text)."""
     c = ctx.c
-    sets = jobs.sample_sets(run)
+    sets = jobs.sample_sets(run, lang)
     keys = [k for _, k in sets]
     chosen = sample_set if sample_set in keys else (keys[0] if keys else None)
-    images, titles, ncols = jobs.grid(run, chosen)
+    images, titles, ncols = jobs.grid(run, chosen, lang)
     served = []
     for path, caption in images:
         try:
@@ -128,27 +130,29 @@ def bind_events(ctx: Ctx) -> None:
             current = data.get(c["run_id"]) if data.get(c["run_id"]) in ids else (
                 ids[0] if ids else None)
         return {c["res_run"]: gr.Dropdown(choices=choices, value=current),
-                **show_run(ctx, current, request)}
+                **show_run(ctx, current, request, data.get(c["lang_box"]))}
 
-    refresh_inputs = {c["res_run"], c["run_id"]}
+    refresh_inputs = {c["res_run"], c["run_id"], c["lang_box"]}
     refresh_outputs = [c["res_run"]] + show_outputs
     c["res_refresh"].click(refresh, inputs=refresh_inputs, outputs=refresh_outputs,
                            api_visibility="private")
     c["tab_results"].select(refresh, inputs=refresh_inputs, outputs=refresh_outputs,
                             api_visibility="private")
     def pick(data: dict, request: gr.Request):
-        return show_run(ctx, data[c["res_run"]], request)
+        return show_run(ctx, data[c["res_run"]], request, data.get(c["lang_box"]))
 
-    c["res_run"].input(pick, inputs={c["res_run"]}, outputs=show_outputs,
+    c["res_run"].input(pick, inputs={c["res_run"], c["lang_box"]}, outputs=show_outputs,
                        api_visibility="private")
+    c["lang_box"].change(pick, inputs={c["res_run"], c["lang_box"]}, outputs=show_outputs,
+                         show_progress="hidden", api_visibility="private")
 
     def pick_set(data: dict, request: gr.Request):
         run = ctx.run(data[c["res_run"]], request)
         if run is None:
             return {c["res_grid"]: [], c["res_columns"]: "", c["res_set"]: gr.skip()}
-        return grid_outputs(ctx, run, request, data[c["res_set"]])
+        return grid_outputs(ctx, run, request, data[c["res_set"]], data.get(c["lang_box"]))
 
-    c["res_set"].input(pick_set, inputs={c["res_run"], c["res_set"]},
+    c["res_set"].input(pick_set, inputs={c["res_run"], c["res_set"], c["lang_box"]},
                        outputs=[c["res_grid"], c["res_columns"], c["res_set"]],
                        api_visibility="private")
 
@@ -198,9 +202,10 @@ def bind_events(ctx: Ctx) -> None:
         if job["status"] not in TERMINAL:
             done = f" ({p.get('step') or 0}/{p['total']} images)" if p.get("total") else ""
             return {c["res_status"]: bilingual(f"○ Rendering (job `{job['id']}`, "
-                                               f"{job['status']}){done}…"), **grid_outputs(ctx, run, request, job["id"])}
+                                               f"{job['status']}){done}…"),
+                    **grid_outputs(ctx, run, request, job["id"], data.get(c["lang_box"]))}
         out = {c["res_timer"]: gr.Timer(active=False), c["res_render_state"]: None,
-               **grid_outputs(ctx, run, request, job["id"])}
+               **grid_outputs(ctx, run, request, job["id"], data.get(c["lang_box"]))}
         if job["status"] == "succeeded":
             out[c["res_status"]] = bilingual(f"✓ Render `{job['id']}` finished.")
         else:
@@ -209,7 +214,7 @@ def bind_events(ctx: Ctx) -> None:
                                     f"{f.get('headline') or job.get('note') or ''}")
         return out
 
-    c["res_timer"].tick(watch, inputs={c["res_render_state"]},
+    c["res_timer"].tick(watch, inputs={c["res_render_state"], c["lang_box"]},
                         outputs=[c["res_timer"], c["res_render_state"], c["res_status"],
                                  c["res_grid"], c["res_columns"], c["res_set"]],
                         show_progress="hidden", api_visibility="private")

@@ -19,7 +19,7 @@ from webui.messages import HISTORY_HEADERS_ZH, bilingual, bilingual_plain
 
 HEADERS = ["run id", "name", "status", "stages", "created", "time", "note"]
 # status and stages are shown in both languages (HTML spans; the page shows one)
-DATATYPES = ["str", "str", "html", "html", "str", "str", "html"]
+DATATYPES = ["str", "html", "html", "html", "str", "str", "html"]
 
 
 def headers(lang: str | None) -> list[str]:
@@ -28,15 +28,26 @@ def headers(lang: str | None) -> list[str]:
     return [HISTORY_HEADERS_ZH[h] for h in HEADERS] if lang == "zh" else list(HEADERS)
 
 
+def name_cell(name: str) -> str:
+    """A run's name as HTML: what a user typed as it is; the word the app puts before a
+    render's name ("render <run>") in the page's language."""
+    lead, sep, rest = name.partition(" ")
+    if lead != "render" or not sep:
+        return html.escape(name)
+    rest = html.escape(rest)
+    return f'<span class="zl-en">render {rest}</span><span class="zl-zh">渲染 {rest}</span>'
+
+
 def table(runs: list[dict], lang: str | None) -> gr.Dataframe:
-    """The history rows with status words, stage statuses and notes in both languages."""
+    """The history rows with status words, stage statuses, notes and the names the app gives
+    (a render's) in both languages; every cell's text escaped."""
     rows = []
     for row in jobs.history_rows(runs):
         rid, name, status, stages, created, took, note = row
         stages_html = " → ".join(
             f"{html.escape(n)}:{bilingual_plain(st)}"
             for n, _, st in (part.partition(":") for part in stages.split(" → ") if part))
-        rows.append([rid, name, bilingual_plain(status), stages_html, created, took,
+        rows.append([rid, name_cell(name), bilingual_plain(status), stages_html, created, took,
                      bilingual_plain(note)])
     return gr.Dataframe(value={"data": rows, "headers": headers(lang)} if rows else None,
                         headers=headers(lang))
