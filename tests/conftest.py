@@ -10,6 +10,9 @@
 - ``base_loss``: the tiny Qwen-Image transformer's held-out loss on that cache.
 - ``server``, ``browser``, ``page``: ``python -m webui`` on a free port (url, workspace), the
   system Chromium, a fresh page of the app.
+- ``signed_in``: the API tests' ``launch.py`` with sign-in (``tests.harness.browser.USERS``;
+  alice by ``--auth`` and admin, bob and carol from an ``--auth-file``), ``models_root`` as
+  its models folder; one per session, each module's runs stopped when it ends.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from tests.harness.stages import (eval_lora_loss, make_dataset, run_stage,
 # Fixtures that start an app server, a browser or DeepSpeed stages: a test that uses one is in
 # the slow tier whether or not it says so (the fast tier starts none of them).
 SLOW_FIXTURES = {"server", "browser", "served", "signed_in_app", "open_app", "app",
-                 "family_runs"}
+                 "family_runs", "signed_in_server", "signed_in"}
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -103,6 +106,32 @@ def server(ui_session_server):
     from tests.harness.app import stop_runs
 
     stop_runs(ui_session_server[1])
+
+
+@pytest.fixture(scope="session")
+def signed_in_server(tmp_path_factory, models_root):
+    from tests.harness.app import AppServer, launcher_env
+    from tests.harness.browser import USERS
+
+    tmp = tmp_path_factory.mktemp("signed-in")
+    auth_file = tmp / "users.txt"
+    auth_file.write_text("".join(f"{u}:{p}\n" for u, p in USERS.items() if u != "alice"))
+    server = AppServer(tmp, "--auth", f"alice:{USERS['alice']}", "--auth-file", str(auth_file),
+                       "--admin", "alice", "--models-dir", str(models_root),
+                       env=launcher_env(HF_HUB_OFFLINE="", TRANSFORMERS_OFFLINE=""))
+    server.cwd = tmp
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def signed_in(signed_in_server):
+    """The session's signed-in app server (``AppServer``); the runs a module leaves running
+    or queued are stopped when it ends."""
+    yield signed_in_server
+    from tests.harness.app import stop_runs
+
+    stop_runs(signed_in_server.workspace)
 
 
 @pytest.fixture(scope="session")

@@ -11,16 +11,16 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError, AuthenticationError
 
-from tests.harness.app import AppServer, launcher_env
+from tests.harness.browser import USERS
 from webui.api import ENDPOINTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # app server, real runs
-USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 TERMINAL = ("succeeded", "failed", "stopped")
 
 
@@ -33,7 +33,7 @@ def sample_config(tiny: Path, **changes) -> dict:
     return cfg
 
 
-def client(server: AppServer, user: str | None = None) -> Client:
+def client(server, user: str | None = None) -> Client:
     auth = (user, USERS[user]) if user else None
     return Client(server.url, auth=auth, analytics_enabled=False, verbose=False,
                   download_files=str(server.workspace.parent / f"client-{user}"))
@@ -50,21 +50,17 @@ def wait_done(c: Client, run_id: str, limit_s: float = 400) -> dict:
 
 
 @pytest.fixture(scope="module")
-def signed_in_app(tmp_path_factory, models_root):
-    tmp = tmp_path_factory.mktemp("api_auth")
-    args = [a for u, p in USERS.items() for a in ("--auth", f"{u}:{p}")]
-    # The server's models folder holds the tiny model, so non-admins may use it.
-    server = AppServer(tmp, *args, "--admin", "alice", "--models-dir", str(models_root),
-                       env=launcher_env(HF_HUB_OFFLINE="", TRANSFORMERS_OFFLINE=""))
-    yield server
-    server.stop()
+def signed_in_app(signed_in):
+    """The session's signed-in server (conftest ``signed_in``): its models folder holds the
+    tiny model, so non-admins may use it; the hub stays reachable (no offline variables)."""
+    return signed_in
 
 
 @pytest.fixture(scope="module")
-def open_app(tmp_path_factory):
-    server = AppServer(tmp_path_factory.mktemp("api_open"))
-    yield server
-    server.stop()
+def open_app(server):
+    """The session's app server without sign-in (conftest ``server``)."""
+    url, workspace = server
+    return SimpleNamespace(url=url.rstrip("/"), workspace=workspace)
 
 
 def test_the_endpoints_and_their_names(signed_in_app, open_app):
@@ -88,6 +84,7 @@ def test_the_endpoints_and_their_names(signed_in_app, open_app):
 def test_a_run_from_start_to_its_files_and_only_for_its_owner(signed_in_app, tiny_model_dir):
     bob, carol, alice = (client(signed_in_app, u) for u in ("bob", "carol", "alice"))
     assert "cpu_demo" in bob.predict(api_name="/list_presets")
+    bobs_before = [r["run_id"] for r in bob.predict(api_name="/list_runs")]
     started = bob.predict(config=sample_config(tiny_model_dir), preset="", name="first",
                           hub_token="", api_name="/start_run")
     rid = started["run_id"]
@@ -122,7 +119,8 @@ def test_a_run_from_start_to_its_files_and_only_for_its_owner(signed_in_app, tin
     assert bob.predict(run_id=rid, stage="sample", offset=log["offset"],
                        api_name="/run_log")["text"] == ""
 
-    assert [r["run_id"] for r in bob.predict(api_name="/list_runs")] == [rid]
+    # his runs, newest first (the session's server may hold his earlier ones)
+    assert [r["run_id"] for r in bob.predict(api_name="/list_runs")] == [rid] + bobs_before
     assert rid not in [r["run_id"] for r in carol.predict(api_name="/list_runs")]
     assert rid in [r["run_id"] for r in alice.predict(api_name="/list_runs")]  # admin
 

@@ -531,26 +531,16 @@ def test_an_import_note_names_no_server_folder(tmp_path):
 
 
 # ------------------------------------------------------------------ through the server
-# The isolation tests' users (their Page helper signs in with these): alice is the admin.
-USERS = {"alice": "alice-pw-1", "bob": "bob-pw-2"}
-
-
 @pytest.fixture(scope="module")
-def served(tmp_path_factory, models_root):
-    from tests.harness.app import AppServer
-
-    tmp = tmp_path_factory.mktemp("battery3")
-    auth_file = tmp / "users.txt"
-    auth_file.write_text("".join(f"{u}:{p}\n" for u, p in USERS.items()))
-    server = AppServer(tmp, "--auth-file", str(auth_file), "--admin", "alice",
-                       "--models-dir", str(models_root))
-    server.cwd = tmp
-    yield server
-    server.stop()
+def served(signed_in):
+    """The session's signed-in server (conftest ``signed_in``; alice is the admin)."""
+    return signed_in
 
 
 def _client(server, user: str):
     from gradio_client import Client
+
+    from tests.harness.browser import USERS
 
     return Client(server.url, auth=(user, USERS[user]), analytics_enabled=False,
                   verbose=False, download_files=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from PIL import Image
@@ -168,14 +169,9 @@ def test_the_estimate_names_the_captioning_model_size(caption_run, tiny_model_di
 
 # ---------------------------------------------------------------------- the app
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    from tests.harness.app import AppServer, launcher_env, stop_runs
-
-    server = AppServer(tmp_path_factory.mktemp("caption_app"),
-                       env=launcher_env(HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False"))
-    yield server
-    stop_runs(server.workspace)
-    server.stop()
+def app(server):
+    """The session's app server without sign-in (conftest ``server``)."""
+    return SimpleNamespace(url=server[0].rstrip("/"))
 
 
 def test_api_starts_follows_and_stops_a_caption_job(app, tmp_path, tiny_model_dir):

@@ -6,6 +6,7 @@ probed over HTTP (httpx) like an outsider would.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import pytest
 
 from backend.planning.plan import StagePlan
 from backend.jobs.runner import Runner
+from tests.harness.browser import USERS
 from webui import security
 from webui.security import AccessDenied, UnsafeArchiveError, registry_file, safe_extract_zip
 
@@ -431,34 +433,21 @@ def test_passwords_are_kept_as_salted_hashes(tmp_path):
 
 
 # ---------------------------------------------------------------------------- served app
-USERS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "carol": "carol-pw-3",
-         "dave": "dave-pw-4"}  # dave: locked out by the sign-in limit test
-
-
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    """launch.py with sign-in (alice is admin), a models folder, and runs of bob and carol."""
-    from tests.harness.app import AppServer
-
-    tmp = tmp_path_factory.mktemp("served")
-    models = tmp / "models"
-    (models / "some-model").mkdir(parents=True)
-    (models / "some-model" / "weights.safetensors").write_bytes(b"model weights")
-    auth_file = tmp / "users.txt"
-    auth_file.write_text("".join(f"{u}:{p}\n" for u, p in USERS.items()))
-    server = AppServer(tmp, "--auth-file", str(auth_file), "--admin", "alice",
-                       "--models-dir", str(models))
-    runner = Runner(server.workspace, stop_grace_s=1)
-    server.runner = runner
-    server.models = models
-    server.ids = {who: tiny_run(runner, server.workspace, who, f"run-{who}")
-                  for who in ("bob", "carol")}
+def app(signed_in, models_root):
+    """The session's signed-in server (conftest ``signed_in``; alice is admin, the tiny model
+    in its models folder) with runs of bob and carol."""
+    app = copy.copy(signed_in)
+    app.runner = runner = Runner(app.workspace, stop_grace_s=1)
+    app.model_file = next((models_root / "Qwen" / "Qwen-Image" / "transformer").glob(
+        "*.safetensors"))
+    app.ids = {who: tiny_run(runner, app.workspace, who, f"run-{who}")
+               for who in ("bob", "carol")}
     # An export the UI made for carol (its downloads folder is not served by path).
-    export = server.workspace / "downloads" / server.ids["carol"]
+    export = app.workspace / "downloads" / app.ids["carol"]
     export.mkdir(parents=True)
-    (export / f"{server.ids['carol']}.zip").write_bytes(b"carol's export")
-    yield server
-    server.stop()
+    (export / f"{app.ids['carol']}.zip").write_bytes(b"carol's export")
+    return app
 
 
 def file_url(path) -> str:
@@ -552,7 +541,7 @@ def test_signed_in_users_get_no_file_outside_the_served_copies(app):
         bob_dir / "output" / "notes.txt",            # even one's own run: only served copies
         carol_dir / "output" / "step-1.safetensors",
         ws / "downloads" / app.ids["carol"] / f"{app.ids['carol']}.zip",
-        app.models / "some-model" / "weights.safetensors",
+        app.model_file,
         Path(__file__).resolve().parents[1] / "launch.py",
         f"{security.served_dir(ws)}/../../zerolora.sqlite",
         "../../../../../../etc/passwd", "zerolora.sqlite",

@@ -58,7 +58,9 @@ def field(page, name: str):
     return page.locator(f"#field-{name} input, #field-{name} textarea").first
 
 
-USERS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "carol": "carol-pw-3"}
+# The signed-in servers' users: alice is the admin; dave is locked out by the sign-in limit
+# test (his name only).
+USERS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "carol": "carol-pw-3", "dave": "dave-pw-4"}
 
 
 class Page:
