@@ -94,7 +94,49 @@ def test_bad_values_are_reported_by_field(app):
     assert cfg is None
     fields = [p.split(":", 1)[0] for p in problems]
     assert {"lora_rank", "sample_lora_scales", "max_steps"} <= set(fields)
-    shown = form.error_updates(problems)
-    assert shown[form.errors["lora_rank"]].visible is True
-    assert "lora_rank" in shown[form.errors["lora_rank"]].value
-    assert shown[form.errors["seed"]].visible is False
+    sent = form.error_updates(problems, {})
+    assert sent[form.errors["lora_rank"]]["visible"] is True
+    assert "lora_rank" in sent[form.errors["lora_rank"]]["value"]
+    assert form.errors["seed"] not in sent  # hidden, as it was: nothing to send
+    now = sent[form.errors_shown]
+    assert set(now) == {p.split(":", 1)[0] for p in problems}
+    # The same problems again send no error line; one fixed sends just its line, hidden.
+    assert form.error_updates(problems, now) == {form.errors_shown: now}
+    fewer = [p for p in problems if not p.startswith("lora_rank:")]
+    sent = form.error_updates(fewer, now)
+    assert sent[form.errors["lora_rank"]] == {"__type__": "update", "value": "",
+                                               "visible": False}
+    assert set(sent) == {form.errors["lora_rank"], form.errors_shown}
+
+
+def test_a_fill_sends_the_fields_that_change_and_one_revision(app):
+    """A preset fills only the fields it changes, and every handler that fills fields sends
+    the form's revision with them: what follows the form runs once per fill."""
+    from backend.config.presets import load_preset
+
+    form = app.zerolora_ctx.form
+    shown = form.to_updates(form.full_config(load_preset("cpu_demo").to_dict()))
+    rev = shown.pop(form.revision)
+    other = form.to_updates(form.full_config(load_preset("cpu_demo_zero3").to_dict()), shown)
+    assert other.pop(form.revision) != rev
+    changed = {name for name, comp in form.components.items() if comp in other}
+    assert "zero_stage" in changed and 0 < len(changed) < len(form.components) / 4, changed
+    assert form.to_updates(form.full_config(load_preset("cpu_demo").to_dict()),
+                           shown) == {}  # nothing changes: nothing to follow
+    fns = app.fns.values() if isinstance(app.fns, dict) else app.fns
+    fields = {comp._id for comp in form.components.values()}
+    fills = [fn for fn in fns if fields & {o._id for o in fn.outputs}]
+    assert len(fills) >= 6, [fn.name for fn in fills]
+    for fn in fills:
+        if fn.name == "update":  # a show_if field's visibility, not its value
+            continue
+        assert form.revision._id in {o._id for o in fn.outputs}, \
+            f"{fn.name} fills fields without the form's revision (use Form.to_updates)"
+    # The checks and the estimate follow edits and fills, not each field's change event.
+    refresh = [fn for fn in fns if fn.name == "refresh" and form.errors_shown._id in
+               {o._id for o in fn.outputs}]
+    assert len(refresh) == 1
+    triggers = {(t[0], t[1]) for t in refresh[0].targets}
+    assert (form.revision._id, "change") in triggers
+    assert (form.components["lora_rank"]._id, "input") in triggers
+    assert (form.components["lora_rank"]._id, "change") not in triggers

@@ -118,6 +118,8 @@ def create_app(runner, workspace: Path, models_dir: Path | None = None,
                                       secret=persistent_secret(workspace))
         c["loaded"] = gr.State(initial)
         c["loaded_name"] = gr.State(initial_name)
+        ctx.form.render_revision()
+        ctx.form.render_error_state()
         with gr.Row(elem_classes=["zl-header"], equal_height=True):
             with gr.Column(scale=5):
                 gr.Markdown("# ZeroLoRA", elem_id="title")

@@ -10,10 +10,13 @@ still part of the config, so a preset round-trips whatever is shown.
 
 Values never travel by position: events take the components as a set, gradio hands the
 callback a ``{component: value}`` dict, and ``Form.to_config`` / ``Form.to_updates`` are
-the only conversions between component values and a config dict.
+the only conversions between component values and a config dict. A fill sends only the
+fields that change and a new ``Form.revision``; what follows the form listens to
+``Form.edited`` (each field's ``input``, and the revision), so it runs once per fill.
 """
 from __future__ import annotations
 
+import time
 import typing
 from typing import Any
 
@@ -237,9 +240,6 @@ class Form:
     def inputs(self) -> set:
         return set(self.components.values())
 
-    @property
-    def error_outputs(self) -> list:
-        return [self.errors[n] for n in self.components]
 
     def values(self, data: dict) -> dict[str, Any]:
         """{component: value} (a gradio set-input dict) → {field name: component value}."""
@@ -267,10 +267,39 @@ class Form:
             return None, cfg_dict, problems
         return cfg, cfg_dict, []
 
-    def to_updates(self, cfg: dict[str, Any]) -> dict:
-        """A config dict → {component: value} for every field it names (and the form shows)."""
-        return {self.components[k]: to_widget_value(k, v) for k, v in cfg.items()
-                if k in self.components}
+    # ------------------------------------------------------------------ filling and editing
+    # A handler that fills fields (a preset, a family's defaults, an import, a run's
+    # settings) sends only the fields whose shown value changes, and a new ``revision``: the
+    # listeners of "the form changed" (the checks, the estimate, the generated files) then
+    # run once for the whole fill, not once per field. A user's own edit of a field is that
+    # field's ``input`` event.
+    def render_revision(self) -> gr.State:
+        self.revision = gr.State(0)
+        return self.revision
+
+    @property
+    def edited(self) -> list:
+        """The triggers of "the form changed": an edit of any field, or a fill."""
+        return [comp.input for comp in self.components.values()] + [self.revision.change]
+
+    @property
+    def fill_outputs(self) -> list:
+        """What a handler that fills fields lists as outputs."""
+        return list(self.components.values()) + [self.revision]
+
+    def to_updates(self, cfg: dict[str, Any], shown: dict | None = None) -> dict:
+        """A config dict → {component: value} for every field it names (and the form shows)
+        whose component does not show that value already (``shown``: the event's input
+        values; None: every field), and a new revision (none when no field changes)."""
+        out = {}
+        for k, v in cfg.items():
+            comp = self.components.get(k)
+            if comp is None:
+                continue
+            value = to_widget_value(k, v)
+            if shown is None or comp not in shown or shown[comp] != value:
+                out[comp] = value
+        return {**out, self.revision: time.monotonic_ns()} if out or shown is None else {}
 
     def family_switch(self, values: dict[str, Any], old: str, new: str) -> dict[str, Any]:
         """Field values after the family changes from ``old`` to ``new``: a field still at
@@ -290,15 +319,28 @@ class Form:
         base.update(cfg)
         return {k: v for k, v in base.items() if k in self.components}
 
-    def error_updates(self, problems: list[str]) -> dict:
-        """Problems → each field's error line (hidden where the field has none)."""
+    def render_error_state(self) -> gr.State:
+        """The error lines the page shows ({field: text}), so a check sends only those that
+        change."""
+        self.errors_shown = gr.State({})
+        return self.errors_shown
+
+    @property
+    def error_outputs(self) -> list:
+        return [self.errors[n] for n in self.components] + [self.errors_shown]
+
+    def error_updates(self, problems: list[str], shown: dict | None) -> dict:
+        """Problems → the error line of each field whose line changes from ``shown`` (hidden
+        where the field has none), and the lines now shown."""
         by_field: dict[str, list[str]] = {}
         for p in problems:
             by_field.setdefault(p.split(":", 1)[0].strip(), []).append(p)
-        return {md: gr.Markdown(value="\n\n".join("⚠ " + bilingual(p) for p in by_field[name]),
-                                visible=True) if name in by_field
-                else gr.Markdown(value="", visible=False)
-                for name, md in self.errors.items()}
+        now = {name: "\n\n".join("⚠ " + bilingual(p) for p in by_field[name])
+               for name in self.errors if name in by_field}
+        shown = shown or {}
+        out = {md: gr.update(value=now.get(name, ""), visible=name in now)
+               for name, md in self.errors.items() if now.get(name) != shown.get(name)}
+        return {**out, self.errors_shown: now}
 
 
 def _known_groups() -> set[str]:

@@ -14,7 +14,6 @@ from backend.config.errors import ConfigError
 from backend.config.validation import validate
 from webui import datasets, security
 from webui.context import Ctx
-from webui.form import to_widget_value
 from webui.i18n import T
 from webui.messages import bilingual
 
@@ -237,12 +236,14 @@ def _bind_upload(ctx: Ctx) -> None:
             return {c["data_msg"]: f"✗ {e}"}
         msg = [f"✓ New dataset folder {folder} with {len(rows)} image(s)."] + \
             [f"- {n}" for n in notes]
-        return {c["data_msg"]: "\n".join(msg), base_c: str(folder), meta_c: meta or "",
+        return {c["data_msg"]: "\n".join(msg),
+                **form.to_updates({"dataset_base_path": str(folder),
+                                   "dataset_metadata_path": meta or ""}),
                 c["captions"]: rows, c["upload_files"]: None,
                 c["thumbs"]: gr.Gallery(value=thumbs, visible=bool(rows))}
 
     c["upload_btn"].click(upload, inputs={c["upload_files"], c["upload_name"]},
-                          outputs=[c["data_msg"], base_c, meta_c, c["captions"],
+                          outputs=[c["data_msg"], base_c, meta_c, form.revision, c["captions"],
                                    c["upload_files"], c["thumbs"]], api_visibility="private")
 
 
@@ -333,14 +334,15 @@ def _bind_check(ctx: Ctx) -> None:
         offer = data[c["sample_suggestion"]] or []
         if not offer:
             return {c["sample_suggest_row"]: gr.Row(visible=False)}
-        return {form.components["sample_prompts"]: to_widget_value("sample_prompts", offer),
+        return {**form.to_updates({"sample_prompts": offer}),
                 c["data_msg"]: bilingual(f"✓ Sample prompts set to {len(offer)} of the dataset's "
                                          f"captions (Training tab, Samples)."),
                 **_suggestion_outputs(c, [])}
 
     c["sample_suggest_btn"].click(
         use_suggestion, inputs={c["sample_suggestion"]},
-        outputs=[form.components["sample_prompts"], c["data_msg"]] + suggest_outputs,
+        outputs=[form.components["sample_prompts"], form.revision, c["data_msg"]] +
+        suggest_outputs,
         api_visibility="private")
 
 
@@ -493,9 +495,10 @@ def _bind_caption_estimate(ctx: Ctx) -> None:
     def estimate(data: dict, request: gr.Request):
         return _estimate_update(ctx, data, request)
 
-    for name in ("caption_batch_size", "caption_max_length", "captioner_path"):
-        form.components[name].change(estimate, inputs=set(fields), outputs=[c["caption_estimate"]],
-                                     show_progress="hidden", api_visibility="private")
+    gr.on([form.components[n].input for n in ("caption_batch_size", "caption_max_length",
+                                              "captioner_path")] + [form.revision.change],
+          estimate, inputs=set(fields), outputs=[c["caption_estimate"]],
+          show_progress="hidden", api_visibility="private", trigger_mode="always_last")
 
 
 def _bind_caption_start(ctx: Ctx) -> None:

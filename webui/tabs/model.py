@@ -98,14 +98,15 @@ def bind_events(ctx: Ctx) -> None:
             cfg = preset_config(ctx, name, ctx.owner(request))
         except ConfigError as e:
             return {c["preset_msg"]: "✗ " + "  \n".join(e.problems)}
-        return {**form.to_updates(form.full_config(cfg)), c["loaded"]: cfg,
+        return {**form.to_updates(form.full_config(cfg), data), c["loaded"]: cfg,
                 c["loaded_name"]: name, c["preset_msg"]: f"Loaded preset **{name}**.",
                 c["preset_diff"]: diff_markdown(cfg, cfg, name)}
 
-    outputs = list(form.components.values()) + [c["loaded"], c["loaded_name"],
-                                                 c["preset_msg"], c["preset_diff"]]
+    outputs = form.fill_outputs + [c["loaded"], c["loaded_name"], c["preset_msg"],
+                                   c["preset_diff"]]
     for trigger in (c["preset"].input, c["preset_load"].click):
-        trigger(load, inputs={c["preset"]}, outputs=outputs, api_visibility="private")
+        trigger(load, inputs=form.inputs | {c["preset"]}, outputs=outputs,
+                show_progress_on=[c["preset_msg"]], api_visibility="private")
 
     def presets_now(data: dict, request: gr.Request):
         """Presets saved since the app started (in any session) show up on page load."""
@@ -143,11 +144,11 @@ def bind_events(ctx: Ctx) -> None:
             new = data[family]
             old = data[c["family_shown"]] or new
             values = {n: data[comp] for n, comp in form.components.items() if comp in data}
-            return {**form.to_updates(form.family_switch(values, old, new)),
+            return {**form.to_updates(form.family_switch(values, old, new), data),
                     c["family_shown"]: new}
 
         family.change(family_changed, inputs=form.inputs | {c["family_shown"]},
-                      outputs=list(form.components.values()) + [c["family_shown"]],
+                      outputs=form.fill_outputs + [c["family_shown"]], show_progress="hidden",
                       api_visibility="private")
 
     c["preset_save"].click(save, inputs=form.inputs | {c["preset_save_name"],

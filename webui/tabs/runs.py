@@ -196,15 +196,16 @@ def _bind_open_reuse(ctx: Ctx) -> None:
                     "  \n" + "  \n".join(bilingual(p) for p in e.problems)}
         form = ctx.form
         # Said on the Training tab, where the user lands, not on the tab just left.
-        return {**form.to_updates(form.full_config(cfg)), c["dl_msg"]: "",
+        return {**form.to_updates(form.full_config(cfg), data), c["dl_msg"]: "",
                 c["train_notice"]: bilingual(f"✓ The form now holds the settings of run "
                                              f"`{run['id']}`: change what you like and press "
                                              f"**Start training** (Run tab) for a new run."),
                 c["tabs"]: gr.Tabs(selected="tab-training")}
 
-    c["runs_reuse"].click(reuse, inputs={c["runs_pick"]},
-                          outputs=list(ctx.form.components.values()) + [
+    c["runs_reuse"].click(reuse, inputs=ctx.form.inputs | {c["runs_pick"]},
+                          outputs=ctx.form.fill_outputs + [
                               c["dl_msg"], c["train_notice"], c["tabs"]],
+                          show_progress_on=[c["dl_msg"]],
                           api_visibility="private")
 
 

@@ -16,7 +16,7 @@ from backend.config.validation import validate
 from backend.jobs.processes import gpu_memory_totals_gb
 from backend.core.rundir import RunDir
 from webui.context import Ctx
-from webui.form import GROUP_ORDER, problems_markdown, to_widget_value
+from webui.form import GROUP_ORDER, problems_markdown
 from webui.i18n import T
 from webui.messages import bilingual, bilingual_plain
 
@@ -266,7 +266,7 @@ def bind_events(ctx: Ctx) -> None:
 
     def refresh(data: dict):
         cfg, cfg_dict, problems = form.check(data)
-        out = dict(form.error_updates(problems))
+        out = form.error_updates(problems, data[form.errors_shown])
         out[c["problems"]] = problems_markdown(problems)
         out[c["run_problems"]] = problems_markdown(problems) if problems else ""
         out[c["preset_diff"]] = _diff(c, data, cfg_dict)
@@ -295,11 +295,12 @@ def bind_events(ctx: Ctx) -> None:
                                     c["gen_accelerate"], c["gen_deepspeed"],
                                     c["gen_commands"], c["gen_run_yaml"], c["estimate"],
                                     c["method_changes"], c["apply_method"], c["train_batch"]]
-    inputs = form.inputs | {c["loaded"], c["loaded_name"], c["target_gpu"], c["target_bus"]}
-    # Page load and every change share one listener, so a slow first refresh (it loads the
-    # planner and the estimator) can never land after a newer one with stale values.
-    triggers = [c["demo"].load, c["target_gpu"].change, c["target_bus"].change] + [
-        comp.change for comp in form.components.values()]
+    inputs = form.inputs | {c["loaded"], c["loaded_name"], c["target_gpu"], c["target_bus"],
+                            form.errors_shown}
+    # Page load, every edit and every fill share one listener, so a slow first refresh (it
+    # loads the planner and the estimator) can never land after a newer one with stale
+    # values; a fill (a preset, an import) counts once, not once per field.
+    triggers = [c["demo"].load, c["target_gpu"].change, c["target_bus"].change] + form.edited
     gr.on(triggers, refresh, inputs=inputs,
           outputs=outputs, trigger_mode="always_last", show_progress="hidden",
           api_visibility="private")
@@ -323,21 +324,21 @@ def bind_events(ctx: Ctx) -> None:
         before, _ = form.to_config(data)
         changed = {k: v for k, v in result.given.items()
                    if k in form.components and before.get(k) != v}
-        return {**form.to_updates(changed),
+        return {**form.to_updates(changed, data),
                 c["import_notes"]: shown(import_notes_markdown(result, before, changed))}
 
     def apply_method(data: dict):
         """The suggested method's fields into the form (the refresh that follows shows it)."""
-        changes = data[c["method_changes"]] or {}
-        return {form.components[k]: to_widget_value(k, v) for k, v in changes.items()
-                if k in form.components}
+        return form.to_updates(data[c["method_changes"]] or {}, data)
 
-    c["apply_method"].click(apply_method, inputs={c["method_changes"]},
-                            outputs=list(form.components.values()), api_visibility="private")
+    c["apply_method"].click(apply_method, inputs=form.inputs | {c["method_changes"]},
+                            outputs=form.fill_outputs, show_progress_on=[c["apply_method"]],
+                            api_visibility="private")
 
     c["import_btn"].click(import_command,
                           inputs=form.inputs | {c["import_text"], c["import_files"]},
-                          outputs=list(form.components.values()) + [c["import_notes"]],
+                          outputs=form.fill_outputs + [c["import_notes"]],
+                          show_progress_on=[c["import_notes"]],
                           api_visibility="private")
 
 
