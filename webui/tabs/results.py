@@ -138,13 +138,12 @@ def bind_events(ctx: Ctx) -> None:
                            api_visibility="private")
     c["tab_results"].select(refresh, inputs=refresh_inputs, outputs=refresh_outputs,
                             api_visibility="private")
+
     def pick(data: dict, request: gr.Request):
         return show_run(ctx, data[c["res_run"]], request, data.get(c["lang_box"]))
 
     c["res_run"].input(pick, inputs={c["res_run"], c["lang_box"]}, outputs=show_outputs,
                        api_visibility="private")
-    c["lang_box"].change(pick, inputs={c["res_run"], c["lang_box"]}, outputs=show_outputs,
-                         show_progress="hidden", api_visibility="private")
 
     def pick_set(data: dict, request: gr.Request):
         run = ctx.run(data[c["res_run"]], request)
@@ -155,6 +154,18 @@ def bind_events(ctx: Ctx) -> None:
     c["res_set"].input(pick_set, inputs={c["res_run"], c["res_set"], c["lang_box"]},
                        outputs=[c["res_grid"], c["res_columns"], c["res_set"]],
                        api_visibility="private")
+
+    def relabel(data: dict, request: gr.Request):
+        """The shown grid's captions and set names in the page's new language (nothing
+        else: what the user typed into the render settings stays)."""
+        run = ctx.run(data[c["res_run"]], request)
+        if run is None:
+            return {c["res_grid"]: gr.skip()}  # (an empty dict would be one value)
+        return grid_outputs(ctx, run, request, data[c["res_set"]], data.get(c["lang_box"]))
+
+    c["lang_box"].change(relabel, inputs={c["res_run"], c["res_set"], c["lang_box"]},
+                         outputs=[c["res_grid"], c["res_columns"], c["res_set"]],
+                         show_progress="hidden", api_visibility="private")
 
     def render(data: dict, request: gr.Request):
         run = ctx.run(data[c["res_run"]], request)

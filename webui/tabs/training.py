@@ -329,7 +329,8 @@ def bind_events(ctx: Ctx) -> None:
 
     def apply_method(data: dict):
         """The suggested method's fields into the form (the refresh that follows shows it)."""
-        return form.to_updates(data[c["method_changes"]] or {}, data)
+        return form.to_updates(data[c["method_changes"]] or {}, data) or {
+            form.revision: gr.skip()}  # nothing to change (an empty dict would be one value)
 
     c["apply_method"].click(apply_method, inputs=form.inputs | {c["method_changes"]},
                             outputs=form.fill_outputs, show_progress_on=[c["apply_method"]],
