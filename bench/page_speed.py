@@ -432,25 +432,28 @@ def markdown(result: dict) -> str:
             f"{result['date']}, {result['machine']}, Chromium {result['chromium']}, gradio "
             f"{result['gradio']}; {result['reps']} repetition(s): median / max, seconds from "
             f"the action. The app served {result['server_start_s']:.1f} s after its start.\n")
-    lines = [head, "## Action → usable field\n",
-             '| scenario | to "Loaded" (s) | to usable field (s) | to estimate (s) | '
-             'server time (s) | gradio (s) | browser (s) | top 3 handlers by server time (s) |',
-             "|---|---|---|---|---|---|---|---|"]
-    for row in result["scenarios"]:
-        w = row["usable"]
-        lines.append(f"| {row['scenario']} | {cell(row['loaded_s'])} | {cell(row['usable_s'])} "
-                     f"| {cell(row['estimate_s'])} | {cell(w['server_s'])} | "
-                     f"{cell(w['gradio_s'])} | {cell(w['browser_s'])} | "
-                     f"{top_cell(w['top_handlers'])} |")
-    lines += ["", "## Action → page settled\n",
-              "| scenario | settled (s) | server time (s) | gradio (s) | browser (s) | "
-              "top 3 handlers by server time (s) | server busy until (s) |",
-              "|---|---|---|---|---|---|---|"]
-    for row in result["scenarios"]:
-        w = row["settled"]
-        lines.append(f"| {row['scenario']} | {cell(row['settled_s'])} | {cell(w['server_s'])} "
-                     f"| {cell(w['gradio_s'])} | {cell(w['browser_s'])} | "
-                     f"{top_cell(w['top_handlers'])} | {cell(row['server_busy_s'])} |")
+    def table(title: str, window: str, first: list[tuple[str, str]], last: list[tuple[str, str]]
+              ) -> list[str]:
+        """One table: the scenario, ``first`` columns (title, row key), the window's server,
+        gradio and browser time and top handlers, then ``last`` columns."""
+        names = ([t for t, _ in first] + ["server time (s)", "gradio (s)", "browser (s)",
+                                          "top 3 handlers by server time (s)"] +
+                 [t for t, _ in last])
+        out = [f"## {title}\n", "| scenario | " + " | ".join(names) + " |",
+               "|---" * (len(names) + 1) + "|"]
+        for row in result["scenarios"]:
+            w = row[window]
+            cells = ([cell(row[k]) for _, k in first] +
+                     [cell(w["server_s"]), cell(w["gradio_s"]), cell(w["browser_s"]),
+                      top_cell(w["top_handlers"])] + [cell(row[k]) for _, k in last])
+            out.append(f"| {row['scenario']} | " + " | ".join(cells) + " |")
+        return out
+
+    lines = [head] + table("Action → usable field", "usable",
+                           [('to "Loaded" (s)', "loaded_s"), ("to usable field (s)", "usable_s"),
+                            ("to estimate (s)", "estimate_s")], [])
+    lines += [""] + table("Action → page settled", "settled", [("settled (s)", "settled_s")],
+                          [("server busy until (s)", "server_busy_s")])
     lines += ["", "- to \"Loaded\": the preset message says so (a family switch: the Model tab "
               "shows the new family's defaults).",
               "- usable field: `#field-lora_rank` (after opening the page or going to the Model "

@@ -345,6 +345,12 @@ def rule(pattern: str, zh: str) -> None:
     _RULES_SRC.append((pattern, zh))
 
 
+def exact_rules(table: dict[str, str]) -> None:
+    """A rule for each whole line of ``table`` (English: Chinese)."""
+    for en, zh in table.items():
+        rule("^" + re.escape(en) + "$", zh)
+
+
 # ------------------------------------------------------------------ statuses and small words
 STATUS_ZH = {"queued": "排队中", "running": "运行中", "succeeded": "已完成", "failed": "失败",
              "stopped": "已停止", "skipped": "已跳过", "stopping": "正在停止"}
@@ -411,8 +417,7 @@ DIAGNOSIS_ZH = {
     "The distributed port is already in use": "分布式通信端口已被占用",
     "A DeepSpeed extension failed to compile": "DeepSpeed 扩展编译失败",
 }
-for _en, _zh in DIAGNOSIS_ZH.items():
-    rule("^" + re.escape(_en) + "$", _zh)
+exact_rules(DIAGNOSIS_ZH)
 
 # ------------------------------------------------------------------ validation: one field
 # "field: <pydantic message>[ at item N] (got X; allowed Y)"
@@ -834,8 +839,7 @@ METHODS_ZH = {
     "layer offload, nf4 base (bitsandbytes)": "逐层卸载，nf4 基础模型（`bitsandbytes`）",
     "DeepSpeed ZeRO-3, parameters + optimizer offloaded": "DeepSpeed ZeRO-3，参数和优化器都卸载",
 }
-for _en, _zh in METHODS_ZH.items():
-    rule("^" + re.escape(_en) + "$", _zh)
+exact_rules(METHODS_ZH)
 
 
 def _why_zh(why: str) -> str:
