@@ -144,10 +144,11 @@ def _bind_history(ctx: Ctx):
 
     inputs = {c["runs_pick"], c["run_id"], c["lang_box"]}
     outputs = [c["runs_table"], c["runs_pick"], c["runs_info"], c["dl_checkpoint"]]
-    c["runs_refresh"].click(refresh, inputs=inputs, outputs=outputs, api_visibility="private")
-    c["tab_runs"].select(refresh, inputs=inputs, outputs=outputs, api_visibility="private")
-    c["lang_box"].change(refresh, inputs=inputs, outputs=outputs, show_progress="hidden",
-                         api_visibility="private")
+    # One listener for the button, the tab and the language: an older refresh (the page's
+    # first language, sent on load) can never land after a newer one (another language).
+    gr.on([c["runs_refresh"].click, c["tab_runs"].select, c["lang_box"].change], refresh,
+          inputs=inputs, outputs=outputs, trigger_mode="always_last",
+          api_visibility="private")
 
     def pick(data: dict, request: gr.Request):
         return _picked(ctx, data[c["runs_pick"]], request)
