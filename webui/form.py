@@ -240,7 +240,6 @@ class Form:
     def inputs(self) -> set:
         return set(self.components.values())
 
-
     def values(self, data: dict) -> dict[str, Any]:
         """{component: value} (a gradio set-input dict) → {field name: component value}."""
         return {name: data[comp] for name, comp in self.components.items() if comp in data}

@@ -133,7 +133,7 @@ def grid(run: dict, sample_set: str | None = None, lang: str | None = None
             e = cell.get((prompt, (n, s)))
             if e is not None:
                 images.append((str(samples / e["image"]), f"{_in(lang, title)} · "
-                               f"{'种子' if lang == 'zh' else 'seed'} {e.get('seed')} · {prompt}"))
+                               f"{_in(lang, 'seed')} {e.get('seed')} · {prompt}"))
     if inputs:
         titles = ["input images"] + titles
     return images, titles, len(titles)

@@ -369,6 +369,7 @@ def _quoted(text: str) -> str:
     return zh if zh is not None else '"' + text.replace('"', "'") + '"'
 
 
+# Each way a stage can end (``backend.jobs.diagnosis.exit_code_text``) and its Chinese.
 _EXIT_ZH = [(r"exited with code (\d+) \(a launcher's way of saying: killed by signal (\d+) "
              r"\((\w+)\)\)", r"以退出码 \1 结束（启动器以此表示：被信号 \2（\3）终止）"),
             (r"exited with code (\d+)", r"以退出码 \1 结束"),
@@ -378,19 +379,12 @@ _EXIT_ZH = [(r"exited with code (\d+) \(a launcher's way of saying: killed by si
 
 
 def _stage_line_zh(m: re.Match) -> str:
-    how = m["how"]
-    for en, zh in _EXIT_ZH:
-        if re.fullmatch(en, how):
-            how = re.sub(en, zh, how)
-            break
-    out = f"{m['st'].capitalize() if m['st'][0].isupper() else ''}阶段 '{m['s']}' {how}"
-    return out + (f"：{_quoted(m['why'].rstrip('.'))}" if m["why"] else "")
+    how = next(re.sub(en, zh, m["how"]) for en, zh in _EXIT_ZH if re.fullmatch(en, m["how"]))
+    return f"阶段 '{m['s']}' {how}" + (f"：{_quoted(m['why'].rstrip('.'))}" if m["why"] else "")
 
 
-rule(r"^(?P<st>[Ss])tage '(?P<s>\w+)' (?P<how>exited with code \d+(?: \(a launcher's way of "
-     r"saying: killed by signal \d+ \(\w+\)\))?|was killed by signal \d+ \(\w+\)|exited "
-     r"normally \(code 0\)|has no exit code \(its process was lost\))(?:: (?P<why>.+?))?\.?$",
-     lambda m: _stage_line_zh(m).replace("S阶段", "阶段").replace("s阶段", "阶段"))
+rule(r"^[Ss]tage '(?P<s>\w+)' (?P<how>" + "|".join(en for en, _ in _EXIT_ZH) +
+     r")(?:: (?P<why>.+?))?\.?$", _stage_line_zh)
 rule(r"^stage '(?P<s>\w+)' could not start: (?P<why>.+)$",
      lambda m: f"阶段 '{m['s']}' 无法启动：{_quoted(m['why'])}")
 rule(r"^stage '(?P<s>\w+)' did not exit within (?P<g>\S+) s of SIGTERM and was (?P<rest>.+)$",
@@ -882,7 +876,9 @@ rule(r"^— one row per prompt$", "—— 每条提示词一行")
 rule(r"^No samples yet\.$", "还没有样图。")
 rule(r"^base model$", "基础模型")
 rule(r"^samples rendered by the run$", "运行期间渲染的样图")
-rule(r"^render (?P<n>.+)$", r"渲染 \g<n>")
+RENDER_ZH = "渲染"  # the word before a render job's name ("render <run>")
+rule(r"^render (?P<n>.+)$", RENDER_ZH + r" \g<n>")
+rule(r"^seed$", "种子")
 rule(r"^input images$", "输入图像")
 rule(r"^✗ Run (?P<id>`[^`]+`) is (?P<st>\w+): render when it has ended\.$",
      lambda m: f"✗ 运行 {m['id']} {STATUS_ZH.get(m['st'], m['st'])}：请在它结束后再渲染。")

@@ -15,7 +15,7 @@ from backend.jobs.runner import RunnerError
 from webui import jobs
 from webui.context import Ctx, human_bytes
 from webui.i18n import T
-from webui.messages import HISTORY_HEADERS_ZH, bilingual, bilingual_plain
+from webui.messages import HISTORY_HEADERS_ZH, RENDER_ZH, bilingual, bilingual_plain
 
 HEADERS = ["run id", "name", "status", "stages", "created", "time", "note"]
 # status and stages are shown in both languages (HTML spans; the page shows one)
@@ -35,7 +35,8 @@ def name_cell(name: str) -> str:
     if lead != "render" or not sep:
         return html.escape(name)
     rest = html.escape(rest)
-    return f'<span class="zl-en">render {rest}</span><span class="zl-zh">渲染 {rest}</span>'
+    return (f'<span class="zl-en">render {rest}</span>'
+            f'<span class="zl-zh">{RENDER_ZH} {rest}</span>')
 
 
 def table(runs: list[dict], lang: str | None) -> gr.Dataframe:
