@@ -21,6 +21,7 @@ import re
 from typing import Callable
 
 from backend.core import rundir
+from backend.core.messages import Msg
 from backend.config.schema import FIELDS
 
 # Chinese labels and help lines of every schema field.
@@ -956,6 +957,8 @@ def translate(text: str) -> str | None:
     """The Chinese of one line the backend wrote, or None when part of it stays English.
 
     A problem line ``field: problem`` keeps its field name (the CLI's word) in front."""
+    if isinstance(text, Msg):
+        return text.text("zh")
     text = str(text)
     if not text.strip():
         return text
@@ -972,8 +975,8 @@ def translate(text: str) -> str | None:
 
 def bilingual(text: str) -> str:
     """One line of Markdown as both languages (the page shows one); as-is without Chinese."""
-    text = str(text)
     zh = translate(text)
+    text = str(text)
     if zh is None or zh == text:
         return text
     return f'<span class="zl-en">{text}</span><span class="zl-zh">{zh}</span>'

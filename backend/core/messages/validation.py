@@ -1,0 +1,7 @@
+"""Messages of the validation area: each code in English and Chinese (see backend.core.messages)."""
+
+EN: dict[str, str] = {
+}
+
+ZH: dict[str, str] = {
+}
