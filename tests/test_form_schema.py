@@ -86,11 +86,9 @@ def test_values_round_trip_through_the_form(app, preset):
 
 def test_bad_values_are_reported_by_field(app):
     form = app.zerolora_ctx.form
-    values = form.to_updates(form.full_config({}))
-    values[form.components["lora_rank"]] = 0
-    values[form.components["sample_lora_scales"]] = "0, lots"
-    values[form.components["max_steps"]] = "ten"
-    cfg, _, problems = form.check(values)
+    values = form.values(form.to_updates(form.full_config({})))
+    values.update(lora_rank=0, sample_lora_scales="0, lots", max_steps="ten")
+    cfg, _, problems = form.check(form.event_inputs(values))
     assert cfg is None
     fields = [p.split(":", 1)[0] for p in problems]
     assert {"lora_rank", "sample_lora_scales", "max_steps"} <= set(fields)
@@ -109,34 +107,75 @@ def test_bad_values_are_reported_by_field(app):
     assert set(sent) == {form.errors["lora_rank"], form.errors_shown}
 
 
-def test_a_fill_sends_the_fields_that_change_and_one_revision(app):
-    """A preset fills only the fields it changes, and every handler that fills fields sends
-    the form's revision with them: what follows the form runs once per fill."""
+def test_a_fill_sends_the_fields_that_change_and_the_form_travels_as_one_value(app):
+    """A preset fills only the fields it changes, with the form's snapshot (every field's
+    value, one JSON text); every handler that fills fields sends the snapshot, every event
+    that reads the form takes it instead of the fields, and what follows the form listens
+    to the snapshot: once per fill, once per edit."""
+    import json
+
     from backend.config.presets import load_preset
 
     form = app.zerolora_ctx.form
     shown = form.to_updates(form.full_config(load_preset("cpu_demo").to_dict()))
-    rev = shown.pop(form.revision)
-    other = form.to_updates(form.full_config(load_preset("cpu_demo_zero3").to_dict()), shown)
-    assert other.pop(form.revision) != rev
+    snap = shown[form.snapshot]
+    assert json.loads(snap)["lora_rank"] == load_preset("cpu_demo").lora_rank
+    other = form.to_updates(form.full_config(load_preset("cpu_demo_zero3").to_dict()),
+                            {form.snapshot: snap})
     changed = {name for name, comp in form.components.items() if comp in other}
     assert "zero_stage" in changed and 0 < len(changed) < len(form.components) / 4, changed
+    after = json.loads(other[form.snapshot])
+    assert after["zero_stage"] == 3 and after["lora_rank"] == json.loads(snap)["lora_rank"]
     assert form.to_updates(form.full_config(load_preset("cpu_demo").to_dict()),
-                           shown) == {}  # nothing changes: nothing to follow
-    fns = app.fns.values() if isinstance(app.fns, dict) else app.fns
+                           {form.snapshot: snap}) == {}  # nothing changes: nothing to follow
+    cfg, _, problems = form.check({form.snapshot: snap})
+    assert not problems and cfg.lora_rank == load_preset("cpu_demo").lora_rank
+    fns = list(app.fns.values() if isinstance(app.fns, dict) else app.fns)
     fields = {comp._id for comp in form.components.values()}
-    fills = [fn for fn in fns if fields & {o._id for o in fn.outputs}]
+    fills = [fn for fn in fns if fn.fn is not None and fields & {o._id for o in fn.outputs}]
     assert len(fills) >= 6, [fn.name for fn in fills]
     for fn in fills:
         if fn.name == "update":  # a show_if field's visibility, not its value
             continue
-        assert form.revision._id in {o._id for o in fn.outputs}, \
-            f"{fn.name} fills fields without the form's revision (use Form.to_updates)"
-    # The checks and the estimate follow edits and fills, not each field's change event.
+        assert form.snapshot._id in {o._id for o in fn.outputs}, \
+            f"{fn.name} fills fields without the form's snapshot (use Form.to_updates)"
+    # No server event takes more than two fields as inputs: the snapshot carries the form.
+    heavy = [f"{fn.name}: {len(fields & {i._id for i in fn.inputs})}" for fn in fns
+             if fn.fn is not None and len(fields & {i._id for i in fn.inputs}) > 2]
+    assert not heavy, f"events reading the form field by field: {heavy}"
+    # Each field's edit writes the snapshot in the browser (no server call).
+    mirrors = [fn for fn in fns if fn.fn is None and fn.js and
+               [o._id for o in fn.outputs] == [form.snapshot._id]]
+    assert {fn.inputs[0]._id for fn in mirrors} == fields
+    # The checks and the estimate follow the snapshot, not each field's events.
     refresh = [fn for fn in fns if fn.name == "refresh" and form.errors_shown._id in
                {o._id for o in fn.outputs}]
     assert len(refresh) == 1
     triggers = {(t[0], t[1]) for t in refresh[0].targets}
-    assert (form.revision._id, "change") in triggers
-    assert (form.components["lora_rank"]._id, "input") in triggers
-    assert (form.components["lora_rank"]._id, "change") not in triggers
+    assert (form.snapshot._id, "change") in triggers
+    assert not {t for t in triggers if t[0] in fields}, triggers
+
+
+def test_an_event_with_many_outputs_shows_its_progress_on_one_place(app):
+    """The page keeps a loading status for every component an event shows progress on,
+    and walks all of them at each status change of any event: an event that writes the
+    form names the one place its progress shows (``show_progress_on``), so its fields
+    never become pending and the page stays light."""
+    fns = app.fns.values() if isinstance(app.fns, dict) else app.fns
+    big = [fn for fn in fns if len(fn.outputs) > 16]
+    assert len(big) >= 6, [fn.name for fn in big]
+    loose = [f"{fn.name} ({len(fn.outputs)} outputs)" for fn in big
+             if not fn.show_progress_on or len(fn.show_progress_on) > 2]
+    assert not loose, f"events showing progress on every output: {loose}"
+
+
+def test_the_app_warms_up_the_first_estimate_in_the_background(app):
+    """Once the app serves, the libraries and the first config's estimate load in a
+    background thread: the first page's estimate is then answered from what it loaded."""
+    from backend.core import libraries
+    from webui.app import warm_up
+
+    thread = warm_up(app)
+    assert thread.daemon and thread.name == "zerolora-warm-up"
+    thread.join(timeout=300)
+    assert not thread.is_alive() and libraries._loaded

@@ -602,7 +602,7 @@ def test_downloads_and_uploads_belong_to_whoever_got_them_and_expire(served):
 def test_a_session_is_its_users_and_pages_refuse_framing(served):
     bob, carol = Page(served, "bob"), Page(served, "carol")
     out = bob.call("preset", {"preset": "cpu_demo"}, kind="input")
-    assert out["preset-msg"].startswith("Loaded preset")
+    assert '<span class="zl-en">Loaded preset **cpu_demo**.</span>' in out["preset-msg"]
     # Carol cannot read or join bob's queue session by its hash.
     r = carol.http.get(f"/gradio_api/queue/data?session_hash={bob.session}")
     assert r.status_code == 403

@@ -216,9 +216,9 @@ def test_the_dataset_tab_acts_for_the_signed_in_user(app, tmp_path):
     assert (ws / "datasets" / "carol" / "dogs" / "a.txt").read_text() == \
         "carol's private caption"
     # The check (which reads every caption) is refused there too.
-    data = {k: to_widget_value(n, form.defaults.get(n)) for n, k in form.components.items()}
-    data.update({base: carols, meta: ""})
-    out = callback(demo, "check")(data, bob)
+    values = {n: to_widget_value(n, form.defaults.get(n)) for n in form.components}
+    values.update(dataset_base_path=carols, dataset_metadata_path="")
+    out = callback(demo, "check")(form.event_inputs(values), bob)
     assert "dataset_base_path: outside your dataset folders" in out[c["data_msg"]]
     assert "private caption" not in str(out)
 

@@ -73,8 +73,20 @@ class _Fail(gr.Error):
         super().__init__(message, print_exception=False)
 
 
+def _english(value: Any) -> Any:
+    """The API's JSON keeps English: a message (a ``str`` carrying its code) as plain text,
+    in dicts and lists too."""
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _english(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_english(v) for v in value]
+    return value
+
+
 def _summary(run: dict) -> dict:
-    out = {k: run.get(k) for k in RUN_FIELDS}
+    out = {k: _english(run.get(k)) for k in RUN_FIELDS}
     out["run_id"] = out.pop("id")
     out["stages"] = [{"name": s["name"], "status": s["status"], "exit_code": s["exit_code"]}
                      for s in run.get("stages", [])]
@@ -93,7 +105,9 @@ def _plain(value: Any, run_dir: Path) -> Any:
                 for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v, run_dir) for v in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if isinstance(value, str):  # a message too: its English
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float)):
         return value
     return str(value)
 
@@ -252,7 +266,7 @@ def _run_endpoints(where: SimpleNamespace, who: Callable,
         out = _summary(run)
         if run["status"] == "failed":
             summary = runner.failure_summary(run["id"]) or {}
-            out["failure"] = {k: (security.redact(v) if isinstance(v, str) else v)
+            out["failure"] = {k: (security.redact(v) if isinstance(v, str) else _english(v))
                               for k, v in summary.items()
                               if k in ("stage", "exit_code", "exit_text", "headline",
                                        "end_reason", "error_line", "diagnoses")}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -90,6 +91,28 @@ def launch_kwargs() -> dict[str, Any]:
             "footer_links": ["api", "settings"]}
 
 
+def warm_up(demo: gr.Blocks) -> threading.Thread:
+    """Load the libraries and the estimate of the form's first config in the background once
+    the app serves, so the first page's checks and estimate do not wait for seconds of
+    imports (a later family's own classes still load on its first estimate, about a
+    second). Best effort: a failure here shows when a page asks for the same estimate."""
+    ctx = demo.zerolora_ctx
+
+    def run() -> None:
+        from backend.config.validation import validate
+        from backend.core import libraries
+
+        try:
+            libraries.load()
+            training.estimate_markdown(validate(ctx.form.defaults, require_inputs=False))
+        except Exception:  # noqa: BLE001 - the page reports it when it asks
+            pass
+
+    thread = threading.Thread(target=run, daemon=True, name="zerolora-warm-up")
+    thread.start()
+    return thread
+
+
 def create_app(runner, workspace: Path, models_dir: Path | None = None,
                user_getter: Callable[[Any], str | None] | None = None,
                lang: str | None = None) -> gr.Blocks:
@@ -118,7 +141,7 @@ def create_app(runner, workspace: Path, models_dir: Path | None = None,
                                       secret=persistent_secret(workspace))
         c["loaded"] = gr.State(initial)
         c["loaded_name"] = gr.State(initial_name)
-        ctx.form.render_revision()
+        ctx.form.render_snapshot()
         ctx.form.render_error_state()
         with gr.Row(elem_classes=["zl-header"], equal_height=True):
             with gr.Column(scale=5):
@@ -137,6 +160,7 @@ def create_app(runner, workspace: Path, models_dir: Path | None = None,
         for _, _, module in TABS:
             module.bind_events(ctx)
         ctx.form.bind_show_if()
+        ctx.form.bind_snapshot()
         _bind_app_events(ctx, demo, lang_en, lang_zh, lang)
         _add_api(ctx, runner, workspace)
     demo.zerolora_ctx = ctx  # for tests and the hosting layer

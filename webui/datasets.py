@@ -23,6 +23,8 @@ import shutil
 import zipfile
 from pathlib import Path
 
+from backend.config.errors import field_problem
+from backend.core.messages import Msg
 from backend.data.dataset import EDIT_IMAGE_KEY, IMAGE_EXTS, IMAGE_KEY, PROMPT_KEY
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
@@ -120,7 +122,7 @@ def _extract_zip(src: Path, dest: Path, max_bytes: int | None = None) -> list[Pa
 
 
 def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None = None
-                ) -> tuple[Path, str | None, list[str]]:
+                ) -> tuple[Path, str | None, list[Msg]]:
     """Copy uploaded images/captions (and the contents of zips) into a new dataset folder
     under ``datasets_root(workspace, user)``.
 
@@ -144,7 +146,7 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
     limit = quota.upload_limit(datasets_root(workspace, user), user)
     folder = new_dataset_dir(workspace, name, user)
     gate = _uploads_gate(workspace, user)
-    notes: list[str] = []
+    notes: list[Msg] = []
     try:
         for raw in uploads:
             src = Path(raw)
@@ -159,14 +161,15 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
                             gate.copy_file(p, folder / p.relative_to(root), "files",
                                            parents=True)
                         elif p.is_file():
-                            notes.append(f"{p.name}: skipped (not an image or caption file)")
+                            notes.append(Msg("dataset.skipped_kind", name=p.name))
             elif src.suffix.lower() in ALLOWED_UPLOADS:
                 if limit is not None and quota.folder_bytes(folder) + src.stat().st_size > limit:
                     raise DatasetFolderError(f"files: the upload is larger than your quota "
                                              f"allows (allowed up to {limit} bytes)")
                 gate.copy_file(src, folder / _clean_name(src.name), "files")
             else:
-                notes.append(f"{src.name}: skipped (allowed {', '.join(ALLOWED_UPLOADS)}, .zip)")
+                notes.append(Msg("dataset.skipped_ext", name=src.name,
+                                 exts=list(ALLOWED_UPLOADS)))
     except zipfile.BadZipFile as e:
         shutil.rmtree(folder, ignore_errors=True)
         raise DatasetFolderError(f"zip: not a readable zip file ({e})") from e
@@ -196,8 +199,7 @@ def add_uploads(workspace: Path, name: str, uploads: list[str], user: str | None
             if not os.path.lexists(txt):
                 with gate.create(txt, "files"):
                     pass
-                notes.append(f"{img.name}: no caption yet (an empty {txt.name} was created; "
-                             f"write one in the table)")
+                notes.append(Msg("dataset.no_caption", name=img.name, txt=txt.name))
     return folder, meta, notes
 
 
@@ -267,13 +269,13 @@ def _read_rows(meta: Path) -> list[dict]:
     from backend.data.dataset import DatasetError, read_metadata_rows
 
     if meta.suffix.lower() not in (".csv", ".json", ".jsonl"):
-        raise DatasetFolderError(f"dataset_metadata_path: unknown format (got {meta.name}; "
-                                 f"allowed .csv, .json, .jsonl)")
+        raise DatasetFolderError(field_problem("dataset_metadata_path", Msg(
+            "validation.metadata_format", got=meta.name)))
     try:
         rows = read_metadata_rows(meta)
     except DatasetError as e:
-        raise DatasetFolderError(f"dataset_metadata_path: {'; '.join(e.problems)}"
-                                 ) from None
+        raise DatasetFolderError(field_problem("dataset_metadata_path", Msg(
+            "validation.problems_joined", problems=list(e.problems)))) from None
     return [r for r in rows if isinstance(r, dict)]
 
 

@@ -8,27 +8,43 @@ schema name in ``Form.components`` (elem_id ``field-<name>``) and an error line 
 preset, a run's settings or an import filling the form. A hidden field keeps its value and is
 still part of the config, so a preset round-trips whatever is shown.
 
-Values never travel by position: events take the components as a set, gradio hands the
-callback a ``{component: value}`` dict, and ``Form.to_config`` / ``Form.to_updates`` are
-the only conversions between component values and a config dict. A fill sends only the
-fields that change and a new ``Form.revision``; what follows the form listens to
-``Form.edited`` (each field's ``input``, and the revision), so it runs once per fill.
+Values never travel by position: the form travels as one value, ``Form.snapshot`` (every
+field's value as JSON, kept by the browser as the user edits), and ``Form.to_config`` /
+``Form.to_updates`` are the only conversions between an event's inputs and a config dict.
+A fill sends only the fields that change and the snapshot; what follows the form listens to
+``Form.edited`` (the snapshot's change), so it runs once per edit and once per fill.
 """
 from __future__ import annotations
 
+import json
 import time
 import typing
 from typing import Any
 
 import gradio as gr
 
-from backend.config.errors import ConfigError
+from backend.config.errors import ConfigError, field_problem
 from backend.config.meta import field_meta
 from backend.config.schema import FIELDS, RunConfig, family_defaults
 from backend.config.validation import validate
+from backend.core.messages import Msg
 from backend.families import family_of
 from webui.i18n import T, bounds_text
 from webui.messages import bilingual
+
+# The snapshot's revision: a fill sends a new one. Edits made quickly one after the other
+# each read the snapshot the page holds when they start, so the browser keeps every edit
+# since the last fill itself (one script runs at a time) and starts again from the
+# snapshot when a fill has brought a new revision.
+_REV = "__revision"
+SNAPSHOT_JS = """(v, s) => {
+  const d = JSON.parse(s || '{}');
+  const kept = window.__zlForm;
+  const values = kept && kept.rev === d.__revision ? kept.values : d;
+  values[NAME] = v;
+  window.__zlForm = {rev: d.__revision, values};
+  return JSON.stringify(values);
+}"""
 
 GROUP_ORDER = ("run", "model", "data", "lora", "training", "distributed", "stages", "samples")
 
@@ -124,8 +140,8 @@ def from_widget_value(name: str, value: Any) -> tuple[Any, str | None]:
             try:
                 out.append(float(part))
             except ValueError:
-                return value, (f"{name}: not a number (got {part!r}; allowed comma-separated "
-                               f"numbers, e.g. 0, 0.5, 1)")
+                return value, field_problem(name, Msg("validation.not_a_number",
+                                                      got=repr(part)))
         return out, None
     if kind == "text":
         text = "" if value is None else str(value).strip()
@@ -236,16 +252,46 @@ class Form:
                                         queue=False)
 
     # ------------------------------------------------------------------ values
+    # The form travels as one value: ``snapshot``, a hidden text box holding every field's
+    # value as JSON. A user's edit copies the field into it in the browser (``bind_snapshot``:
+    # no server call), a fill sends it with the fields it changes; every event that reads
+    # the form takes the snapshot, not a hundred and more components. (The page keeps a
+    # loading status for each input of every event it has run and walks them all at each
+    # status change of any event: with the form as inputs, a preset pick took seconds of
+    # browser time.)
+    def render_snapshot(self) -> gr.Textbox:
+        values = {n: to_widget_value(n, self.defaults.get(n)) for n in visible_fields()}
+        self.snapshot = gr.Textbox(json.dumps({**values, _REV: 0}), visible=False,
+                                   elem_id="form-values")
+        return self.snapshot
+
+    def bind_snapshot(self) -> None:
+        """Each field's edit (its ``input`` event) writes its value into the snapshot, in
+        the browser (``SNAPSHOT_JS``)."""
+        for name, comp in self.components.items():
+            comp.input(None, inputs=[comp, self.snapshot], outputs=[self.snapshot],
+                       js=SNAPSHOT_JS.replace("NAME", json.dumps(name)),
+                       show_progress="hidden", queue=False)
+
     @property
     def inputs(self) -> set:
-        return set(self.components.values())
+        return {self.snapshot}
 
     def values(self, data: dict) -> dict[str, Any]:
-        """{component: value} (a gradio set-input dict) → {field name: component value}."""
-        return {name: data[comp] for name, comp in self.components.items() if comp in data}
+        """An event's inputs → {field name: the value its component shows}."""
+        try:
+            values = json.loads(data.get(self.snapshot) or "{}")
+        except ValueError:
+            values = {}
+        return {n: v for n, v in values.items() if n in self.components} \
+            if isinstance(values, dict) else {}
+
+    def event_inputs(self, values: dict[str, Any]) -> dict:
+        """{field name: widget value} → the inputs an event that reads the form gets."""
+        return {self.snapshot: json.dumps(values)}
 
     def to_config(self, data: dict) -> tuple[dict[str, Any], list[str]]:
-        """Component values → a config dict of every visible field, plus parse problems."""
+        """An event's inputs → a config dict of every visible field, plus parse problems."""
         out, problems = {}, []
         for name, raw in self.values(data).items():
             value, problem = from_widget_value(name, raw)
@@ -268,37 +314,36 @@ class Form:
 
     # ------------------------------------------------------------------ filling and editing
     # A handler that fills fields (a preset, a family's defaults, an import, a run's
-    # settings) sends only the fields whose shown value changes, and a new ``revision``: the
-    # listeners of "the form changed" (the checks, the estimate, the generated files) then
-    # run once for the whole fill, not once per field. A user's own edit of a field is that
-    # field's ``input`` event.
-    def render_revision(self) -> gr.State:
-        self.revision = gr.State(0)
-        return self.revision
-
+    # settings) sends only the fields whose shown value changes, and the snapshot with them:
+    # the listeners of "the form changed" (the checks, the estimate, the generated files)
+    # follow the snapshot, so they run once for the whole fill and once per edit.
     @property
     def edited(self) -> list:
-        """The triggers of "the form changed": an edit of any field, or a fill."""
-        return [comp.input for comp in self.components.values()] + [self.revision.change]
+        """The trigger of "the form changed": an edit of any field, or a fill."""
+        return [self.snapshot.change]
 
     @property
     def fill_outputs(self) -> list:
         """What a handler that fills fields lists as outputs."""
-        return list(self.components.values()) + [self.revision]
+        return list(self.components.values()) + [self.snapshot]
 
     def to_updates(self, cfg: dict[str, Any], shown: dict | None = None) -> dict:
         """A config dict → {component: value} for every field it names (and the form shows)
-        whose component does not show that value already (``shown``: the event's input
-        values; None: every field), and a new revision (none when no field changes)."""
+        whose component does not show that value already (``shown``: the event's inputs;
+        None: every field), and the snapshot (none when no field changes)."""
+        now = self.values(shown) if shown is not None else \
+            {n: to_widget_value(n, self.defaults.get(n)) for n in self.components}
         out = {}
         for k, v in cfg.items():
             comp = self.components.get(k)
             if comp is None:
                 continue
             value = to_widget_value(k, v)
-            if shown is None or comp not in shown or shown[comp] != value:
+            if shown is None or k not in now or now[k] != value:
                 out[comp] = value
-        return {**out, self.revision: time.monotonic_ns()} if out or shown is None else {}
+                now[k] = value
+        now[_REV] = time.monotonic_ns()
+        return {**out, self.snapshot: json.dumps(now)} if out or shown is None else {}
 
     def family_switch(self, values: dict[str, Any], old: str, new: str) -> dict[str, Any]:
         """Field values after the family changes from ``old`` to ``new``: a field still at
@@ -333,7 +378,7 @@ class Form:
         where the field has none), and the lines now shown."""
         by_field: dict[str, list[str]] = {}
         for p in problems:
-            by_field.setdefault(p.split(":", 1)[0].strip(), []).append(p)
+            by_field.setdefault(_problem_field(p), []).append(p)
         now = {name: "\n\n".join("⚠ " + bilingual(p) for p in by_field[name])
                for name in self.errors if name in by_field}
         shown = shown or {}
@@ -347,13 +392,24 @@ def _known_groups() -> set[str]:
     return {k for k in EN if k.startswith("group.")}
 
 
+def _problem_field(problem: str) -> str:
+    """The field a problem line names (``field: problem``)."""
+    if isinstance(problem, Msg) and problem.code == "validation.field_problem":
+        return str(problem.params["field"])
+    return str(problem).split(":", 1)[0].strip()
+
+
 def problems_markdown(problems: list[str]) -> str:
     """The problems summary, each line in both languages (the page shows one)."""
     if not problems:
-        return bilingual("✓ No problems.")
-    lines = [bilingual(f"✗ **{len(problems)} problem(s)** — fix them before starting:"), ""]
+        return bilingual(Msg("problems.none"))
+    lines = [bilingual(Msg("problems.count", n=len(problems))), ""]
     for p in problems:
-        field, sep, rest = str(p).partition(":")
-        lines.append(f"- `{field}`: " + bilingual(rest.strip()) if sep and " " not in field
+        if isinstance(p, Msg) and p.code == "validation.field_problem":
+            field, sep, rest = str(p.params["field"]), ":", p.params["problem"]
+        else:
+            field, sep, rest = str(p).partition(":")
+            rest = rest.strip()
+        lines.append(f"- `{field}`: " + bilingual(rest) if sep and " " not in field
                      else "- " + bilingual(p))
     return "\n".join(lines)

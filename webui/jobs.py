@@ -12,10 +12,10 @@ from typing import Any
 import yaml
 
 from backend.config.validation import validate
+from backend.core.messages import Msg
 from backend.planning.plan import plan_render
 from backend.core.rundir import ZIP_SKIP, RunDir, new_run_id
 from backend.jobs.runner import Runner
-from webui.messages import translate
 
 STORED = (".safetensors", ".png", ".jpg", ".jpeg", ".webp", ".webm", ".mp4", ".zip")
 
@@ -68,27 +68,27 @@ def submit_render(runner: Runner, run: dict, settings: dict[str, Any], names: li
 
 
 # ---------------------------------------------------------------------- grid
-def _in(lang: str | None, text: str) -> str:
-    """``text`` in the page's language (plain text: a caption or a choice)."""
-    return (translate(text) or text) if lang == "zh" else text
+def _in(lang: str | None, msg: Msg) -> str:
+    """``msg`` in the page's language (plain text: a caption or a choice)."""
+    return msg.text(lang or "en")
 
 
 def sample_sets(run: dict, lang: str | None = None) -> list[tuple[str, str]]:
     """(label, key) of each set of samples the run has, newest first: each render by its job
     id, then the run's own samples ("run"). The key picks the set in :func:`grid`."""
     files = RunDir.of(run)
-    return [(_in(lang, "samples rendered by the run" if d == files.samples
-                 else f"render {d.name}"),
+    return [(_in(lang, Msg("results.set_run") if d == files.samples
+                 else Msg("results.set_render", job=d.name)),
              "run" if d == files.samples else d.name) for d in files.sample_sets()]
 
 
 def grid(run: dict, sample_set: str | None = None, lang: str | None = None
-         ) -> tuple[list[tuple[str, str]], list[str], int]:
+         ) -> tuple[list[tuple[str, str]], list[Msg | str], int]:
     """One set of the run's samples as a grid: (images row-major with captions in the page's
-    language ``lang``, column titles, number of columns). ``sample_set``: a key of
-    :func:`sample_sets` (default: the newest set). Rows are prompts; the first column is the
-    base model (scale 0), then each checkpoint × LoRA scale. A missing cell is left out of
-    its row."""
+    language ``lang``, column titles (messages, the page renders them), number of columns).
+    ``sample_set``: a key of :func:`sample_sets` (default: the newest set). Rows are
+    prompts; the first column is the base model (scale 0), then each checkpoint × LoRA
+    scale. A missing cell is left out of its row."""
     from backend.training.samples import read_index
 
     files = RunDir.of(run)
@@ -119,7 +119,8 @@ def grid(run: dict, sample_set: str | None = None, lang: str | None = None
         key = (None, 0.0) if e.get("checkpoint") is None else (e.get("checkpoint_name"),
                                                               float(e.get("scale", 0)))
         cell[(e["prompt"], key)] = e  # later entries (newer renders) win
-    titles = ["base model" if n is None else f"{n} × {s:g}" for n, s in cols]
+    titles: list[Msg | str] = [Msg("results.base_model") if n is None else f"{n} × {s:g}"
+                               for n, s in cols]
     # Edit runs: the prompt's input images first (the sample stage keeps a copy in the set).
     inputs = {e["prompt"]: e["input_image"] for e in entries
               if e.get("input_image") and (samples / e["input_image"]).is_file()}
@@ -128,14 +129,14 @@ def grid(run: dict, sample_set: str | None = None, lang: str | None = None
         if inputs:
             if prompt in inputs:
                 images.append((str(samples / inputs[prompt]),
-                               f"{_in(lang, 'input images')} · {prompt}"))
+                               _in(lang, Msg("results.input_caption", prompt=prompt))))
         for (n, s), title in zip(cols, titles):
             e = cell.get((prompt, (n, s)))
             if e is not None:
-                images.append((str(samples / e["image"]), f"{_in(lang, title)} · "
-                               f"{_in(lang, 'seed')} {e.get('seed')} · {prompt}"))
+                images.append((str(samples / e["image"]), _in(lang, Msg(
+                    "results.caption", title=title, seed=e.get("seed"), prompt=prompt))))
     if inputs:
-        titles = ["input images"] + titles
+        titles = [Msg("results.input_images")] + titles
     return images, titles, len(titles)
 
 

@@ -22,8 +22,9 @@ from typing import Any, Protocol
 
 import yaml
 
-from backend.config.errors import ConfigError
+from backend.config.errors import ConfigError, field_problem
 from backend.config.schema import RunConfig
+from backend.core.messages import Msg
 from backend.jobs.runner import RunnerError
 from webui import security
 
@@ -38,7 +39,8 @@ class Where(Protocol):
 
 
 class Refused(Exception):
-    """Nothing was queued: ``headline`` says why, ``problems`` name the fields."""
+    """Nothing was queued: ``headline`` says why, ``problems`` name the fields (messages,
+    each ``field: problem``; text from elsewhere stays as it is)."""
 
     def __init__(self, headline: str, problems: list[str] | None = None):
         self.headline, self.problems = headline, list(problems or [])
@@ -66,9 +68,30 @@ def shown_to_user(fn):
                                                   models_dir=where.models_dir,
                                                   runner=where.runner, typed=typed)
 
-            raise Refused(hide(e.headline), [hide(p) for p in e.problems]) from None
+            raise Refused(each_text(e.headline, hide),
+                          [each_text(p, hide) for p in e.problems]) from None
 
     return guarded
+
+
+def each_text(value: Any, change) -> Any:
+    """``value`` with ``change`` (text -> text: hide paths, redact tokens) applied to its
+    text: a message's parameters one by one (it stays a message, so the page still renders
+    it in either language), a list's items, a plain string itself."""
+    if isinstance(value, Msg):
+        return type(value)(value.code, **{k: each_text(v, change)
+                                          for k, v in value.params.items()})
+    if isinstance(value, (list, tuple)):
+        return type(value)(each_text(v, change) for v in value)
+    if isinstance(value, str):
+        return change(value)
+    return value
+
+
+def _said(error: Exception) -> Any:
+    """An error's message: the ``Msg`` it was raised with, else its text."""
+    first = error.args[0] if error.args else None
+    return first if isinstance(first, Msg) else str(error)
 
 
 def typed_paths(cfg: Any) -> list[str]:
@@ -100,15 +123,14 @@ def _env_kwargs(env: dict[str, str] | None) -> dict[str, Any]:
     return {"secret_env": env} if env else {}
 
 
-def run_name_problem(name: str | None, field: str = "name") -> str | None:
+def run_name_problem(name: str | None, field: str = "name") -> Msg | None:
     """The schema's ``run_name`` limit applied to a run name given beside the config."""
     from backend.config.meta import field_meta
 
     limit = field_meta("run_name").get("max_length")
     text = (name or "").strip()
     if limit is not None and len(text) > limit:
-        return (f"{field}: too long (got {len(text)} characters; allowed at most {limit}, "
-                f"as run_name)")
+        return field_problem(field, Msg("config.run_name_too_long", n=len(text), limit=limit))
     return None
 
 
@@ -117,9 +139,8 @@ def run_name_problem(name: str | None, field: str = "name") -> str | None:
 PLAN_FIELDS = ("output_path", "progress_file")
 
 
-def plan_field_problems(cfg: RunConfig) -> list[str]:
-    return [f"{k}: set by the run plan (got {getattr(cfg, k)!r}; allowed leave it out: "
-            f"each run writes into its own folder under the workspace's runs/)"
+def plan_field_problems(cfg: RunConfig) -> list[Msg]:
+    return [field_problem(k, Msg("config.set_by_plan", got=repr(getattr(cfg, k))))
             for k in PLAN_FIELDS
             if getattr(cfg, k) not in (security.PLAN_ONLY_DEFAULTS[k], None, "")]
 
@@ -135,7 +156,7 @@ def _checked(where: Where, cfg: RunConfig, user: str | None, hub_token: str | No
         named = {p.split(":", 1)[0] for p in problems}
         problems += [p for p in more_problems(cfg) if p.split(":", 1)[0] not in named]
     if problems:
-        raise Refused(f"{len(problems)} path(s) not allowed", problems)
+        raise Refused(Msg("config.refused.paths", n=len(problems)), problems)
     cfg = security.with_file_policy(cfg, user, where.workspace, models_dir=where.models_dir,
                                     runner=where.runner)
     return cfg, secret_env(hub_token, cfg.download_source)
@@ -148,16 +169,16 @@ def start_run(where: Where, cfg: RunConfig, user: str | None, *, name: str | Non
     form passes ``run_name``) has the schema's ``run_name`` length limit."""
     name_problem = run_name_problem(name)
     if name_problem:
-        raise Refused("invalid run name", [name_problem])
+        raise Refused(Msg("config.refused.run_name"), [name_problem])
     cfg, env = _checked(where, cfg, user, hub_token, plan_field_problems)
     try:
         return where.runner.submit(cfg, owner=user, name=(name or "").strip() or None,
                                    **_env_kwargs(env))
     except ConfigError as e:  # what the stages would refuse, checked before the queue
-        raise Refused(f"{len(e.problems)} problem(s) its stages would refuse",
-                      [security.redact(p) for p in e.problems]) from None
+        raise Refused(Msg("config.refused.stages", n=len(e.problems)),
+                      [each_text(p, security.redact) for p in e.problems]) from None
     except (RunnerError, ValueError, OSError) as e:
-        raise Refused(security.redact(str(e))) from None
+        raise Refused(each_text(_said(e), security.redact)) from None
 
 
 @shown_to_user
@@ -168,13 +189,13 @@ def resume_run(where: Where, run: dict, user: str | None, *,
     problems = security.check_resume_paths(where.runner, run, user, where.workspace,
                                            models_dir=where.models_dir)
     if problems:
-        raise Refused(f"{len(problems)} path(s) not allowed", problems)
+        raise Refused(Msg("config.refused.paths", n=len(problems)), problems)
     source = (yaml.safe_load(run.get("config_yaml") or "") or {}).get("download_source")
     env = secret_env(hub_token, source if isinstance(source, str) else None)
     try:
         return where.runner.resume(run["id"], **_env_kwargs(env))
     except (RunnerError, ValueError, OSError) as e:
-        raise Refused(security.redact(str(e))) from None
+        raise Refused(each_text(_said(e), security.redact)) from None
 
 
 @shown_to_user
@@ -187,9 +208,9 @@ def render(where: Where, run: dict, settings: dict[str, Any], names: list[str],
     try:
         return jobs.submit_render(where.runner, run, settings, list(names), user)
     except ConfigError as e:
-        raise Refused("invalid sample settings", e.problems) from None
+        raise Refused(Msg("config.refused.sample_settings"), e.problems) from None
     except (RunnerError, ValueError, OSError) as e:
-        raise Refused(security.redact(str(e))) from None
+        raise Refused(each_text(_said(e), security.redact)) from None
 
 
 @shown_to_user
@@ -212,6 +233,6 @@ def caption(where: Where, cfg: RunConfig, user: str | None, *,
     try:
         return submit_caption(where.runner, cfg, owner=user, secret_env=env)
     except CaptionError as e:
-        raise Refused("cannot caption this dataset", e.problems) from None
+        raise Refused(Msg("config.refused.caption"), e.problems) from None
     except (RunnerError, ValueError, OSError) as e:
-        raise Refused(security.redact(str(e))) from None
+        raise Refused(each_text(_said(e), security.redact)) from None

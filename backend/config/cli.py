@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 from typing import Any, get_origin
 
-from backend.config.errors import ConfigError
+from backend.config.errors import ConfigError, field_problem
 from backend.config.files import read_yaml
 from backend.config.meta import base_type, field_meta
 from backend.config.schema import FIELDS, RunConfig
 from backend.config.validation import suggest, validate_layers
+from backend.core.messages import Msg
 
-COMMAND_LINE = "the command line"
+COMMAND_LINE = Msg("config.source.command_line")
 
 
 def build_parser(prog: str = "backend.stages.train", extra: argparse.ArgumentParser | None = None
@@ -63,9 +64,9 @@ def parse_stage_args(argv: list[str] | None = None, prog: str = "backend.stages.
     ns, unknown = parser.parse_known_args(argv)
     if unknown:
         flags = [u for u in unknown if u.startswith("-")] or unknown
-        raise ConfigError([f"{u.lstrip('-').split('=')[0]}: unknown option (got {u!r}; "
-                           f"allowed: see --help{suggest(u.lstrip('-').split('=')[0])})"
-                           for u in flags], COMMAND_LINE)
+        raise ConfigError([field_problem(u.lstrip("-").split("=")[0], Msg(
+            "validation.unknown_flag", got=repr(u), suggest=suggest(u.lstrip("-").split("=")[0])))
+            for u in flags], COMMAND_LINE)
     given = vars(ns)
     cli = {k: v for k, v in given.items() if k in FIELDS}
     layers: list[tuple[str, dict[str, Any]]] = []

@@ -8,10 +8,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from backend.config.errors import ConfigError
+from backend.config.errors import ConfigError, field_problem
 from backend.config.schema import SCHEMA_VERSION, RunConfig
 from backend.config.validation import validate
 from backend.core import bounded, writegate
+from backend.core.messages import Msg
 
 
 def migrate(data: dict[str, Any], source: str | None = None) -> dict[str, Any]:
@@ -25,8 +26,8 @@ def migrate(data: dict[str, Any], source: str | None = None) -> dict[str, Any]:
     version = data.pop("schema_version", SCHEMA_VERSION)
     if isinstance(version, bool) or not isinstance(version, int) or not (
             1 <= version <= SCHEMA_VERSION):
-        raise ConfigError([f"schema_version: unsupported (got {bounded.short(version)}; allowed 1.."
-                           f"{SCHEMA_VERSION})"], source)
+        raise ConfigError([field_problem("schema_version", Msg(
+            "config.schema_version", got=bounded.short(version), top=SCHEMA_VERSION))], source)
     # (no older versions exist yet: version 1 is the first schema)
     return data
 
@@ -38,37 +39,42 @@ def read_yaml(path: str | os.PathLike, what: str = "config") -> dict[str, Any]:
     an empty preset is refused (it would load as the defaults without a word)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError([f"{what}: file not found (got {str(path)!r}; allowed an existing "
-                           f"YAML file)"])
+        raise ConfigError([field_problem(what, Msg("config.file_not_found",
+                                                   got=repr(str(path))))])
     try:
         text = bounded.read_text(path, what)
     except bounded.ParseError as e:
-        raise ConfigError([str(e)], str(path)) from None
+        raise ConfigError([_said(e)], str(path)) from None
     except UnicodeDecodeError as e:
-        raise ConfigError([f"{what}: not UTF-8 text (byte {e.start}; allowed a YAML file)"],
+        raise ConfigError([field_problem(what, Msg("config.not_utf8", byte=e.start))],
                           str(path)) from None
     except OSError as e:
-        raise ConfigError([f"{what}: cannot read ({e.strerror or e}; allowed a readable "
-                           f"YAML file)"], str(path)) from None
+        raise ConfigError([field_problem(what, Msg("config.cannot_read",
+                                                   why=str(e.strerror or e)))],
+                          str(path)) from None
     try:
         # Sizes, nesting and what YAML aliases expand to are bounded (backend/core/bounded.py).
         data = bounded.load_yaml(text, what)
     except bounded.ParseError as e:
-        raise ConfigError([str(e)], str(path)) from None
+        raise ConfigError([_said(e)], str(path)) from None
     if data is None:
         if what == "preset":
-            raise ConfigError(["preset: empty file (got no options; allowed schema_version "
-                               "and the options the preset changes)"], str(path))
+            raise ConfigError([field_problem("preset", Msg("config.preset_empty"))], str(path))
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError([f"{what}: top level must be a mapping (got "
-                           f"{type(data).__name__})"], str(path))
+        raise ConfigError([field_problem(what, Msg("config.top_level",
+                                                   type=type(data).__name__))], str(path))
     bad = [k for k in data if not isinstance(k, str)]
     if bad:
-        raise ConfigError([f"{bounded.short(k)}: keys must be option names (got "
-                           f"{bounded.short(k)}; allowed the fields of the run schema)"
-                           for k in bad], str(path))
+        raise ConfigError([field_problem(bounded.short(k), Msg(
+            "config.keys_option_names", got=bounded.short(k))) for k in bad], str(path))
     return migrate(data, str(path))
+
+
+def _said(error: Exception) -> Any:
+    """An error's message: the ``Msg`` it was raised with, else its text."""
+    first = error.args[0] if error.args else None
+    return first if isinstance(first, Msg) else str(error)
 
 
 def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> RunConfig:

@@ -1,9 +1,10 @@
 """The low-VRAM options, read and checked: ``quant_options`` / ``fp8_models`` parsed into
 entries, and which combinations of low-VRAM methods run.
 
-Standard library only (the schema imports it, so a bad value is refused within a second,
-before torch is touched). The work itself is done by ``backend.models.quantize`` (a quantized
-frozen base) and ``backend.models.layer_offload`` (stage 2 with only the running block on the GPU).
+Standard library and the message tables only (the schema imports it, so a bad value is
+refused within a second, before torch is touched). The work itself is done by
+``backend.models.quantize`` (a quantized frozen base) and ``backend.models.layer_offload``
+(stage 2 with only the running block on the GPU).
 
 ``quant_options`` follows the reference trainer: entries separated by ``;``, each
 ``<model_id>:<glob>:<method>`` optionally followed by ``/<modules left unquantized>``
@@ -24,6 +25,8 @@ do not run (``NOT_RUN``: NVFP4, comfy-kitchen) are refused naming the field and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from backend.core.messages import Msg
 
 # method -> (backend package, bits per quantized weight)
 METHODS = {
@@ -46,10 +49,9 @@ ALIASES = {"bnb_nf4": "bitsandbytes_nf4", "nf4": "bitsandbytes_nf4",
 # The reference's methods ZeroLoRA does not run, each with why (refused naming the field,
 # never dropped: a run that asked for a quantized base never trains an unquantized one).
 NOT_RUN = {
-    "torchao_nvfp4_w4a16": "NVFP4 weights need a Blackwell GPU's FP4 kernels, which "
-                           "ZeroLoRA does not use",
-    "comfy_kitchen_int8_w8a8": "the comfy-kitchen backend is not part of ZeroLoRA",
-    "comfy_kitchen_fp8_w8a8": "the comfy-kitchen backend is not part of ZeroLoRA",
+    "torchao_nvfp4_w4a16": Msg("validation.quant.why_nvfp4"),
+    "comfy_kitchen_int8_w8a8": Msg("validation.quant.why_comfy"),
+    "comfy_kitchen_fp8_w8a8": Msg("validation.quant.why_comfy"),
 }
 COMPONENT_FOLDERS = ("transformer", "text_encoder", "vae")
 # The reference's model names (its video scripts' --fp8_models / --offload_models dit).
@@ -82,11 +84,11 @@ class QuantEntry:
 
 
 def parse_quant_options(text: str | None, fp8_models: str | None = None
-                        ) -> tuple[list[QuantEntry], list[str]]:
+                        ) -> tuple[list[QuantEntry], list[Msg]]:
     """(entries, problems) of ``quant_options`` and ``fp8_models``; each problem names its
     field, the entry and what is allowed."""
     entries: list[QuantEntry] = []
-    problems: list[str] = []
+    problems: list[Msg] = []
     allowed = " | ".join(list(METHODS) + [a for a in ALIASES if a.endswith("_w8a16")])
     for raw in (text or "").split(";"):
         raw = raw.strip()
@@ -95,19 +97,21 @@ def parse_quant_options(text: str | None, fp8_models: str | None = None
         # The glob may hold '/', so split the method off the right: model_id:glob:method[/skip]
         head, sep, tail = raw.rpartition(":")
         if not sep or head.count(":") < 1:
-            problems.append(f"quant_options: each entry is <model_id>:<glob>:<method>[/<modules "
-                            f"left unquantized>] (got {raw!r}; allowed methods {allowed})")
+            problems.append(_problem("quant_options", Msg(
+                "validation.quant.entry_form", got=repr(raw), allowed=allowed)))
             continue
         method, slash, skip = tail.partition("/")
         model_id, _, glob = head.partition(":")
         method = ALIASES.get(method.strip(), method.strip())
         if method in NOT_RUN:
-            problems.append(f"quant_options: {method} does not run here: {NOT_RUN[method]} "
-                            f"(got {raw!r}; allowed {allowed})")
+            problems.append(_problem("quant_options", Msg(
+                "validation.quant.not_run", method=method, why=NOT_RUN[method], got=repr(raw),
+                allowed=allowed)))
             continue
         if method not in METHODS:
-            problems.append(f"quant_options: unknown method in {raw!r} (got {method!r}; allowed "
-                            f"{allowed})")
+            problems.append(_problem("quant_options", Msg(
+                "validation.quant.unknown_method", entry=repr(raw), got=repr(method),
+                allowed=allowed)))
             continue
         names = tuple(s.strip() for s in skip.split(",") if s.strip()) if slash else None
         entries.append(QuantEntry(model_id.strip(), glob.strip(), method, names))
@@ -119,19 +123,26 @@ def parse_quant_options(text: str | None, fp8_models: str | None = None
         if not sep:  # a model's name, as the reference's video scripts write it
             name = MODEL_NAMES.get(raw)
             if name is None:
-                problems.append(f"fp8_models: each entry is <model_id>:<glob> or a model name "
-                                f"(got {raw!r}; allowed e.g. org/model:transformer/*.safetensors,"
-                                f" or {' | '.join(MODEL_NAMES)})")
+                problems.append(_problem("fp8_models", Msg(
+                    "validation.quant.fp8_entry_form", got=repr(raw),
+                    names=" | ".join(MODEL_NAMES))))
                 continue
             model_id, glob = "", f"{name}/*"
         entries.append(QuantEntry(model_id, glob, "torchao_fp8", None, "fp8_models"))
     seen: dict[str, str] = {}
     for e in entries:
         if e.component in seen and seen[e.component] != e.method:
-            problems.append(f"quant_options: two methods for the {e.component} (got "
-                            f"{seen[e.component]} and {e.method}; allowed one per component)")
+            problems.append(_problem("quant_options", Msg(
+                "validation.quant.two_methods", component=e.component,
+                first=seen[e.component], second=e.method)))
         seen.setdefault(e.component, e.method)
     return entries, problems
+
+
+def _problem(field: str, problem: Msg) -> Msg:
+    """``field: problem`` (``backend.config.errors.field_problem``, which this module, imported
+    by the schema, cannot import)."""
+    return Msg("validation.field_problem", field=field, problem=problem)
 
 
 def _list_entries(text: str | None) -> list[str]:
@@ -159,40 +170,35 @@ def offloaded_models(cfg) -> list[str]:
     return out
 
 
-def combination_problems(c: dict) -> list[str]:
+def combination_problems(c: dict) -> list[Msg]:
     """The low-VRAM rules of ``cross_field_problems`` (``c``: every field, merged)."""
-    p: list[str] = []
+    p: list[Msg] = []
     entries, problems = parse_quant_options(c.get("quant_options"), c.get("fp8_models"))
     p += problems
     zs, n = c["zero_stage"], c["num_processes"]
     quant_tr = [e for e in entries if e.component == "transformer"]
     if quant_tr and zs == 3:
-        p.append(f"{quant_tr[0].field}: a quantized base cannot be partitioned by ZeRO-3 (got "
-                 f"{quant_tr[0].method} with zero_stage 3; allowed zero_stage 0-2, or "
-                 f"enable_model_cpu_offload for the memory ZeRO-3 offload saves)")
+        p.append(_problem(quant_tr[0].field, Msg("validation.lowvram.zero3_quantized",
+                                                 method=quant_tr[0].method)))
     for name in ("enable_model_cpu_offload", "enable_optimizer_cpu_offload"):
         if c.get(name) and zs > 0:
             other = ("offload_param_device" if name == "enable_model_cpu_offload"
                      else "offload_optimizer_device")
-            p.append(f"{name}: layer-wise offload runs without DeepSpeed (got true with "
-                     f"zero_stage {zs}; allowed zero_stage 0, or DeepSpeed's own {other})")
+            p.append(_problem(name, Msg("validation.lowvram.without_deepspeed", zs=zs,
+                                        other=other)))
         elif c.get(name) and n > 1:
-            p.append(f"{name}: layer-wise offload runs on one GPU (got true with "
-                     f"num_processes {n}; allowed num_processes 1)")
+            p.append(_problem(name, Msg("validation.lowvram.one_gpu", n=n)))
     if c.get("enable_model_cpu_offload") and any(e.backend == "torchao" for e in quant_tr):
-        p.append("enable_model_cpu_offload: torchao's quantized tensors are not streamed "
-                 "block by block (got true with a torchao method for the transformer from "
-                 f"{quant_tr[0].field}; allowed a bitsandbytes method, or no layer offload)")
+        p.append(_problem("enable_model_cpu_offload", Msg(
+            "validation.lowvram.torchao_stream", source=quant_tr[0].field)))
     dora = c.get("use_dora") or str(c.get("lora_type", "")).lower() == "dora"
     if dora and quant_tr:
-        p.append(f"{quant_tr[0].field}: DoRA needs the base weights in full precision for its "
-                 f"norms (got {quant_tr[0].method} with DoRA; allowed plain LoRA, or no "
-                 f"quantization)")
+        p.append(_problem(quant_tr[0].field, Msg("validation.lowvram.dora_quantized",
+                                                 method=quant_tr[0].method)))
     # enable_optimizer_cpu_offload steps adamw only: 8-bit spellings (the reference's too)
     # here, the schema's other choices in ``backend.config.rules.option_problems``.
     optimizer = str(c.get("optimizer", "") or "").lower()
     if c.get("enable_optimizer_cpu_offload") and ("8bit" in optimizer or "8_bit" in optimizer):
-        p.append(f"enable_optimizer_cpu_offload: 8-bit optimizers run on the GPU only (got "
-                 f"optimizer {c.get('optimizer')}; allowed optimizer adamw, or "
-                 f"enable_optimizer_cpu_offload false)")
+        p.append(_problem("enable_optimizer_cpu_offload", Msg(
+            "validation.lowvram.optimizer_8bit", optimizer=str(c.get("optimizer")))))
     return p

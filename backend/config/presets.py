@@ -15,14 +15,17 @@ from typing import Any
 
 import yaml
 
-from backend.config.errors import ConfigError
+from backend.config.errors import ConfigError, field_problem
 from backend.config.files import read_yaml, write_yaml
 from backend.config.paths import REPO_ROOT
 from backend.config.schema import FIELDS, PATH_FIELDS, SCHEMA_VERSION, RunConfig
 from backend.config.validation import validate_layers
 from backend.core import bounded
+from backend.core.messages import Msg
 
 PRESETS_DIR = REPO_ROOT / "presets"
+# Where the values under a preset came from, in its problems.
+PRESET_BASE = Msg("config.source.preset_base")
 _PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 _USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 # What only an admin may put in a preset: where models come from and server folders. A
@@ -43,7 +46,7 @@ def _preset_folder(workspace: str | os.PathLike | None, user: str | None = None
     if user is None:
         return Path(workspace) / "presets"
     if not _USER_NAME.match(str(user)):
-        raise ConfigError([f"user: not a user name (got {user!r})"])
+        raise ConfigError([field_problem("user", Msg("config.user_not_name", got=repr(user)))])
     return Path(workspace) / "presets" / "users" / str(user)
 
 
@@ -72,17 +75,18 @@ def _find_preset(name_or_path: str | os.PathLike, workspace, user: str | None = 
     if as_path.suffix in (".yaml", ".yml") or os.sep in text or "/" in text:
         if by_path and as_path.is_file():
             return as_path
-        raise ConfigError([f"preset: file not found (got {text!r}; allowed an existing "
-                           f"preset file or a preset name)"] if by_path else
-                          [f"preset: a name, not a path (got {text!r}; allowed "
-                           f"{' | '.join(n for n, _ in list_presets(workspace, user))})"])
+        raise ConfigError([field_problem("preset", Msg(
+            "config.preset.file_not_found", got=repr(text)) if by_path else Msg(
+            "config.preset.name_not_path", got=repr(text),
+            names=" | ".join(n for n, _ in list_presets(workspace, user))))])
     names = list(listed)
-    raise ConfigError([f"preset: no preset with this name (got {text!r}; allowed "
-                       f"{' | '.join(names) or 'none yet'})"])
+    raise ConfigError([field_problem("preset", Msg(
+        "config.preset.no_such_name", got=repr(text),
+        names=" | ".join(names) or Msg("config.preset.none_yet")))])
 
 
 def admin_field_problems(data: dict[str, Any], workspace: str | os.PathLike | None = None
-                         ) -> list[str]:
+                         ) -> list[Msg]:
     """Fields reserved to admins that ``data`` (a user's preset values) sets to a value no
     admin chose: not the schema default, nor the value of a bundled or shared preset."""
     chosen = {k: [FIELDS[k].default] for k in ADMIN_PRESET_FIELDS}
@@ -94,8 +98,8 @@ def admin_field_problems(data: dict[str, Any], workspace: str | os.PathLike | No
         for k in ADMIN_PRESET_FIELDS:
             if k in values:
                 chosen[k].append(values[k])
-    return [f"{k}: reserved to admins in presets (got {bounded.short(data[k])}; allowed the "
-            f"default or a value of a bundled or shared preset)"
+    return [field_problem(k, Msg("config.preset.reserved_to_admins",
+                                 got=bounded.short(data[k])))
             for k in ADMIN_PRESET_FIELDS if k in data and data[k] not in chosen[k]]
 
 
@@ -140,7 +144,7 @@ def load_preset(name_or_path: str | os.PathLike, workspace: str | os.PathLike | 
     ``admin`` as for ``read_preset``.
     """
     data, path = read_preset(name_or_path, workspace, user, admin)
-    return validate_layers([("the settings the preset is applied to", base.to_dict() if base
+    return validate_layers([(PRESET_BASE, base.to_dict() if base
                              is not None else {}), (str(path) if admin else path.name, data)],
                            require_inputs=False)
 
@@ -158,18 +162,17 @@ def save_preset(cfg: RunConfig, name: str, workspace: str | os.PathLike,
     ``ADMIN_PRESET_FIELDS`` (refused, nothing written)."""
     problems = []
     if not _PRESET_NAME.match(name or ""):
-        problems.append(f"name: not a preset name (got {name!r}; allowed letters, digits, "
-                        f"_ . - up to 80 characters)")
+        problems.append(field_problem("name", Msg("config.preset.bad_name", got=repr(name))))
     elif Path(name).suffix.lower() in (".yaml", ".yml"):  # the file would be x.yaml.yaml
-        problems.append(f"name: a preset name, not a file name (got {name!r}; allowed "
-                        f"{Path(name).stem!r}: the .yaml is added)")
+        problems.append(field_problem("name", Msg("config.preset.file_name", got=repr(name),
+                                                  stem=repr(Path(name).stem))))
     elif (PRESETS_DIR / f"{name}.yaml").exists():
-        problems.append(f"name: a bundled preset has this name (got {name!r}; allowed "
-                        f"another name)")
+        problems.append(field_problem("name", Msg("config.preset.bundled_name",
+                                                  got=repr(name))))
     if not workspace:
-        problems.append("workspace: needed to save user presets (got None; allowed a folder)")
+        problems.append(field_problem("workspace", Msg("config.preset.workspace_needed")))
     if shared and not admin:
-        problems.append("shared: only admins share presets (got true; allowed false)")
+        problems.append(field_problem("shared", Msg("config.preset.only_admins_share")))
     reference = (base or RunConfig()).to_dict()
     values = {k: v for k, v in cfg.to_dict().items() if reference.get(k) != v}
     if not admin:

@@ -11,10 +11,12 @@ from typing import Any
 from backend.config.lowvram import combination_problems
 from backend.config.schema import (LOKR_FACTOR_ALLOWED, SAMPLE_SCALE_RANGE, STAGES,
                                    effective_optimizer, resolution_multiple)
+from backend.config.errors import field_problem
 from backend.core import bounded
+from backend.core.messages import Msg
 
 
-def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list[str]:
+def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list[Msg]:
     """Rules that involve more than one field. ``c`` holds defaults merged with valid values.
 
     ``require_inputs``: also demand what only the user can supply (the dataset folder); off
@@ -28,98 +30,94 @@ def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list
             + option_problems(c))
 
 
-def deepspeed_problems(c: dict[str, Any]) -> list[str]:
+def deepspeed_problems(c: dict[str, Any]) -> list[Msg]:
     """DeepSpeed: offload devices by ZeRO stage, the NVMe folder, and which activation
     checkpointing applies."""
-    p: list[str] = []
+    p: list[Msg] = []
     zs = c["zero_stage"]
     opt, par = c["offload_optimizer_device"], c["offload_param_device"]
     if par != "none" and zs != 3:
-        p.append(f"offload_param_device: parameter offload needs ZeRO-3 (got {par!r} with "
-                 f"zero_stage {zs}; allowed none unless zero_stage is 3)")
+        p.append(field_problem("offload_param_device", Msg(
+            "validation.rule.param_offload_zero3", got=repr(par), zs=zs)))
     if opt != "none" and zs < 1:
-        p.append(f"offload_optimizer_device: optimizer offload needs DeepSpeed (got {opt!r} "
-                 f"with zero_stage 0; allowed none unless zero_stage is 1-3)")
+        p.append(field_problem("offload_optimizer_device", Msg(
+            "validation.rule.optimizer_offload_deepspeed", got=repr(opt))))
     elif opt == "nvme" and zs != 3:
-        p.append(f"offload_optimizer_device: nvme offload needs ZeRO-3 (got 'nvme' with "
-                 f"zero_stage {zs}; allowed none | cpu)")
+        p.append(field_problem("offload_optimizer_device", Msg(
+            "validation.rule.nvme_zero3", zs=zs)))
     if "nvme" in (par, opt) and not c["offload_nvme_path"]:
-        p.append("offload_nvme_path: nvme offload needs a folder (got None; allowed a "
-                 "writable folder on an NVMe drive)")
+        p.append(field_problem("offload_nvme_path", Msg("validation.rule.nvme_folder")))
     ds_ckpt = zs > 0 and c["ds_activation_checkpointing"] and c["use_gradient_checkpointing"]
     for name in ("partition_activations", "cpu_checkpointing",
                  "contiguous_memory_optimization"):
         if c[name] and not ds_ckpt:
-            p.append(f"{name}: applies to DeepSpeed activation checkpointing only (got true "
-                     f"with zero_stage {zs}, use_gradient_checkpointing "
-                     f"{str(c['use_gradient_checkpointing']).lower()}, "
-                     f"ds_activation_checkpointing "
-                     f"{str(c['ds_activation_checkpointing']).lower()}; allowed false, or "
-                     f"zero_stage ≥ 1 with both checkpointing options on)")
+            p.append(field_problem(name, Msg(
+                "validation.rule.ds_checkpointing_only", zs=zs,
+                ugc=str(c["use_gradient_checkpointing"]).lower(),
+                dac=str(c["ds_activation_checkpointing"]).lower())))
     if c["use_gradient_checkpointing_offload"] and ds_ckpt:
-        p.append("use_gradient_checkpointing_offload: DeepSpeed activation checkpointing "
-                 "replaces torch checkpointing here (got true with zero_stage "
-                 f"{zs} and ds_activation_checkpointing true; allowed false -- use "
-                 "cpu_checkpointing -- or ds_activation_checkpointing false)")
+        p.append(field_problem("use_gradient_checkpointing_offload", Msg(
+            "validation.rule.ds_replaces_torch", zs=zs)))
     return p
 
 
-def machine_problems(c: dict[str, Any]) -> list[str]:
+def machine_problems(c: dict[str, Any]) -> list[Msg]:
     """Processes and machines: the main machine's address and port, ranks, processes per
     machine and the GPU ids."""
-    p: list[str] = []
+    p: list[Msg] = []
     n, m = c["num_processes"], c["num_machines"]
     if m > 1 and not c["main_process_ip"]:
-        p.append(f"main_process_ip: {m} machines need the main machine's address (got None; "
-                 f"allowed a host name or IP reachable from every machine)")
+        p.append(field_problem("main_process_ip", Msg("validation.rule.main_ip", m=m)))
     if m > 1 and c["main_process_port"] == 0:
-        p.append(f"main_process_port: {m} machines need a fixed port (got 0; allowed "
-                 f"1024-65535)")
+        p.append(field_problem("main_process_port", Msg("validation.rule.main_port", m=m)))
     if 0 < c["main_process_port"] < 1024:
-        p.append(f"main_process_port: ports below 1024 are reserved (got "
-                 f"{c['main_process_port']}; allowed 0 or 1024-65535)")
+        p.append(field_problem("main_process_port", Msg(
+            "validation.rule.port_reserved", got=c["main_process_port"])))
     if c["machine_rank"] >= m:
-        p.append(f"machine_rank: must be below num_machines (got {c['machine_rank']}; "
-                 f"allowed 0..{m - 1})")
+        p.append(field_problem("machine_rank", Msg(
+            "validation.rule.rank_below", got=c["machine_rank"], top=m - 1)))
     if n < m:
-        p.append(f"num_processes: at least one process per machine (got {n}; allowed ≥ {m})")
+        p.append(field_problem("num_processes", Msg(
+            "validation.rule.process_per_machine", n=n, m=m)))
     elif n % m:
-        p.append(f"num_processes: must split evenly over {m} machines (got {n}; allowed a "
-                 f"multiple of {m})")
+        p.append(field_problem("num_processes", Msg("validation.rule.split_evenly", n=n, m=m)))
     if c["gpu_ids"] != "all":
         ids = c["gpu_ids"].split(",")
         per_machine = max(1, n // m)
         if len(ids) != len(set(ids)):
-            p.append(f"gpu_ids: repeated GPU (got {c['gpu_ids']!r}; allowed distinct ids)")
+            p.append(field_problem("gpu_ids", Msg(
+                "validation.rule.gpu_repeated", got=repr(c["gpu_ids"]))))
         elif len(ids) < per_machine:
-            p.append(f"gpu_ids: fewer GPUs than processes per machine (got {c['gpu_ids']!r} "
-                     f"for {per_machine} process(es); allowed all or ≥ {per_machine} ids)")
+            p.append(field_problem("gpu_ids", Msg(
+                "validation.rule.gpu_fewer", got=repr(c["gpu_ids"]), n=per_machine)))
     return p
 
 
-def size_problems(c: dict[str, Any]) -> list[str]:
+def size_problems(c: dict[str, Any]) -> list[Msg]:
     """Fixed sizes: height and width set together, every side a multiple of what the
     family (or variant) needs."""
-    p: list[str] = []
+    p: list[Msg] = []
     if (c["height"] is None) != (c["width"] is None):
         which = "width" if c["width"] is None else "height"
-        p.append(f"{which}: set height and width together for a fixed size (got "
-                 f"height={c['height']}, width={c['width']}; allowed both or neither)")
+        p.append(field_problem(which, Msg(
+            "validation.rule.height_width_together", height=str(c["height"]),
+            width=str(c["width"]))))
     mult, model = resolution_multiple(c)
     for name in ("height", "width", "sample_height", "sample_width"):
         side = c[name]
         if isinstance(side, int) and side % mult:
             lo = side // mult * mult
-            p.append(f"{name}: {model} needs sides that are multiples of {mult} (got {side}; "
-                     f"allowed e.g. {lo or mult} or {lo + mult})")
+            p.append(field_problem(name, Msg(
+                "validation.rule.side_multiple", model=model, mult=mult, side=side,
+                lo=lo or mult, hi=lo + mult)))
     return p
 
 
-def source_form_problems(c: dict[str, Any]) -> list[str]:
+def source_form_problems(c: dict[str, Any]) -> list[Msg]:
     """Model sources given as ``model_id:glob`` (``model_id_with_origin_paths`` entries,
     ``tokenizer_path``, ``captioner_path``) with nothing before or after the last colon,
     which no stage can resolve; an existing local path is taken as a path."""
-    p: list[str] = []
+    p: list[Msg] = []
     examples = {"model_id_with_origin_paths": "org/model:transformer/*.safetensors",
                 "tokenizer_path": "org/model:tokenizer/",
                 "captioner_path": "org/model:text_encoder/"}
@@ -134,23 +132,24 @@ def source_form_problems(c: dict[str, Any]) -> list[str]:
             model_id, _, glob = entry.rpartition(":")
             if model_id.strip() and glob.strip():
                 continue
-            side = ("the model id before" if not model_id.strip() else
-                    "the folder or files after")
-            p.append(f"{name}: {side} the colon is empty (got {bounded.short(entry)}; allowed a "
-                     f"local folder, or model_id:folder/ or model_id:glob, e.g. {example})")
+            got = bounded.short(entry)
+            p.append(field_problem(name, Msg(
+                "validation.rule.colon_empty_before", got=got, example=example)
+                if not model_id.strip() else Msg(
+                "validation.rule.colon_empty_after", got=got, example=example)))
     return p
 
 
-def model_problems(c: dict[str, Any]) -> list[str]:
+def model_problems(c: dict[str, Any]) -> list[Msg]:
     """The model: a source to load it from, the form of model_paths, the modules the LoRA
     trains, and torch checkpointing's CPU offload (which needs checkpointing on)."""
-    p: list[str] = []
+    p: list[Msg] = []
     if c["use_gradient_checkpointing_offload"] and not c["use_gradient_checkpointing"]:
-        p.append("use_gradient_checkpointing_offload: needs use_gradient_checkpointing "
-                 "(got true with checkpointing off; allowed false, or turn checkpointing on)")
+        p.append(field_problem("use_gradient_checkpointing_offload",
+                               Msg("validation.rule.offload_needs_checkpointing")))
     if not (c["model_id_with_origin_paths"] or c["model_paths"]):
-        p.append("model_id_with_origin_paths: no model source (got None; allowed "
-                 "model_id:glob list, a local path, or model_paths)")
+        p.append(field_problem("model_id_with_origin_paths",
+                               Msg("validation.rule.no_model_source")))
     if c["model_paths"]:
         try:
             mp = bounded.load_json(c["model_paths"], "model_paths")
@@ -159,119 +158,111 @@ def model_problems(c: dict[str, Any]) -> list[str]:
                         isinstance(y, str) for y in x)) for x in mp):
                 raise ValueError
         except ValueError:
-            p.append(f"model_paths: must be a JSON list of paths (got "
-                     f"{bounded.short(c['model_paths'])}; allowed e.g. [\"a.safetensors\", "
-                     f"[\"shard1.safetensors\", \"shard2.safetensors\"]])")
+            p.append(field_problem("model_paths", Msg(
+                "validation.rule.model_paths_json", got=bounded.short(c["model_paths"]))))
     if not [t for t in str(c["lora_target_modules"]).split(",") if t.strip()]:
-        p.append(f"lora_target_modules: at least one module name (got "
-                 f"{c['lora_target_modules']!r}; allowed e.g. to_q,to_k,to_v)")
+        p.append(field_problem("lora_target_modules", Msg(
+            "validation.rule.target_modules", got=repr(c["lora_target_modules"]))))
     return p
 
 
-def training_problems(c: dict[str, Any]) -> list[str]:
+def training_problems(c: dict[str, Any]) -> list[Msg]:
     """Training length and checkpoints: a step cap below the step target, pruning without
     step checkpoints, resuming and initialising the LoRA at once."""
-    p: list[str] = []
+    p: list[Msg] = []
     if c["max_train_steps"] and c["max_steps"] and c["max_steps"] < c["max_train_steps"]:
-        p.append(f"max_steps: a cap below the step target cuts it short (got "
-                 f"{c['max_steps']} with max_train_steps {c['max_train_steps']}; allowed "
-                 f"empty or ≥ {c['max_train_steps']})")
+        p.append(field_problem("max_steps", Msg(
+            "validation.rule.max_steps_cap", got=c["max_steps"], target=c["max_train_steps"])))
     if c["keep_last_n_checkpoints"] and not c["save_steps"]:
-        p.append("keep_last_n_checkpoints: only step checkpoints are pruned (got "
-                 f"{c['keep_last_n_checkpoints']} without save_steps; allowed with save_steps)")
+        p.append(field_problem("keep_last_n_checkpoints", Msg(
+            "validation.rule.prune_needs_save_steps", got=c["keep_last_n_checkpoints"])))
     if c["resume_from"] and c["lora_checkpoint"]:
-        p.append("lora_checkpoint: set either resume_from or lora_checkpoint (got both; "
-                 "allowed one: a saved state already holds the LoRA)")
+        p.append(field_problem("lora_checkpoint", Msg("validation.rule.resume_or_lora")))
     return p
 
 
-def stage_problems(c: dict[str, Any], require_inputs: bool = True) -> list[str]:
+def stage_problems(c: dict[str, Any], require_inputs: bool = True) -> list[Msg]:
     """The stages: their order, stage 1 only with split training, the dataset folder the
     stages need (``require_inputs``), sample prompts and LoRA scales."""
-    p: list[str] = []
+    p: list[Msg] = []
     stages = list(c["stages"])
     if stages != sorted(stages, key=STAGES.index) or len(set(stages)) != len(stages):
-        p.append(f"stages: must be in order data_process, train, sample without repeats "
-                 f"(got {stages}; allowed a subset of {list(STAGES)} in that order)")
+        p.append(field_problem("stages", Msg(
+            "validation.rule.stage_order", got=str(stages), stages=str(list(STAGES)))))
     if not c["split_training"] and "data_process" in stages:
-        p.append("stages: data_process runs only with split_training (got data_process with "
-                 "split_training false; allowed train, sample)")
+        p.append(field_problem("stages", Msg("validation.rule.data_process_split")))
     if require_inputs and ("data_process" in stages or "train" in stages) and not \
             c["dataset_base_path"]:
-        what = ("the cache folder written by data_process" if c["split_training"] and
-                "data_process" not in stages else "an existing dataset folder")
-        p.append(f"dataset_base_path: a dataset folder is required (got ''; allowed {what})")
+        what = (Msg("validation.rule.dataset_cache_folder") if c["split_training"] and
+                "data_process" not in stages else Msg("validation.rule.dataset_existing_folder"))
+        p.append(field_problem("dataset_base_path", Msg(
+            "validation.rule.dataset_required", what=what)))
     if "sample" in stages and not [s for s in c["sample_prompts"] if str(s).strip()]:
-        p.append("sample_prompts: the sample stage needs at least one prompt (got "
-                 f"{c['sample_prompts']!r}; allowed one or more non-empty prompts)")
+        p.append(field_problem("sample_prompts", Msg(
+            "validation.rule.sample_prompt", got=repr(c["sample_prompts"]))))
     lo, hi = SAMPLE_SCALE_RANGE
     bad = [s for s in c["sample_lora_scales"] if not lo <= s <= hi]
     if bad:
-        p.append(f"sample_lora_scales: scales must lie between {lo:g} and {hi:g} (got "
-                 f"{bad}; allowed e.g. 0, 0.5, 1)")
+        p.append(field_problem("sample_lora_scales", Msg(
+            "validation.rule.scales_range", lo=lo, hi=hi, got=str(bad))))
     return p
 
 
-def video_field_problems(c: dict[str, Any]) -> list[str]:
+def video_field_problems(c: dict[str, Any]) -> list[Msg]:
     """Video options: frame counts the VAE's temporal grouping accepts (4k+1)."""
-    p: list[str] = []
+    p: list[Msg] = []
     for name in ("num_frames", "sample_num_frames"):
         n = c.get(name)
         if isinstance(n, int) and (n - 1) % 4:
             lo = (n - 1) // 4 * 4 + 1
-            p.append(f"{name}: must be 4k+1 (got {n}; allowed e.g. {lo} or {lo + 4})")
+            p.append(field_problem(name, Msg("validation.rule.frames_4k1", n=n, lo=lo,
+                                             hi=lo + 4)))
     lo, hi = c.get("min_timestep_boundary"), c.get("max_timestep_boundary")
     if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and \
             int(lo * 1000) >= int(hi * 1000):
-        p.append(f"min_timestep_boundary: must be below max_timestep_boundary (got {lo:g} "
-                 f"with max_timestep_boundary {hi:g}; allowed e.g. 0 to 0.358 for a "
-                 f"high-noise expert, 0.358 to 1 for a low-noise one)")
+        p.append(field_problem("min_timestep_boundary", Msg(
+            "validation.rule.timestep_order", lo=lo, hi=hi)))
     return p
 
 
-def samples_during_training_problems(c: dict[str, Any]) -> list[str]:
+def samples_during_training_problems(c: dict[str, Any]) -> list[Msg]:
     """Samples rendered during training need the train stage."""
-    p: list[str] = []
+    p: list[Msg] = []
     stages = list(c["stages"])
     if c["sample_every_n_steps"] and "train" not in stages:
-        p.append("sample_every_n_steps: renders during training (got "
-                 f"{c['sample_every_n_steps']} without the train stage; allowed empty)")
+        p.append(field_problem("sample_every_n_steps", Msg(
+            "validation.rule.sample_every_needs_train", got=c["sample_every_n_steps"])))
     return p
 
 
-def option_problems(c: dict[str, Any]) -> list[str]:
+def option_problems(c: dict[str, Any]) -> list[Msg]:
     """Rules of the training options block (batches, optimizers, LoRA variants, validation)."""
-    p: list[str] = []
+    p: list[Msg] = []
     opt = effective_optimizer(c)
     if c.get("customized_optimizer") and c["optimizer"] not in ("adamw", opt):
-        p.append(f"customized_optimizer: names another optimizer than optimizer (got "
-                 f"{c['customized_optimizer']!r} = {opt} with optimizer {c['optimizer']}; "
-                 f"allowed one of the two, or both naming the same)")
+        p.append(field_problem("customized_optimizer", Msg(
+            "validation.rule.customized_optimizer", got=repr(c["customized_optimizer"]),
+            opt=opt, optimizer=c["optimizer"])))
     offload = c["offload_optimizer_device"]
     if opt != "adamw" and offload != "none" and c["zero_stage"] >= 1:
-        p.append(f"optimizer: with optimizer offload only adamw runs (DeepSpeed's CPU Adam) "
-                 f"(got {opt} with offload_optimizer_device {offload}; allowed adamw, or "
-                 f"offload_optimizer_device none)")
+        p.append(field_problem("optimizer", Msg(
+            "validation.rule.offload_adamw_only", opt=opt, device=offload)))
     if opt != "adamw" and c["enable_optimizer_cpu_offload"] and c["optimizer"] != "adamw8bit":
         # (optimizer adamw8bit: refused by the low-VRAM rules, combination_problems)
-        p.append(f"optimizer: enable_optimizer_cpu_offload steps adamw only (torchao's "
-                 f"CPU-offload AdamW) (got {opt} with enable_optimizer_cpu_offload true; "
-                 f"allowed adamw, or enable_optimizer_cpu_offload false)")
+        p.append(field_problem("optimizer", Msg("validation.rule.cpu_offload_adamw_only",
+                                                opt=opt)))
     if c["lokr_factor"] == 0:
-        p.append(f"lokr_factor: 0 splits no dimension (got 0; allowed {LOKR_FACTOR_ALLOWED})")
+        p.append(field_problem("lokr_factor", Msg("validation.rule.lokr_zero",
+                                                  allowed=LOKR_FACTOR_ALLOWED)))
     if c["lora_type"] == "lokr" and c["lora_dropout"]:
-        p.append(f"lora_dropout: applies to lora and dora (got {c['lora_dropout']} with "
-                 f"lora_type lokr; allowed 0)")
+        p.append(field_problem("lora_dropout", Msg("validation.rule.dropout_lokr",
+                                                   got=c["lora_dropout"])))
     if c["lora_type"] == "dora" and c["zero_stage"] == 3:
-        p.append("lora_type: dora reads each layer's whole base weight, which ZeRO-3 "
-                 "partitions (got dora with zero_stage 3; allowed lora | lokr, or zero_stage "
-                 "0-2)")
+        p.append(field_problem("lora_type", Msg("validation.rule.dora_zero3")))
     if c["validation_every_n_steps"] and not c["validation_samples"]:
-        p.append(f"validation_every_n_steps: needs held-out samples (got "
-                 f"{c['validation_every_n_steps']} with validation_samples 0; allowed empty, "
-                 f"or validation_samples ≥ 1)")
+        p.append(field_problem("validation_every_n_steps", Msg(
+            "validation.rule.validation_needs_samples", got=c["validation_every_n_steps"])))
     if c["aspect_buckets"] and c["height"] is not None and c["width"] is not None:
-        p.append(f"aspect_buckets: a fixed height and width make one size for every image "
-                 f"(got aspect_buckets true with height={c['height']}, width={c['width']}; "
-                 f"allowed false, or empty height and width)")
+        p.append(field_problem("aspect_buckets", Msg(
+            "validation.rule.buckets_fixed_size", height=c["height"], width=c["width"])))
     return p

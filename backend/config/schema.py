@@ -30,6 +30,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from backend.core import rundir, writegate
+from backend.core.messages import Msg
 from backend.families import default_family, family_names, family_of, family_spec
 
 SCHEMA_VERSION = 1
@@ -69,7 +70,7 @@ MODELS_DIR_ENV = "ZEROLORA_MODELS_DIR"
 SAMPLE_SCALE_RANGE = (-4.0, 4.0)
 
 BIG = 10**12
-LOKR_FACTOR_ALLOWED = "-1 (as balanced as the dimension allows) or a factor from 1 to 1024"
+LOKR_FACTOR_ALLOWED = Msg("validation.allowed.lokr_factor")
 # The reference trainer's --customized_optimizer names a class by dotted path; only these
 # are understood, each mapped onto an ``optimizer`` choice (nothing is ever imported from a
 # user-given path).

@@ -10,12 +10,13 @@ from typing import Any, get_origin
 
 from pydantic import ValidationError, create_model
 
-from backend.config.errors import ConfigError
+from backend.config.errors import ConfigError, field_problem
 from backend.config.meta import base_type, field_meta, is_optional
 from backend.config.rules import cross_field_problems
 from backend.config.schema import (FIELDS, LOKR_FACTOR_ALLOWED, NONE_WORDS, RunConfig,
                                    apply_family_defaults)
 from backend.core import bounded
+from backend.core.messages import Msg
 
 _FLOATISH = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
@@ -31,9 +32,9 @@ def _prepare(name: str, value: Any) -> Any:
     return value
 
 
-def _field_problems(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _field_problems(data: dict[str, Any]) -> tuple[dict[str, Any], list[Msg]]:
     ok: dict[str, Any] = {}
-    problems: list[str] = []
+    problems: list[Msg] = []
     for key, value in data.items():
         if key not in FIELDS:
             problems.append(_unknown_key_problem(key, value))
@@ -42,22 +43,96 @@ def _field_problems(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             ok[key] = _validate_one(key, _prepare(key, value))
         except ValidationError as e:
             err = e.errors()[0]
-            msg = err["msg"]
-            if err.get("type") == "string_pattern_mismatch":
-                msg = "not in the expected form"
             where = [str(p) for p in err.get("loc", ())[1:]]
-            at = f" at item {where[0]}" if where else ""
-            problems.append(f"{key}: {msg[0].lower() + msg[1:]}{at} (got {bounded.short(value)}; "
-                            f"allowed {_allowed(key)})")
+            at = Msg("validation.at_item", n=where[0]) if where else ""
+            problems.append(field_problem(key, Msg(
+                "validation.one_field", problem=pydantic_problem(err), at=at,
+                got=bounded.short(value), allowed=_allowed(key))))
     return ok, problems
 
 
-def _unknown_key_problem(key: str, value: Any) -> str:
+def _number(value: Any) -> Any:
+    """A bound as pydantic writes it in its messages (1.0 as 1)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _literal(ctx: dict) -> Msg:
+    expected = str(ctx.get("expected", ""))
+    head, sep, last = expected.rpartition(" or ")
+    if not sep:
+        return Msg("validation.pydantic.literal_one", expected=expected)
+    return Msg("validation.pydantic.literal_error", choices=head.split(", "), last=last)
+
+
+def _value_error(ctx: dict) -> Msg:
+    error = str(ctx.get("error", ""))
+    if error == "not a registered model family":
+        return Msg("validation.pydantic.not_a_family")
+    return Msg("validation.pydantic.value_error", error=error)
+
+
+# pydantic's error type -> its message from the error's ``ctx`` (every type the schema's
+# fields can raise; another type is pydantic's own words, ``validation.pydantic.other``).
+_PYDANTIC: dict[str, Any] = {
+    "greater_than_equal": lambda c: Msg("validation.pydantic.greater_than_equal",
+                                        ge=_number(c["ge"])),
+    "less_than_equal": lambda c: Msg("validation.pydantic.less_than_equal",
+                                     le=_number(c["le"])),
+    "greater_than": lambda c: Msg("validation.pydantic.greater_than", gt=_number(c["gt"])),
+    "less_than": lambda c: Msg("validation.pydantic.less_than", lt=_number(c["lt"])),
+    "multiple_of": lambda c: Msg("validation.pydantic.multiple_of",
+                                 multiple_of=_number(c["multiple_of"])),
+    "finite_number": lambda c: Msg("validation.pydantic.finite_number"),
+    "int_parsing": lambda c: Msg("validation.pydantic.int_parsing"),
+    "int_from_float": lambda c: Msg("validation.pydantic.int_from_float"),
+    "int_type": lambda c: Msg("validation.pydantic.int_type"),
+    "float_parsing": lambda c: Msg("validation.pydantic.float_parsing"),
+    "float_type": lambda c: Msg("validation.pydantic.float_type"),
+    "bool_parsing": lambda c: Msg("validation.pydantic.bool_parsing"),
+    "bool_type": lambda c: Msg("validation.pydantic.bool_type"),
+    "string_type": lambda c: Msg("validation.pydantic.string_type"),
+    "list_type": lambda c: Msg("validation.pydantic.list_type"),
+    "literal_error": _literal,
+    "string_too_long": lambda c: (
+        Msg("validation.pydantic.string_too_long_one", max_length=c["max_length"])
+        if c["max_length"] == 1 else
+        Msg("validation.pydantic.string_too_long", max_length=c["max_length"])),
+    "string_too_short": lambda c: (
+        Msg("validation.pydantic.string_too_short_one", min_length=c["min_length"])
+        if c["min_length"] == 1 else
+        Msg("validation.pydantic.string_too_short", min_length=c["min_length"])),
+    "too_short": lambda c: (
+        Msg("validation.pydantic.too_short_one", min_length=c["min_length"],
+            actual_length=c["actual_length"]) if c["min_length"] == 1 else
+        Msg("validation.pydantic.too_short", min_length=c["min_length"],
+            actual_length=c["actual_length"])),
+    "value_error": _value_error,
+    "string_pattern_mismatch": lambda c: Msg("validation.not_expected_form"),
+}
+
+
+def pydantic_problem(err: dict) -> Msg:
+    """One pydantic error (``ValidationError.errors()`` item) as a message, keyed by its
+    type with its ``ctx`` as parameters. The English is pydantic's own message with a
+    lower-case first letter (a type without a template, or a message whose wording differs
+    from the template's, e.g. after a pydantic upgrade: pydantic's words, quoted)."""
+    text = str(err.get("msg", ""))
+    text = text[:1].lower() + text[1:]
+    make = _PYDANTIC.get(str(err.get("type")))
+    try:
+        msg = make(err.get("ctx") or {}) if make is not None else None
+    except (KeyError, TypeError, ValueError):
+        msg = None
+    if msg is not None and (str(msg) == text or err.get("type") == "string_pattern_mismatch"):
+        return msg
+    return Msg("validation.pydantic.other", msg=text)
+
+
+def _unknown_key_problem(key: str, value: Any) -> Msg:
     if _SECRET_KEY.search(key):
-        return (f"{key}: secrets are never stored in run configs (got a value; allowed: set "
-                f"HF_TOKEN or MODELSCOPE_API_TOKEN in the environment)")
-    return (f"{key}: unknown option (got {bounded.short(value)}; allowed: the fields of the run "
-            f"schema{suggest(key)})")
+        return field_problem(key, Msg("validation.secret_never_stored"))
+    return field_problem(key, Msg("validation.unknown_option", got=bounded.short(value),
+                                  suggest=suggest(key)))
 
 
 _SECRET_KEY = re.compile(r"(^|_)(token|secret|password|passwd|api_?key)s?($|_)", re.I)
@@ -74,46 +149,53 @@ def _validate_one(key: str, value: Any) -> Any:
     return getattr(model.model_validate({key: value}), key)
 
 
-def suggest(key: str) -> str:
+def suggest(key: str) -> Msg | str:
     """"; did you mean <option>?" for a key close to an option's name, else ""."""
     import difflib
     close = difflib.get_close_matches(key, list(FIELDS), n=1, cutoff=0.75)
-    return f"; did you mean {close[0]}?" if close else ""
+    return Msg("validation.did_you_mean", option=close[0]) if close else ""
 
 
-def _allowed(name: str) -> str:
+def _allowed(name: str) -> Msg | str:
+    """What a field allows, as the tail of its one-field problems ("allowed Y")."""
     meta = field_meta(name)
+    text: Msg | str
     if "choices" in meta:
         text = " | ".join(str(c) for c in meta["choices"])
-        return f"a list of {text}" if get_origin(base_type(name)) is list else text
+        if get_origin(base_type(name)) is list:
+            text = Msg("validation.allowed.list_of", choices=text)
+        return text
     lo = meta.get("ge", meta.get("gt"))
     hi = meta.get("le", meta.get("lt"))
-    parts = []
+    parts: list[Msg | str] = []
     if lo is not None or hi is not None:
         lo_s = "" if lo is None else (f"> {lo}" if "gt" in meta else f"≥ {lo}")
         hi_s = "" if hi is None else f"≤ {hi}"
-        parts.append(" and ".join(p for p in (lo_s, hi_s) if p))
+        parts.append(Msg("validation.allowed.and", lo=lo_s, hi=hi_s) if lo_s and hi_s
+                     else lo_s or hi_s)
     if "multiple_of" in meta:
-        parts.append(f"a multiple of {meta['multiple_of']}")
+        parts.append(Msg("validation.allowed.multiple_of", n=meta["multiple_of"]))
     if name == "lokr_factor":  # 0 lies inside the bounds but splits nothing
         parts = [LOKR_FACTOR_ALLOWED]
     if name == "gpu_ids":
-        parts.append("all or comma-separated GPU numbers like 0,1")
+        parts.append(Msg("validation.allowed.gpu_ids"))
     elif name == "hub_endpoint":
-        parts.append("an http(s) URL")
+        parts.append(Msg("validation.allowed.http_url"))
     if "min_length" in meta and get_origin(base_type(name)) is list:
-        parts.append(f"at least {meta['min_length']} item(s)")
+        parts.append(Msg("validation.allowed.at_least_items", n=meta["min_length"]))
     elif "min_length" in meta:
-        parts.append("non-empty text")
+        parts.append(Msg("validation.allowed.non_empty_text"))
     if "max_length" in meta:
-        parts.append(f"at most {meta['max_length']} characters")
+        parts.append(Msg("validation.allowed.at_most_chars", n=meta["max_length"]))
     if parts:
-        text = ", ".join(parts)
+        text = parts[0] if len(parts) == 1 else Msg("validation.allowed.parts", parts=parts)
     else:
         base = base_type(name)
-        text = {bool: "true | false", int: "an integer", float: "a number", str: "text"}.get(
+        text = {bool: "true | false", int: Msg("validation.allowed.integer"),
+                float: Msg("validation.allowed.number"),
+                str: Msg("validation.allowed.text")}.get(
             base, str(base).replace("typing.", ""))
-    return text + (" or empty" if is_optional(name) else "")
+    return Msg("validation.allowed.or_empty", allowed=text) if is_optional(name) else text
 
 
 def validate(data: dict[str, Any], source: str | None = None, *,

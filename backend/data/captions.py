@@ -35,8 +35,10 @@ from typing import Any
 
 from backend.core import readgate, writegate
 from backend.core.media_types import IMAGE_EXTS
+from backend.core.messages import Msg
 from backend.families import get_family
 from backend.families.captioner import VLMCaptioner
+from backend.config.errors import field_problem
 from backend.config.schema import RunConfig
 from backend.models.hub import parse_spec, resolve_component_dirs, resolve_source
 from backend.data.dataset import DatasetError, read_metadata_rows
@@ -79,7 +81,8 @@ def read_metadata(meta: Path, gate: readgate.ReadGate) -> list[dict[str, Any]]:
     try:
         rows = read_metadata_rows(meta, gate)
     except DatasetError as e:
-        raise CaptionError([f"dataset_metadata_path: {'; '.join(e.problems)}"]) from None
+        raise CaptionError([field_problem("dataset_metadata_path", Msg(
+            "validation.problems_joined", problems=list(e.problems)))]) from None
     return [r for r in rows if isinstance(r, dict)]
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from backend.core import readgate
+from backend.core.messages import Msg
 from backend.core.media_types import IMAGE_EXTS
 from backend.config.schema import RunConfig, resolution_multiple
 from backend.families import get_family
@@ -51,11 +52,22 @@ IMAGE_LOADING = 2
 
 
 class DatasetError(ValueError):
-    """Every problem of a dataset, one per line, naming the file and row."""
+    """Every problem of a dataset, one per line, naming the file and row (a message:
+    ``backend.core.messages``); ``line_msg`` says it on one line, as a stage's ``end``
+    reason (the problems that fit in 500 characters, and how many more)."""
 
     def __init__(self, problems: list[str]):
         self.problems = list(problems)
-        super().__init__("Dataset problems:\n" + "\n".join(f"  {p}" for p in self.problems))
+        shown, size = [], len("Dataset problems:")
+        for p in self.problems:
+            size += 1 + len(" ".join(str(p).split()))
+            if shown and size > 480:
+                break
+            shown.append(p)
+        more = len(self.problems) - len(shown)
+        self.line_msg = (Msg("diagnosis.dataset_problems_more", problems=shown, more=more)
+                         if more else Msg("diagnosis.dataset_problems_line", problems=shown))
+        super().__init__(Msg("diagnosis.dataset_problems", problems=self.problems))
 
 
 @dataclass
@@ -382,7 +394,7 @@ def inspect_record(rec: Record, cfg: RunConfig, *, headers_only: bool = False
                 warns += [n for n in notes if "composited" in n] + ([up] if up else [])
         except (UnidentifiedImageError, OSError, ValueError) as e:
             text = " ".join(str(e).replace(repr(f), repr(rec.image.name)).split())
-            errs.append(f"cannot read image {rec.image.name}: {text}")
+            errs.append(Msg("diagnosis.cannot_read_image", name=rec.image.name, why=text))
     return with_findings(info, rec, errs, warns)
 
 

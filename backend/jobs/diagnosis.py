@@ -22,6 +22,7 @@ import signal
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from backend.core.messages import Msg
 from backend.jobs.memory import NO_OOM_NOTE, OOM_NOTE
 from backend.jobs.watch import LOG_PREFIX, STAGE_HEADER
 from backend.core.rundir import DEEPSPEED_JSON
@@ -31,6 +32,7 @@ from backend.config.meta import field_meta
 @dataclass
 class Diagnosis:
     kind: str                 # cuda_oom | host_oom | disk_full | missing_model | ...
+    # Messages (backend.core.messages): their English as the string, Chinese on the page.
     title: str                # one line, e.g. "The GPU ran out of memory (CUDA out of memory)"
     explanation: str          # what it means, in plain language
     fixes: list[str]          # what to do, most effective first
@@ -51,18 +53,18 @@ def signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-def exit_code_text(code: int | None) -> str:
+def exit_code_text(code: int | None) -> Msg:
     """The exit status in words: 'exited with code 1', 'killed by signal 9 (SIGKILL)'."""
     if code is None:
-        return "has no exit code (its process was lost)"
+        return Msg("exit.lost")
     if code == 0:
-        return "exited normally (code 0)"
+        return Msg("exit.ok")
     if code < 0:
-        return f"was killed by signal {-code} ({signal_name(-code)})"
+        return Msg("exit.signal", num=-code, name=signal_name(-code))
     if 128 < code < 160:
-        return (f"exited with code {code} (a launcher's way of saying: killed by signal "
-                f"{code - 128} ({signal_name(code - 128)}))")
-    return f"exited with code {code}"
+        return Msg("exit.launcher_signal", exit=code, num=code - 128,
+                   name=signal_name(code - 128))
+    return Msg("exit.code", exit=code)
 
 
 def killed_by_sigkill(code: int | None) -> bool:
@@ -175,58 +177,52 @@ def _cuda_oom(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     zs = cfg.get("zero_stage")
     off_param = _get(cfg, "offload_param_device")
     if zs != 3 or off_param in (None, "none"):
-        fixes.append("Turn on DeepSpeed ZeRO-3 with parameter offload (zero_stage: 3, "
-                     "offload_param_device: cpu, offload_optimizer_device: cpu; the low-VRAM "
-                     "preset does this). Only the layers being computed stay on the GPU.")
+        fixes.append(Msg("diagnosis.fix_zero3"))
         settings += ["zero_stage", "offload_param_device", "offload_optimizer_device"]
     if not _on(cfg, "use_gradient_checkpointing"):
-        fixes.append("Turn on gradient checkpointing (use_gradient_checkpointing: true): "
-                     "activations are recomputed instead of kept.")
+        fixes.append(Msg("diagnosis.fix_gradient_checkpointing"))
         settings.append("use_gradient_checkpointing")
     elif zs == 3 and _on(cfg, "ds_activation_checkpointing") and not _on(
             cfg, "cpu_checkpointing"):
-        fixes.append("Keep checkpointed activations in host RAM (cpu_checkpointing: true, "
-                     "DeepSpeed's checkpointing under ZeRO-3).")
+        fixes.append(Msg("diagnosis.fix_cpu_checkpointing"))
         settings.append("cpu_checkpointing")
     elif not _on(cfg, "use_gradient_checkpointing_offload"):
-        fixes.append("Keep checkpointed activations in host RAM "
-                     "(use_gradient_checkpointing_offload: true).")
+        fixes.append(Msg("diagnosis.fix_checkpointing_offload"))
         settings.append("use_gradient_checkpointing_offload")
-    _smaller_images(cfg, fixes, settings, "Train",
-                    "memory grows with the number of image tokens")
+    _smaller_images(cfg, fixes, settings, Msg("diagnosis.verb_train"),
+                    Msg("diagnosis.why_image_tokens"))
     rank = cfg.get("lora_rank")
     if isinstance(rank, int):
         if rank > 4:
-            fixes.append(f"Lower lora_rank (now {rank}; try {rank // 2}).")
+            fixes.append(Msg("diagnosis.fix_lora_rank_now", rank=rank, half=rank // 2))
             settings.append("lora_rank")
     else:
-        fixes.append("Lower lora_rank (e.g. 16 instead of 32).")
+        fixes.append(Msg("diagnosis.fix_lora_rank"))
         settings.append("lora_rank")
     return _oom(fixes, settings, evidence)
 
 
-def _smaller_images(cfg: dict, fixes: list[str], settings: list[str], verb: str,
-                    why: str) -> None:
+def _smaller_images(cfg: dict, fixes: list[str], settings: list[str], verb: Msg,
+                    why: Msg) -> None:
     """Advice to use smaller images: the fixed size when set, else max_pixels (halved)."""
     if cfg.get("height") and cfg.get("width"):
         h, w = int(cfg["height"]), int(cfg["width"])
-        fixes.append(f"{verb} at a smaller fixed size (height/width now {h}x{w}; try "
-                     f"{max(16, h // 2 // 16 * 16)}x{max(16, w // 2 // 16 * 16)}): {why}.")
+        fixes.append(Msg("diagnosis.fix_fixed_size", verb=verb, h=h, w=w,
+                         h2=max(16, h // 2 // 16 * 16), w2=max(16, w // 2 // 16 * 16), why=why))
         settings += ["height", "width"]
         return
     mp = cfg.get("max_pixels")
-    now = f"now {mp}; try {mp // 2}" if isinstance(mp, int) and mp > 0 else \
-        "e.g. 524288 instead of 1048576"
-    fixes.append(f"Lower max_pixels ({now}): {why}.")
+    now = Msg("diagnosis.now_try", now=mp, then=mp // 2) if isinstance(mp, int) and mp > 0 \
+        else Msg("diagnosis.max_pixels_example")
+    fixes.append(Msg("diagnosis.fix_max_pixels", now=now, why=why))
     settings.append("max_pixels")
 
 
 def _oom(fixes: list[str], settings: list[str], evidence: str) -> Diagnosis:
-    fixes.append("Make sure no other program holds GPU memory (nvidia-smi lists them).")
+    fixes.append(Msg("diagnosis.fix_other_programs"))
     return Diagnosis(
-        "cuda_oom", "The GPU ran out of memory (CUDA out of memory)",
-        "The stage asked the GPU for more memory than it had free. Settings that keep less "
-        "on the GPU let the same run fit.", fixes, settings, evidence)
+        "cuda_oom", Msg("diagnosis.cuda_oom"), Msg("diagnosis.cuda_oom_explained"),
+        fixes, settings, evidence)
 
 
 def _cuda_oom_encoding(cfg: dict, evidence: str) -> Diagnosis:
@@ -236,12 +232,10 @@ def _cuda_oom_encoding(cfg: dict, evidence: str) -> Diagnosis:
     now = _get(cfg, "data_process_offload")
     nxt = _next_choice("data_process_offload", now)
     if nxt:
-        fixes.append(f"Offload the encoders (data_process_offload now {now}; try {nxt}): "
-                     f"'model' puts the text encoder and the VAE on the GPU one at a time, "
-                     f"'sequential' streams their weights from host RAM layer by layer. The "
-                     f"cache is the same either way.")
+        fixes.append(Msg("diagnosis.fix_offload_encoders", now=now, then=nxt))
         settings.append("data_process_offload")
-    _smaller_images(cfg, fixes, settings, "Encode", "the VAE's memory grows with the image area")
+    _smaller_images(cfg, fixes, settings, Msg("diagnosis.verb_encode"),
+                    Msg("diagnosis.why_vae_area"))
     return _oom(fixes, settings, evidence)
 
 
@@ -253,73 +247,54 @@ def _cuda_oom_sampling(cfg: dict, evidence: str) -> Diagnosis:
     now = {True: "model", False: "none"}.get(now, now)  # the schema's old boolean spelling
     nxt = _next_choice("sample_cpu_offload", now)
     if nxt:
-        fixes.append(f"Offload the pipeline (sample_cpu_offload now {now}; try {nxt}): "
-                     f"'model' keeps one component on the GPU at a time, 'sequential' streams "
-                     f"weights from host RAM layer by layer (slow, but a few GB).")
+        fixes.append(Msg("diagnosis.fix_offload_pipeline", now=now, then=nxt))
         settings.append("sample_cpu_offload")
     if not _on(cfg, "sample_vae_tiling"):
-        fixes.append("Decode in tiles (sample_vae_tiling: true): the VAE decoder's memory "
-                     "stops growing with the image size.")
+        fixes.append(Msg("diagnosis.fix_vae_tiling"))
         settings.append("sample_vae_tiling")
     h, w = cfg.get("sample_height"), cfg.get("sample_width")
     if h and w:
-        fixes.append(f"Render smaller samples (sample_height/sample_width now {h}x{w}).")
+        fixes.append(Msg("diagnosis.fix_smaller_samples", h=h, w=w))
         settings += ["sample_height", "sample_width"]
     return _oom(fixes, settings, evidence)
 
 
 def _host_oom(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
-    fixes = ["Close other programs that use a lot of RAM, or add swap space."]
+    fixes = [Msg("diagnosis.fix_close_programs")]
     settings: list[str] = []
     if cfg.get("dataset_num_workers"):
-        fixes.append(f"Use fewer DataLoader workers (dataset_num_workers now "
-                     f"{cfg['dataset_num_workers']}; try 0).")
+        fixes.append(Msg("diagnosis.fix_fewer_workers", now=cfg["dataset_num_workers"]))
         settings.append("dataset_num_workers")
     if "nvme" not in (cfg.get("offload_param_device"), cfg.get("offload_optimizer_device")) \
             and (cfg.get("offload_param_device") == "cpu"
                  or cfg.get("offload_optimizer_device") == "cpu"):
-        fixes.append("ZeRO CPU offload keeps parameters and optimizer states in RAM: offload "
-                     "to an NVMe folder instead (offload_param_device / "
-                     "offload_optimizer_device: nvme, offload_nvme_path).")
+        fixes.append(Msg("diagnosis.fix_offload_nvme"))
         settings += ["offload_param_device", "offload_optimizer_device", "offload_nvme_path"]
     if _on(cfg, "use_gradient_checkpointing_offload") or _on(cfg, "cpu_checkpointing"):
-        fixes.append("Activation offload also lives in RAM: turn off "
-                     "use_gradient_checkpointing_offload / cpu_checkpointing if the GPU has room.")
+        fixes.append(Msg("diagnosis.fix_activation_offload_ram"))
         settings += ["use_gradient_checkpointing_offload", "cpu_checkpointing"]
     if _on(cfg, "pin_memory"):
-        fixes.append("Pinned (page-locked) memory cannot be swapped: try pin_memory: false.")
+        fixes.append(Msg("diagnosis.fix_pin_memory"))
         settings.append("pin_memory")
-    fixes.append("Lower max_pixels: smaller images need less RAM for cached activations.")
+    fixes.append(Msg("diagnosis.fix_max_pixels_ram"))
     settings.append("max_pixels")
     return Diagnosis(
-        "host_oom", "The stage ran out of host memory (RAM)",
-        "The stage needed more host memory than there was: an allocation failed, or the "
-        "kernel's out-of-memory killer ended it (the evidence below; `dmesg` or `journalctl "
-        "-k` shows 'Out of memory: Killed process'). Offloading to the CPU trades GPU memory "
-        "for RAM.", fixes, settings, evidence)
+        "host_oom", Msg("diagnosis.host_oom"), Msg("diagnosis.host_oom_explained"),
+        fixes, settings, evidence)
 
 
 def _killed(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     return Diagnosis(
-        "killed", "Killed by signal 9 (SIGKILL) from outside the run",
-        "The stage's process was ended with SIGKILL without a stop request, and nothing shows "
-        "it ran out of memory (no OOM-killer record, memory below its limit). Something else "
-        "ended it: a person (kill -9), a job scheduler or time limit, or a container runtime.",
-        ["Check what else on this machine stops processes (schedulers, time limits, other "
-         "users).",
-         "Resume the run: training continues from its last saved state (more often with a "
-         "smaller save_steps)."],
+        "killed", Msg("diagnosis.killed"), Msg("diagnosis.killed_explained"),
+        [Msg("diagnosis.fix_what_stops"), Msg("diagnosis.fix_resume")],
         ["save_steps"], evidence)
 
 
 def _disk_full(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     return Diagnosis(
-        "disk_full", "The disk is full",
-        "Writing a file (cache, checkpoint or training state) failed because the disk has no "
-        "space left.",
-        ["Free disk space: delete old runs and their caches in the run history.",
-         "Save fewer checkpoints (a larger save_steps, or keep_last_n_checkpoints).",
-         "Put the workspace on a larger disk."],
+        "disk_full", Msg("diagnosis.disk_full"), Msg("diagnosis.disk_full_explained"),
+        [Msg("diagnosis.fix_free_disk"), Msg("diagnosis.fix_fewer_checkpoints"),
+         Msg("diagnosis.fix_larger_disk")],
         ["save_steps", "keep_last_n_checkpoints"], evidence)
 
 
@@ -330,20 +305,12 @@ _TOO_LARGE_FILE = (re.compile(r"file size limit reached writing (.+?): "),
 
 def _file_too_large(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     found = [m.group(1) for pat in _TOO_LARGE_FILE for m in [pat.search(evidence)] if m]
-    what = f"Writing {found[0]}" if found else "Writing a file (cache, checkpoint or state)"
+    what = Msg("diagnosis.writing_file", file=found[0]) if found else \
+        Msg("diagnosis.writing_a_file")
     return Diagnosis(
-        "file_too_large", "A file passed the largest file size this process may write "
-        "(ulimit -f)",
-        f"{what} failed with 'File too large' (EFBIG, os error 27): the operating system "
-        "refuses to let a file of the stage's processes grow past their file-size limit "
-        "(ulimit -f, RLIMIT_FSIZE), which the app passes on to every run. The disk is not "
-        "full; no setting of the run changes this.",
-        ["Raise the file-size limit where the app is started: `ulimit -f unlimited` in its "
-         "shell (or LimitFSIZE=infinity in its systemd unit, fsize in "
-         "/etc/security/limits.conf), then restart the app and resume or start the run "
-         "again.",
-         "If `ulimit -f` already says unlimited, the file system holding the workspace has a "
-         "largest file size (FAT32: 4 GiB): put the workspace on another file system."],
+        "file_too_large", Msg("diagnosis.file_too_large"),
+        Msg("diagnosis.file_too_large_explained", what=what),
+        [Msg("diagnosis.fix_ulimit"), Msg("diagnosis.fix_file_system")],
         [], evidence)
 
 
@@ -352,82 +319,61 @@ def _missing_model(cfg: dict, evidence: str, stage: str | None = None) -> Diagno
     if captioner and (stage == "caption" or captioner in evidence):
         # The caption stage loads captioner_path (when set) instead of the model sources.
         return _missing_captioner(cfg, evidence, captioner)
-    fixes = ["Check the model source (model_id_with_origin_paths or model_paths) and "
-             "models_dir: the files must exist there."]
+    fixes = [Msg("diagnosis.fix_model_source")]
     if _on(cfg, "offline"):
-        fixes.append("The run is offline (offline: true), so nothing is downloaded: download "
-                     "the model once with offline off, or copy it into models_dir.")
+        fixes.append(Msg("diagnosis.fix_offline_model"))
     else:
-        fixes.append("Download the model (or let the run download it: offline: false, and the "
-                     "right download_source / hub_endpoint).")
-    fixes.append("A file that exists but does not load is incomplete: delete it and download "
-                 "it again.")
+        fixes.append(Msg("diagnosis.fix_download_model"))
+    fixes.append(Msg("diagnosis.fix_incomplete_file"))
     return Diagnosis(
-        "missing_model", "Model files are missing or unreadable",
-        "The stage could not find or read the model weights, config or tokenizer it needs.",
+        "missing_model", Msg("diagnosis.missing_model"),
+        Msg("diagnosis.missing_model_explained"),
         fixes, ["model_id_with_origin_paths", "model_paths", "models_dir", "offline"],
         evidence)
 
 
 def _missing_captioner(cfg: dict, evidence: str, captioner: str) -> Diagnosis:
-    fixes = [f"Check captioner_path ({captioner}): a local Qwen2.5-VL or Qwen3-VL model "
-             f"folder, or model_id:folder/ found under models_dir."]
+    fixes = [Msg("diagnosis.fix_captioner_path", path=captioner)]
     if _on(cfg, "offline"):
-        fixes.append("The run is offline (offline: true), so nothing is downloaded: download "
-                     "the captioning model once with offline off, or copy it into "
-                     "models_dir.")
+        fixes.append(Msg("diagnosis.fix_offline_captioner"))
     else:
-        fixes.append("Download the captioning model (or let the run download it: offline: "
-                     "false, and the right download_source / hub_endpoint).")
-    fixes.append("Or leave captioner_path empty to caption with the model family's own text "
-                 "encoder, where it is a vision-language model.")
+        fixes.append(Msg("diagnosis.fix_download_captioner"))
+    fixes.append(Msg("diagnosis.fix_empty_captioner"))
     return Diagnosis(
-        "missing_model", "The captioning model's files are missing or unreadable",
-        "The caption stage could not find or read the model named in captioner_path.",
+        "missing_model", Msg("diagnosis.missing_captioner"),
+        Msg("diagnosis.missing_captioner_explained"),
         fixes, ["captioner_path", "models_dir", "offline"], evidence)
 
 
 def _deepspeed_config(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     return Diagnosis(
-        "deepspeed_config", "The DeepSpeed configuration was rejected",
-        "DeepSpeed refused the run's DeepSpeed settings "
-        f"({DEEPSPEED_JSON.format(stage='<stage>')} in the run folder).",
-        ["Start from a preset (e.g. the ZeRO-3 CPU-offload one) and change one setting at a "
-         "time.",
-         "Parameter offload needs zero_stage 3; optimizer offload needs zero_stage 1-3.",
-         "With several processes the batch size must equal micro batch x "
-         "gradient_accumulation_steps x num_processes: check num_processes against the GPUs "
-         "in gpu_ids.",
-         "Stage 1 (data_process) has no optimizer and must run without DeepSpeed."],
+        "deepspeed_config", Msg("diagnosis.deepspeed_config"),
+        Msg("diagnosis.deepspeed_config_explained",
+            file=DEEPSPEED_JSON.format(stage='<stage>')),
+        [Msg("diagnosis.fix_preset"), Msg("diagnosis.fix_offload_stages"),
+         Msg("diagnosis.fix_batch_size"), Msg("diagnosis.fix_stage1_plain")],
         ["zero_stage", "offload_param_device", "offload_optimizer_device", "num_processes",
          "gradient_accumulation_steps"], evidence)
 
 
 def _no_gpu(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     return Diagnosis(
-        "no_gpu", "The GPU was not found or the GPU selection is wrong",
-        "The stage expected a GPU that it could not use: no driver, a GPU id that does not "
-        "exist, or more processes than selected GPUs.",
-        ["Check gpu_ids against the GPUs on this machine (nvidia-smi).",
-         "num_processes must not exceed the number of selected GPUs."],
+        "no_gpu", Msg("diagnosis.no_gpu"), Msg("diagnosis.no_gpu_explained"),
+        [Msg("diagnosis.fix_gpu_ids"), Msg("diagnosis.fix_num_processes")],
         ["gpu_ids", "num_processes"], evidence)
 
 
 def _port_in_use(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     return Diagnosis(
-        "port_in_use", "The distributed port is already in use",
-        "Another run (or a stale process) uses the port the processes talk over.",
-        ["Pick another main_process_port, or wait for the other run to end."],
+        "port_in_use", Msg("diagnosis.port_in_use"), Msg("diagnosis.port_in_use_explained"),
+        [Msg("diagnosis.fix_port")],
         ["main_process_port"], evidence)
 
 
 def _build_failed(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     return Diagnosis(
-        "op_build", "A DeepSpeed extension failed to compile",
-        "DeepSpeed compiles some of its operations on first use; the compiler or CUDA "
-        "toolkit it needs is missing or does not match.",
-        ["Install a C++ compiler (and ninja); for GPU ops, a CUDA toolkit matching torch.",
-         "Or turn off the feature that needs the op (e.g. offload_optimizer_device: none)."],
+        "op_build", Msg("diagnosis.op_build"), Msg("diagnosis.op_build_explained"),
+        [Msg("diagnosis.fix_compiler"), Msg("diagnosis.fix_turn_off_op")],
         ["offload_optimizer_device"], evidence)
 
 
@@ -548,16 +494,19 @@ def last_error_line(log_text: str) -> str | None:
 
 
 def reason_line(stage: str, exit_code: int | None, log_text: str, *,
-                end_reason: str | None = None, config_yaml: str | None = None) -> str:
-    """One line for the run history: what failed and the most likely why."""
+                end_reason: str | None = None, config_yaml: str | None = None) -> Msg:
+    """One line for the run history: what failed and the most likely why (a message: the
+    diagnosis's title, the stage's own ``end`` reason -- a message when the stage sent one
+    -- or its last error line, another program's words)."""
     exit_code = stage_exit_code(exit_code, log_text)
-    head = f"stage '{stage}' {exit_code_text(exit_code)}"
+    how = exit_code_text(exit_code)
     found = diagnose(exit_code, log_text, end_reason=end_reason, config_yaml=config_yaml,
                      stage=stage)
     if found:
-        return f"{head}: {found[0].title}"
+        return Msg("note.stage_exit_why", stage=stage, how=how, why=found[0].title)
     why = end_reason or last_error_line(log_text)
-    return f"{head}: {why}" if why else head
+    return Msg("note.stage_exit_why", stage=stage, how=how, why=why) if why else \
+        Msg("note.stage_exit", stage=stage, how=how)
 
 
 def summarize(stage: str, exit_code: int | None, log_text: str, *,
@@ -572,8 +521,10 @@ def summarize(stage: str, exit_code: int | None, log_text: str, *,
     if last_lines is None:
         last_lines = clean_lines(stage_text(log_text))[-40:]
     own = end_reason or last_error_line(log_text)
-    headline = (f"Stage '{stage}' {exit_code_text(exit_code)}"
-                + (f": {found[0].title}." if found else f": {own}" if own else "."))
+    how = exit_code_text(exit_code)
+    headline = (Msg("diagnosis.headline_title", stage=stage, how=how, title=found[0].title)
+                if found else Msg("diagnosis.headline_why", stage=stage, how=how, why=own)
+                if own else Msg("diagnosis.headline", stage=stage, how=how))
     return {
         "stage": stage,
         "exit_code": exit_code,

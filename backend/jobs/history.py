@@ -9,6 +9,11 @@ resumed run) and ``settings`` (what the last ``Runner`` set: queue limit, free-d
 The schema only grows: a column added later is listed in ``ADDED_COLUMNS`` and added to an
 older file when it is opened, so a history written by an earlier version still loads.
 Connections are in autocommit mode; every write is a ``transaction(conn)``.
+
+Notes are messages (``backend.core.messages``): a text column (``note``, ``failure_reason``,
+``stop_reason``) holds the English the CLI and the API read, and its ``<column>_msg`` twin
+the message's JSON (code and parameters), read back as the message (``read_msg``) so the
+page says it in its own language. A note written before the twin existed reads as its text.
 """
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+
+from backend.core.messages import Msg
 
 DB_NAME = "zerolora.sqlite"
 SCHEMA_VERSION = 1
@@ -48,7 +55,10 @@ CREATE TABLE IF NOT EXISTS runs (
     stop_reason TEXT,
     failure_reason TEXT,
     note TEXT,
-    attempt INTEGER NOT NULL DEFAULT 1
+    attempt INTEGER NOT NULL DEFAULT 1,
+    stop_reason_msg TEXT,
+    failure_reason_msg TEXT,
+    note_msg TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status, seq);
 CREATE TABLE IF NOT EXISTS stages (
@@ -67,6 +77,7 @@ CREATE TABLE IF NOT EXISTS stages (
     log_path TEXT NOT NULL,
     note TEXT,
     adopted_at REAL,
+    note_msg TEXT,
     PRIMARY KEY (run_id, idx)
 );
 CREATE TABLE IF NOT EXISTS attempts (
@@ -77,6 +88,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     ended_at REAL,
     failure_reason TEXT,
     note TEXT,
+    failure_reason_msg TEXT,
+    note_msg TEXT,
     PRIMARY KEY (run_id, attempt)
 );
 CREATE TABLE IF NOT EXISTS settings (
@@ -102,7 +115,12 @@ def connect(workspace: str | os.PathLike) -> sqlite3.Connection:
 
 # Columns added after a table was first created: (table, column, declaration).
 ADDED_COLUMNS = [("runs", "secret_keys", "TEXT"), ("runs", "waiter_pid", "INTEGER"),
-                 ("runs", "waiter_start", "REAL"), ("stages", "adopted_at", "REAL")]
+                 ("runs", "waiter_start", "REAL"), ("stages", "adopted_at", "REAL"),
+                 ("runs", "stop_reason_msg", "TEXT"), ("runs", "failure_reason_msg", "TEXT"),
+                 ("runs", "note_msg", "TEXT"), ("stages", "note_msg", "TEXT"),
+                 ("attempts", "failure_reason_msg", "TEXT"), ("attempts", "note_msg", "TEXT")]
+# The text columns whose message a ``<column>_msg`` column holds (see the module docstring).
+MSG_COLUMNS = ("stop_reason", "failure_reason", "note")
 
 
 def init_db(workspace: str | os.PathLike) -> None:
@@ -143,3 +161,30 @@ def get_setting(conn: sqlite3.Connection, key: str, default: Any) -> Any:
 def set_setting(conn: sqlite3.Connection, key: str, value: Any) -> None:
     conn.execute("INSERT INTO settings(key, value) VALUES(?, ?) "
                  "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, json.dumps(value)))
+
+
+def msg_json(value: Any) -> str | None:
+    """What a ``<column>_msg`` column holds for ``value``: a message's JSON, else None."""
+    return json.dumps(value.to_json(), ensure_ascii=False) if isinstance(value, Msg) else None
+
+
+def read_msg(data: str | None, text: Any) -> Any:
+    """A note as it was written: the message its ``_msg`` column holds, else its text."""
+    if data:
+        try:
+            found = Msg.from_json(json.loads(data))
+        except ValueError:
+            found = None
+        if isinstance(found, Msg):
+            return found
+    return text
+
+
+def with_msgs(row: Any) -> dict[str, Any]:
+    """A history row as a dict whose notes are read back as messages (``read_msg``); the
+    ``_msg`` columns themselves left out."""
+    d = {k: row[k] for k in row.keys()}
+    for col in MSG_COLUMNS:
+        if col + "_msg" in d:
+            d[col] = read_msg(d.pop(col + "_msg"), d.get(col))
+    return d

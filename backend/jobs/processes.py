@@ -28,6 +28,7 @@ from typing import IO, Callable, Sequence
 
 import psutil
 
+from backend.core.messages import Msg
 from backend.core.rundir import RunDir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -327,8 +328,9 @@ def gpu_query(fields: Sequence[str]) -> list[list[str]] | None:
             if row.strip()]
 
 
-def gpu_memory_text() -> str | None:
-    """'GPU 0 (name): 3.1 / 80.0 GiB, 5 % busy' lines, or None where there is no GPU."""
+def gpu_memory_text() -> Msg | None:
+    """'GPU 0 (name): 3.1 / 80.0 GiB, 5 % busy' lines (a message), or None where there is
+    no GPU."""
     rows = gpu_query(["index", "name", "memory.used", "memory.total", "utilization.gpu"])
     if rows is None:
         return None
@@ -338,11 +340,11 @@ def gpu_memory_text() -> str | None:
             continue
         idx, name, used, total, util = parts[:5]
         try:
-            lines.append(f"GPU {idx} ({name}): {float(used) / 1024:.1f} / "
-                         f"{float(total) / 1024:.1f} GiB, {util} % busy")
+            lines.append(Msg("runtab.gpu_line", idx=idx, name=name, used=float(used) / 1024,
+                             total=float(total) / 1024, util=util))
         except ValueError:
             continue
-    return "\n".join(lines) or None
+    return Msg("runtab.gpu_lines", lines=lines) if lines else None
 
 
 def gpu_memory_totals_gb() -> list[float]:

@@ -16,7 +16,8 @@ import threading
 import time
 from pathlib import Path
 
-from backend.jobs.history import connect, get_setting, transaction
+from backend.core.messages import Msg
+from backend.jobs.history import connect, get_setting, msg_json, transaction
 from backend.jobs.processes import spawn_supervisor
 
 DEFAULT_MIN_FREE_DISK = 2 * 1024**3
@@ -95,11 +96,12 @@ def start_ready(workspace: str | os.PathLike, reap_in_thread: bool = False) -> l
             try:
                 proc = spawn_supervisor(workspace, r["id"], Path(r["run_dir"]))
             except OSError as e:
+                why = Msg("note.supervisor_not_started", error=str(e))
                 with transaction(conn):
                     conn.execute(
-                        "UPDATE runs SET status = 'failed', ended_at = ?, failure_reason = ? "
-                        "WHERE id = ? AND status = 'queued'",
-                        (time.time(), f"could not start the run's supervisor: {e}", r["id"]))
+                        "UPDATE runs SET status = 'failed', ended_at = ?, failure_reason = ?, "
+                        "failure_reason_msg = ? WHERE id = ? AND status = 'queued'",
+                        (time.time(), why, msg_json(why), r["id"]))
                 continue
             launched.append(r["id"])
             if reap_in_thread:
@@ -129,11 +131,10 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-def disk_refusal(path: str | os.PathLike, min_free: int) -> str | None:
+def disk_refusal(path: str | os.PathLike, min_free: int) -> Msg | None:
     """A message when the disk holding ``path`` has less than ``min_free`` bytes free."""
     free = free_disk_bytes(path)
     if free >= min_free:
         return None
-    return (f"not enough free disk: {human_bytes(free)} free on the disk holding {path}, "
-            f"need at least {human_bytes(min_free)} (the runner's min_free_disk_bytes); "
-            f"delete old runs or caches, or free space")
+    return Msg("note.disk_refusal", free=human_bytes(free), path=str(path),
+               need=human_bytes(min_free))

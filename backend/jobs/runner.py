@@ -54,14 +54,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from backend.core.messages import Msg
 from backend.jobs import diagnosis
-from backend.jobs.history import TERMINAL, connect, init_db, set_setting, transaction
+from backend.jobs.history import TERMINAL, connect, init_db, msg_json, read_msg, set_setting, \
+    transaction, with_msgs
 from backend.jobs.processes import ProcessTree, process_alive, process_start_time, \
     runner_env, spawn_supervisor
 from backend.jobs.queue import DEFAULT_MIN_FREE_DISK, disk_refusal, normalize_gpu_ids, \
     start_ready
-from backend.jobs.supervisor import DEFAULT_STOP_GRACE_S, LEFTOVER_GRACE_S
-from backend.jobs.watch import LOG_PREFIX, ProgressState, last_end_event, read_tail, utf8_cut
+from backend.jobs.supervisor import DEFAULT_STOP_GRACE_S, LEFTOVER_GRACE_S, joined
+from backend.jobs.watch import LOG_PREFIX, ProgressState, end_reason, last_end_event, \
+    read_tail, utf8_cut
 from backend.planning.plan import StagePlan, plan_run
 from backend.core.progress import read_events
 from backend.core import readgate, rundir
@@ -86,6 +89,8 @@ RESUME_FLAG = "--resume_from"
 WATCH_EVERY_S = 2.0
 # One recovery at a time across every process using a workspace (``Runner._recovery_lock``).
 RECOVER_LOCK = ".recover.lock"
+# Why a run stops when nothing else is said (``Runner.stop``).
+STOPPED_ON_REQUEST = Msg("note.stopped_on_request")
 
 
 class RunnerError(RuntimeError):
@@ -194,7 +199,7 @@ class Runner:
     def _row(self, conn, run_id: str):
         row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
-            raise RunnerError(f"run_id: no such run (got {run_id!r})")
+            raise RunnerError(Msg("note.no_such_run", run_id=repr(run_id)))
         return row
 
     def _start_ready(self) -> list[str]:
@@ -336,7 +341,7 @@ class Runner:
             raise
 
     # ------------------------------------------------------------------ stop
-    def stop(self, run_id: str, wait: bool = False, reason: str = "stopped on request") -> None:
+    def stop(self, run_id: str, wait: bool = False, reason: str = STOPPED_ON_REQUEST) -> None:
         """Stop a run: a queued run is just marked stopped; a running one gets SIGTERM (all its
         process groups), the run's grace period to save its state, then SIGKILL. Its supervisor
         does that (told by SIGUSR1); for a stage adopted after its supervisor died, this
@@ -350,10 +355,12 @@ class Runner:
                 run = self._row(conn, run_id)
                 if run["status"] == "queued":
                     now = time.time()
+                    note = Msg("note.before_start", reason=reason)
                     conn.execute(
                         "UPDATE runs SET status = 'stopped', ended_at = ?, stop_requested = 1, "
-                        "stop_requested_at = ?, stop_reason = ?, note = ? WHERE id = ?",
-                        (now, now, reason, f"{reason} before it started", run_id))
+                        "stop_requested_at = ?, stop_reason = ?, note = ?, stop_reason_msg = ?, "
+                        "note_msg = ? WHERE id = ?",
+                        (now, now, reason, note, msg_json(reason), msg_json(note), run_id))
                     conn.execute("UPDATE stages SET status = 'skipped' "
                                  "WHERE run_id = ? AND status = 'queued'", (run_id,))
                     return
@@ -361,8 +368,10 @@ class Runner:
                     return
                 conn.execute(
                     "UPDATE runs SET stop_requested = 1, stop_requested_at = ?, "
-                    "stop_reason = COALESCE(stop_reason, ?) WHERE id = ?",
-                    (time.time(), reason, run_id))
+                    "stop_reason_msg = CASE WHEN stop_reason IS NULL THEN ? "
+                    "ELSE stop_reason_msg END, stop_reason = COALESCE(stop_reason, ?) "
+                    "WHERE id = ?",
+                    (time.time(), msg_json(reason), reason, run_id))
             run = self._row(conn, run_id)
         finally:
             conn.close()
@@ -470,14 +479,12 @@ class Runner:
                                         "secret_keys IS NOT NULL").fetchall():
                     if process_alive(run["waiter_pid"], run["waiter_start"]):
                         continue
-                    keys = ", ".join(json.loads(run["secret_keys"]))
+                    why = Msg("note.secrets_lost", keys=json.loads(run["secret_keys"]),
+                              pid=run["waiter_pid"])
                     conn.execute(
-                        "UPDATE runs SET status = 'failed', ended_at = ?, failure_reason = ? "
-                        "WHERE id = ?",
-                        (time.time(), f"the secrets given for this run ({keys}) were lost "
-                         f"before it started (its waiting supervisor process, pid "
-                         f"{run['waiter_pid']}, is gone; the machine restarted?); submit it "
-                         f"again", run["id"]))
+                        "UPDATE runs SET status = 'failed', ended_at = ?, failure_reason = ?, "
+                        "failure_reason_msg = ? WHERE id = ?",
+                        (time.time(), why, msg_json(why), run["id"]))
                     conn.execute("UPDATE stages SET status = 'skipped' WHERE run_id = ?",
                                  (run["id"],))
         finally:
@@ -554,7 +561,7 @@ class Runner:
         if run["status"] != "running" or process_alive(run["supervisor_pid"],
                                                        run["supervisor_start"]):
             return
-        sup = f"the run's supervisor process (pid {run['supervisor_pid']})"
+        sup = Msg("note.supervisor", pid=run["supervisor_pid"])
         leader = stage is not None and process_alive(stage["pid"], stage["proc_start"])
         if leader and not run["stop_requested"]:
             self._adopt(run, stage, sup)
@@ -585,17 +592,18 @@ class Runner:
                         stage, end, killed, left, stopped, sup, float(run["stop_grace_s"]),
                         fresh["config_yaml"])
                     conn.execute(
-                        "UPDATE stages SET status = ?, ended_at = ?, note = ? "
+                        "UPDATE stages SET status = ?, ended_at = ?, note = ?, note_msg = ? "
                         "WHERE run_id = ? AND idx = ?",
-                        (st_status, now, reason, run_id, stage["idx"]))
+                        (st_status, now, reason, msg_json(reason), run_id, stage["idx"]))
                     settled = st_status
-                stages = conn.execute("SELECT name, status, note FROM stages WHERE run_id = ? "
-                                      "ORDER BY idx", (run_id,)).fetchall()
+                stages = conn.execute("SELECT name, status, note, note_msg FROM stages "
+                                      "WHERE run_id = ? ORDER BY idx", (run_id,)).fetchall()
                 if stage is None:  # gone between two stages: the history has them all
                     ended = [x for x in stages if x["status"] in ("failed", "stopped")]
                     st_status = ended[-1]["status"] if ended else "succeeded"
-                    reason = (ended[-1]["note"] or f"stage '{ended[-1]['name']}' "
-                              f"{ended[-1]['status']}") if ended else None
+                    reason = (read_msg(ended[-1]["note_msg"], ended[-1]["note"]) or Msg(
+                        "note.stage_status", stage=ended[-1]["name"],
+                        status=ended[-1]["status"])) if ended else None
                 todo = [x["name"] for x in stages if x["status"] == "queued"]
                 status, failure, note_text = self._run_outcome(st_status, reason, stopped,
                                                                todo, fresh, sup)
@@ -610,8 +618,10 @@ class Runner:
                                  "WHERE run_id = ? AND status = 'queued'", (run_id,))
                     conn.execute(
                         "UPDATE runs SET status = ?, ended_at = ?, failure_reason = ?, "
-                        "note = ?, launch_requested_at = NULL WHERE id = ?",
-                        (status, now, failure, note_text, run_id))
+                        "note = ?, failure_reason_msg = ?, note_msg = ?, "
+                        "launch_requested_at = NULL WHERE id = ?",
+                        (status, now, failure, note_text, msg_json(failure),
+                         msg_json(note_text), run_id))
         finally:
             conn.close()
         if settled is not None:
@@ -643,7 +653,7 @@ class Runner:
 
     @staticmethod
     def _run_outcome(st_status: str, reason: str | None, stopped: bool, todo: list[str],
-                     fresh, sup: str) -> tuple[str | None, str | None, str | None]:
+                     fresh, sup: Msg) -> tuple[str | None, Msg | None, Msg | None]:
         """(status, failure_reason, note) of a run whose supervisor is gone, once its stage
         is settled as ``st_status`` (``reason``: its note); status None: its next stage
         (``todo[0]``) goes on under a new supervisor."""
@@ -651,19 +661,18 @@ class Runner:
             if not todo:
                 return "succeeded", None, None
             if fresh["secret_keys"]:
-                keys = ", ".join(json.loads(fresh["secret_keys"]))
-                return "failed", (f"{sup} is gone, and the secrets given for this run "
-                                  f"({keys}) went with it; stage '{todo[0]}' needs them: "
-                                  f"resume the run and give them again"), None
+                return "failed", Msg("note.secrets_gone", sup=sup,
+                                     keys=json.loads(fresh["secret_keys"]), stage=todo[0]), None
             return None, None, None
         status = "stopped" if stopped or st_status == "stopped" else "failed"
         if st_status == "succeeded":  # stopped after its stage had finished
             reason = None
         elif reason is None:
-            reason = f"{sup} is gone (the machine restarted or the process was killed)"
+            reason = Msg("note.supervisor_gone", sup=sup)
         failure = reason if status == "failed" else None
-        note_text = "; ".join(x for x in (fresh["stop_reason"] or "stopped", reason)
-                              if x) if status == "stopped" else None
+        stop_reason = read_msg(fresh["stop_reason_msg"], fresh["stop_reason"])
+        note_text = joined(stop_reason or Msg("status.stopped"), reason) \
+            if status == "stopped" else None
         return status, failure, note_text
 
     def _adopt(self, run, stage, sup: str) -> None:
@@ -673,17 +682,18 @@ class Runner:
         ``running`` and keeps its GPUs, and each later look checks the stage again."""
         if stage["adopted_at"] is not None:
             return
-        text = (f"{sup} is gone; the stage goes on and the server watches it (adopted): its "
-                f"outcome will be read from its progress file")
+        text = Msg("note.adopted", sup=sup)
         conn = self._db()
         try:
             with transaction(conn):
                 done = conn.execute(
-                    "UPDATE stages SET adopted_at = ?, note = ? WHERE run_id = ? AND idx = ? "
+                    "UPDATE stages SET adopted_at = ?, note = ?, note_msg = ? "
+                    "WHERE run_id = ? AND idx = ? "
                     "AND status = 'running' AND adopted_at IS NULL AND pid = ? AND EXISTS "
                     "(SELECT 1 FROM runs WHERE id = ? AND status = 'running' AND "
                     "supervisor_pid = ?)",
-                    (time.time(), text, run["id"], stage["idx"], stage["pid"], run["id"],
+                    (time.time(), text, msg_json(text), run["id"], stage["idx"],
+                     stage["pid"], run["id"],
                      run["supervisor_pid"])).rowcount
         finally:
             conn.close()
@@ -703,8 +713,8 @@ class Runner:
 
     @staticmethod
     def _stage_outcome(stage, end: dict | None, killed: bool | None, left: bool | None,
-                       stopped: bool, sup: str, grace: float,
-                       config_yaml: str | None) -> tuple[str, str | None]:
+                       stopped: bool, sup: Msg, grace: float,
+                       config_yaml: str | None) -> tuple[str, Msg]:
         """(status, note) of a stage whose supervisor is gone, from its last ``end`` event
         of this attempt; ``killed``: whether stopping its live leader on request needed
         SIGKILL (None: it was over already); ``left``: whether processes it left behind had
@@ -713,29 +723,25 @@ class Runner:
         log = RunDir.log_relpath(name)
         said = (end or {}).get("status")
         if said == "succeeded":
-            return "succeeded", (f"{sup} is gone and the exit status with it; the stage's "
-                                 f"progress file says it succeeded")
+            return "succeeded", Msg("note.said_succeeded", sup=sup)
         if killed is not None:
-            return "stopped", (f"{sup} is gone, so the server stopped the stage" + (
-                f"; it did not exit within {grace:g} s of SIGTERM and was killed (SIGKILL); "
-                f"its last save may be incomplete" if killed else ""))
+            return "stopped", (Msg("note.server_stopped_killed", sup=sup, grace=grace)
+                               if killed else Msg("note.server_stopped", sup=sup))
         status = "stopped" if stopped or said == "stopped" else "failed"
-        after = "; the processes it left behind were stopped" if left is not None else ""
+        after = Msg("note.left_stopped") if left is not None else ""
         if said in ("failed", "stopped"):
-            why = (end or {}).get("reason")
+            why = end_reason(end)
             if said == "failed":
                 found = diagnosis.diagnose(None, read_tail(stage["log_path"], 64 * 1024),
                                            end_reason=why, config_yaml=config_yaml,
                                            stage=name)
                 why = found[0].title if found else why
-            return status, (f"stage '{name}' {said}: {why or 'no reason given'} ({sup} is "
-                            f"gone, so its exit code is unknown; see {log})" + after)
+            return status, Msg("note.stage_said", stage=name, said=said,
+                               why=why or Msg("note.no_reason"), sup=sup, log=log, after=after)
         if stage["adopted_at"] is not None:
-            return status, (f"stage '{name}' ended without an end event in its progress file "
-                            f"(it crashed or was killed; {sup} was gone, so its exit code is "
-                            f"unknown); see {log}" + after)
-        return status, (f"{sup} is gone (the machine restarted or the process was killed) "
-                        f"while stage '{name}' was running; see {log}" + after)
+            return status, Msg("note.no_end_event", stage=name, sup=sup, log=log, after=after)
+        return status, Msg("note.gone_while_running", sup=sup, stage=name, log=log,
+                           after=after)
 
     # ------------------------------------------------------------------ resume / delete
     def resume(self, run_id: str, secret_env: dict[str, str] | None = None) -> str:
@@ -750,41 +756,44 @@ class Runner:
             with transaction(conn):
                 run = self._row(conn, run_id)
                 if run["status"] not in ("stopped", "failed"):
-                    raise RunnerError(f"run {run_id} is {run['status']}: only a stopped or "
-                                      f"failed run can be resumed")
+                    raise RunnerError(Msg("note.cannot_resume", run_id=run_id,
+                                          status=run["status"]))
                 stages = conn.execute("SELECT * FROM stages WHERE run_id = ? ORDER BY idx",
                                       (run_id,)).fetchall()
                 todo = [s for s in stages if s["status"] != "succeeded"]
                 if not todo:
-                    raise RunnerError(f"run {run_id}: every stage succeeded; nothing to resume")
+                    raise RunnerError(Msg("note.nothing_to_resume", run_id=run_id))
                 first = todo[0]
                 if first["name"] == "train":
                     files = RunDir(Path(run["run_dir"]))
                     state = files.state
                     if not files.has_state():
-                        raise RunnerError(
-                            f"run {run_id}: no saved training state in {state} (the run ended "
-                            f"before its first save); start a new run instead")
+                        raise RunnerError(Msg("note.no_saved_state", run_id=run_id,
+                                              state=str(state)))
                     conn.execute("UPDATE stages SET argv = ? WHERE run_id = ? AND idx = ?",
                                  (json.dumps(with_resume_from(json.loads(first["argv"]), state)),
                                   run_id, first["idx"]))
                 conn.execute(
                     "INSERT OR REPLACE INTO attempts(run_id, attempt, status, started_at, "
-                    "ended_at, failure_reason, note) VALUES(?,?,?,?,?,?,?)",
+                    "ended_at, failure_reason, note, failure_reason_msg, note_msg) "
+                    "VALUES(?,?,?,?,?,?,?,?,?)",
                     (run_id, run["attempt"], run["status"], run["started_at"], run["ended_at"],
-                     run["failure_reason"], run["note"]))
+                     run["failure_reason"], run["note"], run["failure_reason_msg"],
+                     run["note_msg"]))
                 seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs").fetchone()[0]
                 conn.execute(
                     "UPDATE runs SET status = 'queued', seq = ?, attempt = attempt + 1, "
                     "started_at = NULL, ended_at = NULL, supervisor_pid = NULL, "
                     "supervisor_start = NULL, launch_requested_at = NULL, stop_requested = 0, "
                     "stop_requested_at = NULL, stop_reason = NULL, failure_reason = NULL, "
-                    "note = NULL, secret_keys = NULL, waiter_pid = NULL, waiter_start = NULL "
-                    "WHERE id = ?", (seq, run_id))
+                    "note = NULL, stop_reason_msg = NULL, failure_reason_msg = NULL, "
+                    "note_msg = NULL, secret_keys = NULL, waiter_pid = NULL, "
+                    "waiter_start = NULL WHERE id = ?", (seq, run_id))
                 conn.execute(
                     "UPDATE stages SET status = 'queued', exit_code = NULL, pid = NULL, "
                     "pgid = NULL, proc_start = NULL, started_at = NULL, ended_at = NULL, "
-                    "note = NULL, adopted_at = NULL WHERE run_id = ? AND idx >= ?",
+                    "note = NULL, note_msg = NULL, adopted_at = NULL "
+                    "WHERE run_id = ? AND idx >= ?",
                     (run_id, first["idx"]))
                 if secret_env:
                     self._spawn_waiter(conn, run_id, Path(run["run_dir"]), secret_env)
@@ -802,7 +811,7 @@ class Runner:
             with transaction(conn):
                 run = self._row(conn, run_id)
                 if run["status"] == "running":
-                    raise RunnerError(f"run {run_id} is running: stop it before deleting it")
+                    raise RunnerError(Msg("note.delete_running", run_id=run_id))
                 conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
         finally:
             conn.close()
@@ -837,12 +846,13 @@ class Runner:
                 "env": json.loads(s["env"]), "status": s["status"], "exit_code": s["exit_code"],
                 "pid": s["pid"], "pgid": s["pgid"], "proc_start": s["proc_start"],
                 "started_at": s["started_at"], "ended_at": s["ended_at"],
-                "log_path": s["log_path"], "note": s["note"], "adopted_at": s["adopted_at"]})
+                "log_path": s["log_path"], "note": read_msg(s["note_msg"], s["note"]),
+                "adopted_at": s["adopted_at"]})
         return out
 
     @staticmethod
     def _run_dict(run, stages: list[dict[str, Any]]) -> dict[str, Any]:
-        d = {k: run[k] for k in run.keys()}
+        d = with_msgs(run)  # notes read back as messages
         d["stop_requested"] = bool(d["stop_requested"])
         d["secret_keys"] = json.loads(d["secret_keys"]) if d.get("secret_keys") else []
         d["stages"] = stages
@@ -872,9 +882,10 @@ class Runner:
         try:
             run = self._row(conn, run_id)
             d = self._run_dict(run, self._stage_dicts(conn, run_id))
-            d["attempts"] = [dict(a) for a in conn.execute(
-                "SELECT attempt, status, started_at, ended_at, failure_reason, note "
-                "FROM attempts WHERE run_id = ? ORDER BY attempt", (run_id,))]
+            d["attempts"] = [with_msgs(a) for a in conn.execute(
+                "SELECT attempt, status, started_at, ended_at, failure_reason, note, "
+                "failure_reason_msg, note_msg FROM attempts WHERE run_id = ? ORDER BY attempt",
+                (run_id,))]
         finally:
             conn.close()
         todo = [s for s in d["stages"] if s["status"] != "succeeded"]
@@ -998,7 +1009,8 @@ class Runner:
         failed = [s for s in run["stages"] if s["status"] == "failed"]
         if not failed:
             return {"run_id": run_id, "stage": None, "exit_code": None, "exit_text": None,
-                    "headline": run["failure_reason"] or "the run failed", "diagnoses": [],
+                    "headline": run["failure_reason"] or Msg("note.run_failed"),
+                    "diagnoses": [],
                     "end_reason": None, "error_line": None, "last_lines": [],
                     "reason": run["failure_reason"], "log_path": None}
         stage = failed[-1]
@@ -1007,7 +1019,7 @@ class Runner:
         # The stage's own lines: the launcher's closing traceback stays in the log.
         lines = diagnosis.clean_lines(diagnosis.stage_text(log_text))[-40:]
         summary = diagnosis.summarize(
-            stage["name"], stage["exit_code"], log_text, end_reason=(end or {}).get("reason"),
+            stage["name"], stage["exit_code"], log_text, end_reason=end_reason(end),
             stop_requested=run["stop_requested"], config_yaml=run["config_yaml"],
             last_lines=lines)
         summary.update(run_id=run_id, reason=run["failure_reason"], log_path=stage["log_path"])

@@ -50,11 +50,12 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from backend.jobs.history import connect, get_setting, transaction
+from backend.core.messages import Msg
+from backend.jobs.history import connect, get_setting, msg_json, read_msg, transaction
 from backend.jobs.processes import (
     SECRET_PREFIX, ProcessTree, become_subreaper, child_env, process_start_time, start_stage)
 from backend.jobs.queue import disk_refusal, ready_runs, start_ready
-from backend.jobs.watch import LOG_PREFIX, last_end_event, read_tail
+from backend.jobs.watch import LOG_PREFIX, end_reason, last_end_event, read_tail
 from backend.core.rundir import RunDir
 from backend.jobs import diagnosis
 from backend.jobs.memory import MemoryWatch
@@ -107,11 +108,13 @@ class Supervisor:
             return True
         if self.signal_name:
             with transaction(self.conn):
+                why = Msg("note.supervisor_signal", signal=self.signal_name)
                 self.conn.execute(
                     "UPDATE runs SET stop_requested = 1, stop_requested_at = ?, "
-                    "stop_reason = COALESCE(stop_reason, ?) WHERE id = ?",
-                    (time.time(), f"the run's supervisor received {self.signal_name}",
-                     self.run_id))
+                    "stop_reason_msg = CASE WHEN stop_reason IS NULL THEN ? "
+                    "ELSE stop_reason_msg END, stop_reason = COALESCE(stop_reason, ?) "
+                    "WHERE id = ?",
+                    (time.time(), msg_json(why), why, self.run_id))
             self._stop_cached = True
             return True
         now = time.monotonic()
@@ -135,8 +138,8 @@ class Supervisor:
             pid = os.getpid()
             self.conn.execute(
                 "UPDATE runs SET status = 'running', started_at = ?, ended_at = NULL, "
-                "supervisor_pid = ?, supervisor_start = ?, failure_reason = NULL, note = NULL "
-                "WHERE id = ?", (time.time(), pid, process_start_time(pid), self.run_id))
+                "supervisor_pid = ?, supervisor_start = ?, failure_reason = NULL, note = NULL, "
+                "failure_reason_msg = NULL, note_msg = NULL WHERE id = ?", (time.time(), pid, process_start_time(pid), self.run_id))
             return self.conn.execute("SELECT * FROM runs WHERE id = ?", (self.run_id,)).fetchone()
 
     def wait_for_turn(self) -> sqlite3.Row | None:
@@ -167,7 +170,8 @@ class Supervisor:
                 ProcessTree(self.proc.pid, os.getpid(), self.reap,
                             run_id=self.run_id).terminate(
                     float(run["stop_grace_s"]))
-            self.finish("failed", f"the run's supervisor failed: {type(e).__name__}: {e}")
+            self.finish("failed", Msg("note.supervisor_failed",
+                                      error=f"{type(e).__name__}: {e}"))
         finally:
             try:
                 start_ready(self.workspace)
@@ -215,13 +219,13 @@ class Supervisor:
                 "UPDATE stages SET status = ?, ended_at = ? WHERE run_id = ? AND status = 'running'",
                 ("stopped" if status == "stopped" else "failed", now, self.run_id))
             failure = reason if status == "failed" else None
-            note = run["note"]
+            note = read_msg(run["note_msg"], run["note"])
             if status == "stopped":
-                note = "; ".join(x for x in (run["stop_reason"], reason) if x) or "stopped"
+                note = joined(read_msg(run["stop_reason_msg"], run["stop_reason"]), reason)
             self.conn.execute(
                 "UPDATE runs SET status = ?, ended_at = ?, failure_reason = ?, note = ?, "
-                "launch_requested_at = NULL WHERE id = ?",
-                (status, now, failure, note, self.run_id))
+                "failure_reason_msg = ?, note_msg = ?, launch_requested_at = NULL WHERE id = ?",
+                (status, now, failure, note, msg_json(failure), msg_json(note), self.run_id))
         print(f"{LOG_PREFIX} run {self.run_id} {status}" + (f": {reason}" if reason else ""),
               flush=True)
 
@@ -251,7 +255,7 @@ class Supervisor:
             except ChildProcessError:
                 pass
 
-    def run_stage(self, run: sqlite3.Row, stage: sqlite3.Row) -> tuple[str, str | None]:
+    def run_stage(self, run: sqlite3.Row, stage: sqlite3.Row) -> tuple[str, Msg | None]:
         name = stage["name"]
         log_path = Path(stage["log_path"])
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -271,13 +275,14 @@ class Supervisor:
             with open(log_path, "ab") as log:
                 self.proc = start_stage(argv, env, log)
         except OSError as e:
-            reason = f"stage '{name}' could not start: {e}"
+            reason = Msg("note.could_not_start", stage=name, error=str(e))
             note(reason)
             with transaction(self.conn):
                 self.conn.execute(
                     "UPDATE stages SET status = 'failed', exit_code = 127, started_at = ?, "
-                    "ended_at = ?, note = ? WHERE run_id = ? AND idx = ?",
-                    (started, time.time(), reason, self.run_id, stage["idx"]))
+                    "ended_at = ?, note = ?, note_msg = ? WHERE run_id = ? AND idx = ?",
+                    (started, time.time(), reason, msg_json(reason), self.run_id,
+                     stage["idx"]))
             return "failed", reason
 
         proc = self.proc
@@ -285,8 +290,8 @@ class Supervisor:
         with transaction(self.conn):
             self.conn.execute(
                 "UPDATE stages SET status = 'running', pid = ?, pgid = ?, proc_start = ?, "
-                "started_at = ?, ended_at = NULL, exit_code = NULL, note = NULL "
-                "WHERE run_id = ? AND idx = ?",
+                "started_at = ?, ended_at = NULL, exit_code = NULL, note = NULL, "
+                "note_msg = NULL WHERE run_id = ? AND idx = ?",
                 (proc.pid, proc.pid, process_start_time(proc.pid), started, self.run_id,
                  stage["idx"]))
 
@@ -328,8 +333,7 @@ class Supervisor:
         stage_note = None
         if stopped or (code != 0 and self.stop_requested()):
             status = "stopped"
-            reason = (f"stage '{name}' did not exit within {grace:g} s of SIGTERM and was "
-                      f"killed (SIGKILL); its last save may be incomplete" if killed else None)
+            reason = Msg("note.sigterm_killed", stage=name, grace=grace) if killed else None
             stage_note = reason
         elif code == 0:
             status, reason = "succeeded", None
@@ -338,15 +342,24 @@ class Supervisor:
             end = last_end_event(RunDir(Path(run["run_dir"])).progress, name)
             reason = diagnosis.reason_line(
                 name, code, read_tail(log_path, 64 * 1024),
-                end_reason=(end or {}).get("reason"), config_yaml=run["config_yaml"])
+                end_reason=end_reason(end), config_yaml=run["config_yaml"])
             stage_note = reason
         note(f"stage '{name}' {diagnosis.exit_code_text(code)}; status {status}")
         with transaction(self.conn):
             self.conn.execute(
-                "UPDATE stages SET status = ?, exit_code = ?, ended_at = ?, note = ? "
-                "WHERE run_id = ? AND idx = ?",
-                (status, code, ended, stage_note, self.run_id, stage["idx"]))
+                "UPDATE stages SET status = ?, exit_code = ?, ended_at = ?, note = ?, "
+                "note_msg = ? WHERE run_id = ? AND idx = ?",
+                (status, code, ended, stage_note, msg_json(stage_note), self.run_id,
+                 stage["idx"]))
         return status, reason
+
+
+def joined(first, second):
+    """A stopped run's note: why it was stopped (``first``) and what its stage said
+    (``second``), as one message; "stopped" when neither says anything."""
+    if first and second:
+        return Msg("note.joined", first=first, second=second)
+    return first or second or Msg("status.stopped")
 
 
 def main(argv: list[str] | None = None) -> int:

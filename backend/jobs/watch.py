@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from backend.core.messages import Msg
+
 # The supervisor's own lines in a stage's log start with LOG_PREFIX; each attempt of a stage
 # starts with a STAGE_HEADER line (a resumed run appends to the log).
 LOG_PREFIX = "[zerolora]"
@@ -46,6 +48,19 @@ def last_end_event(progress_file: Path, stage: str, since: float | None = None
             found = ev
     return found
 
+
+def end_reason(ev: dict | None) -> "Msg | str | None":
+    """An ``end`` event's reason: the stage's message (its code and parameters, which the
+    stage sends as ``reason_msg``, see ``backend.stages.end_fields``) when it sent one, else
+    its text (another program's words, or a stage that sends none)."""
+    if not ev:
+        return None
+    data = ev.get("reason_msg")
+    if isinstance(data, dict):
+        found = Msg.from_json(data)
+        if isinstance(found, Msg):
+            return found
+    return ev.get("reason")
 
 
 def utf8_cut(data: bytes) -> int:
@@ -115,4 +130,4 @@ class ProgressState:
                     "time": ev.get("time")}
             items[:] = [i for i in items if i["path"] != item["path"]] + [item]
         elif kind == "end":
-            st.update(status=ev.get("status"), reason=ev.get("reason"), ended=ev.get("time"))
+            st.update(status=ev.get("status"), reason=end_reason(ev), ended=ev.get("time"))

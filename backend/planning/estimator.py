@@ -151,6 +151,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.core import libraries
+from backend.core.messages import Msg
 from backend.config.lowvram import entries_for
 from backend.config.presets import load_preset
 from backend.families import default_family, family_of, family_spec, get_family
@@ -257,23 +258,30 @@ class Estimate:
 
     def summary(self) -> str:
         """A few lines for people: per stage GPU and host, the largest parts first."""
-        lines = [f"{self.height}x{self.width} ({self.image_tokens} image + {self.text_tokens} "
-                 f"text tokens), LoRA {self.params['lora'] / 1e6:.1f} M parameters, "
-                 f"checkpointing {self.checkpointing}"]
+        return "\n".join(self.summary_lines())
+
+    def summary_lines(self) -> list[Msg]:
+        """``summary``'s lines as messages (the page shows each in its language)."""
+        lines = [Msg("estimate.shape", height=self.height, width=self.width,
+                     image_tokens=self.image_tokens, text_tokens=self.text_tokens,
+                     lora_m=self.params["lora"] / 1e6, checkpointing=self.checkpointing)]
         published = [c for c, src in self.sources.items() if src == "published"]
         if published:
-            lines.append(f"({', '.join(published)}: config.json not found locally; sizes of "
-                         f"the published model)")
+            lines.append(Msg("estimate.published", components=published))
         for name in self.planned or list(self.stages):
             s = self.stages.get(name)
             if s is None:
                 continue
             top = sorted(s.gpu.items(), key=lambda kv: -kv[1])[:3]
-            parts = ", ".join(f"{k} {v / GB:.2f}" for k, v in top if v > 0)
-            where = "GPU" if self.device == "cuda" else "CPU run"
-            lines.append(f"{name}: {where} {s.gpu_gb:.1f} GB" + (f" ({parts})" if parts else "")
-                         + f"; host RAM {s.host_gb:.1f} GB")
-        return "\n".join(lines)
+            parts = [Msg("estimate.part", name=k, gb=v / GB) for k, v in top if v > 0]
+            shown = Msg("estimate.parts", parts=parts) if parts else ""
+            if self.device == "cuda":
+                lines.append(Msg("estimate.stage_gpu", stage=name, gpu=s.gpu_gb, parts=shown,
+                                 host=s.host_gb))
+            else:
+                lines.append(Msg("estimate.stage_cpu", stage=name, gpu=s.gpu_gb, parts=shown,
+                                 host=s.host_gb))
+        return lines
 
 
 # ------------------------------------------------------------------------------------------
@@ -794,7 +802,7 @@ def _sample(cfg, tr: TransformerStats, te: ComponentStats, vae: ComponentStats, 
 # Verdicts
 # ------------------------------------------------------------------------------------------
 def fits(estimate: Estimate, gpu_gb: float | None, host_gb: float | None = None
-         ) -> tuple[bool, str]:
+         ) -> tuple[bool, Msg]:
     """(fits, text for people) for one GPU of ``gpu_gb`` GB (and optionally the host RAM).
 
     Every planned stage must fit: its GPU figure plus ``CUDA_CONTEXT_GB``. The text names
@@ -804,58 +812,49 @@ def fits(estimate: Estimate, gpu_gb: float | None, host_gb: float | None = None
         estimate.stages.values())
     host = max(stages, key=lambda s: s.host_bytes)
     host_ok = host_gb is None or host.host_gb <= host_gb
-    host_text = (f"host RAM about {host.host_gb:.1f} GB ({host.stage})"
-                 + (f" of {host_gb:g} GB" if host_gb else ""))
+    host_text = (Msg("estimate.host_of", gb=host.host_gb, stage=host.stage, total=host_gb)
+                 if host_gb else Msg("estimate.host", gb=host.host_gb, stage=host.stage))
     if estimate.device == "cpu" or not gpu_gb:
-        verdict = "Fits" if host_ok else "Does not fit"
-        return host_ok, f"{verdict}: CPU run, {host_text}."
+        return host_ok, (Msg("estimate.cpu_fits", host=host_text) if host_ok
+                         else Msg("estimate.cpu_no_fit", host=host_text))
     bad, good = [], []
     for s in stages:
         need = s.gpu_gb + CUDA_CONTEXT_GB
         top = max(s.gpu.items(), key=lambda kv: kv[1])[0] if s.gpu else "-"
         (bad if need > gpu_gb else good).append((s.stage, need, top))
     if bad:
-        text = "; ".join(f"{st} needs about {need:.1f} GB (largest part: {top})"
-                         for st, need, top in bad)
-        ok_text = (" Within it: " + ", ".join(f"{st} {need:.1f} GB" for st, need, _ in good)
-                   + "." if good else "")
-        hints = []
+        needs = [Msg("estimate.needs", stage=st, gb=need, part=top) for st, need, top in bad]
+        within = (Msg("estimate.within",
+                      stages=[Msg("estimate.stage_gb", stage=st, gb=need) for st, need, _ in good])
+                  if good else "")
+        hints: list[Msg] = []
         bad_stages = {st for st, _, _ in bad}
         if "data_process" in bad_stages:
             gpu = estimate.stages["data_process"].gpu
             if "text encoder weights" in gpu and "vae weights" in gpu:
-                hints.append("Stage 1 holds the text encoder and VAE on the GPU: set "
-                             "data_process_offload to model (one at a time) or sequential "
-                             "(module by module).")
+                hints.append(Msg("estimate.hint_stage1_both"))
             elif "text encoder weights" in gpu or "vae weights" in gpu:
-                hints.append("Stage 1 holds a whole encoder on the GPU: set "
-                             "data_process_offload to sequential (module by module).")
+                hints.append(Msg("estimate.hint_stage1_one"))
             else:
-                hints.append("Stage 1 already streams its weights (data_process_offload "
-                             "sequential): lower max_pixels (or height/width).")
+                hints.append(Msg("estimate.hint_stage1_streams"))
         if "train" in bad_stages:
-            hints.append(f"Try preset {recommend_preset(gpu_gb)}.")
+            hints.append(Msg("estimate.hint_preset", preset=recommend_preset(gpu_gb)))
         if "sample" in bad_stages:
             gpu = estimate.stages["sample"].gpu
             if any(k.endswith("weights") for k in gpu):
-                hints.append("Sampling holds whole components on the GPU: set "
-                             "sample_cpu_offload to sequential (and sample_vae_tiling on), "
-                             "or leave the sample stage out.")
+                hints.append(Msg("estimate.hint_sample_weights"))
             elif "vae decode" in gpu:
-                hints.append("The VAE decoder's activations are the peak: turn "
-                             "sample_vae_tiling on.")
+                hints.append(Msg("estimate.hint_sample_decode"))
             else:
-                hints.append("Lower sample_height/sample_width, or leave the sample stage "
-                             "out.")
-        hint = "".join(" " + h for h in hints)
-        return False, (f"Does not fit a {gpu_gb:g} GB GPU: {text}.{ok_text}{hint} "
-                       f"({host_text})")
+                hints.append(Msg("estimate.hint_sample_size"))
+        return False, Msg("estimate.no_fit_gpu", gpu=gpu_gb, needs=needs, within=within,
+                          hints=[Msg("estimate.hint", hint=h) for h in hints], host=host_text)
     if not host_ok:
-        return False, f"Does not fit in host RAM: {host_text}."
+        return False, Msg("estimate.no_fit_host", host=host_text)
     peak = max(good, key=lambda g: g[1])
-    tight = " (tight: under 10% headroom)" if peak[1] > 0.9 * gpu_gb else ""
-    return True, (f"Fits a {gpu_gb:g} GB GPU: the largest stage, {peak[0]}, needs about "
-                  f"{peak[1]:.1f} GB{tight}; {host_text}.")
+    tight = Msg("estimate.tight") if peak[1] > 0.9 * gpu_gb else ""
+    return True, Msg("estimate.fits_gpu", gpu=gpu_gb, stage=peak[0], gb=peak[1], tight=tight,
+                     host=host_text)
 
 
 def _preset_config(name: str):
@@ -1003,7 +1002,7 @@ class MethodRow:
     """One way to train the run on a single GPU, for the side-by-side comparison."""
 
     name: str
-    label: str
+    label: Msg
     changes: dict[str, Any]            # the fields to set (one click applies them)
     gpu_bytes: float                   # train stage, + CUDA_CONTEXT_GB when compared
     host_bytes: float
@@ -1011,7 +1010,7 @@ class MethodRow:
     transfer_bound_s: float            # bus bytes / bandwidth: no step is faster
     compute_factor: float              # relative compute per step (1: bf16 resident)
     fits: bool
-    why: str
+    why: Msg
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "label": self.label, "changes": dict(self.changes),
@@ -1032,7 +1031,7 @@ def _trained_source(cfg) -> str:
     return family.spec.default_source(trained) or f"model:{trained}/*.safetensors"
 
 
-def method_changes(cfg) -> list[tuple[str, str, dict[str, Any]]]:
+def method_changes(cfg) -> list[tuple[str, Msg, dict[str, Any]]]:
     """(name, label, field changes) of every single-GPU method, from the plain one to the
     least GPU memory. The changes are complete: applying one row's changes to ``cfg`` gives
     that method whatever was set before."""
@@ -1047,16 +1046,16 @@ def method_changes(cfg) -> list[tuple[str, str, dict[str, Any]]]:
 
     layer = {**plain, "enable_model_cpu_offload": True, "enable_optimizer_cpu_offload": True}
     return [
-        ("plain", "bf16 base on the GPU", plain),
-        ("fp8", "fp8 base (torchao weight-only)", q("torchao_fp8")),
-        ("int8", "int8 base (torchao weight-only)", q("torchao_int8")),
-        ("nf4", "nf4 base (bitsandbytes)", q("bitsandbytes_nf4")),
-        ("layer_offload", "layer offload, bf16 base", layer),
-        ("layer_offload_int8", "layer offload, int8 base (bitsandbytes)",
+        ("plain", Msg("method.plain"), plain),
+        ("fp8", Msg("method.fp8"), q("torchao_fp8")),
+        ("int8", Msg("method.int8"), q("torchao_int8")),
+        ("nf4", Msg("method.nf4"), q("bitsandbytes_nf4")),
+        ("layer_offload", Msg("method.layer_offload"), layer),
+        ("layer_offload_int8", Msg("method.layer_offload_int8"),
          {**layer, "quant_options": f"{src}:bitsandbytes_int8"}),
-        ("layer_offload_nf4", "layer offload, nf4 base (bitsandbytes)",
+        ("layer_offload_nf4", Msg("method.layer_offload_nf4"),
          {**layer, "quant_options": f"{src}:bitsandbytes_nf4"}),
-        ("zero3_offload", "DeepSpeed ZeRO-3, parameters + optimizer offloaded",
+        ("zero3_offload", Msg("method.zero3_offload"),
          {**plain, "zero_stage": 3, "offload_param_device": "cpu",
           "offload_optimizer_device": "cpu", "zero3_init_flag": True}),
     ]
@@ -1085,12 +1084,12 @@ def compare_methods(cfg, gpu_bytes: float | None, bandwidth: float = 25e9,
         ok = (gpu_bytes is None or gpu <= gpu_bytes) and (
             host_bytes is None or tr.host_bytes <= host_bytes)
         t = bus / bandwidth if bandwidth else 0.0
-        why = (f"{gpu / GB:.1f} GB on the GPU" + (f" of {gpu_bytes / GB:.1f}" if gpu_bytes
-                                                 else "")
-               + f", {tr.host_bytes / GB:.1f} GB host RAM"
-               + (f", {bus / GB:.1f} GB over the bus per step: at least {t:.2f} s at "
-                  f"{bandwidth / 1e9:g} GB/s" if bus else ", nothing over the bus")
-               + (f"; dequantizing costs compute (about {factor:g}x bf16)" if quant else ""))
+        why = Msg("method.why", gpu=gpu / GB,
+                  of=Msg("method.of", total=gpu_bytes / GB) if gpu_bytes else "",
+                  host=tr.host_bytes / GB,
+                  bus=(Msg("method.bus", gb=bus / GB, seconds=t, bandwidth=bandwidth / 1e9)
+                       if bus else Msg("method.no_bus")),
+                  quant=Msg("method.quant", factor=factor) if quant else "")
         rows.append(MethodRow(name, label, changes, gpu, tr.host_bytes, bus, t, factor, ok,
                               why))
     fitting = [r for r in rows if r.fits]

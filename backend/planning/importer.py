@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.core import bounded
+from backend.core.messages import Msg
 from backend.config.cli import build_parser
 from backend.config.errors import ConfigError
 from backend.config.files import read_yaml
@@ -64,9 +65,7 @@ PLUMBING_ENV = ("PYTHONUNBUFFERED", "PYTHONPATH", "ACCELERATE_USE_CPU", "OMP_NUM
 ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # The reference's flags whose job ZeroLoRA's stages do by themselves: {flag: note}.
 SELF_EVIDENT_FLAGS = {
-    "--offload_models": "the reference's --offload_models (models a stage loads but does not "
-                        "use) is not needed: each stage loads only the components it uses "
-                        "(stage 1 the text encoder and VAE, stage 2 the transformer)",
+    "--offload_models": Msg("import.offload_models"),
 }
 # Of those, the ones that matter in one-shot training (task sft), where they are imported.
 KEPT_FOR_ONE_SHOT = ("--offload_models",)
@@ -92,7 +91,7 @@ def same_named_fields(names) -> list[str]:
 class ImportResult:
     config: RunConfig
     not_understood: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)    # messages (Msg), a family's as str
     # The fields the commands set, with their validated values (the rest are defaults).
     given: dict[str, Any] = field(default_factory=dict)
 
@@ -125,10 +124,10 @@ class _Files:
     notes: list[str]
     shown_base: str | None = None   # base as the caller gave it (None: not given)
 
-    def find(self, name: str, label: str, near: Path | None = None) -> _Found | None:
+    def find(self, name: str, label: Msg, near: Path | None = None) -> _Found | None:
         p = Path(name).expanduser()
         if p.name in self.given:
-            self.notes.append(f"{label}: {p.name} read from the file given with the command")
+            self.notes.append(Msg("import.given_file", label=label, name=p.name))
             return self._copy(p.name, self.given[p.name], None, name)
         candidates = [p] if p.is_absolute() else [self.base / p]
         if near is not None and not p.is_absolute():
@@ -143,16 +142,16 @@ class _Files:
         known = reference_launch_files()
         if p.name in known:
             what, text = known[p.name]
-            self.notes.append(f"{label}: {p.name} is not on this machine; recognised it as "
-                              f"the reference's {what} and imported its settings")
+            self.notes.append(Msg("import.recognised", label=label, name=p.name, what=what))
             return self._copy(p.name, text, None, name)
         return None
 
     @property
-    def where(self) -> str:
+    def where(self) -> Msg:
         """Where relative names were looked up, as the caller gave it: the ``base_dir``
         given, else no server folder at all (messages never name the server's paths)."""
-        return f"under {self.shown_base}" if self.shown_base else "on this server"
+        return (Msg("import.where_under", base=self.shown_base) if self.shown_base
+                else Msg("import.where_server"))
 
     def _copy(self, name: str, text: str, folder: Path | None, given: str) -> _Found:
         out = self.tmp / f"{len(list(self.tmp.iterdir()))}-{name}"
@@ -188,8 +187,8 @@ class _Command:
         return str(self.args.get("task", "sft"))
 
     @property
-    def label(self) -> str:
-        return f"command {self.index}"
+    def label(self) -> Msg:
+        return Msg("import.command", n=self.index)
 
     @property
     def is_sample(self) -> bool:
@@ -253,7 +252,7 @@ class CommandError(ValueError):
     """Command text that cannot be read as commands (one line saying why and where)."""
 
 
-def _open_quote_problem(text: str, first_line: int = 1) -> str:
+def _open_quote_problem(text: str, first_line: int = 1) -> Msg:
     """Which quote of ``text`` (starting on line ``first_line`` of the whole text) is
     never closed, with the text from it on (shortened)."""
     quote, start, i = None, 0, 0
@@ -274,8 +273,7 @@ def _open_quote_problem(text: str, first_line: int = 1) -> str:
     line = first_line + text.count("\n", 0, start)
     rest = " ".join(text[start:].split())
     rest = rest if len(rest) <= 60 else rest[:57] + "..."
-    return (f"command text: unterminated {quote or chr(39)} quote on line {line} (got "
-            f"{rest!r}; allowed every quote closed, as a shell reads it)")
+    return Msg("import.open_quote", quote=quote or chr(39), line=line, rest=rest)
 
 
 # ------------------------------------------------------------------------------------------
@@ -307,15 +305,13 @@ def import_commands(text: str, base_dir: str | os.PathLike | None = None, *,
                 if found:
                     base_config.update(_read_run_config(cmd, found))
                 else:
-                    notes.append(f"{cmd.label}: --config file not found; its values are not "
-                                 f"imported")
+                    notes.append(Msg("import.config_not_found", label=cmd.label))
             if cmd.is_sample:
                 samples.append(cmd)
             else:
                 trainers.append(cmd)
     if not trainers and not samples:
-        notes.append("no training command found (expected accelerate launch or python with "
-                     "the trainer's flags); the config holds the defaults")
+        notes.append(Msg("import.no_training_command"))
     data = dict(base_config)
     data.update(_assemble(trainers, notes))
     _map_reference_files(data, notes)
@@ -373,10 +369,10 @@ def _read_command(index: int, argv: list[str], files: _Files, nu: list[str],
         elif rest and not rest[0].startswith("-"):
             cmd.script, rest = rest[0], rest[1:]
         else:
-            notes.append(f"skipped {cmd.label} (not a training command): {text}")
+            notes.append(Msg("import.skipped", label=cmd.label, text=text))
             return None
     else:
-        notes.append(f"skipped {cmd.label} (not a training command): {text}")
+        notes.append(Msg("import.skipped", label=cmd.label, text=text))
         return None
     for name, value in cmd.env.items():
         if name == "CUDA_VISIBLE_DEVICES" and re.fullmatch(r"\d+(,\d+)*", value):
@@ -393,11 +389,10 @@ def _read_command(index: int, argv: list[str], files: _Files, nu: list[str],
             continue  # one-shot training loads every model: the option does its job there
         if any(tok.split("=", 1)[0] == flag for tok in rest):
             rest = _drop_options(rest, (flag,))
-            notes.append(f"{cmd.label}: {note}")
+            notes.append(Msg("import.labelled", label=cmd.label, note=note))
     _parse_trainer_args(cmd, rest, nu)
     if cmd.launch.pop("_no_config_file", False) and cmd.task != "sft:data_process":
-        notes.append(f"{cmd.label}: no --config_file (accelerate uses that machine's default "
-                     f"config); only the flags on the command line are imported")
+        notes.append(Msg("import.no_config_file", label=cmd.label))
     return cmd
 
 
@@ -446,11 +441,8 @@ def _parse_launch(cmd: _Command, args: list[str], files: _Files, nu: list[str],
         found = files.find(ns.config_file, cmd.label)
         if found is None:
             cmd.launch["_config_missing"] = True
-            notes.append(f"{cmd.label}: accelerate config {ns.config_file!r} not found "
-                         f"{files.where} and not one of the reference's files; the form's "
-                         f"distributed settings (ZeRO stage, offload, processes, precision) are "
-                         f"left as they are. Give the file's contents (upload the file with the "
-                         f"command) to import them")
+            notes.append(Msg("import.accelerate_missing", label=cmd.label,
+                             file=ns.config_file, where=files.where))
         else:
             _read_accelerate_yaml(cmd, found, files, nu, notes)
     else:
@@ -465,17 +457,14 @@ def _parse_launch(cmd: _Command, args: list[str], files: _Files, nu: list[str],
             if found:
                 _read_deepspeed_json(cmd, found, nu)
             else:
-                notes.append(f"{cmd.label}: DeepSpeed file {value!r} not found "
-                             f"{files.where} and not one of the reference's files; its settings "
-                             f"are not imported. Give the file's contents (upload the file "
-                             f"with the command) to import them")
+                notes.append(Msg("import.deepspeed_missing", label=cmd.label, file=value,
+                                 where=files.where))
         elif name in ("use_deepspeed", "multi_gpu", "debug", "quiet", "same_network",
                       "machine_rank", "rdzv_backend", "cpu"):
             if name == "use_deepspeed" and value:
                 cmd.launch.setdefault("zero_stage", cmd.launch.get("zero_stage") or 2)
             elif name == "cpu" and value:
-                notes.append(f"{cmd.label}: --cpu: ZeroLoRA picks CPU by itself when no GPU "
-                             f"is present")
+                notes.append(Msg("import.cpu_flag", label=cmd.label))
         else:
             nu.append(f"{cmd.label}: accelerate launch --{name} {value}")
     script = ns.training_script
@@ -505,11 +494,9 @@ def _read_accelerate_yaml(cmd: _Command, found: _Found, files: _Files, nu: list[
     if launch.get("num_processes") == -1:
         launch.pop("num_processes")
     if d.get("debug"):
-        notes.append(f"{cmd.label}: debug: true in {path.name} (accelerate's debug checks) is "
-                     f"not carried over")
+        notes.append(Msg("import.debug", label=cmd.label, file=path.name))
     if d.get("use_cpu"):
-        notes.append(f"{cmd.label}: use_cpu in {path.name}: ZeroLoRA picks CPU by itself when "
-                     f"no GPU is present")
+        notes.append(Msg("import.use_cpu", label=cmd.label, file=path.name))
     if dist in ("FSDP", "MEGATRON_LM", "XLA") or d.get("fsdp_config"):
         nu.append(f"{cmd.label}: distributed_type {dist} in {path.name} (ZeroLoRA runs plain, "
                   f"multi-GPU or DeepSpeed)")
@@ -522,11 +509,8 @@ def _read_accelerate_yaml(cmd: _Command, found: _Found, files: _Files, nu: list[
             if ds_found:
                 _read_deepspeed_json(cmd, ds_found, nu)
             else:
-                notes.append(f"{cmd.label}: DeepSpeed file {ds_file!r} (named in "
-                             f"{path.name}) not found {files.where} or next to the YAML "
-                             f"and not one of the reference's files; its settings are not "
-                             f"imported. Give the file's contents (upload the file with the "
-                             f"command) to import them")
+                notes.append(Msg("import.deepspeed_missing_named", label=cmd.label,
+                                 file=ds_file, yaml=path.name, where=files.where))
         if "zero3_init_flag" in ds:
             launch["zero3_init_flag"] = bool(ds.pop("zero3_init_flag"))
         for key in same_named_fields(list(ds)):
@@ -546,14 +530,16 @@ def _read_accelerate_yaml(cmd: _Command, found: _Found, files: _Files, nu: list[
         launch.setdefault("_deepspeed", True)
 
 
-ACCELERATE_CONFIG_ALLOWED = ("an accelerate config: a YAML mapping of its settings, as "
-                             "`accelerate config` writes it (e.g. distributed_type: DEEPSPEED)")
+ACCELERATE_CONFIG_ALLOWED = Msg("import.allowed_accelerate")
 
 
-def _not_a(what: str, flag: str, cmd: _Command, found: _Found, got: str,
-           allowed: str) -> ConfigError:
-    return ConfigError([f"{flag}: not {what} (got {found.given!r} in {cmd.label}: {got}; "
-                        f"allowed {allowed})"])
+def _not_a(what: Msg, flag: str, cmd: _Command, found: _Found, got: Msg | str,
+           allowed: Msg) -> ConfigError:
+    """``flag``'s file is not ``what``: ``got`` a message, or a parser's own words."""
+    if not isinstance(got, Msg):
+        got = Msg("import.got_raw", text=got)
+    return ConfigError([Msg("import.not_a", flag=flag, what=what, given=found.given,
+                            label=cmd.label, got=got, allowed=allowed)])
 
 
 def _binary(text: str) -> bool:
@@ -564,18 +550,17 @@ def _binary(text: str) -> bool:
 def _read_run_config(cmd: _Command, found: _Found) -> dict[str, Any]:
     """The run options of a ``--config`` file; a ``ConfigError`` naming the flag and the
     file as the command names it (never the private copy) when it is none."""
-    allowed = ("a run config: a YAML mapping of run options (python -m backend.stages.train "
-               "--help lists them)")
+    allowed = Msg("import.allowed_run_config")
     if _binary(found.path.read_text(encoding="utf-8")):
-        raise _not_a("a run config", "--config", cmd, found, "a binary file, not YAML text",
-                     allowed)
+        raise _not_a(Msg("import.what_run_config"), "--config", cmd, found,
+                     Msg("import.got_binary"), allowed)
     try:
         return read_yaml(found.path)
     except ConfigError as e:
         raise ConfigError([found.shown(p) for p in e.problems],
                           f"--config {found.given}") from None
     except Exception as e:  # noqa: BLE001 - a parser's own error: said, never a traceback
-        raise _not_a("a run config", "--config", cmd, found,
+        raise _not_a(Msg("import.what_run_config"), "--config", cmd, found,
                      found.shown(" ".join(str(e).split())), allowed) from None
 
 
@@ -586,13 +571,13 @@ def _check_accelerate_mapping(cmd: _Command, found: _Found) -> None:
     traceback (``'str' object has no attribute 'get'``) or name the private copy."""
     import yaml
 
-    def refused(got: str) -> ConfigError:
-        return _not_a("an accelerate config", "--config_file", cmd, found, got,
+    def refused(got: Msg) -> ConfigError:
+        return _not_a(Msg("import.what_accelerate"), "--config_file", cmd, found, got,
                       ACCELERATE_CONFIG_ALLOWED)
 
     text = found.path.read_text(encoding="utf-8")
     if _binary(text):
-        raise refused("a binary file, not YAML text")
+        raise refused(Msg("import.got_binary"))
     try:
         # Bounded: size, nesting and what YAML aliases expand to (backend/core/bounded.py).
         bounded.check_size(text, "--config_file")
@@ -602,11 +587,14 @@ def _check_accelerate_mapping(cmd: _Command, found: _Found) -> None:
     except yaml.YAMLError as e:
         problem = getattr(e, "problem", None) or getattr(e, "reason", None) or str(e)
         mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise refused(f"not valid YAML, {' '.join(str(problem).split())}{where}") from None
+        where = (Msg("import.at_line", line=mark.line + 1, column=mark.column + 1) if mark
+                 else "")
+        raise refused(Msg("import.got_invalid_yaml", problem=" ".join(str(problem).split()),
+                          where=where)) from None
     if not isinstance(data, dict):
-        kind = "empty" if data is None else f"a {type(data).__name__}"
-        raise refused(f"YAML text that is {kind}, not a mapping of settings")
+        kind = (Msg("import.kind_empty") if data is None
+                else Msg("import.kind_type", type=type(data).__name__))
+        raise refused(Msg("import.got_not_mapping", kind=kind))
 
 
 def _read_deepspeed_json(cmd: _Command, found: _Found, nu: list[str]) -> None:
@@ -703,15 +691,13 @@ def _assemble(trainers: list[_Command], notes: list[str]) -> dict[str, Any]:
     whole = [c for c in trainers if c.task == "sft"]
     for extra in (stage1[1:], stage2[1:], whole[1:]):
         for c in extra:
-            notes.append(f"{c.label}: another command for the same stage; only the first is "
-                         f"imported")
+            notes.append(Msg("import.another_command", label=c.label))
     s1 = stage1[0] if stage1 else None
     s2 = stage2[0] if stage2 else None
     one = whole[0] if whole else None
     data: dict[str, Any] = {}
     if one and (s1 or s2):
-        notes.append(f"{one.label}: a task sft command next to split-training commands is not "
-                     f"imported")
+        notes.append(Msg("import.sft_with_split", label=one.label))
     if s1 or s2:
         data["split_training"] = True
         stages = (["data_process"] if s1 else []) + (["train", "sample"] if s2 else [])
@@ -723,9 +709,8 @@ def _assemble(trainers: list[_Command], notes: list[str]) -> dict[str, Any]:
             if s2:
                 # Stage 2 reads the reference's cache: the data set is stage 1's.
                 if "dataset_base_path" in data:
-                    notes.append(f"{s2.label}: dataset_base_path {data['dataset_base_path']!r} "
-                                 f"is the reference's stage-1 cache; ZeroLoRA caches into the "
-                                 f"run folder and reads the data set of {s1.label}")
+                    notes.append(Msg("import.reference_cache", label=s2.label,
+                                     path=data["dataset_base_path"], first=s1.label))
                 data.pop("dataset_base_path", None)
                 data.pop("dataset_metadata_path", None)
                 for key, value in first.items():
@@ -734,8 +719,8 @@ def _assemble(trainers: list[_Command], notes: list[str]) -> dict[str, Any]:
                     elif key == "model_id_with_origin_paths" or key in PLAN_KEYS:
                         continue
                     elif data[key] != value and key != "dataset_repeat":
-                        notes.append(f"{key}: {s1.label} has {value!r}, {s2.label} "
-                                     f"{data[key]!r}; the training stage's value is used")
+                        notes.append(Msg("import.stages_differ", key=key, first=s1.label,
+                                         value=value, second=s2.label, other=data[key]))
                 sources = _join_sources(_args(s2).get("model_id_with_origin_paths"),
                                         first.get("model_id_with_origin_paths"))
                 if sources:
@@ -744,8 +729,7 @@ def _assemble(trainers: list[_Command], notes: list[str]) -> dict[str, Any]:
                 data.update(first)
         if s1 and (s1.deepspeed is not None or s1.launch.get("_deepspeed") or
                    s1.launch.get("zero_stage")):
-            notes.append(f"{s1.label}: stage 1 runs without DeepSpeed in ZeroLoRA (it has no "
-                         f"optimizer); its DeepSpeed settings are not used")
+            notes.append(Msg("import.stage1_no_deepspeed", label=s1.label))
         data.update(_distributed(s2, notes))
     elif one:
         data["split_training"] = False
@@ -755,8 +739,7 @@ def _assemble(trainers: list[_Command], notes: list[str]) -> dict[str, Any]:
     for key in PLAN_KEYS:
         if key in data:
             if key == "output_path":
-                notes.append(f"output_path {data[key]!r}: ZeroLoRA writes the cache, "
-                             f"checkpoints and samples into the run folder")
+                notes.append(Msg("import.output_path", path=data[key]))
             data.pop(key)
     return data
 
@@ -800,25 +783,19 @@ def _distributed(cmd: _Command | None, notes: list[str]) -> dict[str, Any]:
         out.pop("zero3_init_flag", None)  # meaningful for ZeRO-3 only
     if not cmd.args.get("use_gradient_checkpointing") and out.pop(
             "ds_activation_checkpointing", False) and out.get("zero_stage"):
-        notes.append(f"{cmd.label}: the DeepSpeed activation_checkpointing block has no effect "
-                     f"without --use_gradient_checkpointing")
+        notes.append(Msg("import.activation_no_effect", label=cmd.label))
     if deepspeed and not out.get("zero_stage"):
-        notes.append(f"{cmd.label}: DeepSpeed without a readable ZeRO stage; ZeroLoRA's "
-                     f"zero_stage stays at the default (0) -- set it by hand")
+        notes.append(Msg("import.no_zero_stage", label=cmd.label))
     if "mixed_precision" not in out and missing:
         pass  # its launch file was not found: the precision stays the form's
     elif "mixed_precision" not in out:
         if ds_precision:
             out["mixed_precision"] = ds_precision
         else:
-            notes.append(
-                f"{cmd.label}: no mixed precision given (accelerate would run 'no' and the "
-                f"DeepSpeed 'auto' precision off; the reference keeps its weights in bf16): "
-                f"mixed_precision is not set by this command (a new run's default is bf16) "
-                f"-- set 'no' for float32")
+            notes.append(Msg("import.no_precision", label=cmd.label))
     elif ds_precision and ds_precision != out["mixed_precision"]:
-        notes.append(f"{cmd.label}: the DeepSpeed file enables {ds_precision} but accelerate "
-                     f"runs {out['mixed_precision']}; using {out['mixed_precision']}")
+        notes.append(Msg("import.precision_differs", label=cmd.label, ds=ds_precision,
+                         accelerate=out["mixed_precision"]))
     return out
 
 

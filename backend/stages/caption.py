@@ -38,6 +38,8 @@ from backend.core.media_types import IMAGE_EXTS
 from backend.core.progress import ProgressWriter, progress_file_in
 from backend.config.cli import parse_stage_args
 from backend.config.errors import ConfigError
+from backend.core.messages import Msg
+from backend.stages import end_fields, reason_of
 from backend.config.schema import RunConfig
 from backend.data.captions import (CaptionError, caption_problems, dataset_items, load_captioner,
                                    not_image_reason, one_line, to_caption, write_captions)
@@ -117,7 +119,7 @@ def stage_parser() -> argparse.ArgumentParser:
 
 
 def _raise_stopped(signum, frame):  # noqa: ARG001
-    raise Stopped(f"stopped by signal {signal.Signals(signum).name}")
+    raise Stopped(Msg("note.stopped_signal", signal=signal.Signals(signum).name))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg, ns = parse_stage_args(argv, prog="backend.stages.caption", extra=stage_parser())
     except ConfigError as e:
         print(e, file=sys.stderr, flush=True)
-        ProgressWriter(progress_file_in(argv), STAGE).end(
-            "failed", str(e).replace("\n", " "))
+        ProgressWriter(progress_file_in(argv), STAGE).emit(
+            "end", **end_fields("failed", reason_of(e)))
         return exits.REFUSED
     progress = ProgressWriter(cfg.progress_file, STAGE)
     signal.signal(signal.SIGTERM, _raise_stopped)
@@ -163,15 +165,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[caption] done: {summary['captioned']} captioned, {summary['kept']} kept "
               f"their caption, {summary['images']} image(s)", flush=True)
     except Stopped as e:
-        progress.end("stopped", str(e))
+        progress.emit("end", **end_fields("stopped", reason_of(e)))
         return exits.STOPPED
     except (ConfigError, CaptionError, writegate.WriteRefused) as e:
         print(e, file=sys.stderr, flush=True)
-        progress.end("failed", str(e).replace("\n", " "))
+        progress.emit("end", **end_fields("failed", reason_of(e)))
         return exits.REFUSED
     except Exception as e:  # noqa: BLE001 - the stage's one-line reason; traceback to the log
         traceback.print_exc()
-        progress.end("failed", f"{type(e).__name__}: {e}")
+        progress.emit("end", **end_fields("failed", reason_of(e, with_type=True)))
         return exits.of_unexpected(e)
     progress.end("succeeded")
     return exits.OK

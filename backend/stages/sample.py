@@ -57,6 +57,8 @@ from pathlib import Path
 from backend.core import exits, readgate, rundir
 from backend.config.cli import parse_stage_args
 from backend.config.errors import ConfigError
+from backend.core.messages import Msg
+from backend.stages import end_fields, reason_of
 from backend.core.progress import ProgressWriter, progress_file_in
 from backend.models.quantize import keep_out_unneeded
 from backend.training.samples import plan_samples, render_samples, resolve_checkpoints
@@ -87,7 +89,7 @@ def stage_parser() -> argparse.ArgumentParser:
 
 
 def _raise_stopped(signum, frame):  # noqa: ARG001
-    raise Stopped(f"stopped by signal {signal.Signals(signum).name}")
+    raise Stopped(Msg("note.stopped_signal", signal=signal.Signals(signum).name))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(e, file=sys.stderr, flush=True)
         early = progress_file_in(argv)
-        ProgressWriter(early, STAGE, enabled=is_main).end("failed", str(e).replace("\n", " "))
+        ProgressWriter(early, STAGE, enabled=is_main).emit(
+            "end", **end_fields("failed", reason_of(e)))
         return exits.REFUSED
     if own_process:  # keep unused optional packages out of the process
         keep_out_unneeded(cfg)
@@ -136,15 +139,15 @@ def main(argv: list[str] | None = None) -> int:
         render_samples(cfg, checkpoints, output_dir, progress=progress, on_start=start,
                        on_image=rendered, reuse_from=ns.reuse_base_from)
     except Stopped as e:
-        progress.end("stopped", str(e))
+        progress.emit("end", **end_fields("stopped", reason_of(e)))
         return exits.STOPPED
     except ConfigError as e:
         print(e, file=sys.stderr, flush=True)
-        progress.end("failed", str(e).replace("\n", " "))
+        progress.emit("end", **end_fields("failed", reason_of(e)))
         return exits.REFUSED
     except Exception as e:  # noqa: BLE001 - the stage's one-line reason; traceback to the log
         traceback.print_exc()
-        progress.end("failed", f"{type(e).__name__}: {e}")
+        progress.emit("end", **end_fields("failed", reason_of(e, with_type=True)))
         return exits.of_unexpected(e)
     progress.end("succeeded")
     return exits.OK

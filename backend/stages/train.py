@@ -75,6 +75,7 @@ from backend.config.lowvram import entries_for
 from backend.config.paths import resolve_paths
 from backend.config.schema import RunConfig
 from backend.core import exits, rundir
+from backend.core.messages import Msg
 from backend.core.diskspace import (DiskFullError, FileSizeLimitError, disk_full_in,
                                     file_too_large_in, is_disk_full, is_file_too_large)
 from backend.core.progress import ProgressWriter
@@ -100,6 +101,7 @@ from backend.training.loop import (STATE_DIR, Checkpointer, StageError, StepPlan
                                    stop_requested, weight_dtype)
 from backend.training.optimizers import OptimizerError
 from backend.training.sources import DataSource, data_source
+from backend.stages import end_fields, reason_of
 
 STAGE_OF_TASK = {"sft:data_process": "data_process", "sft:train": "train", "sft": "train"}
 # Problems the user can fix: one message, no traceback.
@@ -130,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         early = _flag_value(args, "--progress_file")
         if early:  # the runner reads the reason from here
             stage = STAGE_OF_TASK.get(_flag_value(args, "--task") or "sft", "train")
-            ProgressWriter(early, stage, enabled=is_main_process()).end("failed", str(e))
+            ProgressWriter(early, stage, enabled=is_main_process()).emit(
+                "end", **end_fields("failed", reason_of(e)))
         return exits.REFUSED
     if argv is None:  # this process is the stage: keep unused optional packages out
         keep_out_unneeded(cfg)
@@ -147,11 +150,11 @@ def main(argv: list[str] | None = None) -> int:
             status, fields = run_train(cfg, progress, stopper, given)
     except ConfigError as e:  # an option that contradicts the launch: nothing was trained
         print(e, file=sys.stderr, flush=True)
-        progress.emit("end", status="failed", reason=one_line(e))
+        progress.emit("end", **end_fields("failed", reason_of(e)))
         return exits.REFUSED
     except USER_ERRORS as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
-        progress.emit("end", status="failed", reason=one_line(e))
+        progress.emit("end", **end_fields("failed", reason_of(e)))
         return exits.REFUSED
     except BaseException as e:  # noqa: BLE001 - the stage must always end with an event
         # A write not wrapped where it happens (e.g. a cache file): a full disk, or a file
@@ -159,12 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         if is_disk_full(e) or is_file_too_large(e):
             e = (disk_full_in if is_disk_full(e) else file_too_large_in)(cfg.output_path, e)
             print(f"error: {e}", file=sys.stderr, flush=True)
-            progress.emit("end", status="failed", reason=one_line(e))
+            progress.emit("end", **end_fields("failed", reason_of(e)))
             return exits.RESOURCES
         traceback.print_exc()
-        progress.emit("end", status="failed", reason=one_line(e, with_type=True))
+        progress.emit("end", **end_fields("failed", reason_of(e, with_type=True)))
         return exits.of_unexpected(e)
-    progress.emit("end", status=status, **fields)
+    progress.emit("end", **end_fields(status, fields.pop("reason", None), **fields))
     return exits.STOPPED if status == "stopped" else exits.OK
 
 
@@ -174,10 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
                      given: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
-        raise StageError(
-            "task sft:data_process runs without DeepSpeed (it trains nothing, and ZeRO "
-            "wrapping breaks it). Launch it plainly: accelerate launch -m "
-            "backend.stages.train --task sft:data_process ... (no DeepSpeed --config_file).")
+        raise StageError(Msg("note.data_process_deepspeed"))
     family = get_family(cfg.model_family).for_config(cfg)
     media: dict[str, Any] = {}
     records = check_stage_dataset(cfg, family, log)  # before any model is touched
@@ -218,8 +218,8 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     accelerator.end_training()  # tear the process group down before the interpreter exits
     fields = {k: result[k] for k in ("total", "encoded", "reused")}
     if result["stopped"]:
-        return "stopped", {"reason": f"stopped by signal {stopper.signal}; "
-                           f"{result['encoded']} samples cached", **fields}
+        return "stopped", {"reason": Msg("note.stopped_cached", signal=stopper.signal,
+                                         n=result["encoded"]), **fields}
     return "succeeded", fields
 
 
@@ -235,7 +235,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     source = data_source(cfg, family)
     resume_state = read_trainer_state(Path(cfg.resume_from)) if cfg.resume_from else None
     if cfg.lora_checkpoint and not read_gate(cfg).is_file(cfg.lora_checkpoint):
-        raise StageError(f"lora_checkpoint: file not found (got {cfg.lora_checkpoint!r})")
+        raise StageError(Msg("note.lora_checkpoint_missing", got=repr(cfg.lora_checkpoint)))
     dirs = resolve_component_dirs(cfg, source.components)
     check_target_modules(cfg, dirs[trained] / "config.json")
     launch = Launch.start(cfg, given or {})
@@ -311,8 +311,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     accelerator.end_training()
     fields = {"step": trainer.step, "total": steps.total}
     if stopped:
-        fields["reason"] = (f"stopped by signal {stopper.signal} at step {trainer.step}; "
-                            f"resume with --resume_from {out / STATE_DIR}")
+        fields["reason"] = Msg("note.stopped_at_step", signal=stopper.signal,
+                               step=trainer.step, path=str(out / STATE_DIR))
         log(f"[train] {fields['reason']}")
         return "stopped", fields
     log(f"[train] done: {trainer.step} steps in {time.time() - trainer.t_start:.1f} s")
@@ -366,9 +366,9 @@ class Launch:
         except ValueError as e:  # accelerate: the DeepSpeed JSON enables the other precision
             if "mixed_precision" not in str(e):
                 raise
-            raise ConfigError([f"mixed_precision: {one_line(e)} (got {cfg.mixed_precision} "
-                               f"from {given.get('mixed_precision')}; allowed what the "
-                               f"launch's DeepSpeed config enables, or \"auto\" there)"],
+            raise ConfigError([Msg("note.launch_precision_refused", error=one_line(e),
+                                   got=cfg.mixed_precision,
+                                   where=given.get("mixed_precision"))],
                               f"this launch ({launch})") from None
         # The options the launch decides: what runs, or a refusal naming what to change.
         ran = what_ran(accelerator)

@@ -22,6 +22,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from backend.core.messages import Msg
+
 # The schema options a launch decides, and the accelerate launch flag of each.
 LAUNCH_OPTIONS = {"mixed_precision": "--mixed_precision", "zero_stage": "--zero_stage",
                   "offload_optimizer_device": "--offload_optimizer_device",
@@ -112,7 +114,7 @@ def what_ran(accelerator) -> dict[str, Any]:
     return ran
 
 
-def launch_problems(cfg, option_sources: dict[str, str], ran: dict[str, Any]) -> list[str]:
+def launch_problems(cfg, option_sources: dict[str, str], ran: dict[str, Any]) -> list[Msg]:
     """``field: problem (got X; allowed Y)`` for each option the user gave that differs
     from what was launched."""
     problems = []
@@ -126,23 +128,16 @@ def launch_problems(cfg, option_sources: dict[str, str], ran: dict[str, Any]) ->
             continue  # (the offload devices come with the DeepSpeed launch asked for)
         where = option_sources[name]
         if name == "zero_stage" and want == 0:
-            how = ("launch without DeepSpeed: an accelerate config without distributed_type "
-                   "DEEPSPEED, and no --use_deepspeed")
+            how = Msg("note.launch_how_no_deepspeed")
         elif name == "mixed_precision":
-            how = ("the DeepSpeed config of this launch fixes the precision: set its fp16/bf16 "
-                   "\"enabled\" to \"auto\", or launch with "
-                   f"{flag} {want}")
+            how = Msg("note.launch_how_precision", flag=flag, want=want)
         elif ran["zero_stage"] == 0 and name == "zero_stage":
-            how = (f"accelerate launched without DeepSpeed: launch with --config_file <a "
-                   f"DEEPSPEED accelerate config whose DeepSpeed JSON has zero_optimization."
-                   f"stage {want}>, or with accelerate launch --use_deepspeed --zero_stage "
-                   f"{want}" + "".join(f" {LAUNCH_OPTIONS[o]} {getattr(cfg, o)}"
-                                       for o in ("offload_optimizer_device",
-                                                 "offload_param_device")
-                                       if getattr(cfg, o) != "none"))
+            how = Msg("note.launch_how_zero", want=want, offload="".join(
+                f" {LAUNCH_OPTIONS[o]} {getattr(cfg, o)}"
+                for o in ("offload_optimizer_device", "offload_param_device")
+                if getattr(cfg, o) != "none"))
         else:
-            how = (f"the launch decides it: change it in the launch's DeepSpeed config, or "
-                   f"launch with accelerate launch --use_deepspeed {flag} {want}")
-        problems.append(f"{name}: this launch runs {got} (got {want} from {where}; allowed "
-                        f"{got} under this launch, else relaunch: {how})")
+            how = Msg("note.launch_how_decides", flag=flag, want=want)
+        problems.append(Msg("note.launch_problem", name=name, got=got, want=want, where=where,
+                            how=how))
     return problems

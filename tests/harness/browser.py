@@ -87,9 +87,19 @@ class Page:
 
     def call(self, elem_id: str, values: dict[str, object], kind: str = "click",
              session: str | None = None) -> dict:
-        """Run the event; ``values`` by input elem_id. Returns the outputs by elem_id."""
+        """Run the event; ``values`` by input elem_id. Returns the outputs by elem_id.
+
+        A form field's value (``field-<name>``) goes into the form's snapshot
+        (``form-values``), as the page's own edit does."""
         dep = self.event(elem_id, kind)
         by_id = {c["id"]: c for c in self.config["components"]}
+        values = dict(values)
+        fields = {k[len("field-"):]: v for k, v in values.items() if k.startswith("field-")}
+        snapshot = next((c for c in by_id.values()
+                         if c.get("props", {}).get("elem_id") == "form-values"), None)
+        if fields and snapshot is not None and "form-values" not in values:
+            values["form-values"] = json.dumps(
+                {**json.loads(snapshot["props"]["value"] or "{}"), **fields})
         data = [values.get(by_id[i].get("props", {}).get("elem_id"),
                            by_id[i].get("props", {}).get("value")) for i in dep["inputs"]]
         session = session or self.session

@@ -19,7 +19,9 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from backend.config.errors import field_problem
 from backend.core import writegate
+from backend.core.messages import Msg
 from backend.core.rundir import RunDir
 from backend.core.readgate import inside as _inside
 from backend.core.readgate import under_any as _under_any
@@ -50,7 +52,7 @@ def user_dataset_root(workspace: str | os.PathLike, user: str | None) -> Path:
     if user is None:
         return root
     if not USER_NAME.match(str(user)):
-        raise AccessDenied(f"user: not a user name (got {user!r})")
+        raise AccessDenied(field_problem("user", Msg("config.user_not_name", got=repr(user))))
     return root / str(user)
 
 
@@ -77,11 +79,17 @@ def _linked(value: str | os.PathLike, base: Path) -> bool:
     return Path(os.path.normpath(p)) != real
 
 
-def _got(value: Any, base: Path | None = None) -> str:
+def _got(value: Any, base: Path | None = None) -> Msg:
     text = repr(value if isinstance(value, str) else str(value))
     if base is not None and isinstance(value, str) and value and _linked(value, base):
-        text += ", a link to a place outside"
-    return f"got {text}"
+        return Msg("config.path.got_link", got=text)
+    return Msg("config.path.got", got=text)
+
+
+def _said(error: Exception) -> Any:
+    """An error's message: the ``Msg`` it was raised with, else its text."""
+    first = error.args[0] if error.args else None
+    return first if isinstance(first, Msg) else str(error)
 
 
 class _Roots:
@@ -117,8 +125,8 @@ class _Roots:
                     self.runs.append(_run_folder(runner, run)[1])
                 except (AccessDenied, KeyError, OSError):
                     continue
-        self.runs_text = ("a file inside one of your runs (runs/<run id>/ in the workspace)"
-                          if runner is not None else "nothing (no run registry to check)")
+        self.runs_text = (Msg("config.path.runs") if runner is not None
+                          else Msg("config.path.no_registry"))
 
     @property
     def readable_data(self) -> list[Path]:
@@ -130,29 +138,30 @@ class _Roots:
         return list(dict.fromkeys(self.readable_data + [m for m in self.models if m]))
 
     # Messages name the user's own folder, never other server paths (no probing for them).
-    def data_text(self, write: bool = False) -> str:
-        mine = f"a folder under {self.user_datasets}/"
+    def data_text(self, write: bool = False) -> Msg:
+        mine = Msg("config.path.own_folder", folder=str(self.user_datasets))
         if write:
             return mine
-        return f"{mine}, the demo dataset (backend/assets/) or a folder of one of your runs"
+        return Msg("config.path.data_folders", own=mine)
 
-    def models_text(self) -> str:
-        return "a path inside the server's models folder or backend/assets/"
+    def models_text(self) -> Msg:
+        return Msg("config.path.models_folders")
 
 
 def _data_problems(base: Any, metadata: Any, roots: _Roots, write: bool,
-                   keys: Iterable[str] = ("image",), shown: dict | None = None) -> list[str]:
+                   keys: Iterable[str] = ("image",), shown: dict | None = None) -> list[Msg]:
     """``shown``: the values as the user gave them (for messages), by field name."""
     allowed = roots.datasets if write else roots.readable_data
     shown = shown or {}
-    problems: list[str] = []
+    problems: list[Msg] = []
     for name, value in (("dataset_base_path", base), ("dataset_metadata_path", metadata)):
         if not value:
             continue
         if not _under_any(_real(value, roots.cwd), allowed):
             given = shown.get(name) or value
-            problems.append(f"{name}: outside your dataset folders ({_got(given, roots.cwd)}; "
-                            f"allowed {roots.data_text(write)})")
+            problems.append(field_problem(name, Msg(
+                "config.path.outside_datasets", got=_got(given, roots.cwd),
+                allowed=roots.data_text(write))))
     if problems:
         return problems
     # Inside an allowed folder: links in it and files named by the metadata must stay inside.
@@ -165,7 +174,7 @@ def _data_problems(base: Any, metadata: Any, roots: _Roots, write: bool,
     return problems
 
 
-def _outside_link(folder: Path, allowed: list[Path], field: str) -> tuple[str | None, list[str]]:
+def _outside_link(folder: Path, allowed: list[Path], field: str) -> tuple[str | None, list[Msg]]:
     """The first link under ``folder`` that resolves outside ``allowed`` (relative path),
     or a problem for ``field`` when the folder holds too many entries to check."""
     seen = 0
@@ -173,8 +182,8 @@ def _outside_link(folder: Path, allowed: list[Path], field: str) -> tuple[str | 
         for name in dirs + files:
             seen += 1
             if seen > MAX_DATASET_ENTRIES:
-                return None, [f"{field}: too many files to check (got more than "
-                              f"{MAX_DATASET_ENTRIES}; allowed up to {MAX_DATASET_ENTRIES})"]
+                return None, [field_problem(field, Msg("config.path.too_many_files",
+                                                       n=MAX_DATASET_ENTRIES))]
             full = os.path.join(root, name)
             # A link that vanishes while it is looked at is gone: nothing to refuse.
             if os.path.islink(full) and not _under_any(_real(full, folder) or Path(full),
@@ -184,11 +193,11 @@ def _outside_link(folder: Path, allowed: list[Path], field: str) -> tuple[str | 
     return None, []
 
 
-def _link_problems(folder: Path, allowed: list[Path], roots: _Roots, write: bool) -> list[str]:
+def _link_problems(folder: Path, allowed: list[Path], roots: _Roots, write: bool) -> list[Msg]:
     rel, problems = _outside_link(folder, allowed, "dataset_base_path")
     if rel is not None:
-        return [f"dataset_base_path: {rel!r} is a link to a place outside your dataset "
-                f"folders (got a link; allowed files inside {roots.data_text(write)})"]
+        return [field_problem("dataset_base_path", Msg(
+            "config.path.link_outside", rel=repr(rel), allowed=roots.data_text(write)))]
     return problems
 
 
@@ -204,7 +213,7 @@ def _metadata_rows(meta: Path) -> list[Any]:
 
 
 def _row_problems(meta: Path, folder: Path, allowed: list[Path], roots: _Roots, write: bool,
-                  keys: Iterable[str]) -> list[str]:
+                  keys: Iterable[str]) -> list[Msg]:
     for i, row in enumerate(_metadata_rows(meta), 1):
         if i > MAX_DATASET_ENTRIES:
             break
@@ -216,13 +225,13 @@ def _row_problems(meta: Path, folder: Path, allowed: list[Path], roots: _Roots, 
                 if not isinstance(item, str) or not item:
                     continue
                 if not _under_any(_real(item, folder), allowed):
-                    return [f"dataset_metadata_path: {meta.name} row {i} names a file "
-                            f"outside your dataset folders ({_got(item, folder)}; allowed "
-                            f"files inside {roots.data_text(write)})"]
+                    return [field_problem("dataset_metadata_path", Msg(
+                        "config.path.row_outside", file=meta.name, row=i,
+                        got=_got(item, folder), allowed=roots.data_text(write)))]
     return []
 
 
-def _source_problem(field: str, entry: str, roots: _Roots, repo_root: Path) -> str | None:
+def _source_problem(field: str, entry: str, roots: _Roots, repo_root: Path) -> Msg | None:
     """One ``model_id:glob`` entry or local path, as the stages' hub code reads it (stages
     run in the repository root)."""
     local = Path(os.path.expanduser(entry))
@@ -231,18 +240,20 @@ def _source_problem(field: str, entry: str, roots: _Roots, repo_root: Path) -> s
     if os.path.lexists(local) or ":" not in entry:
         if _under_any(Path(os.path.realpath(local)), roots.models):
             return None
-        return (f"{field}: a local path outside the models folders ({_got(entry, repo_root)}; "
-                f"allowed {roots.models_text()}, or model_id:glob)")
+        return field_problem(field, Msg("config.path.local_outside_models",
+                                        got=_got(entry, repo_root),
+                                        allowed=roots.models_text()))
     model_id, pattern = entry.rsplit(":", 1)
     for part, text in (("model_id", model_id), ("glob", pattern)):
         parts = text.replace("\\", "/").split("/")
         if ".." in parts or text.startswith("~") or (part == "glob" and text.startswith("/")):
-            return (f"{field}: '..', '~' and absolute paths are not allowed in a {part} "
-                    f"(got {entry!r}; allowed model_id:glob inside the models folder)")
+            return field_problem(field, Msg("config.path.dots_in_model_id", got=repr(entry))
+                                 if part == "model_id" else
+                                 Msg("config.path.dots_in_glob", got=repr(entry)))
     if model_id.startswith("/") and not _under_any(Path(os.path.realpath(model_id)),
                                                    roots.models):
-        return (f"{field}: a local path outside the models folders (got {entry!r}; allowed "
-                f"{roots.models_text()}, or model_id:glob)")
+        return field_problem(field, Msg("config.path.local_outside_models", got=_got(entry),
+                                        allowed=roots.models_text()))
     return None
 
 
@@ -250,7 +261,7 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
                     admins: Iterable[str] | None = None,
                     models_dir: str | os.PathLike | None = None,
                     repo_root: str | os.PathLike = REPO_ROOT, *, runner: Any = None,
-                    cwd: str | os.PathLike | None = None) -> list[str]:
+                    cwd: str | os.PathLike | None = None) -> list[Msg]:
     """What in run config ``cfg`` (a RunConfig or a mapping) ``user`` may not point at, as
     ``field: problem (got X; allowed Y)`` lines; empty: the run may start.
 
@@ -284,15 +295,15 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
     from backend.config.validation import validate
 
     if isinstance(cfg, dict):
-        cfg = validate(cfg, "run config", require_inputs=False)
+        cfg = validate(cfg, Msg("config.source.run_config"), require_inputs=False)
     base = Path(cwd or os.getcwd()).resolve()
     repo = Path(os.path.realpath(repo_root))
     workspace = Path(os.path.realpath(Path(workspace).expanduser()))
     try:
         roots = _Roots(user, workspace, models_dir, repo, runner, base)
     except AccessDenied as e:
-        return [str(e)]
-    nul = [f"{name}: not allowed (got a NUL character; allowed a path)"
+        return [_said(e)]
+    nul = [field_problem(name, Msg("config.path.nul"))
            for name in (*PATH_OPTIONS, "hub_endpoint")
            if "\x00" in str(getattr(cfg, name, None) or "")]
     if nul:
@@ -300,8 +311,8 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
     try:
         resolved = resolve_paths(cfg, base)
     except (ValueError, OSError) as e:
-        return [f"model_paths: cannot be read as paths (got {e}; allowed a JSON list of "
-                f"files)"]
+        return [field_problem("model_paths", Msg("config.path.model_paths_unreadable",
+                                                 why=str(e)))]
     problems = _server_set_problems(cfg)
     problems += _data_problems(
         resolved.dataset_base_path, resolved.dataset_metadata_path, roots, write=False,
@@ -316,36 +327,36 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
     return problems + cache_problems(runner, user)
 
 
-def _server_set_problems(cfg: Any) -> list[str]:
+def _server_set_problems(cfg: Any) -> list[Msg]:
     """The options only the run plan or the server sets (output locations, the download
     mirror, the read policy), when a user set them."""
-    problems: list[str] = []
+    problems: list[Msg] = []
     for name in PLAN_ONLY_FIELDS:
         value = getattr(cfg, name)
         if value not in (PLAN_ONLY_DEFAULTS[name], None, ""):
-            who = "a server folder for admins only" if name == "offload_nvme_path" else \
-                "set by the run plan, not by users"
-            problems.append(f"{name}: {who} ({_got(value)}; allowed "
-                            f"{PLAN_ONLY_DEFAULTS[name] or 'empty'})")
+            allowed = PLAN_ONLY_DEFAULTS[name] or Msg("config.path.empty")
+            problems.append(field_problem(name, Msg(
+                "config.path.admins_folder", got=_got(value), allowed=allowed)
+                if name == "offload_nvme_path" else Msg(
+                "config.path.set_by_plan", got=_got(value), allowed=allowed)))
     if cfg.hub_endpoint:
-        problems.append(f"hub_endpoint: a download mirror is for admins only "
-                        f"({_got(cfg.hub_endpoint)}; allowed empty)")
+        problems.append(field_problem("hub_endpoint", Msg("config.path.mirror_admins",
+                                                          got=_got(cfg.hub_endpoint))))
     for name in ("read_roots", "write_roots"):
         if getattr(cfg, name) is not None:
-            problems.append(f"{name}: set by the server, not by users "
-                            f"({_got(str(getattr(cfg, name)))}; allowed empty)")
+            problems.append(field_problem(name, Msg("config.path.set_by_server",
+                                                    got=_got(str(getattr(cfg, name))))))
     return problems
 
 
 def _model_problems(cfg: Any, resolved: Any, roots: _Roots, repo: Path,
-                    base: Path) -> list[str]:
+                    base: Path) -> list[Msg]:
     """``models_dir`` and the model sources (``model_id_with_origin_paths``,
     ``tokenizer_path``, ``captioner_path``, ``model_paths``): inside the models folders."""
-    problems: list[str] = []
+    problems: list[Msg] = []
     if not _under_any(_real(resolved.models_dir, base), roots.models):
-        problems.append(f"models_dir: not the server's models folder "
-                        f"({_got(cfg.models_dir, base)}; allowed the server's models folder "
-                        f"(the default) or backend/assets/, or a folder inside one)")
+        problems.append(field_problem("models_dir", Msg("config.path.not_models_dir",
+                                                        got=_got(cfg.models_dir, base))))
     for entry in (resolved.model_id_with_origin_paths or "").split(","):
         if entry.strip():
             p = _source_problem("model_id_with_origin_paths", entry.strip(), roots, repo)
@@ -368,34 +379,37 @@ def _model_problems(cfg: Any, resolved: Any, roots: _Roots, repo: Path,
             bad = [x for x in (item if isinstance(item, list) else [item])
                    if not _under_any(_real(str(x), base), roots.models)]
             if bad:
-                problems.append(f"model_paths: a file outside the models folders "
-                                f"({_got(str(bad[0]), base)}; allowed {roots.models_text()})")
+                problems.append(field_problem("model_paths", Msg(
+                    "config.path.model_file_outside", got=_got(str(bad[0]), base),
+                    allowed=roots.models_text())))
                 break
     return problems
 
 
-def _run_file_problems(cfg: Any, resolved: Any, roots: _Roots, base: Path) -> list[str]:
+def _run_file_problems(cfg: Any, resolved: Any, roots: _Roots, base: Path) -> list[Msg]:
     """``lora_checkpoint`` / ``resume_from`` inside the user's runs; ``preset_lora_path``
     inside their dataset folders or runs."""
-    problems: list[str] = []
+    problems: list[Msg] = []
     for name in ("lora_checkpoint", "resume_from"):
         value = getattr(resolved, name)
         if value and not _under_any(_real(value, base), roots.runs):
-            problems.append(f"{name}: not inside one of your runs "
-                            f"({_got(getattr(cfg, name), base)}; allowed {roots.runs_text})")
+            problems.append(field_problem(name, Msg(
+                "config.path.not_in_runs", got=_got(getattr(cfg, name), base),
+                allowed=roots.runs_text)))
     if resolved.preset_lora_path and not _under_any(_real(resolved.preset_lora_path, base),
                                                     roots.readable_data):
-        problems.append(f"preset_lora_path: not inside your dataset folders or runs "
-                        f"({_got(cfg.preset_lora_path, base)}; allowed {roots.data_text()})")
+        problems.append(field_problem("preset_lora_path", Msg(
+            "config.path.preset_lora_outside", got=_got(cfg.preset_lora_path, base),
+            allowed=roots.data_text())))
     return problems
 
 
-def _unrestricted(user: str | None, admins: Iterable[str] | None) -> list[str] | None:
+def _unrestricted(user: str | None, admins: Iterable[str] | None) -> list[Msg] | None:
     """The answer of a path check that has nothing to check: sign-in off (everything
     allowed), no user with sign-in on (refused), or an admin (everything allowed). None:
     ``user`` is restricted; check the paths."""
     if user is None:
-        return ["user: sign in first (got no user; allowed a signed-in user)"] \
+        return [field_problem("user", Msg("config.path.sign_in"))] \
             if policy().auth_enabled else []
     if user in (policy().admins if admins is None else frozenset(admins)):
         return []
@@ -407,7 +421,7 @@ def check_dataset_paths(base: str | None, metadata: str | None, user: str | None
                         write: bool = False, runner: Any = None,
                         models_dir: str | os.PathLike | None = None,
                         repo_root: str | os.PathLike = REPO_ROOT,
-                        cwd: str | os.PathLike | None = None) -> list[str]:
+                        cwd: str | os.PathLike | None = None) -> list[Msg]:
     """The dataset rule of ``check_run_paths`` alone, for the Dataset tab before it reads a
     folder (captions, thumbnails, checks) or, with ``write=True``, writes captions into it
     (then only the user's own ``{workspace}/datasets/<user>/`` is allowed)."""
@@ -420,16 +434,16 @@ def check_dataset_paths(base: str | None, metadata: str | None, user: str | None
         roots = _Roots(user, workspace, models_dir, Path(os.path.realpath(repo_root)), runner,
                        here)
     except AccessDenied as e:
-        return [str(e)]
+        return [_said(e)]
     if "\x00" in f"{base or ''}{metadata or ''}":
-        return ["dataset_base_path: not allowed (got a NUL character; allowed a path)"]
+        return [field_problem("dataset_base_path", Msg("config.path.nul"))]
     return _data_problems(base or "", metadata or None, roots, write)
 
 
 def check_resume_paths(runner: Any, run: dict, user: str | None,
                        workspace: str | os.PathLike, admins: Iterable[str] | None = None,
                        models_dir: str | os.PathLike | None = None,
-                       repo_root: str | os.PathLike = REPO_ROOT) -> list[str]:
+                       repo_root: str | os.PathLike = REPO_ROOT) -> list[Msg]:
     """``check_run_paths`` again, before run ``run`` (a registry record ``user`` may access)
     continues: files may have changed since it started. Empty: it may resume.
 
@@ -448,24 +462,25 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
     try:
         _, run_dir = _run_folder(runner, run)
     except AccessDenied as e:
-        return [f"run_dir: {e}"]
+        return [field_problem("run_dir", _said(e))]
     yaml_file = RunDir.of(run).run_yaml
     name = yaml_file.name
     if os.path.lexists(yaml_file) and (yaml_file.is_symlink() or not yaml_file.is_file()):
-        return [f"{name}: not a regular file of run {run['id']} (got a link or special "
-                f"file; allowed the file its plan wrote)"]
+        return [field_problem(name, Msg("config.path.run_yaml_not_file", run=run["id"]))]
     try:
         # Bounded: size, nesting and what YAML aliases expand to (backend/core/bounded.py).
         text = bounded.read_text(yaml_file, name) if yaml_file.is_file() else \
             run.get("config_yaml") or ""
         data = bounded.load_yaml(text, name) or {}
     except bounded.LimitExceeded as e:
-        return [str(e)]
+        return [_said(e)]
     except (OSError, ValueError) as e:  # UnicodeDecodeError, bounded.ParseError
-        what = "not valid YAML" if isinstance(e, bounded.ParseError) else type(e).__name__
-        return [f"{name}: cannot be read ({what}; allowed the file its plan wrote)"]
+        what = Msg("config.path.not_valid_yaml") if isinstance(e, bounded.ParseError) \
+            else type(e).__name__
+        return [field_problem(name, Msg("config.path.run_yaml_unreadable", what=what))]
     if not isinstance(data, dict):
-        return [f"{name}: not a mapping of run options (got {type(data).__name__})"]
+        return [field_problem(name, Msg("config.path.run_yaml_not_mapping",
+                                        type=type(data).__name__))]
     data = dict(data)
     # The read policy the server gave the run at its start (the resumed stages keep it).
     data.pop("read_roots", None)
@@ -484,11 +499,11 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
     return problems + _run_link_problems(run, run_dir)
 
 
-def _run_link_problems(run: dict, run_dir: Path) -> list[str]:
+def _run_link_problems(run: dict, run_dir: Path) -> list[Msg]:
     rel, problems = _outside_link(run_dir, [run_dir], "run_dir")
     if rel is not None:
-        return [f"run_dir: {rel!r} in run {run['id']} is a link to a place outside its "
-                f"folder (got a link; allowed files inside the run's folder)"]
+        return [field_problem("run_dir", Msg("config.path.run_link_outside", rel=repr(rel),
+                                             run=run["id"]))]
     return problems
 
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backend.config.errors import field_problem
+from backend.core.messages import Msg
 from backend.core.rundir import RunDir
 from webui.security.access import is_admin, policy
 
@@ -84,22 +86,22 @@ def upload_limit(user_root: Path, user: str | None) -> int | None:
     return max(0, min(q.upload_bytes, q.datasets_bytes - used))
 
 
-def dataset_problems(user_root: Path, user: str | None) -> list[str]:
+def dataset_problems(user_root: Path, user: str | None) -> list[Msg]:
     """A new dataset folder beyond the user's folder count or disk quota."""
     if not limited(user):
         return []
     q = _quotas
     count = sum(1 for p in user_root.iterdir() if p.is_dir()) if user_root.is_dir() else 0
     if count >= q.datasets_count:
-        return [f"name: you have {count} dataset folders (allowed up to {q.datasets_count}; "
-                f"delete one first)"]
+        return [field_problem("name", Msg("config.quota.dataset_count", count=count,
+                                          limit=q.datasets_count))]
     if upload_limit(user_root, user) == 0:
-        return [f"files: your dataset folders hold your whole quota (allowed "
-                f"{_gib(q.datasets_bytes)}; delete a dataset first)"]
+        return [field_problem("files", Msg("config.quota.dataset_bytes",
+                                           limit=_gib(q.datasets_bytes)))]
     return []
 
 
-def cache_problems(runner: Any, user: str | None) -> list[str]:
+def cache_problems(runner: Any, user: str | None) -> list[Msg]:
     """A run of ``user`` is not started while their runs' stage-1 caches exceed the quota."""
     if runner is None or not limited(user):
         return []
@@ -114,8 +116,8 @@ def cache_problems(runner: Any, user: str | None) -> list[str]:
         if run.get("owner") == user and cache.is_dir() and not cache.is_symlink():
             total += folder_bytes(cache, q.cache_bytes)
             if total > q.cache_bytes:
-                return [f"cache: the stage-1 caches of your runs hold {_gib(total)} (allowed "
-                        f"{_gib(q.cache_bytes)}; delete older runs first)"]
+                return [field_problem("cache", Msg("config.quota.cache_bytes", total=_gib(total),
+                                                   limit=_gib(q.cache_bytes)))]
     return []
 
 

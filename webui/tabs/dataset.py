@@ -11,11 +11,12 @@ from pathlib import Path
 import gradio as gr
 
 from backend.config.errors import ConfigError
+from backend.core.messages import Msg
 from backend.config.validation import validate
 from webui import datasets, security
 from webui.context import Ctx
 from webui.i18n import T
-from webui.messages import bilingual
+from webui.messages import bilingual, refusal
 
 THUMB = 160
 REPORT_HEADERS = ["level", "where", "size", "caption (with trigger word)", "message"]
@@ -184,10 +185,11 @@ def _bind_caption_table(ctx: Ctx) -> None:
                                           runner=ctx.runner)
             thumbs = _thumbs(base, rows, user, ctx)
         except (datasets.DatasetFolderError, OSError, ValueError) as e:
-            return {c["data_msg"]: f"✗ {e}", c["captions"]: [], c["thumbs"]:
+            return {c["data_msg"]: refusal(e), c["captions"]: [], c["thumbs"]:
                     gr.Gallery(value=None, visible=False)}
-        where = Path(meta).name if meta else "one .txt per image"
-        return {c["data_msg"]: bilingual(f"{len(rows)} image(s); captions from {where}."),
+        loaded = Msg("dataset.loaded", n=len(rows), file=Path(meta).name) if meta else \
+            Msg("dataset.loaded_txt", n=len(rows))
+        return {c["data_msg"]: bilingual(loaded),
                 c["captions"]: rows,
                 c["thumbs"]: gr.Gallery(value=thumbs, visible=bool(rows)),
                 c["pairs"]: pairs_update(base, meta, user, ctx)}
@@ -209,9 +211,9 @@ def _bind_caption_table(ctx: Ctx) -> None:
             n = datasets.save_captions(base, meta, rows, user=ctx.owner(request),
                                        workspace=ctx.workspace)
         except (datasets.DatasetFolderError, OSError, ValueError) as e:
-            return {c["data_msg"]: f"✗ {e}"}
-        return {c["data_msg"]: f"✓ Saved {n} caption(s) in "
-                f"{Path(meta).name if meta else 'the .txt files'}."}
+            return {c["data_msg"]: refusal(e)}
+        return {c["data_msg"]: bilingual(Msg("dataset.saved", n=n, file=Path(meta).name)
+                                         if meta else Msg("dataset.saved_txt", n=n))}
 
     c["captions_save"].click(save_captions, inputs={base_c, meta_c, c["captions"]},
                              outputs=[c["data_msg"]], api_visibility="private")
@@ -233,9 +235,9 @@ def _bind_upload(ctx: Ctx) -> None:
                                           workspace=ctx.workspace, runner=ctx.runner)
             thumbs = _thumbs(str(folder), rows, user, ctx)
         except (datasets.DatasetFolderError, OSError) as e:
-            return {c["data_msg"]: f"✗ {e}"}
-        msg = [f"✓ New dataset folder {folder} with {len(rows)} image(s)."] + \
-            [f"- {n}" for n in notes]
+            return {c["data_msg"]: refusal(e)}
+        msg = [bilingual(Msg("dataset.uploaded", folder=str(folder), n=len(rows)))] + \
+            [f"- {bilingual(n)}" for n in notes]
         return {c["data_msg"]: "\n".join(msg),
                 **form.to_updates({"dataset_base_path": str(folder),
                                    "dataset_metadata_path": meta or ""}),
@@ -243,14 +245,13 @@ def _bind_upload(ctx: Ctx) -> None:
                 c["thumbs"]: gr.Gallery(value=thumbs, visible=bool(rows))}
 
     c["upload_btn"].click(upload, inputs={c["upload_files"], c["upload_name"]},
-                          outputs=[c["data_msg"], base_c, meta_c, form.revision, c["captions"],
+                          outputs=[c["data_msg"], base_c, meta_c, form.snapshot, c["captions"],
                                    c["upload_files"], c["thumbs"]], api_visibility="private")
 
 
 def _suggestion_outputs(c: dict, offer: list[str]) -> dict:
     """The sample-prompt offer row showing ``offer`` (hidden when empty)."""
-    text = (bilingual("The sample prompts (Training tab, Samples) do not mention this "
-                      "dataset. Render its own captions instead?") + "  \n" +
+    text = (bilingual(Msg("samples.suggest")) + "  \n" +
             "  \n".join(f"- {p}" for p in offer)) if offer else ""
     return {c["sample_suggest_row"]: gr.Row(visible=bool(offer)),
             c["sample_suggest"]: text, c["sample_suggestion"]: offer}
@@ -283,17 +284,16 @@ def _report_rows(findings: list[dict]) -> list[list[str]]:
              f.get("caption") or "", f.get("message") or ""] for f in findings]
 
 
-def _report_head(findings: list[dict]) -> str:
+def _report_head(findings: list[dict]) -> Msg:
     """The check's one-line verdict, with the warnings when nothing is wrong."""
     bad = [f for f in findings if f["level"] == "error"]
     warned = [f for f in findings if f["level"] == "warning"]
-    head = (f"✗ {len(bad)} problem(s) in {len(findings)} item(s) — fix them before "
-            f"training." if bad else f"✓ {len(findings)} image(s), all readable and "
-            f"captioned.")
-    if warned and not bad:
-        head += (f" ⚠ {len(warned)} warning(s): " +
-                 "  \n".join(f["message"] for f in warned))
-    return head
+    if bad:
+        return Msg("dataset.check_bad", bad=len(bad), items=len(findings))
+    if warned:
+        return Msg("dataset.check_ok_warned", n=len(findings), warned=len(warned),
+                   warnings=[f["message"] for f in warned])
+    return Msg("dataset.check_ok", n=len(findings))
 
 
 def _bind_check(ctx: Ctx) -> None:
@@ -306,19 +306,19 @@ def _bind_check(ctx: Ctx) -> None:
 
         cfg, cfg_dict, data_problems = _check_config(form, data)
         if cfg is None:
-            return {c["data_msg"]: "✗ " + "  \n".join(data_problems),
+            return {c["data_msg"]: refusal(data_problems),
                     c["data_report"]: gr.Dataframe(visible=False)}
         refused = datasets.access_problems(cfg.dataset_base_path, cfg.dataset_metadata_path,
                                            ctx.owner(request), ctx.workspace,
                                            runner=ctx.runner)
         if refused:  # the check reads every image and caption: not outside your folders
-            return {c["data_msg"]: "✗ " + "  \n".join(refused),
+            return {c["data_msg"]: refusal(refused),
                     c["data_report"]: gr.Dataframe(visible=False)}
         cfg = security.with_file_policy(cfg, ctx.owner(request), ctx.workspace,
                                         models_dir=ctx.models_dir, runner=ctx.runner)
         findings = validate_any_dataset(cfg)  # every file through the read gate
         findings += validate_input_images(cfg)  # edit models: the rows' input images
-        head = _report_head(findings) + bucket_plan_section(cfg, cfg_dict, findings)
+        head = bilingual(_report_head(findings)) + bucket_plan_section(cfg, cfg_dict, findings)
         offer = prompt_suggestion(cfg.sample_prompts,
                                   [f.get("caption") or "" for f in findings], cfg.trigger_word)
         return {c["data_msg"]: head,
@@ -335,13 +335,12 @@ def _bind_check(ctx: Ctx) -> None:
         if not offer:
             return {c["sample_suggest_row"]: gr.Row(visible=False)}
         return {**form.to_updates({"sample_prompts": offer}),
-                c["data_msg"]: bilingual(f"✓ Sample prompts set to {len(offer)} of the dataset's "
-                                         f"captions (Training tab, Samples)."),
+                c["data_msg"]: bilingual(Msg("samples.set", n=len(offer))),
                 **_suggestion_outputs(c, [])}
 
     c["sample_suggest_btn"].click(
         use_suggestion, inputs={c["sample_suggestion"]},
-        outputs=[form.components["sample_prompts"], form.revision, c["data_msg"]] +
+        outputs=[form.components["sample_prompts"], form.snapshot, c["data_msg"]] +
         suggest_outputs,
         api_visibility="private")
 
@@ -424,7 +423,7 @@ def caption_estimate_text(ctx: Ctx, cfg, user: str | None) -> str:
     import json
 
     from backend.core import readgate
-    from backend.planning.estimator import caption_estimate, caption_estimate_line
+    from backend.planning.estimator import caption_estimate
 
     config = None
     try:
@@ -433,12 +432,19 @@ def caption_estimate_text(ctx: Ctx, cfg, user: str | None) -> str:
             gated = security.with_file_policy(cfg, user, ctx.workspace,
                                               models_dir=ctx.models_dir, runner=ctx.runner)
             config = json.loads(readgate.for_config(gated).read_text(path, "captioner_path"))
-        return bilingual(caption_estimate_line(caption_estimate(cfg, config)))
+        return bilingual(caption_memory(caption_estimate(cfg, config)))
     except Exception:  # noqa: BLE001 - no estimate for a model we cannot read
         return ""
 
 
-def caption_lock(ctx: Ctx, folder: str | None) -> str | None:
+def caption_memory(est: dict) -> Msg:
+    """The captioning model's memory line (``estimator.caption_estimate``'s figures)."""
+    return Msg("caption.memory", params=est["params"] / 1e9, weights=est["weights_gb"],
+               batch=est["batch"], none=est["gpu_gb"]["none"],
+               sequential=est["gpu_gb"]["sequential"])
+
+
+def caption_lock(ctx: Ctx, folder: str | None) -> Msg | None:
     """Why the caption editor of ``folder`` is read-only now (a caption run writes it), or
     None."""
     from backend.planning.caption_job import active_caption_runs
@@ -446,8 +452,7 @@ def caption_lock(ctx: Ctx, folder: str | None) -> str | None:
     busy = active_caption_runs(ctx.runner, folder) if folder else []
     if not busy:
         return None
-    return (f"🔒 Caption run `{busy[0]['id']}` is writing this folder's captions: the "
-            f"table is read-only until it ends.")
+    return Msg("caption.lock", run=busy[0]["id"])
 
 
 def _locked_updates(c: dict, why: str | None) -> dict:
@@ -472,8 +477,10 @@ def bind_caption_events(ctx: Ctx) -> None:
 
 
 def _caption_fields(form) -> list:
-    """The form components a caption job reads."""
-    return [form.components[n] for n in _CAPTION_KEYS if n in form.components]
+    """What a caption job's events read: the form (its snapshot) and the dataset's two
+    fields as they are shown."""
+    return [form.snapshot] + [form.components[n] for n in ("dataset_base_path",
+                                                            "dataset_metadata_path")]
 
 
 def _caption_outputs(c: dict) -> list:
@@ -495,9 +502,7 @@ def _bind_caption_estimate(ctx: Ctx) -> None:
     def estimate(data: dict, request: gr.Request):
         return _estimate_update(ctx, data, request)
 
-    gr.on([form.components[n].input for n in ("caption_batch_size", "caption_max_length",
-                                              "captioner_path")] + [form.revision.change],
-          estimate, inputs=set(fields), outputs=[c["caption_estimate"]],
+    gr.on(form.edited, estimate, inputs=set(fields), outputs=[c["caption_estimate"]],
           show_progress="hidden", api_visibility="private", trigger_mode="always_last")
 
 
@@ -510,7 +515,7 @@ def _bind_caption_start(ctx: Ctx) -> None:
         user = ctx.owner(request)
         cfg, problems = caption_config(form, data)
         if cfg is None:
-            return {c["caption_msg"]: "✗ " + "  \n".join(problems)}
+            return {c["caption_msg"]: refusal(problems)}
         try:
             before = dict(map(tuple, datasets.read_captions(
                 cfg.dataset_base_path, cfg.dataset_metadata_path
@@ -518,11 +523,11 @@ def _bind_caption_start(ctx: Ctx) -> None:
                 workspace=ctx.workspace, runner=ctx.runner)))
             run_id = services.caption(ctx, cfg, user)
         except services.Refused as e:
-            return {c["caption_msg"]: "✗ " + "  \n".join(e.problems or [e.headline])}
+            return {c["caption_msg"]: refusal(e)}
         except (datasets.DatasetFolderError, OSError, ValueError) as e:
-            return {c["caption_msg"]: f"✗ {e}"}
+            return {c["caption_msg"]: refusal(e)}
         meta = cfg.dataset_metadata_path if cfg.caption_target == "metadata" else None
-        return {c["caption_msg"]: bilingual(f"○ Caption run `{run_id}` queued."),
+        return {c["caption_msg"]: bilingual(Msg("caption.queued", run=run_id)),
                 c["caption_job"]: {"run_id": run_id, "before": before, "meta": meta,
                                    "base": cfg.dataset_base_path},
                 c["caption_timer"]: gr.Timer(active=True),
@@ -539,12 +544,11 @@ def _caption_end_message(ctx: Ctx, run: dict) -> str:
     status = run["status"]
     if status == "succeeded":
         p = ctx.runner.progress(run["id"])
-        return bilingual(f"✓ Caption run `{run['id']}` finished: {p.get('step') or 0} "
-                         f"image(s) captioned.")
+        return bilingual(Msg("caption.finished", run=run["id"], n=p.get("step") or 0))
     reason = run.get("failure_reason") or run.get("stop_reason") or ""
     summary = ctx.runner.failure_summary(run["id"]) or {}
     reason = summary.get("end_reason") or reason
-    return bilingual(f"✗ Caption run `{run['id']}` {status}.") + \
+    return bilingual(Msg("caption.ended", run=run["id"], status=status)) + \
         (f"  \n{security.redact(str(reason))}" if reason else "")
 
 
@@ -565,10 +569,10 @@ def _bind_caption_tick(ctx: Ctx) -> None:
         status = run["status"]
         if status not in TERMINAL:
             p = ctx.runner.progress(run["id"])
-            count = (f" {p['step'] or 0}/{p['total']} images" if p.get("total") is not None
-                     else "")
-            return {c["caption_msg"]: bilingual(
-                f"○ Captioning (run `{run['id']}`, {status}){count}…")}
+            line = (Msg("caption.progress_count", run=run["id"], status=status,
+                        done=p["step"] or 0, total=p["total"]) if p.get("total") is not None
+                    else Msg("caption.progress", run=run["id"], status=status))
+            return {c["caption_msg"]: bilingual(line)}
         out = {c["caption_timer"]: gr.Timer(active=False), **_locked_updates(c, None),
                c["caption_msg"]: _caption_end_message(ctx, run)}
         try:
@@ -584,7 +588,7 @@ def _bind_caption_tick(ctx: Ctx) -> None:
                         c["thumbs"]: gr.Gallery(value=_thumbs(base, rows, user, ctx),
                                                 visible=bool(rows))})
         except (datasets.DatasetFolderError, OSError, ValueError) as e:
-            out[c["data_msg"]] = f"✗ {e}"
+            out[c["data_msg"]] = refusal(e)
         return out
 
     c["caption_timer"].tick(tick, inputs={c["caption_job"], base_c, meta_c},
@@ -609,9 +613,9 @@ def _bind_caption_stop(ctx: Ctx) -> None:
                     if security.can_access(user, r)]
             run = mine[0] if mine else None
         if run is None or run["status"] in TERMINAL:
-            return {c["caption_msg"]: bilingual("No caption run to stop.")}
+            return {c["caption_msg"]: bilingual(Msg("caption.none_to_stop"))}
         ctx.runner.stop(run["id"])
-        return {c["caption_msg"]: bilingual(f"○ Stopping caption run `{run['id']}`…"),
+        return {c["caption_msg"]: bilingual(Msg("caption.stopping", run=run["id"])),
                 c["caption_job"]: {"run_id": run["id"], "before": job.get("before") or {}},
                 c["caption_timer"]: gr.Timer(active=True)}
 
@@ -679,22 +683,19 @@ def bucket_plan_markdown(plan: dict, remainder: str) -> str:
 
     rows = plan["rows"]
     total = sum(r["batches"] for r in rows)
-    lines = [bilingual(f"**Bucket plan** (`batch_size` {plan['batch_size']}, "
-                       f"`bucket_remainder` {remainder}): {total} batch(es) per epoch"), ""]
-    heads = ("bucket (W×H)", "images", "batches", "padded", "dropped")
+    lines = [bilingual(Msg("bucket.head", batch_size=plan["batch_size"], remainder=remainder,
+                           batches=total)), ""]
+    heads = (Msg("bucket.col_bucket"), Msg("bucket.col_images"), Msg("bucket.col_batches"),
+             Msg("bucket.col_padded"), Msg("bucket.col_dropped"))
     lines += ["| " + " | ".join(bilingual_plain(h) for h in heads) + " |",
               "|---|---:|---:|---:|---:|"]
     lines += [f"| {r['size'][0]}×{r['size'][1]} | {r['images']} | {r['batches']} | "
               f"{r['padded']} | {r['dropped']} |" for r in rows]
     dropped = sum(r["dropped"] for r in rows)
     if rows and not total:
-        lines += ["", bilingual("⚠ No bucket holds a full batch: lower `batch_size`, or set "
-                                "`bucket_remainder` to pad.")]
+        lines += ["", bilingual(Msg("bucket.none_full"))]
     elif dropped:
-        lines += ["", bilingual(f"⚠ {dropped} image(s) dropped each epoch: a bucket's last "
-                                f"batch is not full (set `bucket_remainder` to pad to keep "
-                                f"them).")]
+        lines += ["", bilingual(Msg("bucket.dropped", n=dropped))]
     if plan.get("held_out"):
-        lines += ["", bilingual(f"{plan['held_out']} image(s) held out for the validation loss "
-                                f"(`validation_samples`).")]
+        lines += ["", bilingual(Msg("bucket.held_out", n=plan["held_out"]))]
     return "\n".join(lines)

@@ -8,7 +8,8 @@ from backend.config.errors import ConfigError
 from backend.config.presets import diff_configs, list_presets, load_preset, save_preset
 from backend.config.schema import RunConfig
 from backend.config.validation import validate
-from webui.messages import bilingual
+from backend.core.messages import Msg
+from webui.messages import bilingual, refusal
 from webui import security
 from webui.context import Ctx
 from webui.i18n import T
@@ -50,9 +51,11 @@ def diff_markdown(loaded: dict | None, current: dict, name: str | None) -> str:
     rows = diff_configs(RunConfig.model_construct(**loaded),
                         RunConfig.model_construct(**{**loaded, **current}))
     if not rows:
-        return bilingual(f"Same as preset **{name or 'defaults'}**.")
-    lines = [bilingual(f"**{len(rows)}** change(s) from preset **{name or 'defaults'}**:"), "",
-             "| " + " | ".join(bilingual(h) for h in ("field", "preset", "now")) + " |",
+        return bilingual(Msg("preset.same", name=name) if name else Msg("preset.same_defaults"))
+    head = (Msg("preset.changes", n=len(rows), name=name) if name
+            else Msg("preset.changes_defaults", n=len(rows)))
+    heads = (Msg("preset.col_field"), Msg("preset.col_preset"), Msg("preset.col_now"))
+    lines = [bilingual(head), "", "| " + " | ".join(bilingual(h) for h in heads) + " |",
              "|---|---|---|"]
     for field, a, b in rows:
         lines.append(f"| `{field}` | {_cell(a)} | {_cell(b)} |")
@@ -62,7 +65,9 @@ def diff_markdown(loaded: dict | None, current: dict, name: str | None) -> str:
 def _cell(v) -> str:
     text = "" if v is None else (", ".join(map(str, v)) if isinstance(v, list) else str(v))
     text = text.replace("|", "\\|").replace("\n", " ")
-    return f"`{text[:60]}{'…' if len(text) > 60 else ''}`" if text else bilingual("*empty*")
+    if not text:
+        return bilingual(Msg("word.empty"))
+    return f"`{text[:60]}{'…' if len(text) > 60 else ''}`"
 
 
 def create_ui(ctx: Ctx) -> None:
@@ -97,9 +102,9 @@ def bind_events(ctx: Ctx) -> None:
         try:
             cfg = preset_config(ctx, name, ctx.owner(request))
         except ConfigError as e:
-            return {c["preset_msg"]: "✗ " + "  \n".join(e.problems)}
+            return {c["preset_msg"]: refusal(e.problems)}
         return {**form.to_updates(form.full_config(cfg), data), c["loaded"]: cfg,
-                c["loaded_name"]: name, c["preset_msg"]: f"Loaded preset **{name}**.",
+                c["loaded_name"]: name, c["preset_msg"]: bilingual(Msg("preset.loaded", name=name)),
                 c["preset_diff"]: diff_markdown(cfg, cfg, name)}
 
     outputs = form.fill_outputs + [c["loaded"], c["loaded_name"], c["preset_msg"],
@@ -122,15 +127,15 @@ def bind_events(ctx: Ctx) -> None:
         user = ctx.owner(request)
         cfg_dict, problems = form.to_config(data)
         if problems:
-            return {c["preset_msg"]: "✗ " + "  \n".join(problems)}
+            return {c["preset_msg"]: refusal(problems)}
         try:
             cfg = validate(cfg_dict, require_inputs=False)
             path = save_preset(cfg, name, ctx.workspace, base=base_config(ctx),
                                shared=bool(data[c["preset_shared"]]),
                                **security.preset_owner(user))
         except ConfigError as e:
-            return {c["preset_msg"]: "✗ " + "  \n".join(e.problems)}
-        return {c["preset_msg"]: f"✓ Saved preset **{name}** ({path.name}).",
+            return {c["preset_msg"]: refusal(e.problems)}
+        return {c["preset_msg"]: bilingual(Msg("preset.saved", name=name, file=path.name)),
                 c["preset"]: gr.Dropdown(choices=preset_names(ctx, user), value=name),
                 c["loaded"]: cfg.to_dict(), c["loaded_name"]: name,
                 c["preset_diff"]: diff_markdown(cfg.to_dict(), cfg_dict, name)}
@@ -141,15 +146,15 @@ def bind_events(ctx: Ctx) -> None:
         c["family_shown"] = gr.State(form.defaults.get("model_family"))
 
         def family_changed(data: dict):
-            new = data[family]
+            new = data[family]  # the family's own value: its change may beat the snapshot's
             old = data[c["family_shown"]] or new
-            values = {n: data[comp] for n, comp in form.components.items() if comp in data}
+            values = {**form.values(data), "model_family": new}
             return {**form.to_updates(form.family_switch(values, old, new), data),
                     c["family_shown"]: new}
 
-        family.change(family_changed, inputs=form.inputs | {c["family_shown"]},
+        family.change(family_changed, inputs=form.inputs | {family, c["family_shown"]},
                       outputs=form.fill_outputs + [c["family_shown"]], show_progress="hidden",
-                      api_visibility="private")
+                      show_progress_on=[family], api_visibility="private")
 
     c["preset_save"].click(save, inputs=form.inputs | {c["preset_save_name"],
                                                        c["preset_shared"]},

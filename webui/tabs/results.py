@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import gradio as gr
 
+from backend.core.messages import Msg
 from backend.jobs.runner import RunnerError
 from webui import jobs, services
 from webui.context import TERMINAL, Ctx
 from webui.form import from_widget_value, to_widget_value
 from webui.i18n import T
-from webui.messages import bilingual
+from webui.messages import bilingual, refusal
 from webui.tabs.run import with_sample_counts
 
 RENDER_TICK_S = 2.0
@@ -91,7 +92,7 @@ def show_run(ctx: Ctx, run_id: str | None, request, lang: str | None = None) -> 
     out = {c[k]: to_widget_value(field, cfg.get(field)) for k, field in SETTINGS.items()}
     out[c["res_checkpoints"]] = gr.CheckboxGroup(choices=names, value=names[-1:])
     out.update(grid_outputs(ctx, run, request, lang=lang))
-    out[c["res_status"]] = "" if names else bilingual("This run has no LoRA checkpoint yet.")
+    out[c["res_status"]] = "" if names else bilingual(Msg("results.no_checkpoint"))
     return out
 
 
@@ -110,8 +111,8 @@ def grid_outputs(ctx: Ctx, run: dict, request, sample_set: str | None = None,
             served.append((ctx.serve(run["id"], path, request), caption))
         except gr.Error:
             continue
-    header = (bilingual("Columns:") + " " + " | ".join(f"**{bilingual(t)}**" for t in titles) + " " +
-              bilingual("— one row per prompt") if titles else bilingual("No samples yet."))
+    header = bilingual(Msg("results.columns", titles=titles) if titles
+                       else Msg("results.no_samples"))
     return {c["res_grid"]: gr.Gallery(value=served, columns=max(1, ncols)),
             c["res_columns"]: header,
             c["res_set"]: gr.Dropdown(choices=sets, value=chosen)}
@@ -170,10 +171,10 @@ def bind_events(ctx: Ctx) -> None:
     def render(data: dict, request: gr.Request):
         run = ctx.run(data[c["res_run"]], request)
         if run is None:
-            return {c["res_status"]: bilingual("✗ Choose a run first.")}
+            return {c["res_status"]: bilingual(Msg("results.choose_run"))}
         if run["status"] not in TERMINAL:
-            return {c["res_status"]: bilingual(f"✗ Run `{run['id']}` is {run['status']}: render "
-                                              f"when it has ended.")}
+            return {c["res_status"]: bilingual(Msg("results.not_ended", run=run["id"],
+                                                   status=run["status"]))}
         settings, problems = {}, []
         for k, field in SETTINGS.items():
             value, problem = from_widget_value(field, data[c[k]])
@@ -181,14 +182,13 @@ def bind_events(ctx: Ctx) -> None:
                 problems.append(problem)
             settings[field] = value
         if problems:
-            return {c["res_status"]: "✗ " + "  \n".join(problems)}
+            return {c["res_status"]: refusal(problems)}
         try:
             job = services.render(ctx, run, settings, list(data[c["res_checkpoints"]] or []),
                                   ctx.owner(request))
         except services.Refused as e:
-            return {c["res_status"]: "✗ " + "  \n".join(e.problems or [e.headline])}
-        return {c["res_status"]: bilingual(f"○ Rendering (job `{job}`)… the grid fills in when it "
-                                           f"ends."),
+            return {c["res_status"]: refusal(e)}
+        return {c["res_status"]: bilingual(Msg("results.render_queued", job=job)),
                 c["res_render_state"]: {"job": job, "run": run["id"]},
                 c["res_timer"]: gr.Timer(active=True)}
 
@@ -211,18 +211,21 @@ def bind_events(ctx: Ctx) -> None:
         except RunnerError:
             pass
         if job["status"] not in TERMINAL:
-            done = f" ({p.get('step') or 0}/{p['total']} images)" if p.get("total") else ""
-            return {c["res_status"]: bilingual(f"○ Rendering (job `{job['id']}`, "
-                                               f"{job['status']}){done}…"),
+            line = (Msg("results.rendering_count", job=job["id"], status=job["status"],
+                        done=p.get("step") or 0, total=p["total"]) if p.get("total")
+                    else Msg("results.rendering", job=job["id"], status=job["status"]))
+            return {c["res_status"]: bilingual(line),
                     **grid_outputs(ctx, run, request, job["id"], data.get(c["lang_box"]))}
         out = {c["res_timer"]: gr.Timer(active=False), c["res_render_state"]: None,
                **grid_outputs(ctx, run, request, job["id"], data.get(c["lang_box"]))}
         if job["status"] == "succeeded":
-            out[c["res_status"]] = bilingual(f"✓ Render `{job['id']}` finished.")
+            out[c["res_status"]] = bilingual(Msg("results.rendered", job=job["id"]))
         else:
             f = ctx.runner.failure_summary(job["id"]) or {}
-            out[c["res_status"]] = (bilingual(f"✗ Render `{job['id']}` {job['status']}:") + " " +
-                                    f"{f.get('headline') or job.get('note') or ''}")
+            why = f.get("headline") or job.get("note") or ""
+            out[c["res_status"]] = bilingual(
+                Msg("results.render_ended_why", job=job["id"], status=job["status"], why=why)
+                if why else Msg("results.render_ended", job=job["id"], status=job["status"]))
         return out
 
     c["res_timer"].tick(watch, inputs={c["res_render_state"], c["lang_box"]},

@@ -9,11 +9,13 @@ holds no worker between ticks and stops once the run has ended and its last stat
 from __future__ import annotations
 
 import html
+import re
 import time
 
 import gradio as gr
 import pandas as pd
 
+from backend.core.messages import Msg
 from backend.jobs.diagnosis import clean_lines
 from backend.jobs.runner import RunnerError
 from webui import jobs, security, services
@@ -46,7 +48,7 @@ def create_ui(ctx: Ctx) -> None:
     c["run_active"] = gr.Markdown("", elem_id="run-active")
     c["run_problems"] = gr.Markdown("", elem_id="run-problems")
     c["run_msg"] = gr.Markdown("", elem_id="run-message")
-    c["run_head"] = gr.Markdown(bilingual("No run yet: press **Start training**."), elem_id="run-current")
+    c["run_head"] = gr.Markdown(bilingual(Msg("runtab.no_run_yet")), elem_id="run-current")
     c["run_progress"] = gr.HTML(progress_html(None), elem_id="run-progress")
     c["run_stages"] = gr.HTML("", elem_id="run-stages")
     c["gpu"] = gr.Markdown("", elem_id="run-gpu", visible=False)
@@ -66,6 +68,34 @@ def create_ui(ctx: Ctx) -> None:
 
 # ---------------------------------------------------------------------- rendering
 ACTIVE = ("running", "queued")
+_CODE = re.compile(r"`([^`\n]+)`")
+
+
+def cell(value, limit: int | None = None) -> str:
+    """A table cell (HTML) in both languages (the page shows one): a message rendered in
+    each, its code spans as <code>, at most ``limit`` characters of each; plain text (a
+    note written before notes were messages) as ``bilingual_plain`` shows it."""
+    if not isinstance(value, Msg):
+        return bilingual_plain(str(value)[:limit] if limit else str(value))
+
+    def one(text: str) -> str:
+        return _CODE.sub(r"<code>\1</code>", html.escape(text[:limit] if limit else text))
+
+    en, zh = one(value.text("en")), one(value.text("zh"))
+    return en if en == zh else f'<span class="zl-en">{en}</span><span class="zl-zh">{zh}</span>'
+
+
+def error_of(e: BaseException):
+    """What a refusal says: the message it carries, else its text."""
+    first = e.args[0] if e.args else None
+    return first if isinstance(first, Msg) else str(e)
+
+
+def problem_lines(problems: list) -> str:
+    """The form's problems as a Markdown list: a message in both languages, plain text in a
+    code span."""
+    return "\n".join("- " + (bilingual(p) if isinstance(p, Msg) else f"`{p}`")
+                     for p in problems)
 
 
 def my_active_runs(ctx: Ctx, request: gr.Request | None) -> list[dict]:
@@ -98,12 +128,13 @@ def active_markdown(active: list[dict]) -> str:
         name = f" {r['name']}" if r.get("name") else ""
         if r["status"] == "running":
             stage = f" ({r['current_stage']})" if r.get("current_stage") else ""
-            parts.append(f"▶ `{r['id']}`{name} — " + bilingual("running") + stage)
+            parts.append(f"▶ `{r['id']}`{name} — " + bilingual(
+                Msg("runtab.status", status="running")) + stage)
         else:
-            parts.append(f"○ `{r['id']}`{name} — " + bilingual("queued"))
-    return (bilingual("**Your runs on the server:**") + " " + " · ".join(parts) + "  \n" +
-            bilingual("*Start training* now adds another run to the queue: it begins when "
-                      "these have ended."))
+            parts.append(f"○ `{r['id']}`{name} — " + bilingual(
+                Msg("runtab.status", status="queued")))
+    return (bilingual(Msg("runtab.your_runs")) + " " + " · ".join(parts) + "  \n" +
+            bilingual(Msg("runtab.start_adds")))
 
 
 def loss_frame(losses: list, val_losses: list | None = None, lang: str | None = None
@@ -151,29 +182,31 @@ def progress_html(p: dict | None) -> str:
     pct = 0.0 if frac is None else max(0.0, min(1.0, float(frac))) * 100
     bits = []
     if p.get("stage"):
-        bits.append(bilingual(f"stage <b>{html.escape(str(p['stage']))}</b>"))
+        bits.append(bilingual(Msg("runtab.stage", stage=html.escape(str(p["stage"])))))
     if p.get("total"):
-        bits.append(bilingual(f"step <b>{p.get('step') or 0}</b> / {p['total']} ({pct:.0f} %)"))
+        bits.append(bilingual(Msg("runtab.step", step=p.get("step") or 0, total=p["total"],
+                                  pct=pct)))
     if p.get("epoch") is not None:
-        bits.append(bilingual(f"epoch {p['epoch']}"))
+        bits.append(bilingual(Msg("runtab.epoch", epoch=p["epoch"])))
     if p.get("loss") is not None:
-        bits.append(bilingual(f"loss <b>{float(p['loss']):.4f}</b>"))
+        bits.append(bilingual(Msg("runtab.loss", loss=float(p["loss"]))))
     if p.get("val_losses"):  # the latest held-out loss, beside the training loss
         v_step, v_loss = p["val_losses"][-1]
-        bits.append(bilingual(f"validation loss <b>{float(v_loss):.4f}</b> at step "
-                              f"{int(v_step)}"))
+        bits.append(bilingual(Msg("runtab.val_loss", loss=float(v_loss), step=int(v_step))))
     if p.get("eta_s") is not None and status == "running":
-        bits.append(bilingual(f"ETA <b>{human_seconds(p['eta_s'])}</b>"))
+        bits.append(bilingual(Msg("runtab.eta", eta=human_seconds(p["eta_s"]))))
     if p.get("samples_per_s"):
-        bits.append(bilingual(f"{float(p['samples_per_s']):.2f} samples/s"))
+        bits.append(bilingual(Msg("runtab.speed", speed=float(p["samples_per_s"]))))
     quiet = p.get("seconds_since_output")
     if status == "running" and quiet is not None and quiet > 120:
-        bits.append(f"<span class='zl-warn'>{bilingual(f'no output for {human_seconds(quiet)}')}</span>")
+        quiet_text = bilingual(Msg("runtab.quiet", time=human_seconds(quiet)))
+        bits.append(f"<span class='zl-warn'>{quiet_text}</span>")
     cls = {"failed": " zl-failed", "stopped": " zl-stopped", "succeeded": " zl-done"}.get(
         status or "", "")
     return (f'<div class="zl-progress{cls}" data-status="{html.escape(str(status))}">'
             f'<div class="zl-bar"><div class="zl-fill" style="width:{pct:.1f}%"></div></div>'
-            f'<div class="zl-stats">{" · ".join(bits) or bilingual_plain(str(status or "–"))}'
+            f'<div class="zl-stats">'
+            f'{" · ".join(bits) or cell(Msg("runtab.status", status=str(status or "–")))}'
             f'</div></div>')
 
 
@@ -188,12 +221,12 @@ def stages_html(run: dict, progress: dict | None) -> str:
             took = human_seconds((s.get("ended_at") or time.time()) - s["started_at"])
         step = f"{p.get('step') or 0}/{p['total']}" if p.get("total") else ""
         code = "" if s.get("exit_code") is None else str(s["exit_code"])
-        note = html.escape(str(p.get("reason") or s.get("note") or ""))[:200]
+        note = cell(p.get("reason") or s.get("note") or "", 200)
         rows.append(f"<tr data-stage='{html.escape(s['name'])}' data-status='{st}'>"
                     f"<td>{STATUS_ICON.get(st, '')} <b>{html.escape(s['name'])}</b></td>"
-                    f"<td class='zl-status-{st}'>{bilingual_plain(st)}</td><td>{step}</td><td>{took}</td>"
-                    f"<td>{code}</td><td>{note}</td></tr>")
-    head = "".join(f"<th>{bilingual_plain(h)}</th>"
+                    f"<td class='zl-status-{st}'>{cell(Msg('runtab.status', status=st))}</td>"
+                    f"<td>{step}</td><td>{took}</td><td>{code}</td><td>{note}</td></tr>")
+    head = "".join(f"<th>{cell(Msg('runs.header', h=h))}</th>"
                    for h in ("stage", "status", "steps", "time", "exit code", "note"))
     return ("<table class='zl-stages'><thead><tr>" + head + "</tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>")
@@ -202,39 +235,46 @@ def stages_html(run: dict, progress: dict | None) -> str:
 def head_markdown(run: dict) -> str:
     st = run["status"]
     name = f" — {run['name']}" if run.get("name") else ""
-    extra = ""
+    extras = []
     if run.get("attempt") and run["attempt"] > 1:
-        extra += f" · attempt {run['attempt']}"
+        extras.append(Msg("runtab.attempt", n=run["attempt"]))
     if st == "stopped":
-        extra += f" · {run.get('note') or run.get('stop_reason') or 'stopped'}"
+        extras.append(Msg("runtab.extra_note", note=run.get("note") or run.get("stop_reason")
+                          or Msg("status.stopped")))
     if run.get("stop_requested") and st == "running":
-        extra += " · stopping (saving state)…"
+        extras.append(Msg("runtab.stopping"))
     if run.get("resumable"):
-        extra += " · can be resumed"
-    return f"{STATUS_ICON.get(st, '')} Run `{run['id']}`{name} — **{st}**{extra}"
+        extras.append(Msg("runtab.resumable"))
+    return bilingual(Msg("runtab.head", icon=STATUS_ICON.get(st, ""), id=run["id"], name=name,
+                         status=st, extras=extras))
 
 
 def failure_markdown(f: dict | None) -> str:
+    """A failed run's summary (``Runner.failure_summary``) as Markdown, each sentence in
+    both languages; the log's own lines as they are."""
     if not f:
         return ""
-    lines = [f"### ✗ {f.get('headline') or 'The run failed'}"]
+    lines = ["### ✗ " + bilingual(f.get("headline") or Msg("note.run_failed"))]
     if f.get("exit_text") and f["exit_text"] not in (f.get("headline") or ""):
-        lines.append(f"Exit: {f['exit_text']}.")
+        lines.append(bilingual(Msg("runtab.exit", how=f["exit_text"])))
     for d in f.get("diagnoses") or []:
-        lines += ["", f"**{d.get('title')}**", "", d.get("explanation") or ""]
+        lines += ["", bilingual(Msg("runtab.diagnosis_title", title=d.get("title") or "")), "",
+                  bilingual(d.get("explanation") or "")]
         if d.get("fixes"):
-            lines += ["", "What to change:"] + [f"1. {x}" for x in d["fixes"]]
+            lines += ["", bilingual(Msg("runtab.what_to_change"))] + [
+                "1. " + bilingual(x) for x in d["fixes"]]
         if d.get("settings"):
-            lines += ["", "Settings: " + ", ".join(f"`{s}`" for s in d["settings"])]
+            lines += ["", bilingual(Msg("runtab.settings",
+                                        names=[f"`{s}`" for s in d["settings"]]))]
     if f.get("end_reason") and not f.get("diagnoses"):
-        lines += ["", f"Reason: {f['end_reason']}"]
+        lines += ["", bilingual(Msg("runtab.reason", why=f["end_reason"]))]
     elif f.get("error_line") and not f.get("diagnoses"):
-        lines += ["", f"Error: `{f['error_line']}`"]
+        lines += ["", bilingual(Msg("runtab.error_line", line=f["error_line"]))]
     last = f.get("last_lines") or []
     if last:
-        lines += ["", "Last log lines:", "```", *last[-15:], "```"]
+        lines += ["", bilingual(Msg("runtab.last_lines")), "```", *last[-15:], "```"]
     if f.get("log_path"):
-        lines += ["", f"Full log: `{f['log_path']}`"]
+        lines += ["", bilingual(Msg("runtab.full_log", path=f["log_path"]))]
     return "\n".join(lines)
 
 
@@ -291,7 +331,7 @@ def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
     if run is None:
         out["timer"] = gr.Timer(active=False)
         if run_id:
-            out["run_head"] = bilingual(f"Run `{run_id}` is not in the history (deleted?).")
+            out["run_head"] = bilingual(Msg("runtab.not_in_history", id=run_id))
         return _keyed(c, out, state)
     if run is not followed:  # the followed run ended (or was never set): show the running one
         out["run_id"] = run["id"]
@@ -364,7 +404,8 @@ def tick(ctx: Ctx, run_id: str | None, state: dict, choice: str | None,
     gpu = gpu_memory_text() if run["status"] == "running" else None
     if gpu != state.get("gpu"):
         state["gpu"] = gpu
-        out["gpu"] = gr.Markdown(value=f"**GPU memory**  \n{gpu}" if gpu else "",
+        out["gpu"] = gr.Markdown(value=bilingual(Msg("runtab.gpu_memory", lines=gpu))
+                                 if gpu else "",
                                  visible=bool(gpu))
 
     if run["status"] in TERMINAL:
@@ -424,24 +465,22 @@ def bind_events(ctx: Ctx) -> None:
     def start(data: dict, request: gr.Request):
         cfg, _, problems = form.check(data)
         if cfg is None:
-            return {c["run_msg"]: bilingual(f"✗ Not started: {len(problems)} problem(s) in the form. "
-                                           f"Each is shown next to its field (tabs Model, "
-                                           f"Dataset, Training)."),
-                    c["run_problems"]: "\n".join(f"- `{p}`" for p in problems)}
+            return {c["run_msg"]: bilingual(Msg("runtab.not_started_problems",
+                                                n=len(problems))),
+                    c["run_problems"]: problem_lines(problems)}
         before = my_active_runs(ctx, request)
         try:
             run_id = services.start_run(ctx, cfg, ctx.owner(request), name=cfg.run_name,
                                         hub_token=data[c["hub_token"]])
         except services.Refused as e:
-            return {c["run_msg"]: f"✗ Not started: {e.headline}.",
-                    c["run_problems"]: "\n".join(f"- `{p}`" for p in e.problems)}
+            return {c["run_msg"]: bilingual(Msg("runtab.not_started", why=e.headline)),
+                    c["run_problems"]: problem_lines(e.problems)}
         if not before:
-            return follow(run_id, bilingual(f"Started run `{run_id}`."))
+            return follow(run_id, bilingual(Msg("runtab.started", id=run_id)))
         # Queued behind the user's own runs: the tab keeps showing the one that runs.
         ahead = before[0]
-        msg = bilingual(f"Queued run `{run_id}`: it starts when {len(before)} run(s) ahead of "
-                        f"it have ended. This tab keeps showing `{ahead['id']}`, which is "
-                        f"{ahead['status']}.")
+        msg = bilingual(Msg("runtab.queued", id=run_id, n=len(before), ahead=ahead["id"],
+                            status=ahead["status"]))
         if data[c["run_id"]] == ahead["id"]:
             return {c["run_msg"]: msg, c["run_problems"]: ""}
         return follow(ahead["id"], msg)
@@ -455,15 +494,16 @@ def bind_events(ctx: Ctx) -> None:
     def stop(data: dict, request: gr.Request):
         run = ctx.run(data[c["run_id"]], request)
         if run is None:
-            return {c["run_msg"]: bilingual("No run to stop.")}
+            return {c["run_msg"]: bilingual(Msg("runtab.no_run_to_stop"))}
         if run["status"] not in ("running", "queued"):
-            return {c["run_msg"]: bilingual(f"Run `{run['id']}` is {run['status']}; nothing to stop.")}
+            return {c["run_msg"]: bilingual(Msg("runtab.nothing_to_stop", id=run["id"],
+                                                status=run["status"]))}
         try:
             ctx.runner.stop(run["id"])
         except RunnerError as e:
-            return {c["run_msg"]: f"✗ {e}"}
-        return {c["run_msg"]: bilingual(f"Stopping run `{run['id']}`… the train stage saves its "
-                                       f"state first, so it can be resumed."), c["timer"]: gr.Timer(active=True)}
+            return {c["run_msg"]: bilingual(Msg("runtab.refused", why=error_of(e)))}
+        return {c["run_msg"]: bilingual(Msg("runtab.stopping_run", id=run["id"])),
+                c["timer"]: gr.Timer(active=True)}
 
     c["run_stop"].click(stop, inputs={c["run_id"]}, outputs=[c["run_msg"], c["timer"]],
                         api_visibility="private")
@@ -471,14 +511,14 @@ def bind_events(ctx: Ctx) -> None:
     def resume(data: dict, request: gr.Request):
         run = ctx.run(data[c["run_id"]], request)
         if run is None:
-            return {c["run_msg"]: bilingual("No run to resume.")}
+            return {c["run_msg"]: bilingual(Msg("runtab.no_run_to_resume"))}
         try:
             run_id = services.resume_run(ctx, run, ctx.owner(request),
                                          hub_token=data[c["hub_token"]])
         except services.Refused as e:
-            return {c["run_msg"]: f"✗ Not resumed: {e.headline}.",
-                    c["run_problems"]: "\n".join(f"- `{p}`" for p in e.problems)}
-        return follow(run_id, bilingual(f"Resumed run `{run_id}` from its saved state."))
+            return {c["run_msg"]: bilingual(Msg("runtab.not_resumed", why=e.headline)),
+                    c["run_problems"]: problem_lines(e.problems)}
+        return follow(run_id, bilingual(Msg("runtab.resumed", id=run_id)))
 
     c["run_resume"].click(resume, inputs={c["run_id"], c["hub_token"]}, outputs=follow_outputs,
                           api_visibility="private").then(

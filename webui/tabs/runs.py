@@ -11,11 +11,13 @@ import gradio as gr
 
 from backend.config.errors import ConfigError
 from backend.config.validation import validate
+from backend.core.messages import Msg
 from backend.jobs.runner import RunnerError
 from webui import jobs
 from webui.context import Ctx, human_bytes
 from webui.i18n import T
-from webui.messages import HISTORY_HEADERS_ZH, RENDER_ZH, bilingual, bilingual_plain
+from webui.messages import bilingual
+from webui.tabs.run import cell, error_of
 
 HEADERS = ["run id", "name", "status", "stages", "created", "time", "note"]
 # status and stages are shown in both languages (HTML spans; the page shows one)
@@ -25,33 +27,40 @@ DATATYPES = ["str", "html", "html", "html", "str", "str", "html"]
 def headers(lang: str | None) -> list[str]:
     """The history table's column names in the page's language (gradio draws headers as
     plain text, so they follow the language switch through the server)."""
-    return [HISTORY_HEADERS_ZH[h] for h in HEADERS] if lang == "zh" else list(HEADERS)
+    return [Msg("runs.header", h=h).text("zh" if lang == "zh" else "en") for h in HEADERS]
 
 
 def name_cell(name: str) -> str:
-    """A run's name as HTML: what a user typed as it is; the word the app puts before a
-    render's name ("render <run>") in the page's language."""
+    """A run's name as HTML: what a user typed as it is; the name the app gives a render
+    ("render <run>", ``webui.jobs``) as a message in both languages."""
     lead, sep, rest = name.partition(" ")
     if lead != "render" or not sep:
         return html.escape(name)
-    rest = html.escape(rest)
-    return (f'<span class="zl-en">render {rest}</span>'
-            f'<span class="zl-zh">{RENDER_ZH} {rest}</span>')
+    return cell(Msg("runs.render_name", name=rest))
 
 
 def table(runs: list[dict], lang: str | None) -> gr.Dataframe:
     """The history rows with status words, stage statuses, notes and the names the app gives
     (a render's) in both languages; every cell's text escaped."""
     rows = []
-    for row in jobs.history_rows(runs):
-        rid, name, status, stages, created, took, note = row
+    for run, row in zip(runs, jobs.history_rows(runs)):
+        rid, name, status, _, created, took, _ = row
         stages_html = " → ".join(
-            f"{html.escape(n)}:{bilingual_plain(st)}"
-            for n, _, st in (part.partition(":") for part in stages.split(" → ") if part))
-        rows.append([rid, name_cell(name), bilingual_plain(status), stages_html, created, took,
-                     bilingual_plain(note)])
+            f"{html.escape(s['name'])}:{cell(Msg('runtab.status', status=s['status']))}"
+            for s in run.get("stages", []))
+        note = run.get("failure_reason") or run.get("note") or ""
+        rows.append([rid, name_cell(name), cell(Msg("runtab.status", status=status)),
+                     stages_html, created, took, cell(note, 160)])
     return gr.Dataframe(value={"data": rows, "headers": headers(lang)} if rows else None,
                         headers=headers(lang))
+
+
+def pick_label(run: dict, lang: str) -> str:
+    """A run in the picker (plain text: in the page's language, redrawn when it changes)."""
+    return Msg("runs.pick_label", name=run.get("name") or Msg("runs.unnamed"), id=run["id"],
+               status=run["status"]).text(lang)
+
+
 FORMATS = ("reference", "diffusers", "comfyui")
 
 
@@ -98,10 +107,11 @@ def _info(ctx: Ctx, run: dict | None) -> str:
     except RunnerError:
         disk = "?"
     ckpts = [p.name for p in jobs.checkpoints(run)]
-    lines = [f"Run `{run['id']}` — **{run['status']}** · folder `{run['run_dir']}` · "
-             f"disk {disk}", f"Checkpoints: {', '.join(ckpts) if ckpts else 'none yet'}"]
+    lines = [Msg("runs.summary", id=run["id"], status=run["status"], folder=run["run_dir"],
+                 disk=disk),
+             Msg("runs.checkpoints", names=ckpts) if ckpts else Msg("runs.no_checkpoints")]
     if run.get("failure_reason"):
-        lines.append(f"Failure: {run['failure_reason']}")
+        lines.append(Msg("runs.failure", why=run["failure_reason"]))
     return "  \n".join(bilingual(x) for x in lines)
 
 
@@ -137,9 +147,9 @@ def _bind_history(ctx: Ctx):
                                                     for s in r.get("stages", []))]
             pick = data.get(c["run_id"]) if data.get(c["run_id"]) in ids else (
                 (trained or ids or [None])[0])
+        lang = "zh" if data.get(c["lang_box"]) == "zh" else "en"
         return {c["runs_table"]: table(runs, data.get(c["lang_box"])),
-                c["runs_pick"]: gr.Dropdown(choices=[(f"{r.get('name') or 'run'} · {r['id']}"
-                                                      f" · {r['status']}", r["id"])
+                c["runs_pick"]: gr.Dropdown(choices=[(pick_label(r, lang), r["id"])
                                                      for r in runs], value=pick),
                 **_picked(ctx, pick, request)}
 
@@ -175,8 +185,8 @@ def _bind_open_reuse(ctx: Ctx) -> None:
     def open_run(data: dict, request: gr.Request):
         run = ctx.run(data[c["runs_pick"]], request)
         if run is None:
-            return {c["dl_msg"]: bilingual("Choose a run first.")}
-        return {**c["follow"](run["id"], bilingual(f"Showing run `{run['id']}`.")),
+            return {c["dl_msg"]: bilingual(Msg("runs.choose_first"))}
+        return {**c["follow"](run["id"], bilingual(Msg("runs.showing", id=run["id"]))),
                 c["tabs"]: gr.Tabs(selected="tab-run")}
 
     c["runs_open"].click(open_run, inputs={c["runs_pick"]},
@@ -190,18 +200,16 @@ def _bind_open_reuse(ctx: Ctx) -> None:
         gets its own folder)."""
         run = ctx.run(data[c["runs_pick"]], request)
         if run is None:
-            return {c["dl_msg"]: bilingual("✗ Choose a run first.")}
+            return {c["dl_msg"]: bilingual(Msg("runs.choose_first_x"))}
         try:
             cfg = validate(jobs.run_config(run), require_inputs=False).to_dict()
         except ConfigError as e:
-            return {c["dl_msg"]: bilingual("✗ This run's settings no longer validate:") +
+            return {c["dl_msg"]: bilingual(Msg("runs.no_longer_valid")) +
                     "  \n" + "  \n".join(bilingual(p) for p in e.problems)}
         form = ctx.form
         # Said on the Training tab, where the user lands, not on the tab just left.
         return {**form.to_updates(form.full_config(cfg), data), c["dl_msg"]: "",
-                c["train_notice"]: bilingual(f"✓ The form now holds the settings of run "
-                                             f"`{run['id']}`: change what you like and press "
-                                             f"**Start training** (Run tab) for a new run."),
+                c["train_notice"]: bilingual(Msg("runs.form_holds", id=run["id"])),
                 c["tabs"]: gr.Tabs(selected="tab-training")}
 
     c["runs_reuse"].click(reuse, inputs=ctx.form.inputs | {c["runs_pick"]},
@@ -219,7 +227,7 @@ def _bind_downloads(ctx: Ctx) -> None:
         def fn(data: dict, request: gr.Request):
             run = ctx.run(data[c["runs_pick"]], request)
             if run is None:
-                return {c["dl_msg"]: bilingual("✗ Choose a run first."), c["dl_file"]: None}
+                return {c["dl_msg"]: bilingual(Msg("runs.choose_first_x")), c["dl_file"]: None}
             out_dir = ctx.downloads_dir(run)
             try:
                 if kind == "lora":
@@ -232,11 +240,12 @@ def _bind_downloads(ctx: Ctx) -> None:
                 else:
                     path = jobs.run_zip(run, out_dir)
             except (ValueError, OSError) as e:
-                return {c["dl_msg"]: f"✗ {e}", c["dl_file"]: None}
+                return {c["dl_msg"]: bilingual(Msg("runs.error", why=error_of(e))),
+                        c["dl_file"]: None}
             served = ctx.serve(run["id"], path, request)
             return {c["dl_file"]: served,
-                    c["dl_msg"]: bilingual(f"✓ `{path.name}` ({human_bytes(path.stat().st_size)})"
-                                           f" — use the download link above.")}
+                    c["dl_msg"]: bilingual(Msg("runs.download_ready", file=path.name,
+                                               size=human_bytes(path.stat().st_size)))}
         return fn
 
     dl_inputs = {c["runs_pick"], c["dl_checkpoint"], c["dl_format"]}
@@ -253,16 +262,16 @@ def _bind_delete(ctx: Ctx, refresh, outputs: list) -> None:
     def delete(data: dict, request: gr.Request):
         run = ctx.run(data[c["runs_pick"]], request)
         if run is None:
-            return {c["dl_msg"]: bilingual("✗ Choose a run first.")}
+            return {c["dl_msg"]: bilingual(Msg("runs.choose_first_x"))}
         if not data[c["del_confirm"]]:
-            return {c["dl_msg"]: bilingual("Tick the box to confirm the deletion first.")}
+            return {c["dl_msg"]: bilingual(Msg("runs.tick_box"))}
         try:
             ctx.runner.delete(run["id"])
         except RunnerError as e:
-            return {c["dl_msg"]: f"✗ {e}"}
+            return {c["dl_msg"]: bilingual(Msg("runs.error", why=error_of(e)))}
         out = refresh({c["runs_pick"]: None, c["run_id"]: None,
                        c["lang_box"]: data.get(c["lang_box"])}, request)
-        out.update({c["dl_msg"]: bilingual(f"Deleted run `{run['id']}` and its files."),
+        out.update({c["dl_msg"]: bilingual(Msg("runs.deleted", id=run["id"])),
                     c["del_confirm"]: False, c["dl_file"]: None})
         return out
 

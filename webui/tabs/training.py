@@ -11,6 +11,7 @@ from pathlib import Path
 import gradio as gr
 
 from backend.config.errors import ConfigError
+from backend.core.messages import Msg
 from backend.config.schema import RunConfig
 from backend.config.validation import validate
 from backend.jobs.processes import gpu_memory_totals_gb
@@ -18,7 +19,7 @@ from backend.core.rundir import RunDir
 from webui.context import Ctx
 from webui.form import GROUP_ORDER, problems_markdown
 from webui.i18n import T
-from webui.messages import bilingual, bilingual_plain
+from webui.messages import bilingual, bilingual_plain, said
 
 OWN_TABS = ("model", "data")  # groups shown in the Model and Dataset tabs
 RUN_PLACEHOLDER = str(RunDir.new("<workspace>", "<run_id>").run_dir)
@@ -151,7 +152,7 @@ def gb_text(n_bytes: float) -> str:
     """A size for people: GB (10^9 bytes) rounded, "under 0.1 GB" for less."""
     gb = n_bytes / 1e9
     if gb < 0.1:
-        return "under 0.1 GB"
+        return Msg("estimate.under_tenth")
     return f"{gb:.0f} GB" if gb >= 10 else f"{gb:.1f} GB"
 
 
@@ -164,14 +165,16 @@ def target_markdown(cfg: RunConfig, gpu_gb: float, bus_gbs: float) -> tuple[str,
     est = estimator.estimate_memory(cfg, device="cuda")
     ok, line = estimator.fits(est, gpu_gb)
     rows, best = estimator.compare_methods(cfg, gpu_gb * 1e9, bus_gbs * 1e9)
-    head = " | ".join(bilingual_plain(h) for h in ("method", "GPU", "host RAM", "bus per step",
-                                                   "fits"))
-    lines = [bilingual(f"**Memory estimate** for one {gpu_gb:g} GB GPU (these settings):"), "",
+    head = " | ".join(bilingual_plain(h) for h in (
+        Msg("header.method"), "GPU", Msg("header.host RAM"), Msg("header.bus per step"),
+        Msg("header.fits")))
+    lines = [bilingual(Msg("estimate.target_head", gpu=gpu_gb)), "",
              f"{'✓' if ok else '⚠'} " + bilingual(line), "",
              f"| {head} |", "|---|---|---|---|---|"]
     for r in rows:
-        bus = (f"{gb_text(r.bus_bytes_per_step)} (≥ {r.transfer_bound_s:.1f} s)"
-               if r.bus_bytes_per_step else "none")
+        bus = (Msg("estimate.bus_cell", size=gb_text(r.bus_bytes_per_step),
+                   seconds=r.transfer_bound_s)
+               if r.bus_bytes_per_step else Msg("word.none"))
         mark = "**" if r.name == best else ""
         lines.append(f"| {mark}{bilingual_plain(r.label)}{mark} | "
                      f"{bilingual_plain(gb_text(r.gpu_bytes))} | "
@@ -179,15 +182,13 @@ def target_markdown(cfg: RunConfig, gpu_gb: float, bus_gbs: float) -> tuple[str,
                      f"{'✓' if r.fits else '✗'} |")
     changes: dict = {}
     if best is None:
-        lines += ["", bilingual("⚠ No single-GPU method fits this card at these settings: "
-                                "lower the resolution or the LoRA rank, or pick a larger GPU.")]
+        lines += ["", bilingual(Msg("estimate.no_method"))]
     else:
         row = next(r for r in rows if r.name == best)
         changes = {k: v for k, v in row.changes.items() if getattr(cfg, k, None) != v}
-        lines += ["", bilingual(f"Fastest that fits: **{row.label}** — {row.why}.")]
-        lines += ["", bilingual("The form already uses it." if not changes else
-                                "Changes it makes: " + ", ".join(f"`{k}` → `{v}`"
-                                                                 for k, v in changes.items()))]
+        lines += ["", bilingual(Msg("estimate.fastest", label=row.label, why=row.why))]
+        lines += ["", bilingual(Msg("estimate.form_uses") if not changes else Msg(
+            "estimate.changes", changes=[f"`{k}` → `{v}`" for k, v in changes.items()]))]
     return "\n".join(lines), changes
 
 
@@ -206,15 +207,15 @@ def estimate_markdown(cfg: RunConfig) -> str | None:
         if gpu_gb not in _recommended:
             _recommended[gpu_gb] = estimator.recommend_preset(gpu_gb, max(1, n_gpus))
     except Exception as e:  # noqa: BLE001 - an estimate must never block the form
-        return bilingual(f"**Memory estimate** unavailable: {type(e).__name__}: {e}")
-    where = (f"{n_gpus} GPU(s), {gpu_gb:.0f} GB each" if gpu_gb else "no GPU (CPU run)") + \
-        f", {host_gb:.0f} GB RAM"
+        return bilingual(Msg("estimate.unavailable", error=f"{type(e).__name__}: {e}"))
+    where = (Msg("estimate.machine_gpus", n=n_gpus, gpu=gpu_gb, ram=host_gb) if gpu_gb
+             else Msg("estimate.machine_cpu", ram=host_gb))
     # Each line in both languages (the page shows one); the figures as a list, not a code
     # block, so they are translated too.
-    return "\n".join([bilingual(f"**Memory estimate** for this machine ({where}):"), "",
+    return "\n".join([bilingual(Msg("estimate.machine_head", where=where)), "",
                       f"{'✓' if ok else '⚠'} " + bilingual(line), "",
-                      bilingual(f"Recommended preset here: **{_recommended[gpu_gb]}**"), ""]
-                     + [f"- {bilingual(x)}" for x in est.summary().splitlines()])
+                      bilingual(Msg("estimate.recommended", preset=_recommended[gpu_gb])), ""]
+                     + [f"- {bilingual(x)}" for x in est.summary_lines()])
 
 
 def batch_markdown(cfg: RunConfig | None) -> str:
@@ -225,10 +226,10 @@ def batch_markdown(cfg: RunConfig | None) -> str:
     from backend.planning.plan import ds_batch_sizes
 
     b = ds_batch_sizes(cfg)
-    return bilingual(f"Images per optimizer step (DeepSpeed's `train_batch_size`, derived): "
-                     f"**{b['train_batch_size']}** = `batch_size` "
-                     f"{b['train_micro_batch_size_per_gpu']} × `gradient_accumulation_steps` "
-                     f"{b['gradient_accumulation_steps']} × {cfg.num_processes} process(es)")
+    return bilingual(Msg("batch.images_per_step", total=b["train_batch_size"],
+                         micro=b["train_micro_batch_size_per_gpu"],
+                         accumulation=b["gradient_accumulation_steps"],
+                         processes=cfg.num_processes))
 
 
 def bind_events(ctx: Ctx) -> None:
@@ -249,8 +250,8 @@ def bind_events(ctx: Ctx) -> None:
             text, changes = target_markdown(cfg, float(target),
                                             float(data.get(c["target_bus"]) or 25.0))
         except Exception as e:  # noqa: BLE001 - an estimate must never block the form
-            text, changes = bilingual(f"**Memory estimate** unavailable: "
-                                      f"{type(e).__name__}: {e}"), {}
+            text, changes = bilingual(Msg("estimate.unavailable",
+                                          error=f"{type(e).__name__}: {e}")), {}
         return {c["estimate"]: gr.Markdown(value=text, visible=True),
                 c["method_changes"]: changes, c["apply_method"]: gr.Button(visible=bool(changes))}
 
@@ -281,7 +282,7 @@ def bind_events(ctx: Ctx) -> None:
             files = preview_files(cfg, ctx.workspace)
         except (ConfigError, ValueError, OSError) as e:
             files = {}
-            out[c["problems"]] = problems_markdown([str(e)])
+            out[c["problems"]] = problems_markdown(said(e))
         out[c["gen_accelerate"]] = files.get(GEN_ACCELERATE) or files.get(
             GEN_ACCELERATE_STAGE1) or "# no accelerate stage in this run"
         out[c["gen_deepspeed"]] = files.get(GEN_DEEPSPEED) or (
@@ -303,7 +304,7 @@ def bind_events(ctx: Ctx) -> None:
     triggers = [c["demo"].load, c["target_gpu"].change, c["target_bus"].change] + form.edited
     gr.on(triggers, refresh, inputs=inputs,
           outputs=outputs, trigger_mode="always_last", show_progress="hidden",
-          api_visibility="private")
+          show_progress_on=[c["estimate"]], api_visibility="private")
 
     def import_command(data: dict, request: gr.Request):
         """The command's settings onto the form: only the fields it sets change, each listed
@@ -320,7 +321,7 @@ def bind_events(ctx: Ctx) -> None:
                                      files=import_files(data[c["import_files"]]),
                                      gate=import_gate(ctx, request))
         except (ConfigError, ValueError) as e:
-            return {c["import_notes"]: "✗ " + shown(str(e)).replace("\n", "  \n")}
+            return {c["import_notes"]: shown(import_error_markdown(e))}
         before, _ = form.to_config(data)
         changed = {k: v for k, v in result.given.items()
                    if k in form.components and before.get(k) != v}
@@ -330,7 +331,7 @@ def bind_events(ctx: Ctx) -> None:
     def apply_method(data: dict):
         """The suggested method's fields into the form (the refresh that follows shows it)."""
         return form.to_updates(data[c["method_changes"]] or {}, data) or {
-            form.revision: gr.skip()}  # nothing to change (an empty dict would be one value)
+            form.snapshot: gr.skip()}  # nothing to change (an empty dict would be one value)
 
     c["apply_method"].click(apply_method, inputs=form.inputs | {c["method_changes"]},
                             outputs=form.fill_outputs, show_progress_on=[c["apply_method"]],
@@ -371,18 +372,29 @@ def import_notes_markdown(result, before: dict, changed: dict) -> str:
         return "(empty)" if v is None or v == "" else str(v)
 
     if changed:
-        lines = [bilingual(f"✓ Imported: {len(changed)} field(s) changed; every other field "
-                           f"kept its value."), ""]
+        lines = [bilingual(Msg("import.changed", n=len(changed))), ""]
         lines += [f"- `{k}`: `{shown(before.get(k))}` → `{shown(v)}`"
                   for k, v in changed.items()]
     else:
-        lines = [bilingual("✓ Imported: the form already has every setting of the command.")]
+        lines = [bilingual(Msg("import.unchanged"))]
     if result.not_understood:
-        lines += ["", bilingual("**Not understood** (not imported):")] + \
+        lines += ["", bilingual(Msg("import.not_understood"))] + \
             [f"- `{n}`" for n in result.not_understood]
     if result.notes:
-        lines += ["", bilingual("**Notes:**")] + [f"- {bilingual(n)}" for n in result.notes]
+        lines += ["", bilingual(Msg("import.notes"))] + [f"- {bilingual(n)}" for n in result.notes]
     return "\n".join(lines)
+
+
+def import_error_markdown(e: Exception) -> str:
+    """Why an import failed, each line in both languages where it is a message: a config
+    error's head, then its problems; a command text's error (``CommandError``) as it is."""
+    if isinstance(e, ConfigError):
+        head, *lines = str(e).split("\n")
+        shown = [bilingual(head)] + [bilingual(p) if line == f"  {p}" else bilingual(line.strip())
+                                     for p, line in zip(e.problems, lines)]
+    else:
+        shown = [bilingual(e.args[0] if e.args and isinstance(e.args[0], Msg) else str(e))]
+    return "✗ " + "  \n".join(shown)
 
 
 def _diff(c: dict, data: dict, cfg_dict: dict) -> str:

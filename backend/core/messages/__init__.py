@@ -32,7 +32,7 @@ import string
 from typing import Any
 
 # One module per area, each with EN and ZH dicts of the same keys.
-AREAS = ("common", "validation", "estimate", "runs", "page")
+AREAS = ("common", "validation", "estimate", "jobs", "page")
 
 LANGS = ("en", "zh")
 EN: dict[str, str] = {}
@@ -43,14 +43,14 @@ _JOIN = {"en": ", ", "zh": "，"}
 def _load() -> None:
     for area in AREAS:
         mod = importlib.import_module(f"{__name__}.{area}")
-        for name, table, into in (("EN", mod.EN, EN), ("ZH", mod.ZH, ZH)):
-            twice = sorted(set(table) & set(into))
-            if twice:
-                raise ValueError(f"message code(s) defined twice ({name}, area {area}): {twice}")
-            into.update(table)
         lone = sorted(set(mod.EN) ^ set(mod.ZH))
         if lone:
             raise ValueError(f"message code(s) of area {area} without both languages: {lone}")
+        twice = sorted(set(mod.EN) & set(EN))
+        if twice:
+            raise ValueError(f"message code(s) defined twice (area {area}): {twice}")
+        EN.update(mod.EN)
+        ZH.update(mod.ZH)
 
 
 def table(lang: str) -> dict[str, str]:

@@ -44,7 +44,7 @@ ZH: dict[str, str] = {
     "stage.data_process": "data_process（缓存）",
     "stage.train": "train（训练）",
     "stage.sample": "sample（采样）",
-    "stage.caption": "caption（写描述）",
+    "stage.caption": "`caption`（写描述）",
     "header.run id": "运行 ID",
     "header.name": "名称",
     "header.status": "状态",

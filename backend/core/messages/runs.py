@@ -1,7 +1,0 @@
-"""Messages of the runs area: each code in English and Chinese (see backend.core.messages)."""
-
-EN: dict[str, str] = {
-}
-
-ZH: dict[str, str] = {
-}
