@@ -418,7 +418,6 @@ def serve(args: argparse.Namespace, workspace: Path, models_dir: Path | None,
     settings = launch_settings(args, workspace, models_dir, creds)
     extra = webapp.launch_kwargs() if hasattr(webapp, "launch_kwargs") else {}
     demo.launch(**{**extra, **settings})
-    webapp.warm_up(demo)  # the libraries and the first estimate, off the first page's path
     start_sweeper(workspace)
     local = f"http://{args.host}:{demo.server_port}{args.root_path or ''}/"
     if creds is not None:

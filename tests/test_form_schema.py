@@ -76,7 +76,7 @@ def test_values_round_trip_through_the_form(app, preset):
     form = app.zerolora_ctx.form
     cfg = load_preset(preset).to_dict()
     shown = form.full_config(cfg)
-    updates = form.to_updates(shown)  # {component: widget value}
+    updates = form.to_updates(shown, form.event_inputs({}))  # {component: widget value}
     back, problems = form.to_config(updates)
     assert problems == []
     assert back == shown
@@ -86,7 +86,7 @@ def test_values_round_trip_through_the_form(app, preset):
 
 def test_bad_values_are_reported_by_field(app):
     form = app.zerolora_ctx.form
-    values = form.values(form.to_updates(form.full_config({})))
+    values = form.values(form.to_updates(form.full_config({}), form.event_inputs({})))
     values.update(lora_rank=0, sample_lora_scales="0, lots", max_steps="ten")
     cfg, _, problems = form.check(form.event_inputs(values))
     assert cfg is None
@@ -117,7 +117,8 @@ def test_a_fill_sends_the_fields_that_change_and_the_form_travels_as_one_value(a
     from backend.config.presets import load_preset
 
     form = app.zerolora_ctx.form
-    shown = form.to_updates(form.full_config(load_preset("cpu_demo").to_dict()))
+    shown = form.to_updates(form.full_config(load_preset("cpu_demo").to_dict()),
+                            form.event_inputs({}))
     snap = shown[form.snapshot]
     assert json.loads(snap)["lora_rank"] == load_preset("cpu_demo").lora_rank
     other = form.to_updates(form.full_config(load_preset("cpu_demo_zero3").to_dict()),
@@ -128,6 +129,14 @@ def test_a_fill_sends_the_fields_that_change_and_the_form_travels_as_one_value(a
     assert after["zero_stage"] == 3 and after["lora_rank"] == json.loads(snap)["lora_rank"]
     assert form.to_updates(form.full_config(load_preset("cpu_demo").to_dict()),
                            {form.snapshot: snap}) == {}  # nothing changes: nothing to follow
+    # A fill of a few fields keeps every other value of the snapshot; a handler that fills
+    # without the snapshot among its inputs is refused.
+    edited = json.dumps({**json.loads(snap), "lora_rank": 7})
+    few = form.to_updates({"dataset_base_path": "/data/cats"}, {form.snapshot: edited})
+    assert set(few) == {form.components["dataset_base_path"], form.snapshot}
+    assert json.loads(few[form.snapshot])["lora_rank"] == 7
+    with pytest.raises(KeyError, match="snapshot"):
+        form.to_updates({"dataset_base_path": "/data/cats"}, {})
     cfg, _, problems = form.check({form.snapshot: snap})
     assert not problems and cfg.lora_rank == load_preset("cpu_demo").lora_rank
     fns = list(app.fns.values() if isinstance(app.fns, dict) else app.fns)
@@ -168,14 +177,3 @@ def test_an_event_with_many_outputs_shows_its_progress_on_one_place(app):
              if not fn.show_progress_on or len(fn.show_progress_on) > 2]
     assert not loose, f"events showing progress on every output: {loose}"
 
-
-def test_the_app_warms_up_the_first_estimate_in_the_background(app):
-    """Once the app serves, the libraries and the first config's estimate load in a
-    background thread: the first page's estimate is then answered from what it loaded."""
-    from backend.core import libraries
-    from webui.app import warm_up
-
-    thread = warm_up(app)
-    assert thread.daemon and thread.name == "zerolora-warm-up"
-    thread.join(timeout=300)
-    assert not thread.is_alive() and libraries._loaded

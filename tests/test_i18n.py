@@ -183,8 +183,12 @@ NAMES = {"English", "Gradio"}
 
 
 def _typed_by_users(workspace: Path) -> list[str]:
-    """What the server's users typed (run names, sample prompts; the session server holds
-    other tests' runs): shown as it is in either language. Longest first."""
+    """What the server's users typed (run names, sample prompts in the config and in the
+    samples a run rendered; the session server holds other tests' runs): shown as it is in
+    either language. Longest first."""
+    import json
+
+    from backend.core.rundir import SAMPLES_INDEX, RunDir
     from backend.jobs.runner import Runner
     from webui.jobs import run_config
 
@@ -192,6 +196,10 @@ def _typed_by_users(workspace: Path) -> list[str]:
     for run in Runner(workspace, auto_start=False).list_runs():
         typed.add(run.get("name") or "")
         typed.update(run_config(run).get("sample_prompts") or [])
+        index = RunDir(run["run_dir"]).samples / SAMPLES_INDEX
+        if index.is_file():
+            typed.update(str(e.get("prompt") or "")
+                         for e in json.loads(index.read_text()).get("images", []))
     return sorted((t for t in typed if t.strip()), key=len, reverse=True)
 
 

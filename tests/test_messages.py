@@ -93,3 +93,16 @@ def test_every_chinese_template_reads_as_chinese():
             for code, template in ZH.items()}
     left = {code: words for code, words in left.items() if words}
     assert not left, f"Chinese templates with English left: {left}"
+
+
+def test_every_code_in_the_tables_is_used():
+    """A code is written in the source (``Msg("code", ...)``) or reached by a template's
+    lookup (``{x:@prefix}`` names ``prefix.<value>``): the tables hold no dead sentence."""
+    import re
+
+    written = set(_codes_in_source())
+    lookups = {p for t in list(EN.values()) + list(ZH.values())
+               for p in re.findall(r"\{\w+:@([\w.]+)\}", t)}
+    dead = sorted(c for c in EN if c not in written and c.rsplit(".", 1)[0] not in lookups
+                  and not any(c.startswith(p + ".") for p in lookups))
+    assert not dead, f"codes nothing uses: {dead}"

@@ -16,27 +16,12 @@ import pytest
 import yaml
 
 from backend.core.messages import EN, ZH, Msg, placeholders
+from backend.core.messages import codes as codes_in
 from backend.jobs import diagnosis
 from webui.messages import english_left
 
 ROOT = Path(__file__).resolve().parents[1]
 AREA_PREFIXES = ("exit.", "diagnosis.", "note.", "runtab.", "runs.")
-
-
-def codes_in(value) -> set[str]:
-    """Every code a message (or a list, or a dict of them) is made of, its params' too."""
-    found: set[str] = set()
-    if isinstance(value, Msg):
-        found.add(value.code)
-        for v in value.params.values():
-            found |= codes_in(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            found |= codes_in(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            found |= codes_in(v)
-    return found
 
 
 def assert_chinese(m) -> str:

@@ -143,7 +143,7 @@ def test_loading_saving_and_uploading_captions_say_so_in_both_languages(app, sho
     (tmp_path / "up" / "notes.md").write_text("x")
     files.append(str(tmp_path / "up" / "notes.md"))
     out = callback(demo, "webui.tabs.dataset", "upload")(
-        {c["upload_files"]: files, c["upload_name"]: "uploaded-1"}, REQ)
+        {**form_data(ctx), c["upload_files"]: files, c["upload_name"]: "uploaded-1"}, REQ)
     text = out[c["data_msg"]]
     assert "with 1 image(s).</span>" in text and "- <span" in text
     page = zh_page(text)
@@ -199,7 +199,8 @@ def test_the_check_its_bucket_plan_and_the_sample_prompt_offer(app, shown, tmp_p
         "epoch" in text
     offer = out[c["sample_suggestion"]]
     assert offer and "测试提示词（训练页，样图）没有提到这个数据集" in zh_page(out[c["sample_suggest"]])
-    out = callback(demo, "webui.tabs.dataset", "use_suggestion")({c["sample_suggestion"]: offer})
+    out = callback(demo, "webui.tabs.dataset", "use_suggestion")(
+        {**form_data(ctx), c["sample_suggestion"]: offer})
     assert zh_page(out[c["data_msg"]]) == "✓ 测试提示词已设为数据集的 2 条描述（训练页，样图）。"
     assert {"dataset.check_ok", "bucket.head", "bucket.col_bucket", "bucket.col_dropped",
             "bucket.dropped", "samples.suggest", "samples.set"} <= set(shown.codes())
@@ -438,11 +439,6 @@ def test_the_results_tab_lines(app, shown, tmp_path, monkeypatch):
             "results.choose_run", "results.not_ended", "results.render_queued",
             "results.rendering", "results.rendering_count", "results.rendered",
             "results.render_ended", "results.render_ended_why"} <= codes
-
-
-def test_no_run_yet_line():
-    m = shown_ok(Msg("results.no_run_yet"))
-    assert m == "No run yet: press **Start training**." and m.text("zh") == "还没有运行：点 **开始训练**。"
 
 
 # ---------------------------------------------------------------------- model tab

@@ -15,26 +15,13 @@ from backend.config import cli, files, presets
 from backend.config.errors import ConfigError
 from backend.config.schema import FIELDS, RunConfig
 from backend.config.validation import validate, validate_layers
-from backend.core.messages import EN, Msg
+from backend.core.messages import EN, Msg, codes
 from webui.messages import english_left
 
 ALL_VALIDATION = {c for c in EN if c.split(".")[0] in ("validation", "config", "problems")}
 BAD_VALUES = ("abc", -(10**13), 10**13, 3.7, 17, [], ["x"], "", {"a": 1}, None, True, "1.5",
               [1], ["x"] * 3, "a" * 250, 0, -1, float("nan"), "x\x00", "   ", [None], 520,
               -0.5, 2.0, [5.0], ["bad"], "none", "zz:yy", 10**30)
-
-
-def codes(value) -> set[str]:
-    """Every code in a message and the messages among its parameters."""
-    found: set[str] = set()
-    if isinstance(value, Msg):
-        found.add(value.code)
-        for v in value.params.values():
-            found |= codes(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            found |= codes(v)
-    return found
 
 
 def assert_both_languages(m) -> str:

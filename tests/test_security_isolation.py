@@ -28,7 +28,7 @@ from backend.config.validation import validate
 from backend.planning.plan import StagePlan
 from backend.jobs.runner import Runner
 from tests.harness.app import AppServer
-from tests.harness.browser import Page, USERS
+from tests.harness.browser import Page, USERS, english
 
 pytestmark = pytest.mark.timeout(600)
 TERMINAL = ("succeeded", "failed", "stopped")
@@ -324,7 +324,7 @@ def test_presets_belong_to_their_user_and_admin_fields_stay_with_admins(served):
                          ("hub_endpoint", "http://127.0.0.1:9")):
         out = bob_page.call("preset-save", {"preset-save-name": "sources",
                                             f"field-{field}": value})
-        assert out["preset-msg"].startswith(f"✗ {field}: reserved to admins"), out
+        assert english(out["preset-msg"]).startswith(f"✗ {field}: reserved to admins"), out
     assert not (ws / "presets" / "users" / "bob" / "sources.yaml").exists()
     out = bob_page.call("preset-save", {"preset-save-name": "everyone", "preset-shared": True})
     assert "only admins share presets" in out["preset-msg"], out

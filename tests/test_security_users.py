@@ -22,14 +22,8 @@ from backend.jobs.runner import Runner
 from webui import datasets, security
 from webui.datasets import DatasetFolderError
 from webui.form import to_widget_value
+from tests.harness.browser import english
 from webui.security import Credentials, LoginLimiter
-
-
-def english(text: str) -> str:
-    """The English of a message the page shows in both languages (one shown at a time)."""
-    import re
-    text = re.sub(r'<span class="zl-zh">.*?</span>', "", str(text))
-    return re.sub(r'</?span[^>]*>', "", text)
 
 
 pytestmark = pytest.mark.timeout(300)
@@ -203,16 +197,19 @@ def test_the_dataset_tab_acts_for_the_signed_in_user(app, tmp_path):
     load, save = callback(demo, "load_captions"), callback(demo, "save_captions")
     upload = callback(demo, "upload")
 
-    out = upload({c["upload_files"]: uploads(tmp_path), c["upload_name"]: "new"}, bob)
+    out = upload({**form.event_inputs({}), c["upload_files"]: uploads(tmp_path),
+                  c["upload_name"]: "new"}, bob)
     assert out[base] == str(ws / "datasets" / "bob" / "new"), out[c["data_msg"]]
     assert len(out[c["captions"]]) == 2
 
     carols = str(ws / "datasets" / "carol" / "dogs")
     out = load({base: carols, meta: ""}, bob)
-    assert out[c["data_msg"]].startswith("✗ dataset_base_path: outside your dataset folders")
+    assert english(out[c["data_msg"]]).startswith(
+        "✗ dataset_base_path: outside your dataset folders")
     assert out[c["captions"]] == []
     out = save({base: carols, meta: "", c["captions"]: [["a.png", "overwritten"]]}, bob)
-    assert out[c["data_msg"]].startswith("✗ dataset_base_path: outside your dataset folders")
+    assert english(out[c["data_msg"]]).startswith(
+        "✗ dataset_base_path: outside your dataset folders")
     assert (ws / "datasets" / "carol" / "dogs" / "a.txt").read_text() == \
         "carol's private caption"
     # The check (which reads every caption) is refused there too.

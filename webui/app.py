@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -89,28 +88,6 @@ def launch_kwargs() -> dict[str, Any]:
     """What ``Blocks.launch`` needs for this UI (gradio 6 takes these at launch)."""
     return {"i18n": I18N, "css": CSS + LANG_CSS + results.GRID_CSS,
             "footer_links": ["api", "settings"]}
-
-
-def warm_up(demo: gr.Blocks) -> threading.Thread:
-    """Load the libraries and the estimate of the form's first config in the background once
-    the app serves, so the first page's checks and estimate do not wait for seconds of
-    imports (a later family's own classes still load on its first estimate, about a
-    second). Best effort: a failure here shows when a page asks for the same estimate."""
-    ctx = demo.zerolora_ctx
-
-    def run() -> None:
-        from backend.config.validation import validate
-        from backend.core import libraries
-
-        try:
-            libraries.load()
-            training.estimate_markdown(validate(ctx.form.defaults, require_inputs=False))
-        except Exception:  # noqa: BLE001 - the page reports it when it asks
-            pass
-
-    thread = threading.Thread(target=run, daemon=True, name="zerolora-warm-up")
-    thread.start()
-    return thread
 
 
 def create_app(runner, workspace: Path, models_dir: Path | None = None,

@@ -35,16 +35,23 @@ from webui.messages import bilingual
 # The snapshot's revision: a fill sends a new one. Edits made quickly one after the other
 # each read the snapshot the page holds when they start, so the browser keeps every edit
 # since the last fill itself (one script runs at a time) and starts again from the
-# snapshot when a fill has brought a new revision.
+# snapshot when a fill has brought a new revision. A field whose value the snapshot already
+# holds (each field a fill changed) leaves it as it is: nothing follows.
 _REV = "__revision"
 SNAPSHOT_JS = """(v, s) => {
   const d = JSON.parse(s || '{}');
   const kept = window.__zlForm;
   const values = kept && kept.rev === d.__revision ? kept.values : d;
+  if (JSON.stringify(values[NAME]) === JSON.stringify(v)) return s;
   values[NAME] = v;
   window.__zlForm = {rev: d.__revision, values};
   return JSON.stringify(values);
 }"""
+
+def _json(values: dict) -> str:
+    """The snapshot's text, written as the browser writes it (no spaces)."""
+    return json.dumps(values, separators=(",", ":"), ensure_ascii=False)
+
 
 GROUP_ORDER = ("run", "model", "data", "lora", "training", "distributed", "stages", "samples")
 
@@ -253,23 +260,23 @@ class Form:
 
     # ------------------------------------------------------------------ values
     # The form travels as one value: ``snapshot``, a hidden text box holding every field's
-    # value as JSON. A user's edit copies the field into it in the browser (``bind_snapshot``:
-    # no server call), a fill sends it with the fields it changes; every event that reads
+    # value as JSON. A field's change copies it in, in the browser (``bind_snapshot``: no
+    # server call), a fill sends it with the fields it changes; every event that reads
     # the form takes the snapshot, not a hundred and more components. (The page keeps a
     # loading status for each input of every event it has run and walks them all at each
     # status change of any event: with the form as inputs, a preset pick took seconds of
     # browser time.)
     def render_snapshot(self) -> gr.Textbox:
         values = {n: to_widget_value(n, self.defaults.get(n)) for n in visible_fields()}
-        self.snapshot = gr.Textbox(json.dumps({**values, _REV: 0}), visible=False,
+        self.snapshot = gr.Textbox(_json({**values, _REV: 0}), visible=False,
                                    elem_id="form-values")
         return self.snapshot
 
     def bind_snapshot(self) -> None:
-        """Each field's edit (its ``input`` event) writes its value into the snapshot, in
-        the browser (``SNAPSHOT_JS``)."""
+        """Each field's new value (its ``change`` event: typed, pasted or filled in, also by
+        a fill) is written into the snapshot, in the browser (``SNAPSHOT_JS``)."""
         for name, comp in self.components.items():
-            comp.input(None, inputs=[comp, self.snapshot], outputs=[self.snapshot],
+            comp.change(None, inputs=[comp, self.snapshot], outputs=[self.snapshot],
                        js=SNAPSHOT_JS.replace("NAME", json.dumps(name)),
                        show_progress="hidden", queue=False)
 
@@ -288,7 +295,7 @@ class Form:
 
     def event_inputs(self, values: dict[str, Any]) -> dict:
         """{field name: widget value} → the inputs an event that reads the form gets."""
-        return {self.snapshot: json.dumps(values)}
+        return {self.snapshot: _json(values)}
 
     def to_config(self, data: dict) -> tuple[dict[str, Any], list[str]]:
         """An event's inputs → a config dict of every visible field, plus parse problems."""
@@ -324,26 +331,30 @@ class Form:
 
     @property
     def fill_outputs(self) -> list:
-        """What a handler that fills fields lists as outputs."""
-        return list(self.components.values()) + [self.snapshot]
+        """What a handler that fills fields lists as outputs: the snapshot first, so the page
+        holds it before each filled field's change reads it."""
+        return [self.snapshot] + list(self.components.values())
 
-    def to_updates(self, cfg: dict[str, Any], shown: dict | None = None) -> dict:
+    def to_updates(self, cfg: dict[str, Any], shown: dict) -> dict:
         """A config dict → {component: value} for every field it names (and the form shows)
-        whose component does not show that value already (``shown``: the event's inputs;
-        None: every field), and the snapshot (none when no field changes)."""
-        now = self.values(shown) if shown is not None else \
-            {n: to_widget_value(n, self.defaults.get(n)) for n in self.components}
+        whose component does not show that value already, and the snapshot with them (none
+        when no field changes). ``shown``: the event's inputs, which hold the snapshot (the
+        fields ``cfg`` leaves out keep their values in it)."""
+        if self.snapshot not in shown:
+            raise KeyError("a handler that fills the form takes its snapshot as an input "
+                           "(Form.inputs)")
+        now = self.values(shown)
         out = {}
         for k, v in cfg.items():
             comp = self.components.get(k)
             if comp is None:
                 continue
             value = to_widget_value(k, v)
-            if shown is None or k not in now or now[k] != value:
+            if k not in now or now[k] != value:
                 out[comp] = value
                 now[k] = value
         now[_REV] = time.monotonic_ns()
-        return {**out, self.snapshot: json.dumps(now)} if out or shown is None else {}
+        return {**out, self.snapshot: _json(now)} if out else {}
 
     def family_switch(self, values: dict[str, Any], old: str, new: str) -> dict[str, Any]:
         """Field values after the family changes from ``old`` to ``new``: a field still at

@@ -63,6 +63,12 @@ def field(page, name: str):
 USERS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "carol": "carol-pw-3", "dave": "dave-pw-4"}
 
 
+def english(text: str) -> str:
+    """The English of a message the page shows in both languages (one shown at a time)."""
+    text = re.sub(r'<span class="zl-zh">.*?</span>', "", str(text))
+    return re.sub(r'</?span[^>]*>', "", text)
+
+
 class Page:
     """The page's own events over plain HTTP, as the browser sends them."""
 

@@ -240,12 +240,12 @@ def _bind_upload(ctx: Ctx) -> None:
             [f"- {bilingual(n)}" for n in notes]
         return {c["data_msg"]: "\n".join(msg),
                 **form.to_updates({"dataset_base_path": str(folder),
-                                   "dataset_metadata_path": meta or ""}),
+                                   "dataset_metadata_path": meta or ""}, data),
                 c["captions"]: rows, c["upload_files"]: None,
                 c["thumbs"]: gr.Gallery(value=thumbs, visible=bool(rows))}
 
-    c["upload_btn"].click(upload, inputs={c["upload_files"], c["upload_name"]},
-                          outputs=[c["data_msg"], base_c, meta_c, form.snapshot, c["captions"],
+    c["upload_btn"].click(upload, inputs=form.inputs | {c["upload_files"], c["upload_name"]},
+                          outputs=[form.snapshot, c["data_msg"], base_c, meta_c, c["captions"],
                                    c["upload_files"], c["thumbs"]], api_visibility="private")
 
 
@@ -334,13 +334,13 @@ def _bind_check(ctx: Ctx) -> None:
         offer = data[c["sample_suggestion"]] or []
         if not offer:
             return {c["sample_suggest_row"]: gr.Row(visible=False)}
-        return {**form.to_updates({"sample_prompts": offer}),
+        return {**form.to_updates({"sample_prompts": offer}, data),
                 c["data_msg"]: bilingual(Msg("samples.set", n=len(offer))),
                 **_suggestion_outputs(c, [])}
 
     c["sample_suggest_btn"].click(
-        use_suggestion, inputs={c["sample_suggestion"]},
-        outputs=[form.components["sample_prompts"], form.snapshot, c["data_msg"]] +
+        use_suggestion, inputs=form.inputs | {c["sample_suggestion"]},
+        outputs=[form.snapshot, form.components["sample_prompts"], c["data_msg"]] +
         suggest_outputs,
         api_visibility="private")
 

@@ -97,6 +97,18 @@ def text(value: Any, lang: str = "en") -> str:
     return _show(value, lang, "")
 
 
+def codes(value: Any) -> set[str]:
+    """Every code a message is made of (its parameters' too), also of a list or a dict of
+    them."""
+    if isinstance(value, Msg):
+        return {value.code} | codes(list(value.params.values()))
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return set().union(*(codes(v) for v in value)) if value else set()
+    return set()
+
+
 def _render(code: str, params: dict[str, Any], lang: str) -> str:
     return _Formatter(lang).vformat(table(lang)[code], (), params)
 

@@ -66,7 +66,6 @@ EN: dict[str, str] = {
     "results.rendered": "✓ Render `{job}` finished.",
     "results.render_ended": "✗ Render `{job}` {status:@status}:",
     "results.render_ended_why": "✗ Render `{job}` {status:@status}: {why:q}",
-    "results.no_run_yet": "No run yet: press **Start training**.",
     # -- Model tab: presets and the diff from the loaded one (webui/tabs/model.py)
     "preset.same": "Same as preset **{name}**.",
     "preset.same_defaults": "Same as preset **defaults**.",
@@ -136,7 +135,6 @@ ZH: dict[str, str] = {
     "results.rendered": "✓ 渲染 `{job}` 已完成。",
     "results.render_ended": "✗ 渲染 `{job}` {status:@status}：",
     "results.render_ended_why": "✗ 渲染 `{job}` {status:@status}：{why:q}",
-    "results.no_run_yet": "还没有运行：点 **开始训练**。",
     "preset.same": "与预设 **{name}** 相同。",
     "preset.same_defaults": "与默认设置相同。",
     "preset.changes": "与预设 **{name}** 相比有 **{n}** 处改动：",
