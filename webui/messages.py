@@ -18,6 +18,7 @@ import html
 import re
 
 from backend.core import rundir
+from backend.core import messages
 from backend.core.messages import Msg
 from backend.config.schema import FIELDS
 
@@ -350,11 +351,10 @@ def said(error: BaseException) -> list:
     """What an error says, as messages where it has them: its problems, else its headline
     or message, else its text."""
     for attr in ("problems", "headline", "message"):
-        said = getattr(error, attr, None)
-        if said:
-            return list(said) if isinstance(said, (list, tuple)) else [said]
-    first = error.args[0] if error.args else None
-    return [first] if isinstance(first, Msg) else [str(error)]
+        found = getattr(error, attr, None)
+        if found:
+            return list(found) if isinstance(found, (list, tuple)) else [found]
+    return [messages.said(error)]
 
 
 def refusal(what) -> str:

@@ -24,7 +24,7 @@ import yaml
 
 from backend.config.errors import ConfigError, field_problem
 from backend.config.schema import RunConfig
-from backend.core.messages import Msg
+from backend.core.messages import Msg, said
 from backend.jobs.runner import RunnerError
 from webui import security
 
@@ -86,12 +86,6 @@ def each_text(value: Any, change) -> Any:
     if isinstance(value, str):
         return change(value)
     return value
-
-
-def _said(error: Exception) -> Any:
-    """An error's message: the ``Msg`` it was raised with, else its text."""
-    first = error.args[0] if error.args else None
-    return first if isinstance(first, Msg) else str(error)
 
 
 def typed_paths(cfg: Any) -> list[str]:
@@ -178,7 +172,7 @@ def start_run(where: Where, cfg: RunConfig, user: str | None, *, name: str | Non
         raise Refused(Msg("config.refused.stages", n=len(e.problems)),
                       [each_text(p, security.redact) for p in e.problems]) from None
     except (RunnerError, ValueError, OSError) as e:
-        raise Refused(each_text(_said(e), security.redact)) from None
+        raise Refused(each_text(said(e), security.redact)) from None
 
 
 @shown_to_user
@@ -195,7 +189,7 @@ def resume_run(where: Where, run: dict, user: str | None, *,
     try:
         return where.runner.resume(run["id"], **_env_kwargs(env))
     except (RunnerError, ValueError, OSError) as e:
-        raise Refused(each_text(_said(e), security.redact)) from None
+        raise Refused(each_text(said(e), security.redact)) from None
 
 
 @shown_to_user
@@ -210,7 +204,7 @@ def render(where: Where, run: dict, settings: dict[str, Any], names: list[str],
     except ConfigError as e:
         raise Refused(Msg("config.refused.sample_settings"), e.problems) from None
     except (RunnerError, ValueError, OSError) as e:
-        raise Refused(each_text(_said(e), security.redact)) from None
+        raise Refused(each_text(said(e), security.redact)) from None
 
 
 @shown_to_user
@@ -235,4 +229,4 @@ def caption(where: Where, cfg: RunConfig, user: str | None, *,
     except CaptionError as e:
         raise Refused(Msg("config.refused.caption"), e.problems) from None
     except (RunnerError, ValueError, OSError) as e:
-        raise Refused(each_text(_said(e), security.redact)) from None
+        raise Refused(each_text(said(e), security.redact)) from None

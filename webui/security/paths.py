@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 from backend.config.errors import field_problem
 from backend.core import writegate
-from backend.core.messages import Msg
+from backend.core.messages import Msg, said
 from backend.core.rundir import RunDir
 from backend.core.readgate import inside as _inside
 from backend.core.readgate import under_any as _under_any
@@ -84,12 +84,6 @@ def _got(value: Any, base: Path | None = None) -> Msg:
     if base is not None and isinstance(value, str) and value and _linked(value, base):
         return Msg("config.path.got_link", got=text)
     return Msg("config.path.got", got=text)
-
-
-def _said(error: Exception) -> Any:
-    """An error's message: the ``Msg`` it was raised with, else its text."""
-    first = error.args[0] if error.args else None
-    return first if isinstance(first, Msg) else str(error)
 
 
 class _Roots:
@@ -302,7 +296,7 @@ def check_run_paths(cfg: Any, user: str | None, workspace: str | os.PathLike,
     try:
         roots = _Roots(user, workspace, models_dir, repo, runner, base)
     except AccessDenied as e:
-        return [_said(e)]
+        return [said(e)]
     nul = [field_problem(name, Msg("config.path.nul"))
            for name in (*PATH_OPTIONS, "hub_endpoint")
            if "\x00" in str(getattr(cfg, name, None) or "")]
@@ -434,7 +428,7 @@ def check_dataset_paths(base: str | None, metadata: str | None, user: str | None
         roots = _Roots(user, workspace, models_dir, Path(os.path.realpath(repo_root)), runner,
                        here)
     except AccessDenied as e:
-        return [_said(e)]
+        return [said(e)]
     if "\x00" in f"{base or ''}{metadata or ''}":
         return [field_problem("dataset_base_path", Msg("config.path.nul"))]
     return _data_problems(base or "", metadata or None, roots, write)
@@ -462,7 +456,7 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
     try:
         _, run_dir = _run_folder(runner, run)
     except AccessDenied as e:
-        return [field_problem("run_dir", _said(e))]
+        return [field_problem("run_dir", said(e))]
     yaml_file = RunDir.of(run).run_yaml
     name = yaml_file.name
     if os.path.lexists(yaml_file) and (yaml_file.is_symlink() or not yaml_file.is_file()):
@@ -473,7 +467,7 @@ def check_resume_paths(runner: Any, run: dict, user: str | None,
             run.get("config_yaml") or ""
         data = bounded.load_yaml(text, name) or {}
     except bounded.LimitExceeded as e:
-        return [_said(e)]
+        return [said(e)]
     except (OSError, ValueError) as e:  # UnicodeDecodeError, bounded.ParseError
         what = Msg("config.path.not_valid_yaml") if isinstance(e, bounded.ParseError) \
             else type(e).__name__

@@ -97,6 +97,12 @@ def text(value: Any, lang: str = "en") -> str:
     return _show(value, lang, "")
 
 
+def said(error: BaseException) -> "Msg | str":
+    """What an error says: the message it was raised with, else its text."""
+    first = error.args[0] if error.args else None
+    return first if isinstance(first, Msg) else str(error)
+
+
 def codes(value: Any) -> set[str]:
     """Every code a message is made of (its parameters' too), also of a list or a dict of
     them."""
