@@ -177,3 +177,17 @@ def test_an_event_with_many_outputs_shows_its_progress_on_one_place(app):
              if not fn.show_progress_on or len(fn.show_progress_on) > 2]
     assert not loose, f"events showing progress on every output: {loose}"
 
+
+def test_no_event_shows_its_progress_on_a_layout(app):
+    """A loading status kept on a layout (the tabs, a tab, a row) is walked with everything
+    inside it at each status change of any event: on the tabs, the whole page at every
+    event (about 3 s of each preset pick went there). An event whose outputs are layouts
+    shows its progress on a component of its own."""
+    from gradio.blocks import BlockContext
+
+    fns = app.fns.values() if isinstance(app.fns, dict) else app.fns
+    on_layout = [f"{fn.name}: {type(t).__name__} {t.elem_id}" for fn in fns if fn.fn is not None
+                 for t in (fn.show_progress_on or fn.outputs)
+                 if isinstance(t, BlockContext) and getattr(t, "children", None)]
+    assert not on_layout, on_layout
+

@@ -316,7 +316,7 @@ def test_presets_belong_to_their_user_and_admin_fields_stay_with_admins(served):
     out = carol_page.call("preset-save", {"preset-save-name": "bobs", "field-lora_rank": 8})
     assert "Saved preset" in out["preset-msg"], out
     assert "lora_rank: 24" in (ws / "presets" / "users" / "bob" / "bobs.yaml").read_text()
-    out = bob_page.call("preset", {"preset": "bobs"}, kind="input")
+    out = bob_page.call("preset", {"preset": "bobs"}, kind="select")
     assert out["field-lora_rank"] == 24, out
 
     # Model sources, mirrors and server folders: refused in a non-admin's preset at save...
@@ -334,7 +334,7 @@ def test_presets_belong_to_their_user_and_admin_fields_stay_with_admins(served):
         "hub_endpoint: http://127.0.0.1:9\nmodels_dir: /\n")
     with pytest.raises(Exception, match="hub_endpoint: reserved to admins"):
         bob.predict(config={}, preset="planted", name="", hub_token="", api_name="/start_run")
-    out = bob_page.call("preset", {"preset": "planted"}, kind="input")
+    out = bob_page.call("preset", {"preset": "planted"}, kind="select")
     assert "models_dir: reserved to admins" in out["preset-msg"], out
     # An admin shares one by choice; every user then sees it.
     alice_page = Page(served, "alice")
@@ -601,12 +601,12 @@ def test_downloads_and_uploads_belong_to_whoever_got_them_and_expire(served):
 
 def test_a_session_is_its_users_and_pages_refuse_framing(served):
     bob, carol = Page(served, "bob"), Page(served, "carol")
-    out = bob.call("preset", {"preset": "cpu_demo"}, kind="input")
+    out = bob.call("preset", {"preset": "cpu_demo"}, kind="select")
     assert '<span class="zl-en">Loaded preset **cpu_demo**.</span>' in out["preset-msg"]
     # Carol cannot read or join bob's queue session by its hash.
     r = carol.http.get(f"/gradio_api/queue/data?session_hash={bob.session}")
     assert r.status_code == 403
-    dep = carol.event("preset", "input")
+    dep = carol.event("preset", "select")
     r = carol.http.post("/gradio_api/queue/join", json={
         "data": ["cpu_demo"], "fn_index": dep["id"], "session_hash": bob.session})
     assert r.status_code == 403

@@ -159,13 +159,13 @@ def _bind_app_events(ctx: Ctx, demo: gr.Blocks, lang_en, lang_zh, lang: str | No
 
     for button, code in ((lang_en, "en"), (lang_zh, "zh")):
         button.click(tab_labels, inputs=[c["lang_box"]], outputs=tabs + [c["lang_box"]],
-                     js=f"(x) => {{ window.zlSetLang && window.zlSetLang('{code}', true); "
+                     show_progress_on=[c["lang_box"]], js=f"(x) => {{ window.zlSetLang && window.zlSetLang('{code}', true); "
                         f"return '{code}'; }}", show_progress="hidden",
                      api_visibility="private")
     default = f"window.zlDefaultLang = {json.dumps(lang)};" if lang else ""
     demo.load(None, js=LANG_JS.replace("async () => {", "async () => {" + default, 1))
     demo.load(tab_labels, inputs=[c["lang_box"]], outputs=tabs + [c["lang_box"]],
-              show_progress="hidden",
+              show_progress="hidden", show_progress_on=[c["lang_box"]],
               js=f"(x) => localStorage.getItem('zerolora-lang') || {json.dumps(lang or '')} || "
                  f"((navigator.language || '').toLowerCase().startsWith('zh') ? 'zh' : 'en')",
               api_visibility="private")
@@ -187,7 +187,7 @@ def _bind_app_events(ctx: Ctx, demo: gr.Blocks, lang_en, lang_zh, lang: str | No
     on_tick, t_inputs, t_outputs = c["on_tick"]
     load_outputs = [c["timer"], c["log_state"], c["run_id"], c["tabs"]]
     demo.load(on_load, inputs={c["run_id"]}, outputs=load_outputs,
-              api_visibility="private").then(on_tick, inputs=t_inputs, outputs=t_outputs,
+              show_progress_on=[c["run_msg"]], api_visibility="private").then(on_tick, inputs=t_inputs, outputs=t_outputs,
                                              show_progress="hidden", api_visibility="private")
 
     # The stored run id is read from localStorage when its component mounts, which on a
@@ -200,7 +200,7 @@ def _bind_app_events(ctx: Ctx, demo: gr.Blocks, lang_en, lang_zh, lang: str | No
 
     c["run_id"].change(on_stored, inputs={c["run_id"], c["log_state"]},
                        outputs=load_outputs, show_progress="hidden",
-                       api_visibility="private").then(
+                       show_progress_on=[c["run_msg"]], api_visibility="private").then(
         on_tick, inputs=t_inputs, outputs=t_outputs, show_progress="hidden",
         api_visibility="private")
 

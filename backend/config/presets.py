@@ -18,10 +18,12 @@ import yaml
 from backend.config.errors import ConfigError, field_problem
 from backend.config.files import read_yaml, write_yaml
 from backend.config.paths import REPO_ROOT
-from backend.config.schema import FIELDS, PATH_FIELDS, SCHEMA_VERSION, RunConfig
+from backend.config.schema import (FIELDS, PATH_FIELDS, SCHEMA_VERSION, RunConfig,
+                                   family_defaults)
 from backend.config.validation import validate_layers
 from backend.core import bounded
 from backend.core.messages import Msg
+from backend.families import family_of
 
 PRESETS_DIR = REPO_ROOT / "presets"
 # Where the values under a preset came from, in its problems.
@@ -144,9 +146,19 @@ def load_preset(name_or_path: str | os.PathLike, workspace: str | os.PathLike | 
     ``admin`` as for ``read_preset``.
     """
     data, path = read_preset(name_or_path, workspace, user, admin)
-    return validate_layers([(PRESET_BASE, base.to_dict() if base
-                             is not None else {}), (str(path) if admin else path.name, data)],
-                           require_inputs=False)
+    return validate_layers([(PRESET_BASE, _set_values(base)),
+                            (str(path) if admin else path.name, data)], require_inputs=False)
+
+
+def _set_values(base: RunConfig | None) -> dict[str, Any]:
+    """What ``base`` sets beyond its family's defaults (e.g. the app's models folder): a
+    preset of another family then gets that family's defaults, not the base family's
+    sources and targets."""
+    if base is None:
+        return {}
+    values = base.to_dict()
+    defaults = family_defaults(*family_of(values))
+    return {k: v for k, v in values.items() if defaults.get(k, object()) != v}
 
 
 def save_preset(cfg: RunConfig, name: str, workspace: str | os.PathLike,

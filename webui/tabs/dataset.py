@@ -328,7 +328,7 @@ def _bind_check(ctx: Ctx) -> None:
     suggest_outputs = [c["sample_suggest_row"], c["sample_suggest"], c["sample_suggestion"]]
     c["data_check"].click(check, inputs=form.inputs,
                           outputs=[c["data_msg"], c["data_report"]] + suggest_outputs,
-                          api_visibility="private")
+                          show_progress_on=[c["data_msg"]], api_visibility="private")
 
     def use_suggestion(data: dict):
         offer = data[c["sample_suggestion"]] or []
@@ -342,7 +342,7 @@ def _bind_check(ctx: Ctx) -> None:
         use_suggestion, inputs=form.inputs | {c["sample_suggestion"]},
         outputs=[form.snapshot, form.components["sample_prompts"], c["data_msg"]] +
         suggest_outputs,
-        api_visibility="private")
+        show_progress_on=[c["data_msg"]], api_visibility="private")
 
 
 SUGGESTED_PROMPTS = 2

@@ -109,7 +109,8 @@ def bind_events(ctx: Ctx) -> None:
 
     outputs = form.fill_outputs + [c["loaded"], c["loaded_name"], c["preset_msg"],
                                    c["preset_diff"]]
-    for trigger in (c["preset"].input, c["preset_load"].click):
+    # A pick is the drop-down's ``select`` (its ``input`` fires twice per pick: two fills).
+    for trigger in (c["preset"].select, c["preset_load"].click):
         trigger(load, inputs=form.inputs | {c["preset"]}, outputs=outputs,
                 show_progress_on=[c["preset_msg"]], api_visibility="private")
 

@@ -191,7 +191,7 @@ def _bind_open_reuse(ctx: Ctx) -> None:
 
     c["runs_open"].click(open_run, inputs={c["runs_pick"]},
                          outputs=c["follow_outputs"] + [c["tabs"], c["dl_msg"]],
-                         api_visibility="private").then(
+                         show_progress_on=[c["dl_msg"]], api_visibility="private").then(
         c["on_tick"][0], inputs=c["on_tick"][1], outputs=c["on_tick"][2],
         show_progress="hidden", api_visibility="private")
 
