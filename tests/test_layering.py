@@ -51,6 +51,8 @@ SPAWN_CALLS = {
 RUN_NAME_ALLOWED: dict[tuple[str, str], str] = {
     ("backend/config/schema.py", "samples"): "a group of the form (GROUPS), not a folder",
     ("webui/form.py", "samples"): "a group of the form (GROUP_ORDER), not a folder",
+    ("backend/families/flux2_dev/reference_launch.py", "accelerate_config_zero3.yaml"):
+        "the name of a launch file the reference ships, not a run file",
 }
 
 

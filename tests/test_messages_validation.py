@@ -97,6 +97,8 @@ def test_one_field_problems_read_as_before_in_english_and_in_chinese():
 
 # ---------------------------------------------------------------------- rules between fields
 RULE_CASES = (
+    {"model_family": "z_image",
+     "model_id_with_origin_paths": "Qwen/Qwen-Image:transformer/*.safetensors"},
     {"zero_stage": 0, "offload_param_device": "cpu"},
     {"zero_stage": 0, "offload_optimizer_device": "cpu"},
     {"zero_stage": 2, "offload_optimizer_device": "nvme"},

@@ -14,7 +14,8 @@ from backend.config.validation import validate
 from backend.families import family_of
 from backend.planning.plan import deepspeed_config, plan_run
 
-BUNDLED = ["cpu_demo", "cpu_demo_zero3", "flux2_klein_4b_low_vram", "flux2_klein_4b_single_gpu",
+BUNDLED = ["cpu_demo", "cpu_demo_zero3", "flux2_dev_low_vram", "flux2_dev_single_gpu",
+           "flux2_klein_4b_low_vram", "flux2_klein_4b_single_gpu",
            "flux2_klein_9b_low_vram", "flux2_klein_9b_single_gpu", "qwen_image_low_vram",
            "qwen_image_multi_gpu_zero2", "qwen_image_single_gpu", "qwen_image_2512_low_vram",
            "qwen_image_edit_2509_low_vram", "qwen_image_edit_2509_single_gpu",
@@ -69,6 +70,18 @@ def test_load_save_load_round_trips(tmp_path, name):
     assert saved.pop("schema_version") == SCHEMA_VERSION
     assert set(saved) == {k for k, _, _ in diff_configs(RunConfig(), cfg)}
     assert (f"my_{name}", path) in list_presets(tmp_path)
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_a_preset_on_the_pages_base_gets_its_own_familys_defaults(tmp_path, name):
+    """The page loads a preset over its base (the schema defaults and its models folder): a
+    preset of another family gets that family's sources and targets, not the default
+    family's, and the base's own setting stays."""
+    base = RunConfig(models_dir=str(tmp_path / "models"))
+    cfg, own = load_preset(name, base=base), load_preset(name)
+    raw = yaml.safe_load((PRESETS_DIR / f"{name}.yaml").read_text())
+    models_dir = own.models_dir if "models_dir" in raw else base.models_dir
+    assert cfg == own.model_copy(update={"models_dir": models_dir})
 
 
 def test_save_against_a_base_keeps_only_the_changes(tmp_path):

@@ -14,6 +14,7 @@ from backend.config.schema import (LOKR_FACTOR_ALLOWED, SAMPLE_SCALE_RANGE, STAG
 from backend.config.errors import field_problem
 from backend.core import bounded
 from backend.core.messages import Msg
+from backend.families import family_names, family_spec, foreign_sources
 
 
 def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list[Msg]:
@@ -163,7 +164,23 @@ def model_problems(c: dict[str, Any]) -> list[Msg]:
     if not [t for t in str(c["lora_target_modules"]).split(",") if t.strip()]:
         p.append(field_problem("lora_target_modules", Msg(
             "validation.rule.target_modules", got=repr(c["lora_target_modules"]))))
-    return p
+    return p + foreign_source_problems(c)
+
+
+def foreign_source_problems(c: dict[str, Any]) -> list[Msg]:
+    """Model sources of another family than the run's (a text encoder of one family with
+    another's transformer), refused before any stage loads them."""
+    family = c.get("model_family")
+    if family not in family_names():
+        return []
+    title = family_spec(family).title
+    model_paths = c["model_paths"] if isinstance(c.get("model_paths"), str) else None
+    return [field_problem(field, Msg("validation.rule.other_family_source",
+                                     got=bounded.short(entry), other=other, family=title,
+                                     example=example))
+            for field, entry, other, example in foreign_sources(
+                family, c.get("model_id_with_origin_paths"), model_paths,
+                c.get("tokenizer_path"))]
 
 
 def training_problems(c: dict[str, Any]) -> list[Msg]:

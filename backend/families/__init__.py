@@ -7,6 +7,8 @@ Cheap to import (plain data; torch loads only with an adapter):
     get_family(name)          -> Family                the adapter (imports its module)
     recognise(sources, paths) -> (family, variant)     from the files a command names
     family_of(options)        -> (family, variant name) of a mapping of run options
+    foreign_sources(family, sources, paths, tokenizer)
+                              -> [(field, entry, ...)]  a run's sources of another family
 
 The contract itself is in ``backend/families/base.py``. A family kept elsewhere is a module
 with a ``SPEC`` named in the environment variable ``ZEROLORA_FAMILY_MODULES``.
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from backend.families.base import Family
 
 __all__ = ["Component", "FamilySpec", "Variant", "family_names", "family_spec", "get_family",
-           "default_family", "family_of", "recognise", "register"]
+           "default_family", "family_of", "foreign_sources", "recognise", "register"]
 
 _SPECS: dict[str, FamilySpec] = {}
 
@@ -162,12 +164,114 @@ def recognise(sources: str | None, model_paths: str | None = None
         for n in _class_names(path):
             for spec in specs.values():
                 if n in spec.recognise_classes:
-                    by_value = [v for v in spec.variants if _named_by_values(v, index, files)]
+                    # A class two families share: the other components name the family.
+                    named = _by_components(spec, n, files, specs)
+                    by_value = [v for v in named.variants if _named_by_values(v, index, files)]
                     # A component folder's own class is shared: its pipeline's names it.
                     names = (n, index.get("_class_name"))
-                    return spec.name, next(iter(by_value), None) or next(
-                        (v for v in spec.variants if any(c in v.classes for c in names)), None)
+                    return named.name, next(iter(by_value), None) or next(
+                        (v for v in named.variants if any(c in v.classes for c in names)), None)
     return None
+
+
+def _by_components(spec: FamilySpec, name: str, files: list[str],
+                   specs: dict[str, FamilySpec]) -> FamilySpec:
+    """``spec``, or, when the class ``name`` is a component of several families (one
+    trained component in two pipelines), the one of them whose other components the local
+    ``files`` name: the classes of the files' folders and of the component folders beside
+    them (a text encoder). ``spec`` when none is named more."""
+    sharing = [spec] + [s for s in specs.values() if s is not spec and name in s.class_map()]
+    if len(sharing) < 2:
+        return spec
+    found: set[str] = set()
+    for f in files:
+        found.update(_class_names(Path(str(f)).expanduser()))
+    for component in {c.name for s in sharing for c in s.components}:
+        config = _component_config(files, component)
+        found.update([config.get("_class_name")] + list(config.get("architectures") or []))
+    common = set.intersection(*(set(s.class_map()) for s in sharing))
+    return max(sharing, key=lambda s: len((set(s.class_map()) - common) & found))
+
+
+def _component_classes(path: Path) -> list[str]:
+    """The component classes of a local model: its folder's ``config.json`` (a component
+    folder, or the folder of a weight file), and for a pipeline folder each component
+    folder's. The pipeline's own class is not one (a family may run another's pipeline
+    when their components are the same)."""
+    folder = path if path.is_dir() else path.parent
+    files = [folder / "config.json"]
+    if (folder / "model_index.json").is_file():
+        files += sorted(folder.glob("*/config.json"))
+    found: list[str] = []
+    for candidate in files:
+        try:
+            data = json.loads(candidate.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            found += [data.get("_class_name")] + list(data.get("architectures") or [])
+    return [n for n in found if isinstance(n, str)]
+
+
+def foreign_sources(family: str, sources: str | None, model_paths: str | None = None,
+                    tokenizer_path: str | None = None) -> list[tuple[str, str, str, str]]:
+    """The model sources of a ``family`` run that belong to another family, each as (field,
+    entry, the other family's title, an example of this family's source): a model id only
+    other families name (``model_id_with_origin_paths``, ``tokenizer_path``), or a local
+    component folder (or a pipeline folder holding one) whose class only other families'
+    components have (another family's text encoder beside this family's transformer).
+    Sources no family knows are not judged here (the hub says what it cannot
+    recognise)."""
+    specs = _discover()
+    own = specs.get(family)
+    if own is None:
+        return []
+    ids = set(own.model_ids())
+
+    def other_by_id(model_id: str) -> FamilySpec | None:
+        if model_id in ids:
+            return None
+        return next((s for s in specs.values() if model_id in s.model_ids()), None)
+
+    def other_by_class(path: Path) -> FamilySpec | None:
+        for n in _component_classes(path):
+            owners = [s for s in specs.values() if n in s.class_map()]
+            if owners and own not in owners:
+                return owners[0]
+        return None
+
+    def example(entry: str) -> str:
+        component = entry.rpartition(":")[2].split("/")[0] if ":" in entry else \
+            Path(entry).name
+        names = [c.name for c in own.components]
+        source = own.default_source(component) if component in names else None
+        return source or next(iter(str(own.defaults.get("model_id_with_origin_paths", "")
+                                       ).split(",")), "")
+
+    found: list[tuple[str, str, str, str]] = []
+    entries = [("model_id_with_origin_paths", e.strip()) for e in (sources or "").split(",")
+               if e.strip()]
+    if tokenizer_path and tokenizer_path.strip():
+        entries.append(("tokenizer_path", tokenizer_path.strip()))
+    try:
+        listed = json.loads(model_paths) if model_paths else []
+    except (ValueError, TypeError):
+        listed = []
+    for item in listed if isinstance(listed, list) else []:
+        for f in (item if isinstance(item, list) else [item]):
+            if isinstance(f, str):
+                entries.append(("model_paths", f))
+    for field, entry in entries:
+        path = Path(entry).expanduser()
+        if path.exists():
+            other = other_by_class(path)
+        elif field == "model_paths" or ":" not in entry:
+            other = None
+        else:
+            other = other_by_id(entry.rsplit(":", 1)[0])
+        if other is not None:
+            found.append((field, entry, other.title, example(entry)))
+    return found
 
 
 def family_of(data: dict[str, Any]) -> tuple[str, str | None]:

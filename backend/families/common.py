@@ -371,6 +371,34 @@ def load_tokenizer(folder):
     return AutoTokenizer.from_pretrained(str(folder))
 
 
+def load_chat_tokenizer(folder):
+    """The tokenizer of a vision-language processor's folder, with the processor's chat
+    template: what encoding text prompts needs of a processor whose class cannot be built
+    without torchvision (``PixtralProcessor``). ``AutoTokenizer`` reads a
+    ``chat_template.jinja`` beside the tokenizer; a template kept in a processor's older
+    files (``chat_template.json``, or ``processor_config.json``'s ``chat_template``) is read
+    from there. For text-only messages the tokenizer's ``apply_chat_template`` gives the
+    processor's ids: both render the same template, and neither adds special tokens to a
+    prompt the template starts with its own BOS."""
+    import json
+    from pathlib import Path
+
+    tokenizer = load_tokenizer(folder)
+    if tokenizer.chat_template is None:
+        for name in ("chat_template.json", "processor_config.json"):
+            try:
+                data = json.loads((Path(folder) / name).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and isinstance(data.get("chat_template"), str):
+                tokenizer.chat_template = data["chat_template"]
+                break
+    if tokenizer.chat_template is None:
+        raise ValueError(f"{folder}: no chat template (chat_template.jinja, "
+                         f"chat_template.json or processor_config.json)")
+    return tokenizer
+
+
 def load_flow_match_scheduler(folder):
     """A ``FlowMatchEulerDiscreteScheduler`` scheduler folder (the image families' samples)."""
     from diffusers import FlowMatchEulerDiscreteScheduler

@@ -172,6 +172,9 @@ EN: dict[str, str] = {
                                         "\"shard2.safetensors\"]])",
     "validation.rule.target_modules": "at least one module name (got {got}; allowed e.g. "
                                       "to_q,to_k,to_v)",
+    "validation.rule.other_family_source": "a {other} model, not {family} (got {got}; "
+                                          "allowed {family} sources, e.g. {example}, or "
+                                          "model_family for {other})",
     "validation.rule.max_steps_cap": "a cap below the step target cuts it short (got {got} "
                                      "with max_train_steps {target}; allowed empty or ≥ "
                                      "{target})",
@@ -472,6 +475,9 @@ ZH: dict[str, str] = {
                                         "\"shard2.safetensors\"]]）",
     "validation.rule.target_modules": "至少需要一个模块名（当前：{got}；允许：例如 "
                                       "to_q,to_k,to_v）",
+    "validation.rule.other_family_source": "这是 {other} 的模型，不属于 {family}（当前：{got}；"
+                                          "允许：{family} 的模型来源，例如 {example}，或把 "
+                                          "model_family 设为 {other}）",
     "validation.rule.max_steps_cap": "上限低于训练步数目标，会提前截断（当前：{got}，"
                                      "max_train_steps 为 {target}；允许：留空或 ≥ {target}）",
     "validation.rule.prune_needs_save_steps": "只会清理按步保存的检查点（当前：{got}，但没设置 "
