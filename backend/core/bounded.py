@@ -29,6 +29,8 @@ from typing import Any
 
 import yaml
 
+from backend.core.messages import Msg
+
 MAX_BYTES = 256 * 1024  # the largest bundled preset is under 2 KiB
 MAX_ALIASES = 64
 MAX_VALUES = 100_000
@@ -42,12 +44,6 @@ class ParseError(ValueError):
 
 class LimitExceeded(ParseError):
     """Text past one of the limits (size, aliases, values, nesting)."""
-
-
-def _limit(what: str, problem: str, limit: int, unit: str = "") -> LimitExceeded:
-    unit = f" {unit}" if unit else ""
-    return LimitExceeded(f"{what}: {problem} (got more than {limit}{unit}; allowed up to "
-                         f"{limit}{unit})")
 
 
 class BoundedLoader(yaml.SafeLoader):
@@ -65,16 +61,15 @@ class BoundedLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             self.aliases += 1
             if self.aliases > MAX_ALIASES:
-                raise _limit(self.what, "too many YAML aliases", MAX_ALIASES)
+                raise LimitExceeded(Msg("config.parse.too_many_aliases", what=self.what,
+                                        limit=MAX_ALIASES))
             node = super().compose_node(parent, index)
             if not hasattr(node, "zl_values"):
-                raise ParseError(f"{self.what}: a YAML alias inside the value it names (got a "
-                                 f"value that contains itself; allowed aliases to values "
-                                 f"defined before them)")
+                raise ParseError(Msg("config.parse.self_alias", what=self.what))
             return node
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise _limit(self.what, "nested too deep", MAX_DEPTH, "levels")
+            raise LimitExceeded(Msg("config.parse.too_deep", what=self.what, limit=MAX_DEPTH))
         try:
             node = super().compose_node(parent, index)
         finally:
@@ -86,8 +81,8 @@ class BoundedLoader(yaml.SafeLoader):
         else:
             count = 1
         if count > MAX_VALUES:
-            raise _limit(self.what, "too many values once YAML aliases are expanded",
-                         MAX_VALUES)
+            raise LimitExceeded(Msg("config.parse.too_many_values", what=self.what,
+                                    limit=MAX_VALUES))
         node.zl_values = count
         return node
 
@@ -100,7 +95,7 @@ def _cut(text: str, limit: int) -> str:
 
 def _check_size(what: str, size: int) -> None:
     if size > MAX_BYTES:
-        raise _limit(what, "too large", MAX_BYTES, "bytes")
+        raise LimitExceeded(Msg("config.parse.too_large", what=what, limit=MAX_BYTES))
 
 
 def loader(what: str = "config") -> type[BoundedLoader]:
@@ -121,19 +116,21 @@ def load_yaml(text: str | bytes, what: str = "config") -> Any:
     try:
         loader_ = loader(what)(text)
     except yaml.YAMLError as e:  # bytes that are no text (a binary file)
-        raise ParseError(f"{what}: not valid YAML ({_cut(str(e), 1000)})") from None
+        raise ParseError(Msg("config.parse.not_yaml", what=what,
+                             detail=_cut(str(e), 1000))) from None
     try:
         return loader_.get_single_data()
     except yaml.YAMLError as e:
-        raise ParseError(f"{what}: not valid YAML ({_cut(str(e), 1000)})") from None
+        raise ParseError(Msg("config.parse.not_yaml", what=what,
+                             detail=_cut(str(e), 1000))) from None
     except (ValueError, TypeError, OverflowError) as e:
         if isinstance(e, ParseError):
             raise
         # e.g. an integer of more digits than Python converts
-        raise ParseError(f"{what}: a value that cannot be read "
-                         f"({_cut(str(e).split(';')[0], 200)})") from None
+        raise ParseError(Msg("config.parse.unreadable_value", what=what,
+                             detail=_cut(str(e).split(';')[0], 200))) from None
     except RecursionError:
-        raise _limit(what, "nested too deep", MAX_DEPTH, "levels") from None
+        raise LimitExceeded(Msg("config.parse.too_deep", what=what, limit=MAX_DEPTH)) from None
     finally:
         loader_.dispose()
 
@@ -153,9 +150,10 @@ def load_json(text: str | bytes, what: str = "JSON") -> Any:
     try:
         value = json.loads(text)
     except RecursionError:
-        raise _limit(what, "nested too deep", MAX_DEPTH, "levels") from None
+        raise LimitExceeded(Msg("config.parse.too_deep", what=what, limit=MAX_DEPTH)) from None
     except ValueError as e:
-        raise ParseError(f"{what}: not valid JSON ({_cut(str(e), 200)})") from None
+        raise ParseError(Msg("config.parse.not_json", what=what,
+                             detail=_cut(str(e), 200))) from None
     check_value(value, what)
     return value
 
@@ -170,9 +168,9 @@ def check_value(value: Any, what: str = "config") -> None:
         item, depth = stack.pop()
         seen += 1
         if seen > MAX_VALUES:
-            raise _limit(what, "too many values", MAX_VALUES)
+            raise LimitExceeded(Msg("config.parse.too_many", what=what, limit=MAX_VALUES))
         if depth > MAX_DEPTH:
-            raise _limit(what, "nested too deep", MAX_DEPTH, "levels")
+            raise LimitExceeded(Msg("config.parse.too_deep", what=what, limit=MAX_DEPTH))
         if isinstance(item, dict):
             for k, v in item.items():
                 stack.append((k, depth + 1))

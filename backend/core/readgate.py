@@ -18,7 +18,8 @@ Use it like this (``cfg`` a ``RunConfig``)::
         data = f.read()
     gate.read_text(path); gate.is_file(path); gate.is_dir(path); gate.list_dir(path)
 
-Standard library only (the web server imports it before anything heavy).
+Standard library and the message tables only (the web server imports it before anything
+heavy).
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable
+
+from backend.core.messages import Msg
 
 __all__ = ["ReadGate", "ReadRefused", "UNRESTRICTED", "for_config", "inside", "real_path",
            "under_any"]
@@ -84,7 +87,7 @@ class ReadGate:
         return under_any(real_path(path), self.roots)
 
     def _refused(self, path, what: str) -> ReadRefused:
-        return ReadRefused(f"{what} not found (got {os.fspath(path)!r})")
+        return ReadRefused(Msg("config.read.not_found", what=what, got=os.fspath(path)))
 
     def check(self, path: str | os.PathLike, what: str = "file") -> Path:
         """``path`` resolved, when the run may read it; else ``ReadRefused`` worded like a

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
+from backend.core.messages import Msg
 from backend.core.readgate import inside, real_path, under_any
 
 __all__ = ["WriteGate", "WriteRefused", "UNRESTRICTED", "atomic_write", "for_config",
@@ -86,9 +87,11 @@ class WriteGate:
         return self.roots is not None
 
     # ---------------------------------------------------------------- checks
-    def _refused(self, path, what: str, why: str) -> WriteRefused:
-        allowed = "a file inside your own folders" if self.restricted else "a regular file"
-        return WriteRefused(f"{what}: {why} (got {os.fspath(path)!r}; allowed {allowed})")
+    def _refused(self, path, what: str, why: Msg) -> WriteRefused:
+        allowed = (Msg("config.write.own_folders") if self.restricted
+                   else Msg("config.write.regular_file"))
+        return WriteRefused(Msg("config.write.refused", what=what, why=why,
+                                got=os.fspath(path), allowed=allowed))
 
     def allows(self, path: str | os.PathLike) -> bool:
         """Whether ``path`` (links resolved now) is inside the roots."""
@@ -99,7 +102,7 @@ class WriteGate:
         friendly answer; the writes below check again as they write."""
         real = real_path(path)
         if real is None or not self.allows(path):
-            raise self._refused(path, what, "not writable here")
+            raise self._refused(path, what, Msg("config.write.not_writable"))
         return real
 
     # ---------------------------------------------------------------- folders
@@ -113,19 +116,19 @@ class WriteGate:
                 if part in ("", "."):
                     continue
                 if part == "..":
-                    raise self._refused(path, what, "'..' in the path")
+                    raise self._refused(path, what, Msg("config.write.dotdot"))
                 try:
                     nxt = os.open(part, _DIR_FLAGS | _NOFOLLOW, dir_fd=fd)
                 except FileNotFoundError:
                     if not create:
-                        raise self._refused(path, what, "folder not found") from None
+                        raise self._refused(path, what, Msg("config.write.no_folder")) from None
                     try:
                         os.mkdir(part, 0o755, dir_fd=fd)
                     except FileExistsError:
                         pass
                     nxt = os.open(part, _DIR_FLAGS | _NOFOLLOW, dir_fd=fd)
                 except OSError:  # a link (ELOOP) or not a folder (ENOTDIR)
-                    raise self._refused(path, what, "a link or not a folder on the way") \
+                    raise self._refused(path, what, Msg("config.write.link_on_way")) \
                         from None
                 os.close(fd)
                 fd = nxt
@@ -144,11 +147,11 @@ class WriteGate:
             try:
                 return os.open(given, _DIR_FLAGS)
             except OSError:
-                raise self._refused(folder, what, "folder not found") from None
+                raise self._refused(folder, what, Msg("config.write.no_folder")) from None
         real = real_path(given)
         root = next((r for r in self.roots if real is not None and inside(real, r)), None)
         if root is None:
-            raise self._refused(folder, what, "not writable here")
+            raise self._refused(folder, what, Msg("config.write.not_writable"))
         # The root's own path has no links (it was resolved); a link swapped in since fails.
         top = os.open("/", _DIR_FLAGS)
         fd = self._walk(top, root.parts[1:], folder, what, create=False)
@@ -156,7 +159,7 @@ class WriteGate:
         opened = _opened_path(fd)
         if opened is not None and not under_any(opened, self.roots):
             os.close(fd)
-            raise self._refused(folder, what, "not writable here")
+            raise self._refused(folder, what, Msg("config.write.not_writable"))
         return fd
 
     @contextlib.contextmanager
@@ -179,7 +182,7 @@ class WriteGate:
     def _target(self, path: str | os.PathLike, what: str) -> tuple[Path, str]:
         p = Path(os.path.expanduser(os.fspath(path)))
         if p.name in ("", ".", ".."):
-            raise self._refused(path, what, "not a file name")
+            raise self._refused(path, what, Msg("config.write.not_name"))
         return p.parent, p.name
 
     def _check_dest(self, dfd: int, name: str, path, what: str) -> None:
@@ -188,9 +191,9 @@ class WriteGate:
         except FileNotFoundError:
             return
         if stat.S_ISLNK(st.st_mode):
-            raise self._refused(path, what, "is a link; a link is never written through")
+            raise self._refused(path, what, Msg("config.write.is_link"))
         if not stat.S_ISREG(st.st_mode):
-            raise self._refused(path, what, "not a regular file")
+            raise self._refused(path, what, Msg("config.write.not_regular"))
 
     @contextlib.contextmanager
     def replacing(self, path: str | os.PathLike, what: str = "file", *, mode: int = 0o644,
@@ -236,7 +239,7 @@ class WriteGate:
                 fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
                              | getattr(os, "O_CLOEXEC", 0), mode, dir_fd=dfd)
             except FileExistsError:
-                raise self._refused(path, what, "already exists") from None
+                raise self._refused(path, what, Msg("config.write.exists")) from None
             try:
                 with os.fdopen(fd, "wb") as f:
                     yield f

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Protocol
 
 from backend.core import writegate
+from backend.core.messages import Msg
 
 # Component kinds the hub knows how to recognise (by config files) and resolve.
 MODEL, TOKENIZER, SCHEDULER, PROCESSOR = "model", "tokenizer", "scheduler", "processor"
@@ -156,7 +157,7 @@ class FamilySpec:
                 ids.append(c.source.rsplit(":", 1)[0])
         return tuple(dict.fromkeys(ids))
 
-    def map_reference_sources(self, sources: str | None) -> tuple[str | None, list[str]]:
+    def map_reference_sources(self, sources: str | None) -> tuple[str | None, list[Msg]]:
         """(``sources`` with each reference-trainer file of an original repository renamed to
         the same component of the ``reference_repo_suffix`` repository, one note per
         renamed entry). Entries this family does not know stay as they are."""
@@ -173,10 +174,9 @@ class FamilySpec:
                 out.append(entry)
                 continue
             new = f"{repo}{self.reference_repo_suffix}:{target}"
-            what = " (a pickle: never read)" if pattern.endswith((".pth", ".pt", ".bin")) \
-                else ""
-            notes.append(f"model_id_with_origin_paths: {entry}{what} -> {new}, the same "
-                         f"component in the diffusers layout")
+            notes.append(Msg("import.mapped_pickle", entry=entry, new=new)
+                         if pattern.endswith((".pth", ".pt", ".bin")) else
+                         Msg("import.mapped_source", entry=entry, new=new))
             if new not in out:
                 out.append(new)
         return ",".join(out), notes

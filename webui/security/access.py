@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from backend.core.messages import Msg
+
 class AccessDenied(PermissionError):
     """A request for a run or a file this user may not have; the message is for people."""
 
@@ -67,7 +69,7 @@ def user_of(request: Any) -> str | None:
     if name:
         return str(name)
     if _policy.auth_enabled:
-        raise AccessDenied("sign in first")
+        raise AccessDenied(Msg("access.sign_in"))
     return None
 
 
@@ -104,7 +106,7 @@ def get_run_checked(runner: Any, run_id: str, user: str | None,
     """The run's record when ``user`` may have it; the same refusal whether it does not exist
     or belongs to someone else (no probing for other users' run ids)."""
     run_id = str(run_id or "").strip()
-    refusal = AccessDenied(f"run_id: no such run of yours (got {run_id!r})")
+    refusal = AccessDenied(Msg("access.no_such_run", got=run_id))
     if not run_id:
         raise refusal
     try:

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterable
 
 from backend.core import rundir
+from backend.core.messages import Msg
 from backend.core.readgate import inside as _inside
 from webui.security.access import AccessDenied, get_run_checked
 
@@ -34,16 +35,15 @@ SERVED_TTL_S = 3600.0
 def _clean_relpath(relpath: str | os.PathLike) -> PurePosixPath:
     text = os.fspath(relpath)
     if not isinstance(text, str) or not text.strip():
-        raise AccessDenied("path: empty (allowed a file inside the run's folder, e.g. "
-                           "output/step-10.safetensors)")
+        raise AccessDenied(Msg("access.path_empty"))
     text = text.replace("\\", "/")
     if "\x00" in text:
-        raise AccessDenied("path: not allowed (got a NUL character)")
+        raise AccessDenied(Msg("access.path_nul"))
     p = PurePosixPath(text)
     if p.is_absolute() or re.match(r"^[A-Za-z]:", text) or text.startswith("~"):
-        raise AccessDenied(f"path: must be relative to the run's folder (got {text!r})")
+        raise AccessDenied(Msg("access.path_absolute", got=text))
     if any(part == ".." for part in p.parts):
-        raise AccessDenied(f"path: '..' is not allowed (got {text!r})")
+        raise AccessDenied(Msg("access.path_dotdot", got=text))
     return p
 
 
@@ -55,10 +55,10 @@ def _run_folder(runner: Any, run: dict) -> tuple[Path, Path]:
     # A run folder that is a link (e.g. swapped for one to /) is not trusted.
     runs = rundir.runs_root(workspace)
     if run_dir_raw.is_symlink() or (run_dir_raw.parent == runs and not _inside(run_dir, runs)):
-        raise AccessDenied(f"run {run['id']}: its folder is a link; refused")
+        raise AccessDenied(Msg("access.run_folder_link", id=run["id"]))
     if _inside(workspace, run_dir):
         # A "run folder" that holds the whole workspace (history, other runs) is not one.
-        raise AccessDenied(f"run {run['id']}: its folder holds the workspace; refused")
+        raise AccessDenied(Msg("access.run_folder_workspace", id=run["id"]))
     return workspace, run_dir
 
 
@@ -78,16 +78,16 @@ def registry_file(runner: Any, run_id: str, relpath: str | os.PathLike, user: st
     try:
         real = candidate.resolve(strict=True)
     except (FileNotFoundError, NotADirectoryError, RuntimeError, OSError):
-        raise AccessDenied(f"path: no such file in run {run['id']} (got {str(relpath)!r})"
+        raise AccessDenied(Msg("access.no_such_file", id=run["id"], got=str(relpath))
                            ) from None
     if not _inside(real, run_dir):
-        raise AccessDenied(f"path: outside run {run['id']}'s folder (got {str(relpath)!r})")
+        raise AccessDenied(Msg("access.outside_run", id=run["id"], got=str(relpath)))
     db = workspace / DB_NAMES[0]
     if real.name in DB_NAMES or (db.exists() and real.exists() and os.path.samefile(real, db)):
-        raise AccessDenied("path: the run history is never served")
+        raise AccessDenied(Msg("access.history"))
     st = real.stat()
     if not stat.S_ISREG(st.st_mode):
-        raise AccessDenied(f"path: not a regular file (got {str(relpath)!r})")
+        raise AccessDenied(Msg("access.not_regular", got=str(relpath)))
     return real
 
 
@@ -114,7 +114,7 @@ def check_run_reads(runner: Any, run: dict) -> None:
             continue
         real = Path(os.path.realpath(path))
         if not _inside(real, run_dir) or (path.is_symlink() and rel == logs_rel):
-            raise AccessDenied(f"run {run['id']}: {rel} is a link out of its folder; refused")
+            raise AccessDenied(Msg("access.link_out", id=run["id"], rel=rel))
 
 
 def read_run_text(runner: Any, run_id: str, relpath: str, user: str | None,
@@ -205,7 +205,7 @@ def stage_download(src: str | os.PathLike, workspace: str | os.PathLike,
     from webui.auth.passwords import USER_NAME
 
     if user is not None and not USER_NAME.match(str(user)):
-        raise AccessDenied(f"user: not a user name (got {user!r})")
+        raise AccessDenied(Msg("access.not_user_name", got=user))
     src = Path(src)
     expire_downloads(workspace)
     root = served_dir(workspace)
@@ -214,7 +214,7 @@ def stage_download(src: str | os.PathLike, workspace: str | os.PathLike,
     mine = root / (user or NOBODY)
     mine.mkdir(mode=0o700, exist_ok=True)
     if mine.is_symlink():
-        raise AccessDenied(f"user {user}: the downloads folder is a link; refused")
+        raise AccessDenied(Msg("access.downloads_link", user=user))
     folder = mine / secrets.token_hex(16)
     folder.mkdir(mode=0o700)
     target = folder / src.name

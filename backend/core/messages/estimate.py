@@ -123,6 +123,10 @@ EN: dict[str, str] = {
     # -- importing a command: its notes (backend.planning.importer)
     "import.command": "command {n}",
     "import.labelled": "{label}: {note}",
+    "import.mapped_source": "model_id_with_origin_paths: {entry} -> {new}, the same component "
+                            "in the diffusers layout",
+    "import.mapped_pickle": "model_id_with_origin_paths: {entry} (a pickle: never read) -> "
+                            "{new}, the same component in the diffusers layout",
     "import.given_file": "{label}: {name} read from the file given with the command",
     "import.recognised": "{label}: {name} is not on this machine; recognised it as the "
                          "reference's {what:@import.launch} and imported its settings",
@@ -308,6 +312,10 @@ ZH: dict[str, str] = {
     "import.notes": "**说明：**",
     "import.command": "命令 {n}",
     "import.labelled": "{label}：{note}",
+    "import.mapped_source": "model_id_with_origin_paths：{entry} -> {new}，即 diffusers 布局中的"
+                            "同一组件",
+    "import.mapped_pickle": "model_id_with_origin_paths：{entry}（序列化的权重文件：从不读取）-> "
+                            "{new}，即 diffusers 布局中的同一组件",
     "import.given_file": "{label}：{name} 取自随命令提供的文件",
     "import.recognised": "{label}：本机没有 {name}；已识别为参考训练器的"
                          "{what:@import.launch}，并导入了其中的设置",

@@ -335,6 +335,36 @@ EN: dict[str, str] = {
     # ------------------------------------------------------------ problems summary (form.py)
     "problems.none": "✓ No problems.",
     "problems.count": "✗ **{n} problem(s)** — fix them before starting:",
+    # bounded YAML/JSON (backend/core/bounded.py)
+    "config.parse.too_many_aliases": "{what}: too many YAML aliases (got more than {limit}; "
+                                     "allowed up to {limit})",
+    "config.parse.too_deep": "{what}: nested too deep (got more than {limit} levels; allowed "
+                             "up to {limit} levels)",
+    "config.parse.too_many_values": "{what}: too many values once YAML aliases are expanded "
+                                    "(got more than {limit}; allowed up to {limit})",
+    "config.parse.too_many": "{what}: too many values (got more than {limit}; allowed up to "
+                             "{limit})",
+    "config.parse.too_large": "{what}: too large (got more than {limit} bytes; allowed up to "
+                              "{limit} bytes)",
+    "config.parse.self_alias": "{what}: a YAML alias inside the value it names (got a value "
+                               "that contains itself; allowed aliases to values defined "
+                               "before them)",
+    "config.parse.not_yaml": "{what}: not valid YAML ({detail:q})",
+    "config.parse.not_json": "{what}: not valid JSON ({detail:q})",
+    "config.parse.unreadable_value": "{what}: a value that cannot be read ({detail:q})",
+    # the write gate (backend/core/writegate.py)
+    "config.read.not_found": "{what} not found (got {got!r})",
+    "config.write.refused": "{what}: {why} (got {got!r}; allowed {allowed})",
+    "config.write.not_writable": "not writable here",
+    "config.write.dotdot": "'..' in the path",
+    "config.write.no_folder": "folder not found",
+    "config.write.link_on_way": "a link or not a folder on the way",
+    "config.write.not_name": "not a file name",
+    "config.write.is_link": "is a link; a link is never written through",
+    "config.write.not_regular": "not a regular file",
+    "config.write.exists": "already exists",
+    "config.write.own_folders": "a file inside your own folders",
+    "config.write.regular_file": "a regular file",
 }
 
 ZH: dict[str, str] = {
@@ -621,4 +651,27 @@ ZH: dict[str, str] = {
     # ------------------------------------------------------------ problems summary (form.py)
     "problems.none": "✓ 没有问题。",
     "problems.count": "✗ **{n} 个问题**——改好后才能开始：",
+    "config.parse.too_many_aliases": "{what}：YAML 别名太多（当前：超过 {limit}；允许：最多 {limit}）",
+    "config.parse.too_deep": "{what}：嵌套太深（当前：超过 {limit} 层；允许：最多 {limit} 层）",
+    "config.parse.too_many_values": "{what}：展开 YAML 别名后的值太多（当前：超过 {limit}；"
+                                    "允许：最多 {limit}）",
+    "config.parse.too_many": "{what}：值太多（当前：超过 {limit}；允许：最多 {limit}）",
+    "config.parse.too_large": "{what}：太大（当前：超过 {limit} 字节；允许：最多 {limit} 字节）",
+    "config.parse.self_alias": "{what}：YAML 别名出现在它所指的值内部（当前：一个包含自身的值；"
+                               "允许：指向之前已定义的值的别名）",
+    "config.parse.not_yaml": "{what}：不是有效的 YAML（{detail:q}）",
+    "config.parse.not_json": "{what}：不是有效的 JSON（{detail:q}）",
+    "config.parse.unreadable_value": "{what}：有无法读取的值（{detail:q}）",
+    "config.read.not_found": "找不到 {what}（当前：{got!r}）",
+    "config.write.refused": "{what}：{why}（当前：{got!r}；允许：{allowed}）",
+    "config.write.not_writable": "此处不可写",
+    "config.write.dotdot": "路径中含有 '..'",
+    "config.write.no_folder": "文件夹不存在",
+    "config.write.link_on_way": "路径上有链接或非文件夹",
+    "config.write.not_name": "不是文件名",
+    "config.write.is_link": "是链接；从不通过链接写入",
+    "config.write.not_regular": "不是普通文件",
+    "config.write.exists": "已存在",
+    "config.write.own_folders": "你自己文件夹里的文件",
+    "config.write.regular_file": "普通文件",
 }
