@@ -173,14 +173,17 @@ def foreign_source_problems(c: dict[str, Any]) -> list[Msg]:
     family = c.get("model_family")
     if family not in family_names():
         return []
-    title = family_spec(family).title
+    spec = family_spec(family)
+    title = spec.title
     model_paths = c["model_paths"] if isinstance(c.get("model_paths"), str) else None
+    # The reference's single files are judged as what they are read as (the family's own
+    # folders), not by the repository the reference names them in.
+    sources, _ = spec.map_reference_sources(c.get("model_id_with_origin_paths"))
     return [field_problem(field, Msg("validation.rule.other_family_source",
                                      got=bounded.short(entry), other=other, family=title,
                                      example=example))
             for field, entry, other, example in foreign_sources(
-                family, c.get("model_id_with_origin_paths"), model_paths,
-                c.get("tokenizer_path"))]
+                family, sources, model_paths, c.get("tokenizer_path"))]
 
 
 def training_problems(c: dict[str, Any]) -> list[Msg]:
