@@ -28,7 +28,8 @@ from pathlib import Path
 import pytest
 
 from backend.families.flux2_dev import BLOCK_TARGETS, REPO, SOURCES, SPEC, single_block_targets
-from tests.harness.comfy_flux import check_comfyui_export
+from tests.harness.flux2 import (check_comfyui_export, check_stage1_encodes_as_the_pipeline,
+                                 flux2_pipeline, lora_on_targets, render)
 from tests.harness.families import family_cases
 
 FAMILY = SPEC.name
@@ -45,24 +46,11 @@ def tiny_dir(family_runs) -> Path:
 
 
 def _pipeline(tiny_dir):
-    import torch
-    from diffusers import Flux2Pipeline
-
-    pipe = Flux2Pipeline.from_pretrained(str(tiny_dir), torch_dtype=torch.float32)
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+    return flux2_pipeline(tiny_dir, "Flux2Pipeline")
 
 
-def _render(pipe, prompt="a red circle on a white background"):
-    import numpy as np
-    import torch
-
-    from backend.families import get_family
-
-    image = get_family(FAMILY).render(pipe, prompt, negative_prompt="",
-                                      generator=torch.Generator().manual_seed(0), steps=2,
-                                      cfg=4.0, height=64, width=64)
-    return np.asarray(image, dtype=np.float32)
+def _render(pipe):
+    return render(FAMILY, pipe, cfg=4.0)
 
 
 # ------------------------------------------------------------------------------------------
@@ -158,28 +146,11 @@ def test_the_estimator_reads_the_published_sizes():
 # ------------------------------------------------------------------------------------------
 def test_stage1_encodes_as_the_pipeline_does_in_every_offload_mode(tiny_dir):
     import torch
-
-    from backend.families import get_family
-
-    family = get_family(FAMILY)
-    pipe = _pipeline(tiny_dir)
-    expected, text_ids = pipe.encode_prompt(PROMPT, device=torch.device("cpu"))
-    pixels = torch.rand(1, 3, 64, 64) * 2 - 1
-    expected_latents = pipe._encode_vae_image(pixels, generator=None)
-    dirs = {c: tiny_dir / c for c in ("text_encoder", "vae", "tokenizer")}
-    for offload in ("none", "model", "sequential"):
-        enc = family.load_encoder(dirs, torch.float32, "cpu", offload=offload)
-        samples = list(enc.encode_samples([(lambda: pixels, PROMPT)]))
-        assert len(samples) == 1
-        s = samples[0]
-        # 512 tokens x 3 stacked layers (10, 20, 30) of the 16-wide tiny Mistral.
-        assert s["prompt_emb"].shape == (1, 512, 48), offload
-        assert torch.equal(s["prompt_emb"], expected), offload
-        assert s["latents"].shape == (1, 16, 4, 4), offload
-        assert torch.allclose(s["latents"], expected_latents, atol=1e-6), offload
-        assert (int(s["height"]), int(s["width"])) == (64, 64)
-    # The text ids the loss builds are the pipeline's.
     from diffusers import Flux2Pipeline
+
+    expected, text_ids = check_stage1_encodes_as_the_pipeline(FAMILY, _pipeline(tiny_dir),
+                                                              tiny_dir, PROMPT)
+    # The text ids the loss builds are the pipeline's.
     assert torch.equal(Flux2Pipeline._prepare_text_ids(expected), text_ids)
 
 
@@ -379,24 +350,8 @@ def test_the_tokenizer_resolves_to_the_repos_processor_folder(tiny_dir, family_r
 # ------------------------------------------------------------------------------------------
 # Exports of the default targets
 # ------------------------------------------------------------------------------------------
-def _lora_on_default_targets(tmp_path, tiny_dir, std: float):
-    import torch
-
-    from backend.families import get_family
-    from backend.models import lora
-
-    family = get_family(FAMILY)
-    model = family.load_transformer(tiny_dir / "transformer", torch.float32)
-    targets = f"{BLOCK_TARGETS},{single_block_targets(2)}".split(",")
-    lora.add_lora(model, RANK, family.target_modules(targets))
-    torch.manual_seed(0)
-    for name, p in model.named_parameters():
-        if "lora_B" in name:
-            torch.nn.init.normal_(p, std=std)
-    state = lora.collect_lora_state(model)
-    path = lora.save_lora(tmp_path / "step-1.safetensors", state, rank=RANK,
-                          target_modules=targets, model_family=FAMILY)
-    return path, state
+# The default targets, cut to the tiny model's 2 single blocks.
+TINY_TARGETS = f"{BLOCK_TARGETS},{single_block_targets(2)}".split(",")
 
 
 def test_comfyui_export_of_every_target_maps_to_the_model(tmp_path, tiny_dir):
@@ -409,7 +364,7 @@ def test_comfyui_export_of_every_target_maps_to_the_model(tmp_path, tiny_dir):
     from backend.families import get_family
     from backend.models.export import export_lora
 
-    path, state = _lora_on_default_targets(tmp_path, tiny_dir, 1.0)
+    path, state = lora_on_targets(tmp_path, tiny_dir, FAMILY, TINY_TARGETS, RANK, 1.0)
     comfy = export_lora(path, "comfyui", transformer_config=tiny_dir / "transformer",
                         family=FAMILY)
     fresh = get_family(FAMILY).load_transformer(tiny_dir / "transformer", torch.float32)
@@ -427,7 +382,7 @@ def test_diffusers_loads_the_diffusers_export(tmp_path, tiny_dir):
 
     from backend.models.export import export_lora
 
-    path, _ = _lora_on_default_targets(tmp_path, tiny_dir, 0.5)
+    path, _ = lora_on_targets(tmp_path, tiny_dir, FAMILY, TINY_TARGETS, RANK, 0.5)
     exported = export_lora(path, "diffusers", transformer_config=tiny_dir / "transformer",
                            family=FAMILY)
     pipe = _pipeline(tiny_dir)

@@ -18,7 +18,8 @@ import pytest
 
 from backend.families.flux2_klein import (BASE_4B, BASE_9B, BLOCK_TARGETS, DISTILLED_4B,
                                           DISTILLED_9B, SPEC, single_block_targets)
-from tests.harness.comfy_flux import check_comfyui_export
+from tests.harness.flux2 import (check_comfyui_export, check_stage1_encodes_as_the_pipeline,
+                                 flux2_pipeline, lora_on_targets, render)
 from tests.harness.families import family_cases
 
 FAMILY = SPEC.name
@@ -49,52 +50,19 @@ def cache(family_runs) -> Path:
 
 
 def _pipeline(tiny_dir):
-    import torch
-    from diffusers import Flux2KleinPipeline
-
-    pipe = Flux2KleinPipeline.from_pretrained(str(tiny_dir), torch_dtype=torch.float32)
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+    return flux2_pipeline(tiny_dir, "Flux2KleinPipeline")
 
 
-def _render(pipe, prompt="a red circle on a white background"):
-    import numpy as np
-    import torch
-
-    from backend.families import get_family
-
-    image = get_family(FAMILY).render(pipe, prompt, negative_prompt="",
-                                      generator=torch.Generator().manual_seed(0), steps=2,
-                                      cfg=1.0, height=64, width=64)
-    return np.asarray(image, dtype=np.float32)
+def _render(pipe):
+    return render(FAMILY, pipe, cfg=1.0)
 
 
 # ------------------------------------------------------------------------------------------
 # Stage 1
 # ------------------------------------------------------------------------------------------
 def test_stage1_encodes_as_the_pipeline_does_in_every_offload_mode(tiny_dir):
-    import torch
-
-    from backend.families import get_family
-
-    family = get_family(FAMILY)
-    pipe = _pipeline(tiny_dir)
-    prompt = "a blue triangle on a white background"
-    expected, _ = pipe.encode_prompt(prompt, device=torch.device("cpu"))
-    pixels = torch.rand(1, 3, 64, 64) * 2 - 1
-    expected_latents = pipe._encode_vae_image(pixels, generator=None)
-    dirs = {c: tiny_dir / c for c in ("text_encoder", "vae", "tokenizer")}
-    for offload in ("none", "model", "sequential"):
-        enc = family.load_encoder(dirs, torch.float32, "cpu", offload=offload)
-        samples = list(enc.encode_samples([(lambda: pixels, prompt)]))
-        assert len(samples) == 1
-        s = samples[0]
-        # 512 tokens x 3 stacked layers of the 16-wide tiny Qwen3.
-        assert s["prompt_emb"].shape == (1, 512, 48), offload
-        assert torch.equal(s["prompt_emb"], expected), offload
-        assert s["latents"].shape == (1, 16, 4, 4), offload
-        assert torch.allclose(s["latents"], expected_latents, atol=1e-6), offload
-        assert (int(s["height"]), int(s["width"])) == (64, 64)
+    check_stage1_encodes_as_the_pipeline(FAMILY, _pipeline(tiny_dir), tiny_dir,
+                                         "a blue triangle on a white background")
 
 
 def test_the_cache_holds_what_stage_2_reads(cache):
@@ -165,8 +133,8 @@ def test_the_zero3_lora_trains_every_block_and_diffusers_applies_exactly_it(tmp_
     x = torch.randn(sample["latents"].shape, generator=torch.Generator().manual_seed(1))
     sigma = torch.tensor(0.5)
     with torch.no_grad():
-        ours = fa.predict(trained, x, sigma, sample["prompt_emb"])
-        theirs = fa.predict(pipe.transformer, x, sigma, sample["prompt_emb"])
+        ours = fa.FLOW.predict(trained, x, sigma, sample["prompt_emb"])
+        theirs = fa.FLOW.predict(pipe.transformer, x, sigma, sample["prompt_emb"])
     assert torch.allclose(ours, theirs, atol=1e-5)
 
     # ComfyUI: every key is one its FLUX key map accepts and a Linear of the model.
@@ -180,28 +148,18 @@ def test_comfyui_export_of_every_target_maps_to_the_model(tmp_path, tiny_dir):
     """Without training: a LoRA on the family's default targets (the published 4B names,
     cut to the tiny model's blocks) exports to keys ComfyUI maps, each a Linear."""
     import torch
+    from safetensors.torch import load_file
 
-    from backend.models import lora
-    from backend.models.export import export_lora
     from backend.families import get_family
+    from backend.models.export import export_lora
 
-    family = get_family(FAMILY)
-    model = family.load_transformer(tiny_dir / "transformer", torch.float32)
-    targets = f"{BLOCK_TARGETS},{single_block_targets(2)}".split(",")
-    lora.add_lora(model, RANK, family.target_modules(targets))
-    for name, p in model.named_parameters():
-        if "lora_B" in name:
-            torch.nn.init.normal_(p)
-    state = lora.collect_lora_state(model)
-    path = lora.save_lora(tmp_path / "step-1.safetensors", state, rank=RANK,
-                          target_modules=targets, model_family=FAMILY)
+    path, state = lora_on_targets(tmp_path, tiny_dir, FAMILY, _targets(2).split(","), RANK, 1.0)
     comfy = export_lora(path, "comfyui", transformer_config=tiny_dir / "transformer")
-    fresh = family.load_transformer(tiny_dir / "transformer", torch.float32)
+    fresh = get_family(FAMILY).load_transformer(tiny_dir / "transformer", torch.float32)
     # 2 double blocks x (8 attention + 4 feed-forward Linears) + 2 single blocks x 2.
     assert check_comfyui_export(comfy, fresh) == 2 * 12 + 2 * 2
     # ... and it reads back as the same LoRA.
     back = export_lora(comfy, "reference", out_dir=tmp_path / "back")
-    from safetensors.torch import load_file
     assert {k: v.shape for k, v in load_file(str(back)).items()} == {
         k: v.shape for k, v in state.items()}
 
@@ -210,22 +168,10 @@ def test_diffusers_loads_the_diffusers_export(tmp_path, tiny_dir):
     """A LoRA on the default targets, exported for diffusers, loads with
     ``Flux2KleinPipeline.load_lora_weights`` and changes the rendered image."""
     import numpy as np
-    import torch
 
-    from backend.models import lora
     from backend.models.export import export_lora
-    from backend.families import get_family
 
-    family = get_family(FAMILY)
-    model = family.load_transformer(tiny_dir / "transformer", torch.float32)
-    targets = f"{BLOCK_TARGETS},{single_block_targets(2)}".split(",")
-    lora.add_lora(model, RANK, targets)
-    torch.manual_seed(0)
-    for name, p in model.named_parameters():
-        if "lora_B" in name:
-            torch.nn.init.normal_(p, std=0.5)
-    path = lora.save_lora(tmp_path / "step-1.safetensors", lora.collect_lora_state(model),
-                          rank=RANK, target_modules=targets, model_family=FAMILY)
+    path, _ = lora_on_targets(tmp_path, tiny_dir, FAMILY, _targets(2).split(","), RANK, 0.5)
     exported = export_lora(path, "diffusers", transformer_config=tiny_dir / "transformer")
     pipe = _pipeline(tiny_dir)
     plain = _render(pipe)

@@ -1,5 +1,5 @@
 """FLUX.2 [dev] component configs, for the estimator and the export check before the
-model's own config.json files are on disk. Plain data: no imports.
+model's own config.json files are on disk. Plain data.
 
 Where the values come from (the released config.json files were not reachable from where
 this was written; replace these with them when they are):
@@ -11,10 +11,12 @@ this was written; replace these with them when they are):
 - text encoder: Mistral Small 3.1 24B (``Mistral3ForConditionalGeneration``), the values of
   ``mistralai/Mistral-Small-3.1-24B-Instruct-2503``'s config.json (a Mistral text model of
   40 layers x 5120, a Pixtral vision tower of 24 layers x 1024).
-- VAE: diffusers' ``AutoencoderKLFlux2`` defaults (the FLUX.2 VAE: 32 latent channels).
-- scheduler: FLUX.2's ``FlowMatchEulerDiscreteScheduler`` settings (dynamic shifting).
+- VAE and scheduler: FLUX.2's, the same files in every FLUX.2 repository
+  (``backend/families/flux2.py``).
 """
 from typing import Any
+
+from backend.families.flux2 import VAE
 
 TRANSFORMER: dict[str, Any] = {
     "_class_name": "Flux2Transformer2DModel",
@@ -72,18 +74,4 @@ TEXT_ENCODER: dict[str, Any] = {
         "rope_theta": 10000.0,
     },
 }
-VAE: dict[str, Any] = {
-    "_class_name": "AutoencoderKLFlux2",
-    "block_out_channels": [128, 256, 512, 512],
-    "latent_channels": 32,
-    "layers_per_block": 2,
-    "norm_num_groups": 32,
-    "patch_size": [2, 2],
-    "batch_norm_eps": 0.0001,
-}
-SCHEDULER: dict[str, Any] = dict(
-    base_image_seq_len=256, base_shift=0.5, max_image_seq_len=4096, max_shift=1.15,
-    num_train_timesteps=1000, shift=3.0, use_dynamic_shifting=True,
-    time_shift_type="exponential",
-)
 CONFIGS = {"transformer": TRANSFORMER, "text_encoder": TEXT_ENCODER, "vae": VAE}

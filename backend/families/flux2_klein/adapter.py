@@ -1,50 +1,40 @@
-"""FLUX.2 [klein] family adapter: components, prompt/image encoding, the training loss,
-samples, exports.
+"""FLUX.2 [klein] family adapter: what is its own beside what the FLUX.2 families share
+(``backend/families/flux2.py``: the image encoding, the flow prediction and loss, samples,
+exports).
 
 Components are diffusers' ``Flux2Transformer2DModel`` and ``AutoencoderKLFlux2``,
 transformers' ``Qwen3ForCausalLM`` and its tokenizer. Stage 1 encodes as
 ``Flux2KleinPipeline`` does, through its own static methods: the prompt under Qwen3's chat
 template (thinking off), padded to 512 tokens, the hidden states of layers 9, 18 and 27
-stacked into [1, 512, 3 x hidden]; the image by the VAE's posterior mode, patchified 2x2 and
-normalised by the VAE's batch-norm statistics ([1, 4 x latent channels, H/16, W/16]). The
-encoders can keep their weights in host RAM (offload none | model | sequential) without
-changing what they compute.
+stacked into [1, 512, 3 x hidden]; the image as every FLUX.2 pipeline does. The encoders can
+keep their weights in host RAM (offload none | model | sequential) without changing what
+they compute.
 
 The loss is diffusers' klein LoRA example's (``train_dreambooth_lora_flux2_klein.py`` with
 its default ``--weighting_scheme none``): a uniform index into the scheduler's 1000
-training sigmas (dynamic shifting leaves them unshifted: 1.000, 0.999 ... 0.001),
-x_t = (1 - s) x0 + s noise, the transformer sees timestep s, target noise - x0, plain MSE.
-
-Cached sample tensors: ``prompt_emb`` [1, 512, 3 x hidden], ``latents`` [1, C, H/16, W/16]
-(normalised, patchified), ``height``, ``width``.
+training sigmas, drawn as the example draws it (``training_loss``), and the shared flow
+loss; the klein transformers embed no guidance, so the prediction passes none.
 
 Exports: diffusers loads ``transformer.<module>`` keys (``Flux2KleinPipeline.
-load_lora_weights``); ComfyUI maps diffusers-style FLUX keys only with the ``transformer.``
-prefix or none (its ``flux_to_diffusers`` key map, which knows FLUX.2's ``linear_in`` /
-``to_qkv_mlp_proj`` names; ``diffusion_model.`` + diffusers names is not loaded), so the
-ComfyUI export uses ``transformer.`` with ``lora_down`` / ``lora_up`` / ``alpha``.
+load_lora_weights``); ComfyUI's as for every FLUX.2 model (``flux2.py``).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from backend.families.base import Family, Schedule
-from backend.families.common import OffloadingEncoder, cached_sample, pipeline_loaders
-from backend.families.flux2_klein.published import CONFIGS, CONFIGS_9B, SCHEDULER
+from backend.families import flux2
+from backend.families.base import Schedule
+from backend.families.common import pipeline_loaders
+from backend.families.flux2_klein.published import CONFIGS, CONFIGS_9B
 
+PIPELINE = "Flux2KleinPipeline"
 NUM_TRAIN_TIMESTEPS = 1000
-MAX_SEQUENCE_LENGTH = 512
 TEXT_LAYERS = (9, 18, 27)
 
 
 # ------------------------------------------------------------------------------------------
 # Loading
 # ------------------------------------------------------------------------------------------
-def transformer_class():
-    from diffusers import Flux2Transformer2DModel
-    return Flux2Transformer2DModel
-
-
 def load_text_encoder(folder, dtype=None, device: Any = "cpu"):
     from transformers import Qwen3ForCausalLM
 
@@ -52,103 +42,29 @@ def load_text_encoder(folder, dtype=None, device: Any = "cpu"):
     return model.to(device).eval().requires_grad_(False)
 
 
-def load_vae(folder, dtype=None, device: Any = "cpu"):
-    from diffusers import AutoencoderKLFlux2
-
-    model = AutoencoderKLFlux2.from_pretrained(str(folder), torch_dtype=dtype)
-    return model.to(device).eval().requires_grad_(False)
-
-
 # ------------------------------------------------------------------------------------------
 # Stage 1
 # ------------------------------------------------------------------------------------------
-class Encoder(OffloadingEncoder):
-    """Text encoder + VAE (+ tokenizer), frozen: prompts -> stacked hidden states, images ->
-    normalised patchified latents, as ``Flux2KleinPipeline`` computes them; ``offload`` as
-    ``common.OffloadingEncoder``."""
+class Encoder(flux2.Encoder):
+    """The FLUX.2 encoder with ``Flux2KleinPipeline``'s prompt embedding: Qwen3's hidden
+    states of layers 9, 18 and 27."""
 
-    def __init__(self, text_encoder, tokenizer, vae, device=None, offload: str = "none"):
-        self.tokenizer = tokenizer
-        super().__init__(text_encoder, vae, device, offload)
-
-    def encode_prompt(self, prompt: str | list[str]):
-        """[B, 512, 3 x hidden] as ``Flux2KleinPipeline.encode_prompt`` computes it."""
-        import torch
-        from diffusers import Flux2KleinPipeline
-
-        with torch.no_grad():
-            return Flux2KleinPipeline._get_qwen3_prompt_embeds(
-                self.text_encoder, self.tokenizer, prompt, dtype=self.text_encoder.dtype,
-                device=self.device, max_sequence_length=MAX_SEQUENCE_LENGTH,
-                hidden_states_layers=TEXT_LAYERS)
-
-    def encode_image(self, pixels):
-        """Pixels [B, 3, H, W] in [-1, 1] -> [B, 4 x latent channels, H/16, W/16]: the VAE's
-        posterior mode, patchified and normalised (the pipeline's ``_encode_vae_image``)."""
-        import torch
-        from diffusers import Flux2KleinPipeline
-
-        vae = self.vae
-        with torch.no_grad():
-            x = pixels.to(device=self.device, dtype=vae.dtype)
-            z = Flux2KleinPipeline._patchify_latents(vae.encode(x).latent_dist.mode())
-            mean = vae.bn.running_mean.view(1, -1, 1, 1).to(z)
-            std = torch.sqrt(vae.bn.running_var.view(1, -1, 1, 1) +
-                             vae.config.batch_norm_eps).to(z)
-            return (z - mean) / std
-
-    def prompt_parts(self, prompt: str) -> tuple:
-        return (self.encode_prompt([prompt]),)
-
-    def make_sample(self, parts: tuple, latents, pixels) -> dict[str, Any]:
-        return cached_sample(latents, pixels, prompt_emb=parts[0])
+    pipeline = PIPELINE
+    prompt_embeds = "_get_qwen3_prompt_embeds"
+    text_layers = TEXT_LAYERS
 
 
 # ------------------------------------------------------------------------------------------
 # Training loss
 # ------------------------------------------------------------------------------------------
-def training_schedule() -> Schedule:
-    """The scheduler's 1000 training sigmas (1.000, 0.999 ... 0.001); no weights."""
-    from diffusers import FlowMatchEulerDiscreteScheduler
-
-    return Schedule(FlowMatchEulerDiscreteScheduler(**SCHEDULER).sigmas.float())
-
-
-def pack_latents(latents):
-    """[B, C, h, w] (patchified) -> [B, h * w, C] (the pipeline's ``_pack_latents``)."""
-    from diffusers import Flux2KleinPipeline
-    return Flux2KleinPipeline._pack_latents(latents)
-
-
-def predict(transformer, noisy_latents, sigma, prompt_emb):
-    """The flow prediction for patchified latents [B, C, h, w], packed [B, h * w, C]."""
-    import torch
-    from diffusers import Flux2KleinPipeline
-
-    b = noisy_latents.shape[0]
-    img_ids = Flux2KleinPipeline._prepare_latent_ids(noisy_latents).to(noisy_latents.device)
-    txt_ids = Flux2KleinPipeline._prepare_text_ids(prompt_emb).to(prompt_emb.device)
+def train_guidance(transformer) -> float | None:
+    """The guidance embedded in training: 1 where the transformer's config embeds guidance
+    (no klein model's does), else none."""
     config = getattr(transformer, "config", None)
-    guidance = (torch.ones(b, device=noisy_latents.device)
-                if config is not None and getattr(config, "guidance_embeds", False) else None)
-    packed = pack_latents(noisy_latents)
-    out = transformer(hidden_states=packed, timestep=sigma.expand(b), guidance=guidance,
-                      encoder_hidden_states=prompt_emb, txt_ids=txt_ids, img_ids=img_ids,
-                      return_dict=False)[0]
-    return out[:, : packed.shape[1]]
+    return 1.0 if config is not None and getattr(config, "guidance_embeds", False) else None
 
 
-def flow_matching_loss(transformer, sample, schedule: Schedule, index: int, noise, dtype):
-    """MSE of the flow prediction at schedule ``index`` with ``noise`` (no weighting)."""
-    import torch.nn.functional as F
-
-    x0 = sample["latents"].to(dtype)
-    device = x0.device
-    sigma = schedule.sigmas[index].to(device=device, dtype=dtype)
-    noise = noise.to(device=device, dtype=dtype)
-    x_t = (1 - sigma) * x0 + sigma * noise
-    pred = predict(transformer, x_t, sigma, sample["prompt_emb"].to(device=device, dtype=dtype))
-    return F.mse_loss(pred.float(), pack_latents(noise - x0).float())
+FLOW = flux2.Flow(PIPELINE, guidance=train_guidance)
 
 
 def training_loss(transformer, sample, schedule: Schedule, generator, dtype):
@@ -159,51 +75,23 @@ def training_loss(transformer, sample, schedule: Schedule, generator, dtype):
     u = torch.rand((1,), generator=generator)
     index = min(int(u * NUM_TRAIN_TIMESTEPS), NUM_TRAIN_TIMESTEPS - 1)
     noise = torch.randn(sample["latents"].shape, generator=generator)
-    return flow_matching_loss(transformer, sample, schedule, index, noise, dtype)
-
-
-# ------------------------------------------------------------------------------------------
-# Samples
-# ------------------------------------------------------------------------------------------
-def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cfg: float,
-           height: int, width: int):
-    """One image; ``cfg`` is the pipeline's ``guidance_scale`` (classifier-free guidance
-    against the empty prompt when above 1; the pipeline has no negative prompt, so
-    ``negative_prompt`` is not used)."""
-    import torch
-
-    with torch.inference_mode():
-        return pipe(prompt=prompt, guidance_scale=cfg, num_inference_steps=steps,
-                    height=height, width=width, generator=generator).images[0]
+    return FLOW.loss_at(transformer, sample, schedule, index, noise, dtype)
 
 
 # ------------------------------------------------------------------------------------------
 # The contract
 # ------------------------------------------------------------------------------------------
-class Adapter(Family):
+class Adapter(flux2.Flux2Adapter):
     """FLUX.2 [klein] through the family contract (``backend/families/base.py``)."""
-
-    # ComfyUI maps diffusers-style FLUX keys with the ``transformer.`` prefix (or none).
-    export_prefixes = {"reference": "", "diffusers": "transformer.",
-                       "comfyui": "transformer."}
-    offload_blocks = ("transformer_blocks", "single_transformer_blocks")
-    # In/out projections, the shared modulations and the time embedding stay in full precision.
-    quantize_skip = ("x_embedder", "context_embedder", "proj_out", "norm_out",
-                     "time_guidance_embed", "double_stream_modulation_img",
-                     "double_stream_modulation_txt", "single_stream_modulation")
 
     # Stage 1 and samples (``Family.load_encoder`` / ``load_pipeline``).
     encoder = Encoder
-    pipeline = "Flux2KleinPipeline"
-    loaders = pipeline_loaders(load_text_encoder, load_vae)
+    pipeline = PIPELINE
+    loaders = pipeline_loaders(load_text_encoder, flux2.load_vae)
 
-    # The contract's members are this module's functions; the step's draw is the example's
-    # (``training_loss``), not the default's uniform index.
-    transformer_class = staticmethod(transformer_class)
-    training_schedule = staticmethod(training_schedule)
+    # The step's draw is the example's (``training_loss``), not the default's uniform index.
     training_loss = staticmethod(training_loss)
-    loss_at = staticmethod(flow_matching_loss)
-    render = staticmethod(render)
+    loss_at = staticmethod(FLOW.loss_at)
 
     def published_configs(self):
         return {k: dict(v) for k, v in CONFIGS.items()}
@@ -218,11 +106,6 @@ class Adapter(Family):
         if config is None:
             config = self.variant_configs("base_9b")["transformer"]
         return super().lora_module_map(config)
-
-    def transformer_shape(self, config):
-        """(double + single blocks, heads x head dim)."""
-        return (int(config["num_layers"]) + int(config["num_single_layers"]),
-                int(config["num_attention_heads"]) * int(config["attention_head_dim"]))
 
     def build_tiny(self, out_dir, seed=0, variant=None):  # the variants differ only in size
         from backend.families.flux2_klein.tiny import build_tiny_flux2_klein

@@ -1,5 +1,5 @@
 """FLUX.2 [klein] component configs, for the estimator and the export check before the
-model's own config.json files are on disk. Plain data: no imports.
+model's own config.json files are on disk. Plain data.
 
 Where the values come from (the released config.json files were not reachable from where
 this was written; replace these with them when they are):
@@ -10,10 +10,12 @@ this was written; replace these with them when they are):
   (the pipeline stacks three hidden-state layers). The parameter counts these give, 3.9 B
   and 9.1 B, match the names.
 - text encoder: Qwen3-4B / Qwen3-8B (``Qwen3ForCausalLM``), the klein models' encoders.
-- VAE: diffusers' ``AutoencoderKLFlux2`` defaults (the FLUX.2 VAE: 32 latent channels).
-- scheduler: FLUX.2's ``FlowMatchEulerDiscreteScheduler`` settings (dynamic shifting).
+- VAE and scheduler: FLUX.2's, the same files in every FLUX.2 repository
+  (``backend/families/flux2.py``).
 """
 from typing import Any
+
+from backend.families.flux2 import VAE
 
 TRANSFORMER_4B: dict[str, Any] = {
     "_class_name": "Flux2Transformer2DModel",
@@ -52,19 +54,5 @@ TEXT_ENCODER_4B: dict[str, Any] = {**_QWEN3, "hidden_size": 2560, "intermediate_
 TEXT_ENCODER_9B: dict[str, Any] = {**_QWEN3, "hidden_size": 4096, "intermediate_size": 12288,
                                    "num_attention_heads": 32, "num_hidden_layers": 36,
                                    "num_key_value_heads": 8, "tie_word_embeddings": False}
-VAE: dict[str, Any] = {
-    "_class_name": "AutoencoderKLFlux2",
-    "block_out_channels": [128, 256, 512, 512],
-    "latent_channels": 32,
-    "layers_per_block": 2,
-    "norm_num_groups": 32,
-    "patch_size": [2, 2],
-    "batch_norm_eps": 0.0001,
-}
-SCHEDULER: dict[str, Any] = dict(
-    base_image_seq_len=256, base_shift=0.5, max_image_seq_len=4096, max_shift=1.15,
-    num_train_timesteps=1000, shift=3.0, use_dynamic_shifting=True,
-    time_shift_type="exponential",
-)
 CONFIGS = {"transformer": TRANSFORMER_4B, "text_encoder": TEXT_ENCODER_4B, "vae": VAE}
 CONFIGS_9B = {"transformer": TRANSFORMER_9B, "text_encoder": TEXT_ENCODER_9B, "vae": VAE}
