@@ -1,0 +1,157 @@
+"""Tiny real-architecture Qwen-Image-2.1 pipeline, built locally in seconds.
+
+The real classes at toy sizes with random weights from fixed seeds, in the hub layout::
+
+    OUT_DIR/model_index.json  (QwenImage21Pipeline)
+    OUT_DIR/transformer/  text_encoder/  vae/  processor/  scheduler/
+
+- transformer: ``QwenImage21Transformer2DModel``, 2 blocks of 2 heads x 16 over a text width
+  of 16 and 16 latent channels;
+- text encoder: ``Qwen3VLForConditionalGeneration`` with a text model of hidden 16 and two
+  layers, and a one-layer vision tower;
+- VAE: ``AutoencoderKLQwenImage21`` with 16 pixels per latent cell, as the real one;
+- processor: the tokenizer only (``Qwen3VLProcessor`` needs torchvision): a byte-level BPE
+  trained here on the caption words and the pipeline's prompt template, with Qwen's control
+  tokens and a chat template reduced to text messages;
+- scheduler: ``FlowMatchEulerDiscreteScheduler`` with the pipeline's shift settings.
+
+The model_index.json is written here (the pipeline's ``save_pretrained`` would need the
+processor class). Random weights render noise.
+
+Run:
+    python -m backend.families.tiny OUT_DIR --family qwen_image_21 [--seed 0]
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from backend.families.common import bpe_vocab_and_merges, train_byte_level_bpe
+from backend.families.qwen_image_21.published import SCHEDULER
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
+                  "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' }}"
+    "{%- if message['content'] is string %}{{- message['content'] }}"
+    "{%- else %}{%- for block in message['content'] %}"
+    "{%- if block['type'] == 'text' %}{{- block['text'] }}{%- endif %}{%- endfor %}{%- endif %}"
+    "{{- '<|im_end|>\\n' }}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+VOCAB_SENTENCES = [
+    "system user assistant Comprehend and analyze the provided prompt.",
+    "a red circle on a white background", "a green square on a white background",
+    "a blue triangle on a white background", "a yellow circle on a black background",
+    "a photo of a cat, a small big large tiny shape in the center, zlr style, zerolora",
+    "red green blue yellow purple magenta orange black white gray circle square triangle",
+    "0 1 2 3 4 5 6 7 8 9 . , : ; ! ? ' \" ( ) - _",
+]
+VOCAB_SIZE = 512
+TEXT_HIDDEN = 16
+LATENT_CHANNELS = 16
+TRANSFORMER_CONFIG = dict(
+    patch_size=1, in_channels=LATENT_CHANNELS, out_channels=LATENT_CHANNELS, num_layers=2,
+    attention_head_dim=16, num_attention_heads=2, context_in_dim=TEXT_HIDDEN, mlp_ratio=3,
+    axes_dims_rope=(4, 6, 6), causal_condition=True,
+)
+VAE_CONFIG = dict(
+    base_dim=8, decoder_base_dim=8, z_dim=LATENT_CHANNELS, dim_mult=[1, 1, 1, 1, 1],
+    num_res_blocks=1, temperal_downsample=[False, True, True, True],
+    latents_mean=[0.0] * LATENT_CHANNELS, latents_std=[1.0] * LATENT_CHANNELS,
+)
+
+
+def build_tokenizer():
+    from transformers import Qwen2Tokenizer
+
+    tok = train_byte_level_bpe(VOCAB_SENTENCES, VOCAB_SIZE - len(SPECIAL_TOKENS))
+    vocab, merges = bpe_vocab_and_merges(tok, SPECIAL_TOKENS)
+    tokenizer = Qwen2Tokenizer(
+        vocab=vocab, merges=merges, unk_token=None, eos_token="<|im_end|>",
+        pad_token="<|endoftext|>", additional_special_tokens=SPECIAL_TOKENS[1:],
+        model_max_length=4096, clean_up_tokenization_spaces=False)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_text_encoder(tokenizer, seed: int):
+    import torch
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    ids = tokenizer.convert_tokens_to_ids
+    config = Qwen3VLConfig(
+        text_config=dict(
+            vocab_size=max(VOCAB_SIZE, len(tokenizer)), hidden_size=TEXT_HIDDEN,
+            intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+            num_key_value_heads=1, head_dim=8, max_position_embeddings=4096,
+            rms_norm_eps=1e-6, rope_theta=5000000,
+            rope_scaling={"rope_type": "default", "mrope_section": [2, 1, 1],
+                          "mrope_interleaved": True}),
+        vision_config=dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2,
+                           out_hidden_size=TEXT_HIDDEN, patch_size=16, spatial_merge_size=2,
+                           temporal_patch_size=2, num_position_embeddings=16,
+                           deepstack_visual_indexes=[0]),
+        image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
+        vision_start_token_id=ids("<|vision_start|>"),
+        vision_end_token_id=ids("<|vision_end|>"), tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    return Qwen3VLForConditionalGeneration(config).eval()
+
+
+def build_transformer(seed: int):
+    """The transformer with its zero-initialised norms drawn too, so that every weight
+    depends on the seed (the released ones are trained values)."""
+    import torch
+    from diffusers import QwenImage21Transformer2DModel
+
+    torch.manual_seed(seed)
+    model = QwenImage21Transformer2DModel(**TRANSFORMER_CONFIG).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight") or name.endswith("text_norm.weight"):
+                p.normal_(0.0, 0.1)
+    return model
+
+
+def build_components(seed: int = 0) -> dict:
+    """The pipeline's components, random-init from ``seed`` (float32); the processor is
+    its tokenizer."""
+    import torch
+    from diffusers import AutoencoderKLQwenImage21, FlowMatchEulerDiscreteScheduler
+
+    tokenizer = build_tokenizer()
+    text_encoder = build_text_encoder(tokenizer, seed * 1000 + 1)
+    torch.manual_seed(seed * 1000 + 2)
+    vae = AutoencoderKLQwenImage21(**VAE_CONFIG).eval()
+    transformer = build_transformer(seed * 1000 + 3)
+    scheduler = FlowMatchEulerDiscreteScheduler(**SCHEDULER)
+    return dict(transformer=transformer, vae=vae, text_encoder=text_encoder,
+                processor=tokenizer, scheduler=scheduler)
+
+
+def build_tiny_qwen_image_21(out_dir: str | Path, seed: int = 0) -> Path:
+    """Write a random-init tiny Qwen-Image-2.1 pipeline to ``out_dir``; return its path."""
+    import diffusers
+    import transformers
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    parts = build_components(seed)
+    index = {"_class_name": "QwenImage21Pipeline", "_diffusers_version": diffusers.__version__,
+             "sample_sigmas": None}
+    for name, obj in parts.items():
+        if name == "processor":
+            obj.save_pretrained(out / name)
+            index[name] = ["transformers", "Qwen3VLProcessor"]
+            continue
+        kwargs = {} if name == "scheduler" else {"safe_serialization": True}
+        obj.save_pretrained(out / name, **kwargs)
+        lib = "transformers" if isinstance(obj, transformers.PreTrainedModel) else "diffusers"
+        index[name] = [lib, type(obj).__name__]
+    (out / "model_index.json").write_text(json.dumps(index, indent=2), encoding="utf-8")
+    leftovers = [p for p in out.rglob("*") if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
+    if leftovers:
+        raise RuntimeError(f"non-safetensors weights written: {leftovers}")
+    return out
