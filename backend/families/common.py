@@ -352,6 +352,24 @@ def noised(sample: dict[str, Any], schedule, index: int, noise, dtype):
     return x0, noise, sigma, (1 - sigma) * x0 + sigma * noise
 
 
+def masked_flow_loss(predict: Callable[..., Any]) -> Callable[..., Any]:
+    """``Family.loss_at`` of a family whose ``predict(transformer, x_t, sigma, prompt_emb,
+    prompt_mask)`` returns the flow (noise - x0): the MSE against that flow for one cached
+    sample at schedule ``index`` with ``noise``, times the index's schedule weight."""
+    def flow_matching_loss(transformer, sample: dict[str, Any], schedule, index: int, noise,
+                           dtype):
+        import torch.nn.functional as F
+
+        x0, noise, sigma, x_t = noised(sample, schedule, index, noise, dtype)
+        device = x0.device
+        pred = predict(transformer, x_t.to(dtype), sigma.to(dtype),
+                       sample["prompt_emb"].to(device, dtype), sample.get("prompt_emb_mask"))
+        loss = F.mse_loss(pred.float(), (noise - x0).float())
+        return loss * schedule.weights[index].to(device)
+
+    return flow_matching_loss
+
+
 # ------------------------------------------------------------------------------------------
 # Component loaders (``Family.loaders``) more than one family uses
 # ------------------------------------------------------------------------------------------

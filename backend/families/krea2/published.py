@@ -1,5 +1,6 @@
 """Krea 2 component configs, for the estimator and the export check before the model's own
-config.json files are on disk. Plain data: no imports.
+config.json files are on disk. Plain data; the Qwen3-VL values every size shares come from
+``backend.families.qwen3_vl``.
 
 Where the values come from (the released config.json files were not reachable from where
 this was written; replace these with them when they are):
@@ -18,6 +19,8 @@ this was written; replace these with them when they are):
   max_shift 1.15, base_image_seq_len 256, max_image_seq_len 6400.
 """
 from typing import Any
+
+from backend.families import qwen3_vl
 
 TRANSFORMER: dict[str, Any] = {
     "_class_name": "Krea2Transformer2DModel",
@@ -39,48 +42,12 @@ TRANSFORMER: dict[str, Any] = {
     "rope_theta": 1000.0,
     "norm_eps": 1e-05,
 }
-TEXT_ENCODER: dict[str, Any] = {
-    "architectures": ["Qwen3VLForConditionalGeneration"],
-    "model_type": "qwen3_vl",
-    "image_token_id": 151655,
-    "video_token_id": 151656,
-    "vision_start_token_id": 151652,
-    "vision_end_token_id": 151653,
-    "tie_word_embeddings": True,
-    "text_config": {
-        "model_type": "qwen3_vl_text",
-        "attention_bias": False,
-        "head_dim": 128,
-        "hidden_act": "silu",
-        "hidden_size": 2560,
-        "intermediate_size": 9728,
-        "max_position_embeddings": 262144,
-        "num_attention_heads": 32,
-        "num_hidden_layers": 36,
-        "num_key_value_heads": 8,
-        "rms_norm_eps": 1e-06,
-        "rope_scaling": {"mrope_interleaved": True, "mrope_section": [24, 20, 20],
-                         "rope_type": "default"},
-        "rope_theta": 5000000,
-        "tie_word_embeddings": True,
-        "vocab_size": 151936,
-    },
-    "vision_config": {
-        "model_type": "qwen3_vl",
-        "deepstack_visual_indexes": [5, 11, 17],
-        "depth": 24,
-        "hidden_act": "gelu_pytorch_tanh",
-        "hidden_size": 1024,
-        "in_channels": 3,
-        "intermediate_size": 4096,
-        "num_heads": 16,
-        "num_position_embeddings": 2304,
-        "out_hidden_size": 2560,
-        "patch_size": 16,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-    },
-}
+TEXT_ENCODER: dict[str, Any] = qwen3_vl.published_config(
+    tie_word_embeddings=True,
+    text={"hidden_size": 2560, "intermediate_size": 9728, "tie_word_embeddings": True},
+    vision={"deepstack_visual_indexes": [5, 11, 17], "depth": 24, "hidden_size": 1024,
+                "intermediate_size": 4096, "out_hidden_size": 2560},
+)
 VAE: dict[str, Any] = {
     "_class_name": "AutoencoderKLQwenImage",
     "attn_scales": [],

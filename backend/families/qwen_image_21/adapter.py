@@ -32,7 +32,7 @@ from typing import Any
 
 from backend.families.base import Family, Schedule
 from backend.families.common import (OffloadingEncoder, cached_sample, load_chat_tokenizer,
-                                     noised, pipeline_loaders)
+                                     masked_flow_loss, pipeline_loaders)
 from backend.families.qwen_image_21.published import CONFIGS, SCHEDULER
 from backend.families.qwen_image_21.tiny import build_tiny_qwen_image_21
 
@@ -175,17 +175,7 @@ def predict(transformer, noisy_latents, sigma, prompt_emb, prompt_mask=None):
     return out[:, -h * w:].transpose(1, 2).reshape(b, c, h, w)
 
 
-def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
-                       index: int, noise, dtype):
-    """Flow-matching MSE for one sample at schedule ``index`` with ``noise``."""
-    import torch.nn.functional as F
-
-    x0, noise, sigma, x_t = noised(sample, schedule, index, noise, dtype)
-    device = x0.device
-    pred = predict(transformer, x_t.to(dtype), sigma.to(dtype),
-                   sample["prompt_emb"].to(device, dtype), sample.get("prompt_emb_mask"))
-    loss = F.mse_loss(pred.float(), (noise - x0).float())
-    return loss * schedule.weights[index].to(device)
+flow_matching_loss = masked_flow_loss(predict)
 
 
 # ------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Qwen-Image-2.1 component configs, for the estimator and the export check before the
-model's own config.json files are on disk. Plain data: no imports.
+model's own config.json files are on disk. Plain data; the Qwen3-VL values every size shares come from
+``backend.families.qwen3_vl``.
 
 Where the values come from (the released config.json files were not reachable from where
 this was written; replace these with them when they are):
@@ -18,6 +19,8 @@ this was written; replace these with them when they are):
 """
 from typing import Any
 
+from backend.families import qwen3_vl
+
 TRANSFORMER: dict[str, Any] = {
     "_class_name": "QwenImage21Transformer2DModel",
     "patch_size": 1,
@@ -32,47 +35,12 @@ TRANSFORMER: dict[str, Any] = {
     "eps": 1e-06,
     "causal_condition": True,
 }
-TEXT_ENCODER: dict[str, Any] = {
-    "architectures": ["Qwen3VLForConditionalGeneration"],
-    "model_type": "qwen3_vl",
-    "image_token_id": 151655,
-    "video_token_id": 151656,
-    "vision_start_token_id": 151652,
-    "vision_end_token_id": 151653,
-    "tie_word_embeddings": False,
-    "text_config": {
-        "model_type": "qwen3_vl_text",
-        "attention_bias": False,
-        "head_dim": 128,
-        "hidden_act": "silu",
-        "hidden_size": 4096,
-        "intermediate_size": 12288,
-        "max_position_embeddings": 262144,
-        "num_attention_heads": 32,
-        "num_hidden_layers": 36,
-        "num_key_value_heads": 8,
-        "rms_norm_eps": 1e-06,
-        "rope_scaling": {"mrope_interleaved": True, "mrope_section": [24, 20, 20],
-                         "rope_type": "default"},
-        "rope_theta": 5000000,
-        "vocab_size": 151936,
-    },
-    "vision_config": {
-        "model_type": "qwen3_vl",
-        "deepstack_visual_indexes": [8, 16, 24],
-        "depth": 27,
-        "hidden_act": "gelu_pytorch_tanh",
-        "hidden_size": 1152,
-        "in_channels": 3,
-        "intermediate_size": 4304,
-        "num_heads": 16,
-        "num_position_embeddings": 2304,
-        "out_hidden_size": 4096,
-        "patch_size": 16,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-    },
-}
+TEXT_ENCODER: dict[str, Any] = qwen3_vl.published_config(
+    tie_word_embeddings=False,
+    text={"hidden_size": 4096, "intermediate_size": 12288},
+    vision={"deepstack_visual_indexes": [8, 16, 24], "depth": 27, "hidden_size": 1152,
+                "intermediate_size": 4304, "out_hidden_size": 4096},
+)
 VAE: dict[str, Any] = {
     "_class_name": "AutoencoderKLQwenImage21",
     "base_dim": 96,

@@ -26,20 +26,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from backend.families.common import bpe_vocab_and_merges, train_byte_level_bpe
+from backend.families import qwen3_vl
 from backend.families.qwen_image_21.published import SCHEDULER
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
-                  "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
-CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' }}"
-    "{%- if message['content'] is string %}{{- message['content'] }}"
-    "{%- else %}{%- for block in message['content'] %}"
-    "{%- if block['type'] == 'text' %}{{- block['text'] }}{%- endif %}{%- endfor %}{%- endif %}"
-    "{{- '<|im_end|>\\n' }}{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
 VOCAB_SENTENCES = [
     "system user assistant Comprehend and analyze the provided prompt.",
     "a red circle on a white background", "a green square on a white background",
@@ -48,8 +37,7 @@ VOCAB_SENTENCES = [
     "red green blue yellow purple magenta orange black white gray circle square triangle",
     "0 1 2 3 4 5 6 7 8 9 . , : ; ! ? ' \" ( ) - _",
 ]
-VOCAB_SIZE = 512
-TEXT_HIDDEN = 16
+TEXT_HIDDEN = qwen3_vl.TINY_TEXT_HIDDEN
 LATENT_CHANNELS = 16
 TRANSFORMER_CONFIG = dict(
     patch_size=1, in_channels=LATENT_CHANNELS, out_channels=LATENT_CHANNELS, num_layers=2,
@@ -64,40 +52,13 @@ VAE_CONFIG = dict(
 
 
 def build_tokenizer():
-    from transformers import Qwen2Tokenizer
-
-    tok = train_byte_level_bpe(VOCAB_SENTENCES, VOCAB_SIZE - len(SPECIAL_TOKENS))
-    vocab, merges = bpe_vocab_and_merges(tok, SPECIAL_TOKENS)
-    tokenizer = Qwen2Tokenizer(
-        vocab=vocab, merges=merges, unk_token=None, eos_token="<|im_end|>",
-        pad_token="<|endoftext|>", additional_special_tokens=SPECIAL_TOKENS[1:],
-        model_max_length=4096, clean_up_tokenization_spaces=False)
-    tokenizer.chat_template = CHAT_TEMPLATE
-    return tokenizer
+    return qwen3_vl.build_tiny_tokenizer(VOCAB_SENTENCES)
 
 
 def build_text_encoder(tokenizer, seed: int):
-    import torch
-    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
-
-    ids = tokenizer.convert_tokens_to_ids
-    config = Qwen3VLConfig(
-        text_config=dict(
-            vocab_size=max(VOCAB_SIZE, len(tokenizer)), hidden_size=TEXT_HIDDEN,
-            intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
-            num_key_value_heads=1, head_dim=8, max_position_embeddings=4096,
-            rms_norm_eps=1e-6, rope_theta=5000000,
-            rope_scaling={"rope_type": "default", "mrope_section": [2, 1, 1],
-                          "mrope_interleaved": True}),
-        vision_config=dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2,
-                           out_hidden_size=TEXT_HIDDEN, patch_size=16, spatial_merge_size=2,
-                           temporal_patch_size=2, num_position_embeddings=16,
-                           deepstack_visual_indexes=[0]),
-        image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
-        vision_start_token_id=ids("<|vision_start|>"),
-        vision_end_token_id=ids("<|vision_end|>"), tie_word_embeddings=False)
-    torch.manual_seed(seed)
-    return Qwen3VLForConditionalGeneration(config).eval()
+    return qwen3_vl.build_tiny_text_encoder(
+        tokenizer, seed, model_class="Qwen3VLForConditionalGeneration", num_hidden_layers=2,
+        tie_word_embeddings=False)
 
 
 def build_transformer(seed: int):
