@@ -209,44 +209,42 @@ def test_api_starts_follows_and_stops_a_caption_job(app, tmp_path, tiny_model_di
     assert len(list(folder.glob("*.txt"))) < 24  # stopped before the end
 
 
-def test_dataset_tab_writes_captions_and_shows_them_for_review(app, tmp_path, tiny_model_dir):
-    from playwright.sync_api import expect, sync_playwright
+def test_dataset_tab_writes_captions_and_shows_them_for_review(app, browser, tmp_path,
+                                                              tiny_model_dir):
+    from playwright.sync_api import expect
 
-    from tests.harness.browser import CHROMIUM, CHROMIUM_ARGS, field, md, new_page, tab
+    from tests.harness.browser import field, md, new_page, tab
 
     folder = make_images(tmp_path / "browser", 3, {"img0.txt": "keep me"})
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = new_page(browser, app.url)
-        try:
-            tab(page, "model")
-            field(page, "model_id_with_origin_paths").fill(str(tiny_model_dir))
-            tab(page, "dataset")
-            field(page, "dataset_base_path").fill(str(folder))
-            field(page, "dataset_metadata_path").fill("")  # .txt captions
-            field(page, "trigger_word").fill(TRIGGER)
-            field(page, "caption_max_length").fill(str(MAX_LENGTH))
-            field(page, "caption_max_length").press("Tab")
-            expect(md(page, "caption-estimate")).to_contain_text("GB in bf16",
-                                                                 timeout=STEP_MS)
-            page.click("#caption-start")
-            expect(md(page, "caption-msg")).to_contain_text("Caption run", timeout=STEP_MS)
-            # While the job writes, the editor is read-only and says why.
-            expect(page.locator("#captions-save")).to_be_disabled()
-            expect(md(page, "data-msg")).to_contain_text("read-only until it ends",
-                                                         timeout=STEP_MS)
-            expect(md(page, "caption-msg")).to_contain_text("finished: 2 image(s)",
-                                                            timeout=300_000)
-            expect(page.locator("#captions-save")).to_be_enabled(timeout=STEP_MS)
-            table = page.locator("#captions")
-            expect(table).to_contain_text("keep me", timeout=STEP_MS)
-            expect(page.locator("#caption-review [role=row].virtual-row")).to_have_count(2)
-            expect(page.locator("#caption-review")).to_contain_text(f"{TRIGGER},")
-            written = (folder / "img1.txt").read_text(encoding="utf-8").strip()
-            expect(table).to_contain_text(written[:20])
-        finally:
-            page.context.close()
-            browser.close()
+    page = new_page(browser, app.url)
+    try:
+        tab(page, "model")
+        field(page, "model_id_with_origin_paths").fill(str(tiny_model_dir))
+        tab(page, "dataset")
+        field(page, "dataset_base_path").fill(str(folder))
+        field(page, "dataset_metadata_path").fill("")  # .txt captions
+        field(page, "trigger_word").fill(TRIGGER)
+        field(page, "caption_max_length").fill(str(MAX_LENGTH))
+        field(page, "caption_max_length").press("Tab")
+        expect(md(page, "caption-estimate")).to_contain_text("GB in bf16",
+                                                             timeout=STEP_MS)
+        page.click("#caption-start")
+        expect(md(page, "caption-msg")).to_contain_text("Caption run", timeout=STEP_MS)
+        # While the job writes, the editor is read-only and says why.
+        expect(page.locator("#captions-save")).to_be_disabled()
+        expect(md(page, "data-msg")).to_contain_text("read-only until it ends",
+                                                     timeout=STEP_MS)
+        expect(md(page, "caption-msg")).to_contain_text("finished: 2 image(s)",
+                                                        timeout=300_000)
+        expect(page.locator("#captions-save")).to_be_enabled(timeout=STEP_MS)
+        table = page.locator("#captions")
+        expect(table).to_contain_text("keep me", timeout=STEP_MS)
+        expect(page.locator("#caption-review [role=row].virtual-row")).to_have_count(2)
+        expect(page.locator("#caption-review")).to_contain_text(f"{TRIGGER},")
+        written = (folder / "img1.txt").read_text(encoding="utf-8").strip()
+        expect(table).to_contain_text(written[:20])
+    finally:
+        page.context.close()
     assert (folder / "img0.txt").read_text(encoding="utf-8").strip() == "keep me"
     for name in ("img1.txt", "img2.txt"):
         assert (folder / name).read_text(encoding="utf-8").startswith(f"{TRIGGER}, ")
