@@ -541,7 +541,8 @@ def test_the_area_s_codes_are_written_in_its_files():
     """Each code of the area is made somewhere in the code (none left over)."""
     files = [*(ROOT / "backend" / "jobs").glob("*.py"), *(ROOT / "backend" / "stages").glob("*.py"),
              ROOT / "backend" / "training" / "launched.py", ROOT / "backend" / "data" / "dataset.py",
-             ROOT / "webui" / "tabs" / "run.py", ROOT / "webui" / "tabs" / "runs.py"]
+             ROOT / "webui" / "tabs" / "run.py", ROOT / "webui" / "tabs" / "runs.py",
+             ROOT / "backend" / "families" / "qwen3_vl.py"]  # a captioner's refusal
     source = "\n".join(f.read_text() for f in files)
     from backend.core.messages import jobs as runs
 

@@ -37,7 +37,7 @@ from backend.core import readgate, writegate
 from backend.core.media_types import IMAGE_EXTS
 from backend.core.messages import Msg
 from backend.families import get_family
-from backend.families.captioner import VLMCaptioner
+from backend.families.captioner import VLMCaptioner, image_only_processor_class
 from backend.config.errors import field_problem
 from backend.config.schema import RunConfig
 from backend.models.hub import parse_spec, resolve_component_dirs, resolve_source
@@ -279,21 +279,13 @@ def image_only_processor(folder: Path):
         return AutoProcessor.from_pretrained(str(folder))
     except Exception as first:  # noqa: BLE001 - e.g. no torchvision for the video processor
         from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
-        import transformers
 
         model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")
                                 ).get("model_type")
         name = PROCESSOR_MAPPING_NAMES.get(model_type)
         if not name:
             raise first
-        base = getattr(transformers, name)
-
-        def check(self, argument_name, argument):
-            if argument is None and argument_name == "video_processor":
-                return None
-            return base.check_argument_for_proper_class(self, argument_name, argument)
-
-        cls = type(f"ImageOnly{name}", (base,), {"check_argument_for_proper_class": check})
+        cls = image_only_processor_class(name)
         image_processor = AutoImageProcessor.from_pretrained(str(folder), backend="pil")
         return cls(image_processor=image_processor,
                    tokenizer=AutoTokenizer.from_pretrained(str(folder)), video_processor=None)

@@ -245,6 +245,10 @@ EN: dict[str, str] = {
         "wrapping breaks it). Launch it plainly: accelerate launch -m "
         "backend.stages.train --task sft:data_process ... (no DeepSpeed --config_file).",
     "note.lora_checkpoint_missing": "lora_checkpoint: file not found (got {got})",
+    "note.caption_text_encoder_incomplete":
+        "{folder}: the text encoder lacks {missing} (a Qwen3VLModel saved without its LM "
+        "head, which it does not tie to its embeddings), so it cannot write captions; set "
+        "captioner_path to a Qwen3-VL model folder",
     "note.launch_precision_refused":
         "mixed_precision: {error:q} (got {got} from {where}; allowed what the launch's "
         "DeepSpeed config enables, or \"auto\" there)",
@@ -516,6 +520,10 @@ ZH: dict[str, str] = {
         "请直接启动：`accelerate launch -m backend.stages.train --task sft:data_process ...`"
         "（不带 DeepSpeed 的 --config_file）。",
     "note.lora_checkpoint_missing": "lora_checkpoint：找不到文件（收到 {got}）",
+    "note.caption_text_encoder_incomplete":
+        "{folder}：文本编码器缺少 {missing}（保存为 Qwen3VLModel 时没有带语言模型输出层，"
+        "且该层不与词嵌入共享权重），所以不能写描述；请把 captioner_path 设为一个 Qwen3-VL "
+        "模型文件夹",
     "note.launch_precision_refused":
         "mixed_precision：{error:q}（收到 {got}，来自 {where:q}；允许：这次启动的 DeepSpeed "
         "配置启用的精度，或在那里设为 \"auto\"）",

@@ -1,5 +1,5 @@
 """Krea 2 family adapter: components, prompt/image encoding, the training loss, samples,
-exports.
+exports, captions.
 
 Components are diffusers' ``Krea2Transformer2DModel`` and ``AutoencoderKLQwenImage``,
 transformers' ``Qwen3VLModel`` and the tokenizer of its processor folder
@@ -19,6 +19,10 @@ predicting the velocity noise - x0 (the pipeline steps with it as it is).
 Samples: ``Krea2Pipeline`` with ``guidance_scale = sample_cfg - 1`` (its guidance counts
 only the push away from the negative prompt), ``is_distilled`` as the model folder says.
 
+Captions: the text encoder folder loaded whole, as ``Qwen3VLForConditionalGeneration``
+(its LM head is the tied embeddings), with a ``Qwen3VLProcessor`` built without torchvision
+(``qwen3_vl.load_captioner``).
+
 Exports: diffusers loads ``transformer.<module>``; the reference trainer and ComfyUI take
 the original checkpoint's module names (``blocks.N.attn.wq``, ``first``, ``last.linear``,
 ...), ComfyUI under ``diffusion_model.`` (the form diffusers' own Krea 2 LoRA converter
@@ -31,6 +35,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from backend.families import qwen3_vl
 from backend.families.base import Family, Schedule
 from backend.families.common import (OffloadingEncoder, cached_sample, load_chat_tokenizer,
                                      masked_flow_loss, pipeline_loaders)
@@ -288,6 +293,12 @@ class Adapter(Family):
             return from_original(name)
         except KeyError:
             return name
+
+    # Captioning: the text encoder is a whole Qwen3-VL (``qwen3_vl.load_captioner``).
+    captioner_components = ("text_encoder", "tokenizer")
+
+    def load_captioner(self, dirs, dtype=None, device="cpu", offload="none"):
+        return qwen3_vl.load_captioner(dirs, dtype, device, offload)
 
     def published_configs(self):
         return {k: dict(v) for k, v in CONFIGS.items()}

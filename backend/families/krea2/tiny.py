@@ -9,7 +9,7 @@ The real classes at toy sizes with random weights from fixed seeds, in the hub l
   layerwise and one refiner block over the 12 tapped text layers;
 - text encoder: ``Qwen3VLModel`` with a text model of hidden 16 and 36 layers, so that the
   pipeline's default taps (hidden states 2, 5, ..., 35) exist as in the real 4B model, and a
-  one-layer vision tower;
+  one-layer vision tower (the family captions with it);
 - VAE: ``AutoencoderKLQwenImage`` (8 pixels per latent cell, 16 latent channels, as the
   real one);
 - tokenizer: a byte-level BPE trained here on the caption words and the pipeline's prompt

@@ -8,17 +8,17 @@ prompt encoding (``adapter.py``), the edit models' prompts with their input imag
 The processor. ``Qwen2VLProcessor`` checks each of its parts' classes, and without
 torchvision its video processor class cannot be looked up, so the usual constructor fails.
 It is built here from the PIL image processor and the tokenizer, with no video processor
-(``ImageOnlyProcessor`` skips the check of an absent part and nothing else), which works
-with and without torchvision. Its image settings come from a ``preprocessor_config.json``
+(``captioner.image_only_processor_class`` skips the check of an absent part and nothing
+else), which works with and without torchvision. Its image settings come from a ``preprocessor_config.json``
 in the tokenizer folder or a ``processor/`` folder beside it, else from the released
 model's (``PROCESSOR_CONFIG``); the tokenizer is the model's.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from backend.families.captioner import image_only_processor_class, processor_config_file
 from backend.families.common import load_tokenizer
 
 # The released Qwen-Image-Edit processor/preprocessor_config.json (Qwen2-VL image settings).
@@ -36,32 +36,6 @@ def load_text_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu")
     return model.to(device).eval().requires_grad_(False)
 
 
-@lru_cache(maxsize=None)
-def _processor_class():
-    from transformers import Qwen2VLProcessor
-
-    class ImageOnlyProcessor(Qwen2VLProcessor):
-        """``Qwen2VLProcessor`` for images and text only: an absent video processor is not
-        class-checked (the check needs torchvision); every other part is."""
-
-        def check_argument_for_proper_class(self, argument_name, argument):
-            if argument is None and argument_name == "video_processor":
-                return None
-            return super().check_argument_for_proper_class(argument_name, argument)
-
-    return ImageOnlyProcessor
-
-
-def processor_config_file(tokenizer_dir: str | Path) -> Path | None:
-    """The ``preprocessor_config.json`` that goes with a tokenizer folder, if any."""
-    folder = Path(tokenizer_dir)
-    for candidate in (folder / "preprocessor_config.json",
-                      folder.parent / "processor" / "preprocessor_config.json"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def load_processor(tokenizer_dir: str | Path, tokenizer=None):
     """The Qwen2.5-VL processor (images + text) from a tokenizer folder (see the module's
     docstring for where its image settings come from)."""
@@ -77,5 +51,5 @@ def load_processor(tokenizer_dir: str | Path, tokenizer=None):
             patch_size=c["patch_size"], temporal_patch_size=c["temporal_patch_size"],
             merge_size=c["merge_size"], image_mean=c["image_mean"], image_std=c["image_std"])
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(tokenizer_dir)
-    return _processor_class()(image_processor=image_processor, tokenizer=tokenizer,
-                              video_processor=None)
+    return image_only_processor_class("Qwen2VLProcessor")(
+        image_processor=image_processor, tokenizer=tokenizer, video_processor=None)

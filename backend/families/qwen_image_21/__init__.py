@@ -12,6 +12,10 @@ The family's data (read when the schema is built); the adapter is ``adapter.py``
 real-architecture models ``tiny.py``, the published configs the estimator uses before
 anything is downloaded ``published.py``.
 
+It captions a dataset with its own text encoder, a whole Qwen3-VL with its vision tower
+(``captioner_components``; ``backend/families/qwen3_vl.py``'s ``load_captioner``), so no
+captioning model is downloaded besides the weights stage 1 loads anyway.
+
 The reference trainer (DiffSynth-Studio, snapshot of 2026-08-20) has no Qwen-Image-2.1
 scripts, so there is nothing to import from it; a run config names the diffusers layout.
 

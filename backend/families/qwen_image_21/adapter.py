@@ -1,5 +1,5 @@
 """Qwen-Image-2.1 family adapter: components, prompt/image encoding, the training loss,
-samples.
+samples, captions.
 
 Components are diffusers' ``QwenImage21Transformer2DModel`` and ``AutoencoderKLQwenImage21``,
 transformers' ``Qwen3VLForConditionalGeneration`` and the tokenizer of the ``processor/``
@@ -21,6 +21,10 @@ latent tokens).
 Samples: ``QwenImage21Pipeline`` with ``true_cfg_scale = sample_cfg`` (1 = no guidance, the
 pipeline's default) and the negative prompt only when guiding.
 
+Captions: the text encoder with its vision tower and a ``Qwen3VLProcessor`` built without
+torchvision from the ``processor/`` folder's tokenizer and image settings
+(``qwen3_vl.load_captioner``).
+
 Exports: diffusers' module names in every format (``transformer.`` for diffusers'
 ``QwenImageLoraLoaderMixin``, ``diffusion_model.`` for ComfyUI).
 """
@@ -30,6 +34,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from backend.families import qwen3_vl
 from backend.families.base import Family, Schedule
 from backend.families.common import (OffloadingEncoder, cached_sample, load_chat_tokenizer,
                                      masked_flow_loss, pipeline_loaders)
@@ -229,6 +234,12 @@ class Adapter(Family):
             if data.get("sample_sigmas") is not None:
                 parts["sample_sigmas"] = data["sample_sigmas"]
         return getattr(diffusers, self.pipeline)(**parts)
+
+    # Captioning: the text encoder is a whole Qwen3-VL (``qwen3_vl.load_captioner``).
+    captioner_components = ("text_encoder", "tokenizer")
+
+    def load_captioner(self, dirs, dtype=None, device="cpu", offload="none"):
+        return qwen3_vl.load_captioner(dirs, dtype, device, offload)
 
     def published_configs(self):
         return {k: dict(v) for k, v in CONFIGS.items()}

@@ -12,7 +12,7 @@ The real classes at toy sizes with random weights from fixed seeds, in the hub l
 - VAE: ``AutoencoderKLQwenImage21`` with 16 pixels per latent cell, as the real one;
 - processor: the tokenizer only (``Qwen3VLProcessor`` needs torchvision): a byte-level BPE
   trained here on the caption words and the pipeline's prompt template, with Qwen's control
-  tokens and a chat template reduced to text messages;
+  tokens and a chat template reduced to text and image blocks (the captioner's prompt);
 - scheduler: ``FlowMatchEulerDiscreteScheduler`` with the pipeline's shift settings.
 
 The model_index.json is written here (the pipeline's ``save_pretrained`` would need the
