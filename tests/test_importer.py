@@ -169,14 +169,14 @@ def test_the_deepspeed_file_is_also_found_next_to_the_yaml(tmp_path):
 def test_flags_without_a_counterpart_are_listed(tmp_path):
     text = ('CUDA_VISIBLE_DEVICES=0,1 accelerate launch --num_processes 2 --multi_gpu '
             '--mixed_precision fp16 train.py --dataset_base_path "my data" --fp8_models "a:b" '
-            '--lora_rank 16 --trainable_models dit --height 512 --width 512 && echo done')
+            '--lora_rank 16 --no_such_flag 3 --height 512 --width 512 && echo done')
     result = import_commands(text)
     cfg = result.config
     assert (cfg.num_processes, cfg.gpu_ids, cfg.mixed_precision) == (2, "0,1", "fp16")
     assert (cfg.lora_rank, cfg.height, cfg.width) == (16, 512, 512)
     assert cfg.dataset_base_path == "my data" and not cfg.split_training
     assert cfg.fp8_models == "a:b"  # the reference's low-VRAM flag maps to the field
-    assert result.not_understood == ["command 1: --trainable_models dit"]
+    assert result.not_understood == ["command 1: --no_such_flag 3"]
     assert [n for n in result.notes if "echo done" in n]
 
 

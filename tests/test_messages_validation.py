@@ -137,6 +137,10 @@ RULE_CASES = (
     {"enable_model_cpu_offload": True, "quant_options": "a:transformer/*:int8"},
     {"lora_type": "dora", "quant_options": "a:transformer/*:nf4"},
     {"enable_optimizer_cpu_offload": True, "optimizer": "adamw8bit"},
+    {"trainable_models": "vae"}, {"trainable_models": "unet"},
+    {"trainable_models": "dit", "lora_rank": 8},
+    {"trainable_models": "dit", "enable_model_cpu_offload": True},
+    {"trainable_models": "dit", "quant_options": "a:transformer/*:nf4"},
 )
 
 
@@ -149,6 +153,11 @@ def test_every_rule_between_fields_is_a_message_in_both_languages():
         e = problems_of(lambda: validate({"split_training": split, "stages": stages,
                                           "dataset_base_path": ""}))
         seen |= codes(e.problems)
+    # A distilled model trained directly (refused once the run has its inputs).
+    e = problems_of(lambda: validate({"model_id_with_origin_paths":
+                                      "krea/Krea-2-Turbo:transformer/*.safetensors",
+                                      "dataset_base_path": str(Path.cwd())}))
+    seen |= codes(e.problems)
     rules = {c for c in ALL_VALIDATION
              if c.startswith(("validation.rule.", "validation.lowvram.", "validation.quant."))}
     assert rules <= seen, f"rules no case reached: {sorted(rules - seen)}"

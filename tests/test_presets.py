@@ -15,9 +15,11 @@ from backend.families import family_of
 from backend.planning.plan import deepspeed_config, plan_run
 
 BUNDLED = ["cpu_demo", "cpu_demo_zero3", "flux2_dev_low_vram", "flux2_dev_single_gpu",
-           "flux2_klein_4b_low_vram", "flux2_klein_4b_single_gpu",
+           "flux2_klein_4b_full_zero3_offload", "flux2_klein_4b_low_vram",
+           "flux2_klein_4b_single_gpu",
            "flux2_klein_9b_low_vram", "flux2_klein_9b_single_gpu", "qwen_image_low_vram",
-           "qwen_image_multi_gpu_zero2", "qwen_image_single_gpu", "qwen_image_2512_low_vram",
+           "qwen_image_full_multi_gpu_zero2_offload", "qwen_image_multi_gpu_zero2",
+           "qwen_image_single_gpu", "qwen_image_2512_low_vram",
            "qwen_image_edit_2509_low_vram", "qwen_image_edit_2509_single_gpu",
            "qwen_image_edit_2511_low_vram", "qwen_image_edit_2511_single_gpu",
            "krea2_raw_low_vram", "krea2_raw_single_gpu",

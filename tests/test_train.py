@@ -9,18 +9,15 @@ events parse and end with a final ``end`` event.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.harness.seeds import SEED_STAGE1, SEED_STAGE2, SEED_ZERO3, ZERO2, ZERO3_TWO_PROCS
 from tests.harness.stages import (RANK, REPO, assert_ok, check_progress, eval_lora_loss,
-                                  read_progress, run_stage, stage_env, train_args,
+                                  launch_and_stop, read_progress, run_stage, stage_env, train_args,
                                   write_accelerate_config)
 
 TARGETS = ("to_q,to_k,to_v,add_q_proj,add_k_proj,add_v_proj,to_out.0,to_add_out,"
@@ -423,41 +420,6 @@ def test_one_shot_sft(tmp_path, models_root, tiny_model_dir, demo_dataset, stage
 # ------------------------------------------------------------------------------------------
 # Stop and resume
 # ------------------------------------------------------------------------------------------
-def launch_and_stop(args: list, config_file: Path | None, progress: Path, at_step: int,
-                    timeout: float = 600) -> int:
-    """Start a stage in its own process group (under ``accelerate launch``, or plainly with
-    no ``config_file``), SIGTERM the group once ``at_step`` is reached, wait for every
-    process of the group to exit; return the leader's exit code."""
-    cmd = [sys.executable, "-m"]
-    if config_file is not None:
-        cmd += ["accelerate.commands.launch", "--config_file", str(config_file), "-m"]
-    cmd += ["backend.stages.train", *[str(a) for a in args]]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=stage_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + timeout
-    try:
-        while time.time() < deadline:
-            steps = [e for e in read_progress(progress) if e["event"] == "step"]
-            if steps and steps[-1]["step"] >= at_step:
-                break
-            assert proc.poll() is None, "stage ended before it could be stopped"
-            time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=timeout)
-        while time.time() < deadline:  # the group may outlive its leader
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.2)
-        else:
-            raise AssertionError("stage did not exit after SIGTERM")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    return proc.returncode
-
-
 def check_resume(tmp_path, models_root, stage1_cache, config_file, total, stop_at,
                  extra=(), plain_stop=False) -> tuple[Path, Path]:
     full, part = tmp_path / "full", tmp_path / "part"

@@ -14,7 +14,8 @@ import yaml
 from backend.config.validation import validate
 from backend.core.messages import Msg
 from backend.planning.plan import plan_render
-from backend.core.rundir import ZIP_SKIP, RunDir, new_run_id
+from backend.core import rundir
+from backend.core.rundir import ZIP_SKIP, RunDir, is_full_checkpoint, new_run_id
 from backend.jobs.runner import Runner
 
 STORED = (".safetensors", ".png", ".jpg", ".jpeg", ".webp", ".webm", ".mp4", ".zip")
@@ -28,7 +29,8 @@ def run_config(run: dict) -> dict[str, Any]:
 
 
 def checkpoints(run: dict) -> list[Path]:
-    """The run's LoRA checkpoints (step-N / epoch-N), oldest first."""
+    """The run's checkpoints (step-N / epoch-N: LoRA files, or a full fine-tune's folders),
+    oldest first."""
     rd = RunDir.of(run)
     return rd.checkpoints() if rd.output.is_dir() else []
 
@@ -151,6 +153,10 @@ def lora_download(run: dict, name: str | None, fmt: str) -> Path:
     if src is None:
         raise ValueError(f"checkpoint: not a checkpoint of run {run['id']} (got {name!r}; "
                          f"allowed {', '.join(by_name)})")
+    if is_full_checkpoint(src):  # a full fine-tune's component folder, one zip of it
+        return _zip([(p, f"{src.name}/{p.relative_to(src).as_posix()}")
+                     for p in _files_under(src)],
+                    src.parent / rundir.EXPORT / f"{run['id']}-{src.name}.zip")
     if fmt == "reference":
         return src
     from backend.models.export import export_lora  # torch: only when someone asks for an export

@@ -8,25 +8,30 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from backend.config.lowvram import combination_problems
+from backend.config.lowvram import combination_problems, parse_quant_options
 from backend.config.schema import (LOKR_FACTOR_ALLOWED, SAMPLE_SCALE_RANGE, STAGES,
-                                   effective_optimizer, resolution_multiple)
+                                   TRAINED_ALIAS, effective_optimizer, family_defaults,
+                                   resolution_multiple, trainable_names)
 from backend.config.errors import field_problem
 from backend.core import bounded
 from backend.core.messages import Msg
-from backend.families import family_names, family_spec, foreign_sources
+from backend.families import family_names, family_of, family_spec, foreign_sources, recognise
 
 
 def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list[Msg]:
     """Rules that involve more than one field. ``c`` holds defaults merged with valid values.
 
-    ``require_inputs``: also demand what only the user can supply (the dataset folder); off
-    for presets, which are partial by design.
+    ``require_inputs``: also demand what only the user can supply (the dataset folder, the
+    choice to train a distilled model directly); off for presets, which are partial by
+    design, and for imports, which take a command as it is (the form then shows what is
+    missing).
     """
     return (deepspeed_problems(c) + machine_problems(c) + size_problems(c)
             + source_form_problems(c) + model_problems(c) + training_problems(c)
+            + full_training_problems(c)
             + stage_problems(c, require_inputs) + video_field_problems(c)
             + samples_during_training_problems(c)
+            + (distilled_problems(c) if require_inputs else [])
             + combination_problems(c)  # low VRAM (backend/config/lowvram.py)
             + option_problems(c))
 
@@ -186,6 +191,40 @@ def foreign_source_problems(c: dict[str, Any]) -> list[Msg]:
                 family, sources, model_paths, c.get("tokenizer_path"))]
 
 
+def distilled_problems(c: dict[str, Any]) -> list[Msg]:
+    """A step-distilled model (a variant with ``distilled_from``) trained directly, which
+    wears its few-step sampling off: refused unless the run merges a de-distillation
+    adapter (``preset_lora_path``) or says it means it (``train_distilled``). The variant is
+    the one of the trained component's sources (an undistilled transformer beside the
+    distilled model's text encoder trains the undistilled one), else the run's."""
+    family = c.get("model_family")
+    if ("train" not in list(c.get("stages") or []) or c.get("preset_lora_path")
+            or c.get("train_distilled") or family not in family_names()):
+        return []
+    spec = family_spec(family)
+    sources, _ = spec.map_reference_sources(c.get("model_id_with_origin_paths"))
+    entries = [e.strip() for e in str(sources or "").split(",") if e.strip()]
+    trained = [e for e in entries
+               if e.rpartition(":")[2].startswith(f"{spec.trained_component}/")]
+    found = recognise(",".join(trained)) if trained else None
+    if found and found[0] == family and found[1] is not None:
+        variant = found[1]
+    else:
+        named, name = family_of(c)
+        variant = spec.variant(name) if named == family else None
+    base = spec.variant(variant.distilled_from) if variant and variant.distilled_from else None
+    if base is None:
+        return []
+    example = family_defaults(family, base.name)["model_id_with_origin_paths"].split(",")[0]
+    # What the user gave (a reference file, before it is read as the family's folder).
+    given = [e.strip() for e in str(c.get("model_id_with_origin_paths") or "").split(",")]
+    got = ([e for e in given if e.rpartition(":")[0] in variant.model_ids] + trained
+           + entries + [c.get("model_paths") or variant.title])[0]
+    return [field_problem("model_id_with_origin_paths", Msg(
+        "validation.rule.distilled", model=variant.title, base=base.title,
+        got=bounded.short(got), example=example))]
+
+
 def training_problems(c: dict[str, Any]) -> list[Msg]:
     """Training length and checkpoints: a step cap below the step target, pruning without
     step checkpoints, resuming and initialising the LoRA at once."""
@@ -198,6 +237,53 @@ def training_problems(c: dict[str, Any]) -> list[Msg]:
             "validation.rule.prune_needs_save_steps", got=c["keep_last_n_checkpoints"])))
     if c["resume_from"] and c["lora_checkpoint"]:
         p.append(field_problem("lora_checkpoint", Msg("validation.rule.resume_or_lora")))
+    return p
+
+
+# The options of a LoRA, which a full fine-tune has none of: set to anything but their
+# family's defaults beside ``trainable_models``, they are refused rather than ignored.
+LORA_ONLY = ("lora_rank", "lora_alpha", "lora_dropout", "lora_type", "lokr_factor",
+             "lora_checkpoint", "lora_target_modules")
+# Ways to fit a small GPU that hold a frozen base: a full fine-tune has none.
+FROZEN_BASE_ONLY = ("enable_model_cpu_offload", "enable_optimizer_cpu_offload",
+                    "preset_lora_path")
+
+
+def full_training_problems(c: dict[str, Any]) -> list[Msg]:
+    """``trainable_models``: names of the family's trained component only (``dit``), and
+    none of the options that belong to a LoRA or to a frozen base."""
+    names = trainable_names(c.get("trainable_models"))
+    family = c.get("model_family")
+    if not names or family not in family_names():
+        return []
+    spec = family_spec(family)
+    trained = spec.trained_component
+    allowed = f"{TRAINED_ALIAS} ({trained})"
+    p: list[Msg] = []
+    for name in dict.fromkeys(names):
+        if name in (TRAINED_ALIAS, trained):
+            continue
+        known = [comp.name for comp in spec.components]
+        params = dict(got=repr(name), family=spec.title, components=str(known),
+                      allowed=allowed)
+        p.append(field_problem("trainable_models", Msg(
+            "validation.rule.trainable_frozen", **params) if name in known else Msg(
+            "validation.rule.trainable_unknown", **params)))
+    defaults = family_defaults(family)
+    for name in LORA_ONLY:
+        if c.get(name) != defaults.get(name):
+            p.append(field_problem(name, Msg("validation.rule.full_with_lora",
+                                             got=bounded.short(c.get(name)),
+                                             default=bounded.short(defaults.get(name)))))
+    for name in FROZEN_BASE_ONLY:
+        if c.get(name):
+            p.append(field_problem(name, Msg("validation.rule.full_frozen_base",
+                                             got=bounded.short(c.get(name)))))
+    entries, _ = parse_quant_options(c.get("quant_options"), c.get("fp8_models"))
+    for entry in entries:
+        if entry.component == "transformer":
+            p.append(field_problem(entry.field, Msg("validation.rule.full_quantized",
+                                                    method=entry.method)))
     return p
 
 

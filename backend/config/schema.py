@@ -51,6 +51,15 @@ def _known_family(value: str) -> str:
 FamilyName = Annotated[str, AfterValidator(_known_family)]
 
 
+# The reference's name for the component a LoRA would train (``--trainable_models dit``).
+TRAINED_ALIAS = "dit"
+
+
+def trainable_names(value: str | None) -> list[str]:
+    """The component names of a ``trainable_models`` value, in order, without blanks."""
+    return [n.strip() for n in str(value or "").split(",") if n.strip()]
+
+
 def _family_default(name: str) -> Any:
     return _DEFAULT_FAMILY.defaults[name]
 
@@ -223,6 +232,11 @@ class RunConfig(BaseModel):
         "the saved LoRA.", "lora", ui="advanced")
     remove_prefix_in_ckpt: str = F(_family_default("remove_prefix_in_ckpt"), "Prefix stripped from saved keys.", "lora",
                                    ui="advanced")
+    trainable_models: Optional[str] = F(
+        None, "Train this component in full instead of a LoRA (the reference's flag; dit: "
+        "the transformer). Each checkpoint is then the whole component in diffusers layout "
+        "(sharded safetensors with an index). Empty: train a LoRA.", "lora",
+        pattern=r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*(,\s*[A-Za-z_][A-Za-z0-9_]*\s*)*$")
 
     # --- training ----------------------------------------------------------------------
     learning_rate: float = F(1e-4, "AdamW learning rate.", "training", gt=0, le=1.0)
@@ -257,6 +271,11 @@ class RunConfig(BaseModel):
                                      "training", ui="advanced")
     initialize_model_on_cpu: bool = F(False, "Build the model on CPU (used with ZeRO-3).",
                                       "training", ui="advanced")
+    train_distilled: bool = F(
+        False, "I know the model is step-distilled (a Turbo model): train it directly "
+        "anyway (its few-step sampling wears off). Off: a distilled model trains only with "
+        "a de-distillation adapter in preset_lora_path; else train its undistilled model "
+        "and apply the LoRA to the distilled one.", "training", ui="advanced")
 
     # --- distributed -------------------------------------------------------------------
     mixed_precision: Precision = F("bf16", "Mixed precision (no: float32).", "distributed")
@@ -535,6 +554,11 @@ class RunConfig(BaseModel):
 
     def target_modules(self) -> list[str]:
         return [m.strip() for m in self.lora_target_modules.split(",") if m.strip()]
+
+    @property
+    def full_training(self) -> bool:
+        """Whether the run trains a component in full (``trainable_models``), not a LoRA."""
+        return bool(trainable_names(self.trainable_models))
 
     def to_dict(self, only_changed: bool = False) -> dict[str, Any]:
         """The options; ``only_changed``: those that differ from the defaults of this

@@ -62,6 +62,10 @@ TRAINING_ARGS = "training_args.json"
 CHECKPOINT_SUFFIX = ".safetensors"
 CHECKPOINT_KINDS = ("step", "epoch")
 CHECKPOINT_RE = re.compile(r"^(?P<kind>step|epoch)-(?P<n>\d+)\.safetensors$")
+# A full fine-tune's checkpoint is a folder ``step-N/`` / ``epoch-N/`` (the trained component
+# in diffusers layout) holding this record of itself (``backend/models/full.py``).
+FULL_CHECKPOINT_RE = re.compile(r"^(?P<kind>step|epoch)-(?P<n>\d+)$")
+FULL_CHECKPOINT_INFO = "zerolora_checkpoint.json"
 # Inside samples/.
 SAMPLES_INDEX = "index.json"
 RENDERS = "renders"  # samples/renders/<job id>/: one Results-tab render, with its own index
@@ -107,8 +111,14 @@ def checkpoint_name(kind: str, n: int) -> str:
     return f"{kind}-{int(n)}{CHECKPOINT_SUFFIX}"
 
 
+def is_full_checkpoint(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a full fine-tune's checkpoint folder."""
+    return (Path(path) / FULL_CHECKPOINT_INFO).is_file()
+
+
 def list_checkpoints(folder: str | os.PathLike) -> list[Path]:
-    """``step-N`` / ``epoch-N`` checkpoints directly in ``folder``, oldest first (empty when
+    """``step-N`` / ``epoch-N`` checkpoints directly in ``folder`` (LoRA files, or a full
+    fine-tune's folders), oldest first (empty when
     the folder does not exist). When both kinds are there, the order they were written in."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -117,6 +127,8 @@ def list_checkpoints(folder: str | os.PathLike) -> list[Path]:
     for p in folder.iterdir():
         m = CHECKPOINT_RE.match(p.name)
         if m and p.is_file():
+            found.append((m["kind"], int(m["n"]), p))
+        elif is_full_checkpoint(p) and (m := FULL_CHECKPOINT_RE.match(p.name)):
             found.append((m["kind"], int(m["n"]), p))
     if len({k for k, _, _ in found}) > 1:
         found.sort(key=lambda t: (t[2].stat().st_mtime_ns, t[0] == "step", t[1]))

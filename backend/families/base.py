@@ -93,6 +93,12 @@ class Variant:
     # The multiple every image side is resized to, when it differs from the family's (a
     # VAE that downsamples more, times the transformer's patch); None: the family's.
     resolution_multiple: int | None = None
+    # A step-distilled model (few steps, no guidance): the name of the undistilled variant
+    # to train on instead (its LoRA applies to this one). Training this one directly wears
+    # the distillation off, so it is refused unless the run merges a de-distillation adapter
+    # (``preset_lora_path``) or says so (``train_distilled``; backend/config/rules.py
+    # ``distilled_problems``). None: not distilled.
+    distilled_from: str | None = None
 
 
 @dataclass(frozen=True)

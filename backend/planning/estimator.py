@@ -225,6 +225,8 @@ class Estimate:
     planned: list[str]                # stages the run will execute
     h2d_bytes_per_step: float = 0.0   # train: host->device traffic per optimizer step
     sources: dict[str, str] = field(default_factory=dict)  # component -> given|local|published
+    full_training: bool = False       # trainable_models: the transformer trains in full
+    checkpoint_bytes: float = 0.0     # disk for one checkpoint (a LoRA file, or the component)
 
     def peak_stage(self, on: str = "gpu") -> StageEstimate:
         """The planned stage with the largest GPU (``on="gpu"``) or host figure."""
@@ -248,7 +250,8 @@ class Estimate:
             "checkpointing": self.checkpointing, "params": dict(self.params),
             "planned": list(self.planned),
             "h2d_gb_per_step": round(self.h2d_bytes_per_step / GB, 3),
-            "sources": dict(self.sources),
+            "sources": dict(self.sources), "full_training": self.full_training,
+            "checkpoint_gb": round(self.checkpoint_bytes / GB, 4),
             "stages": {name: {"gpu_gb": round(s.gpu_gb, 3), "host_gb": round(s.host_gb, 3),
                               "gpu": {k: round(v / GB, 4) for k, v in s.gpu.items()},
                               "host": {k: round(v / GB, 4) for k, v in s.host.items()},
@@ -262,9 +265,11 @@ class Estimate:
 
     def summary_lines(self) -> list[Msg]:
         """``summary``'s lines as messages (the page shows each in its language)."""
-        lines = [Msg("estimate.shape", height=self.height, width=self.width,
-                     image_tokens=self.image_tokens, text_tokens=self.text_tokens,
-                     lora_m=self.params["lora"] / 1e6, checkpointing=self.checkpointing)]
+        shape = dict(height=self.height, width=self.width, image_tokens=self.image_tokens,
+                     text_tokens=self.text_tokens, checkpointing=self.checkpointing)
+        lines = [Msg("estimate.shape_full", **shape, trained_m=self.params["trained"] / 1e6,
+                     disk=self.checkpoint_bytes / GB) if self.full_training else
+                 Msg("estimate.shape", **shape, lora_m=self.params["lora"] / 1e6)]
         published = [c for c, src in self.sources.items() if src == "published"]
         if published:
             lines.append(Msg("estimate.published", components=published))
@@ -547,11 +552,15 @@ def estimate_memory(cfg, model_config: dict[str, Any] | None = None, *,
     te = _text_encoder_stats(_key(configs["text_encoder"]))
     vae = _vae_stats(_key(configs["vae"]))
     targets = cfg.target_modules()
-    lora = tr.lora_params(cfg.lora_rank, targets)
+    full = bool(getattr(cfg, "full_training", False))
+    # What trains: the LoRA's parameters, or in a full fine-tune the whole transformer.
+    lora = 0 if full else tr.lora_params(cfg.lora_rank, targets)
+    trained = tr.params if full else lora
     h, w = resolution(cfg)
     stages = {
         "data_process": _data_process(cfg, te, vae, h, w, text_tokens, device),
-        "train": _lowvram_train(cfg, tr, lora, _train(cfg, tr, lora, h, w, text_tokens)),
+        "train": _lowvram_train(cfg, tr, lora,
+                                _train(cfg, tr, trained, h, w, text_tokens, full=full)),
         "sample": _sample(cfg, tr, te, vae, lora, device),
     }
     if device == "cpu":
@@ -568,9 +577,10 @@ def estimate_memory(cfg, model_config: dict[str, Any] | None = None, *,
                     text_tokens=text_tokens,
                     checkpointing=checkpointing_mode(cfg),
                     params={"transformer": tr.params, "text_encoder": te.params,
-                            "vae": vae.params, "lora": lora},
-                    planned=planned, h2d_bytes_per_step=_h2d_per_step(cfg, tr, lora),
-                    sources=sources)
+                            "vae": vae.params, "lora": lora, "trained": trained},
+                    planned=planned, h2d_bytes_per_step=_h2d_per_step(cfg, tr, trained),
+                    sources=sources, full_training=full,
+                    checkpoint_bytes=trained * (compute_bytes(cfg) if full else 4))
 
 
 def _h2d_per_step(cfg, tr: TransformerStats, lora: int) -> float:
@@ -604,8 +614,10 @@ _WEIGHT_PARTS = ("base weights", "base weights (offloaded)", "text encoder weigh
                  "vae weights", "transformer weights", "lora weights")
 
 
-def _train(cfg, tr: TransformerStats, lora: int, h: int, w: int, text_tokens: int
-           ) -> StageEstimate:
+def _train(cfg, tr: TransformerStats, lora: int, h: int, w: int, text_tokens: int,
+           full: bool = False) -> StageEstimate:
+    """The train stage; ``lora`` is the trained parameter count (with ``full``: the whole
+    transformer, whose weights are then the trained ones, not a frozen base beside them)."""
     s = StageEstimate("train")
     b = compute_bytes(cfg)
     world = max(1, cfg.num_processes)
@@ -623,8 +635,9 @@ def _train(cfg, tr: TransformerStats, lora: int, h: int, w: int, text_tokens: in
     if zs == 3:
         thr = cfg.stage3_param_persistence_threshold
         persist = sum(x for x in tr.param_numels if x < thr)
-        persist += sum(x for x in tr.lora_numels(cfg.lora_rank, cfg.target_modules())
-                       if x < thr)
+        if not full:
+            persist += sum(x for x in tr.lora_numels(cfg.lora_rank, cfg.target_modules())
+                           if x < thr)
         live = min(tr.params, max(cfg.stage3_max_live_parameters, tr.largest_module)
                    + cfg.stage3_prefetch_bucket_size)
         s.gpu["gathered parameters"] = live * b
@@ -633,22 +646,25 @@ def _train(cfg, tr: TransformerStats, lora: int, h: int, w: int, text_tokens: in
             s.host["base weights (offloaded)"] = tr.params * b / cfg.num_machines
         else:
             s.gpu["base weights"] = tr.params * b / world
-    else:
+    elif not (full and not ds):  # without DeepSpeed a full fine-tune's weights are fp32
         s.gpu["base weights"] = tr.params * b
 
-    # LoRA weights, gradients, AdamW.
+    # Trained weights (the LoRA's; in a full fine-tune the base weights above), gradients,
+    # AdamW.
     if not ds:
-        s.gpu["lora + adamw"] = lora * ADAM_BYTES_NO_DS
+        s.gpu["weights + grads + adamw" if full else "lora + adamw"] = lora * ADAM_BYTES_NO_DS
         if world > 1:
             s.gpu["ddp buckets"] = lora * 4
     else:
         lw = lora * b / (world if zs == 3 else 1)
-        if zs == 3 and p_off:
+        if full:
+            pass
+        elif zs == 3 and p_off:
             s.host["lora weights"] = lora * b / cfg.num_machines
         else:
             s.gpu["lora weights"] = lw
         if not (o_off and zs >= 2):  # offloaded ZeRO-2/3 grads go to the host per bucket
-            s.gpu["lora grads"] = lora * b / (world if zs >= 2 else 1)
+            s.gpu["grads" if full else "lora grads"] = lora * b / (world if zs >= 2 else 1)
         opt = lora * (ADAM_STATE_BYTES_DS + GRAD_PARTITION_BYTES_DS) / world
         if o_off:
             s.host["adamw (offloaded)"] = opt * procs

@@ -37,7 +37,10 @@ Tiny CPU run from the repository root (the committed demo model and data set; se
 folder from ``python -m backend.families.tiny DIR`` works as the model too).
 
 Writes (stage 2 / sft) into ``output_path``: ``epoch-{i}.safetensors`` (no ``save_steps``)
-or ``step-{N}.safetensors`` (every ``save_steps`` plus a final one), ``training_args.json``,
+or ``step-{N}.safetensors`` (every ``save_steps`` plus a final one) -- with
+``--trainable_models dit`` (a full fine-tune, no LoRA) the folders ``epoch-{i}/`` /
+``step-{N}/``, the transformer in diffusers layout (``backend/models/full.py``) --,
+``training_args.json``,
 ``state/`` (full resume state: LoRA, optimizer, step; ``--resume_from <output>/state``),
 ``tensorboard/``, and progress events to ``progress_file`` (default
 ``output_path/progress.jsonl``; rank 0 only). Stage 1 writes the cache (backend/data/cache.py).
@@ -252,8 +255,13 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
                                              accelerator, ds_plugin, launch.zero_stage)
     source.load(dirs, launch.dtype, accelerator.device, ds_plugin)
     params = [p for p in transformer.parameters() if p.requires_grad]
-    log(f"[train] LoRA rank {cfg.lora_rank} on {len(cfg.target_modules())} module names: "
-        f"{len(params)} tensors, {sum(p.numel() for p in params)} parameters")
+    count = sum(getattr(p, "ds_numel", 0) or p.numel() for p in params)
+    if cfg.full_training:
+        log(f"[train] full fine-tune of the {trained} (trainable_models "
+            f"{cfg.trainable_models}): {len(params)} tensors, {count} parameters")
+    else:
+        log(f"[train] LoRA rank {cfg.lora_rank} on {len(cfg.target_modules())} module names: "
+            f"{len(params)} tensors, {count} parameters")
 
     # --- optimizer, data ---
     optimizer = optimizers.make_optimizer(cfg, params, ds_config)
@@ -282,7 +290,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     # --- saving and resuming ---
     ckpt = Checkpointer(cfg, accelerator, unwrapped, out, progress, is_main=launch.rank == 0,
                         gather=launch.zero_stage == 3, deepspeed=bool(ds_config),
-                        base_model_path=dirs[trained])
+                        base_model_path=dirs[trained], save_dtype=launch.dtype)
     ckpt.set_totals(total_steps=steps.total, steps_per_epoch=steps.per_epoch,
                     world=launch.world, accum=steps.accum, zero_stage=launch.zero_stage)
     global_step = 0
@@ -510,27 +518,28 @@ class Trainer:
             self.tb.add_scalar("train/loss", step_loss, self.step)
             self.tb.add_scalar("train/lr", lr, self.step)
         if cfg.save_steps and self.step % cfg.save_steps == 0:
-            self.save(f"step-{self.step}.safetensors", epoch)
+            self.save(f"step-{self.step}", epoch)
         if (cfg.validation_every_n_steps and self.step % cfg.validation_every_n_steps == 0) \
                 or (not cfg.validation_every_n_steps and self.last_saved == self.step):
             self.validate()
         if cfg.sample_every_n_steps and self.step % cfg.sample_every_n_steps == 0:
-            path = self.ckpt.out / f"step-{self.step}.safetensors"
+            path = self.ckpt.weights_path(f"step-{self.step}")
             if self.last_saved != self.step or not cfg.save_steps:
-                path = self.ckpt.save_lora(path.name, self.step)
+                path = self.ckpt.save_weights(f"step-{self.step}", self.step)
             maybe_render_samples(cfg, path, self.step, self.progress)
             self.launch.accelerator.wait_for_everyone()
 
     def end_epoch(self, epoch: int) -> None:
         """Without ``save_steps``, a finished epoch saves ``epoch-{i}`` (and validates)."""
         if self.cfg.save_steps is None and self.step == (epoch + 1) * self.steps.per_epoch:
-            self.save(f"epoch-{epoch}.safetensors", epoch + 1)
+            self.save(f"epoch-{epoch}", epoch + 1)
             if not self.cfg.validation_every_n_steps and self.validated_at != self.step:
                 self.validate()
 
-    def save(self, name: str, epoch: int) -> None:
-        """A LoRA file and the resume state at this step."""
-        self.ckpt.save_lora(name, self.step)
+    def save(self, stem: str, epoch: int) -> None:
+        """A checkpoint (a LoRA file, or the full component) and the resume state at this
+        step."""
+        self.ckpt.save_weights(stem, self.step)
         self.ckpt.save_state(self.step, epoch)
         self.last_saved = self.step
 
@@ -538,7 +547,7 @@ class Trainer:
         """The final step's LoRA, state and validation where no save or validation had it
         yet; TensorBoard closed."""
         if self.last_saved != self.step:
-            self.save(f"step-{self.step}.safetensors", self.epoch)
+            self.save(f"step-{self.step}", self.epoch)
         if self.validated_at != self.step:
             self.validate()
         if self.tb is not None:

@@ -23,7 +23,7 @@ from backend.core.diskspace import writing
 from backend.core.progress import ProgressWriter
 from backend.core.readgate import for_config as read_gate
 from backend.families.common import block_checkpointing_func, load_partitioned
-from backend.models import layer_offload, lora
+from backend.models import full, layer_offload, lora
 from backend.models.quantize import quantize_component
 from backend.training import samples
 
@@ -222,13 +222,16 @@ def load_trainable_transformer(cfg: RunConfig, family, folder: Path, dtype, acce
         quantize_component(cfg, model, "transformer", family.quantize_skip, dtype,
                            device=accelerator.device, log=log,
                            defer=cfg.enable_model_cpu_offload)
-    lora.add_lora(model, cfg.lora_rank, family.target_modules(cfg.target_modules()),
-                  **lora.adapter_options(cfg))
+    if cfg.full_training:  # every weight trains; no LoRA
+        model.requires_grad_(True)
+    else:
+        lora.add_lora(model, cfg.lora_rank, family.target_modules(cfg.target_modules()),
+                      **lora.adapter_options(cfg))
     if cfg.lora_checkpoint:
         lora.init_from_checkpoint(model, cfg.lora_checkpoint, gate=read_gate(cfg))
     if ds_plugin is None:
-        # Trainable LoRA weights stay float32 under autocast; DeepSpeed keeps its own
-        # fp32 master copy.
+        # Trainable weights (the LoRA's, or all in a full fine-tune) stay float32 under
+        # autocast; DeepSpeed keeps its own fp32 master copy.
         for p in model.parameters():
             if p.requires_grad:
                 p.data = p.data.to(torch.float32)
@@ -285,14 +288,23 @@ def current_lr(lr_scheduler, cfg: RunConfig) -> float:
     return cfg.learning_rate
 
 
+def _step_of(path: Path) -> int:
+    number = path.name.removesuffix(".safetensors").split("-", 1)[1]
+    return int(number) if number.isdigit() else -1
+
+
 def prune_checkpoints(out: Path, keep: int | None) -> None:
+    """Keep the newest ``keep`` step checkpoints: LoRA files, or full checkpoint folders."""
     if not keep:
         return
-    steps = sorted(out.glob("step-*.safetensors"),
-                   key=lambda p: int(p.stem.split("-", 1)[1]) if p.stem.split("-", 1)[1]
-                   .isdigit() else -1)
+    steps = sorted((p for p in out.glob("step-*") if _step_of(p) >= 0
+                    and (p.suffix == ".safetensors" or rundir.is_full_checkpoint(p))),
+                   key=_step_of)
     for p in steps[:-keep]:
-        p.unlink(missing_ok=True)
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def make_tensorboard(folder: Path):
@@ -319,9 +331,12 @@ def maybe_render_samples(cfg: RunConfig, checkpoint: Path, step: int,
 
 
 class Checkpointer:
-    """LoRA files and the resume state of one training run.
+    """The checkpoints (LoRA files, or full components) and resume state of one run.
 
-    ``save_lora`` writes ``<output>/<name>`` (rank 0; others wait) and announces it;
+    ``save_weights`` writes the checkpoint ``<output>/<stem>``: a LoRA file
+    ``<stem>.safetensors`` (``save_lora``), or with ``trainable_models`` the trained
+    component as a diffusers folder ``<stem>/`` (``backend.models.full``); rank 0 writes,
+    the others wait (and gather under ZeRO-3), and it is announced;
     ``save_state`` writes the full resume state (LoRA, optimizer, step) to
     ``<output>/state`` through a temporary folder, so a crash never leaves half a state;
     ``resume`` loads it back and returns the step to continue from. Without DeepSpeed the
@@ -329,12 +344,14 @@ class Checkpointer:
     """
 
     def __init__(self, cfg: RunConfig, accelerator, model, out: Path, progress: ProgressWriter,
-                 *, is_main: bool, gather: bool, deepspeed: bool, base_model_path: Any):
+                 *, is_main: bool, gather: bool, deepspeed: bool, base_model_path: Any,
+                 save_dtype: Any = None):
         self.cfg, self.accelerator, self.model, self.out = cfg, accelerator, model, out
+        self.save_dtype = save_dtype  # a full checkpoint's weights (the run's precision)
         self.progress, self.is_main, self.gather = progress, is_main, gather
         self.deepspeed, self.base_model_path = deepspeed, base_model_path
         self.totals: dict[str, Any] = {}
-        if not deepspeed:
+        if not deepspeed and not cfg.full_training:
             def keep_lora_only(models, weights, output_dir):
                 for i, w in enumerate(weights):
                     weights[i] = {k: v for k, v in w.items() if "lora_" in k}
@@ -343,6 +360,29 @@ class Checkpointer:
     def set_totals(self, **totals: Any) -> None:
         """Step counts and the process layout, stored with every state (resume checks)."""
         self.totals = dict(totals)
+
+    def weights_path(self, stem: str) -> Path:
+        """Where the checkpoint ``stem`` is (or would be) written."""
+        return self.out / (stem if self.cfg.full_training else f"{stem}.safetensors")
+
+    def save_weights(self, stem: str, step: int) -> Path:
+        """The checkpoint of this step (see the class); returns its path."""
+        if not self.cfg.full_training:
+            return self.save_lora(f"{stem}.safetensors", step)
+        cfg = self.cfg
+        path = full.save_component(
+            self.model, self.weights_path(stem), dtype=self.save_dtype, is_main=self.is_main,
+            gather=self.gather, barrier=self.accelerator.wait_for_everyone,
+            info={"step": step, "model_family": cfg.model_family,
+                  "trainable_models": cfg.trainable_models,
+                  "base_model_path": str(self.base_model_path)})
+        if self.is_main:
+            self.progress.emit("checkpoint", step=step, path=str(path))
+            prune_checkpoints(self.out, cfg.keep_last_n_checkpoints)
+            log(f"[train] saved {path} (the whole {full.WEIGHTS_NAME} in "
+                f"{str(self.save_dtype).replace('torch.', '')})")
+        self.accelerator.wait_for_everyone()
+        return path
 
     def save_lora(self, name: str, step: int) -> Path:
         cfg = self.cfg

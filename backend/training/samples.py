@@ -21,6 +21,7 @@ from backend.config.schema import RunConfig
 from backend.core.rundir import list_checkpoints
 from backend.core.progress import ProgressWriter
 from backend.families import family_spec, get_family
+from backend.families.common import weight_files
 from backend.models.hub import resolve_component_dirs
 from backend.models.lora import load_lora, lora_type_of, read_lora
 from backend.models.quantize import quantize_frozen
@@ -45,6 +46,8 @@ def resolve_checkpoints(paths: Iterable[str | os.PathLike], all_checkpoints: boo
         if gate is not None and not gate.allows(p):
             problems.append(f"checkpoints: not found (got {str(p)!r}; allowed an existing "
                             f"LoRA file or folder)")
+        elif rundir.is_full_checkpoint(p):  # a full fine-tune's checkpoint folder
+            out.append(p)
         elif p.is_dir():
             found = list_checkpoints(p)
             if not found:
@@ -196,7 +199,8 @@ def plan_samples(cfg: RunConfig, checkpoints: list[Path]) -> list[Job]:
             jobs.append(Job(i, prompt, None, "base", 0.0, f"base/p{i:02d}-seed{seed}{ext}",
                             inputs[i]))
     for ckpt, name in zip(checkpoints, _checkpoint_names(checkpoints)):
-        for scale in lora_scales:
+        # A fine-tuned component has no scale: it replaces the base at 1.
+        for scale in ([1.0] if rundir.is_full_checkpoint(ckpt) else lora_scales):
             for i, prompt in enumerate(cfg.sample_prompts):
                 jobs.append(Job(i, prompt, ckpt, name, scale,
                                 f"{name}/p{i:02d}-x{scale:g}-seed{seed}{ext}", inputs[i]))
@@ -369,6 +373,24 @@ def _render(pipe, cfg: RunConfig, prompt: str, inputs: tuple[str, ...] = ()):
         width=cfg.sample_width, **extra)
 
 
+def load_weights_into(module, folder: str | os.PathLike) -> int:
+    """Copy a component folder's safetensors weights into ``module`` in place (its dtype
+    and device kept, offload hooks untouched), one tensor at a time; returns how many."""
+    import torch
+    from safetensors import safe_open
+
+    own = module.state_dict()
+    n = 0
+    with torch.no_grad():
+        for file in weight_files(folder):
+            with safe_open(str(file), framework="pt") as f:
+                for key in f.keys():
+                    if key in own:
+                        own[key].copy_(f.get_tensor(key).to(own[key].dtype))
+                        n += 1
+    return n
+
+
 def attach_lora(pipe, ckpt, adapter: str) -> None:
     """Put the LoRA file ``ckpt`` on ``pipe`` as ``adapter`` (scaled with
     ``pipe.set_adapters``, removed with ``pipe.delete_adapters``): LoRA and DoRA through
@@ -471,6 +493,14 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
         if job.checkpoint is not None:
             by_ckpt.setdefault(job.checkpoint, []).append(job)
     for n, (ckpt, ckpt_jobs) in enumerate(by_ckpt.items()):
+        if rundir.is_full_checkpoint(ckpt):  # the fine-tuned weights, then the base's again
+            load_weights_into(pipe.transformer, ckpt)
+            try:
+                for job in ckpt_jobs:
+                    record(job, _render(pipe, cfg, job.prompt, job.inputs))
+            finally:
+                load_weights_into(pipe.transformer, base_model)
+            continue
         adapter = f"zerolora_{n}"
         attach_lora(pipe, ckpt, adapter)
         try:

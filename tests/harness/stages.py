@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -197,3 +199,38 @@ def check_progress(out: Path, total: int) -> list[dict]:
     assert sum(e["loss"] for e in steps) > 0
     assert any(e["event"] == "checkpoint" for e in events)
     return events
+
+
+def launch_and_stop(args: list, config_file: Path | None, progress: Path, at_step: int,
+                    timeout: float = 600) -> int:
+    """Start a stage in its own process group (under ``accelerate launch``, or plainly with
+    no ``config_file``), SIGTERM the group once ``at_step`` is reached, wait for every
+    process of the group to exit; return the leader's exit code."""
+    cmd = [sys.executable, "-m"]
+    if config_file is not None:
+        cmd += ["accelerate.commands.launch", "--config_file", str(config_file), "-m"]
+    cmd += ["backend.stages.train", *[str(a) for a in args]]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=stage_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline:
+            steps = [e for e in read_progress(progress) if e["event"] == "step"]
+            if steps and steps[-1]["step"] >= at_step:
+                break
+            assert proc.poll() is None, "stage ended before it could be stopped"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=timeout)
+        while time.time() < deadline:  # the group may outlive its leader
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("stage did not exit after SIGTERM")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode

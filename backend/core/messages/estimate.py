@@ -9,6 +9,10 @@ EN: dict[str, str] = {
     # -- the estimate's summary (Estimate.summary_lines)
     "estimate.shape": "{height}x{width} ({image_tokens} image + {text_tokens} text tokens), "
                       "LoRA {lora_m:.1f} M parameters, checkpointing {checkpointing}",
+    "estimate.shape_full": "{height}x{width} ({image_tokens} image + {text_tokens} text "
+                           "tokens), full fine-tune of {trained_m:.0f} M parameters "
+                           "({disk:.1f} GB on disk per checkpoint), checkpointing "
+                           "{checkpointing}",
     "estimate.published": "({components}: config.json not found locally; sizes of the "
                           "published model)",
     "estimate.stage_gpu": "{stage}: GPU {gpu:.1f} GB{parts}; host RAM {host:.1f} GB",
@@ -88,6 +92,8 @@ EN: dict[str, str] = {
     "part.lora + adamw": "lora + adamw",
     "part.ddp buckets": "ddp buckets",
     "part.lora grads": "lora grads",
+    "part.grads": "grads",
+    "part.weights + grads + adamw": "weights + grads + adamw",
     "part.adamw (offloaded)": "adamw (offloaded)",
     "part.adamw": "adamw",
     "part.reduce bucket": "reduce bucket",
@@ -211,6 +217,9 @@ EN: dict[str, str] = {
 ZH: dict[str, str] = {
     "estimate.shape": "{height}x{width}（{image_tokens} 个图像 token + {text_tokens} 个文本 "
                       "token），LoRA 参数 {lora_m:.1f} M，检查点方式 `{checkpointing}`",
+    "estimate.shape_full": "{height}x{width}（{image_tokens} 个图像 token + {text_tokens} 个"
+                           "文本 token），全量微调 {trained_m:.0f} M 参数（每个检查点占磁盘 "
+                           "{disk:.1f} GB），检查点方式 `{checkpointing}`",
     "estimate.published": "（{components}：本地没有 config.json；按官方发布模型的尺寸估算）",
     "estimate.stage_gpu": "`{stage}`：GPU {gpu:.1f} GB{parts}；内存 {host:.1f} GB",
     "estimate.stage_cpu": "`{stage}`：CPU 运行 {gpu:.1f} GB{parts}；内存 {host:.1f} GB",
@@ -281,6 +290,8 @@ ZH: dict[str, str] = {
     "part.lora + adamw": "LoRA + AdamW",
     "part.ddp buckets": "DDP 缓冲桶",
     "part.lora grads": "LoRA 梯度",
+    "part.grads": "梯度",
+    "part.weights + grads + adamw": "权重 + 梯度 + AdamW",
     "part.adamw (offloaded)": "AdamW（已卸载）",
     "part.adamw": "AdamW",
     "part.reduce bucket": "归约桶",

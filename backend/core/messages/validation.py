@@ -8,6 +8,8 @@
   signed-in user's run may name (``webui/security/paths.py``, ``quota.py``,
   ``webui/services.py``);
 - ``problems.*``: the problems summary of the page (``webui/form.py``).
+- ``extract.*``: the LoRA extraction's refusals (each naming its flag) and log
+  (``backend/models/extract.py``).
 """
 
 EN: dict[str, str] = {
@@ -175,6 +177,13 @@ EN: dict[str, str] = {
     "validation.rule.other_family_source": "a {other} model, not {family} (got {got}; "
                                           "allowed {family} sources, e.g. {example}, or "
                                           "model_family for {other})",
+    "validation.rule.distilled": "{model} is step-distilled: trained directly, it learns "
+                                 "ordinary flow matching and its few-step sampling wears "
+                                 "off (got {got}; allowed {base} to train on, e.g. "
+                                 "{example}, then its LoRA applied to {model}; or "
+                                 "preset_lora_path set to a de-distillation adapter, merged "
+                                 "for training only; or train_distilled true to train "
+                                 "{model} directly anyway)",
     "validation.rule.max_steps_cap": "a cap below the step target cuts it short (got {got} "
                                      "with max_train_steps {target}; allowed empty or ≥ "
                                      "{target})",
@@ -182,6 +191,22 @@ EN: dict[str, str] = {
                                               "without save_steps; allowed with save_steps)",
     "validation.rule.resume_or_lora": "set either resume_from or lora_checkpoint (got both; "
                                       "allowed one: a saved state already holds the LoRA)",
+    "validation.rule.trainable_unknown": "no component of {family} has this name (got {got}; "
+                                         "allowed {allowed}; its components: {components})",
+    "validation.rule.trainable_frozen": "{got} stays frozen: its outputs are encoded before "
+                                        "training (got {got}; allowed {allowed}, the "
+                                        "component a full fine-tune trains)",
+    "validation.rule.full_with_lora": "a LoRA option beside trainable_models: a full "
+                                      "fine-tune attaches no LoRA (got {got}; allowed the "
+                                      "default {default}, or empty trainable_models to "
+                                      "train a LoRA)",
+    "validation.rule.full_frozen_base": "works on a frozen base only, and a full fine-tune "
+                                        "trains the base (got {got}; allowed empty with "
+                                        "trainable_models: ZeRO offload fits a full "
+                                        "fine-tune to a small GPU)",
+    "validation.rule.full_quantized": "a {method} base cannot train in full (got the "
+                                      "transformer quantized; allowed no quantized "
+                                      "transformer with trainable_models)",
     "validation.rule.stage_order": "must be in order data_process, train, sample without "
                                    "repeats (got {got}; allowed a subset of {stages} in that "
                                    "order)",
@@ -365,6 +390,50 @@ EN: dict[str, str] = {
     "config.write.exists": "already exists",
     "config.write.own_folders": "a file inside your own folders",
     "config.write.regular_file": "a regular file",
+    # ------------------------------------------------------------ LoRA extraction
+    # (backend/models/extract.py): refusals naming the flag, the log and its warnings
+    "extract.refused": "LoRA extraction refused:\n  {lines:join=\n  }",
+    "extract.not_folder": "not a folder (got {got}; allowed a transformer folder with "
+                          "config.json and safetensors weights)",
+    "extract.no_config": "no config.json (got {got}; allowed a transformer folder as "
+                         "save_pretrained writes it)",
+    "extract.no_weights": "no safetensors weights (got {got}; allowed "
+                          "diffusion_pytorch_model.safetensors or its shards with their "
+                          "index; pickled weights are not read)",
+    "extract.shard_missing": "shards named in the index are missing (got {got})",
+    "extract.rank_or_energy": "give exactly one of them (allowed --rank R or --energy F)",
+    "extract.rank_low": "must be at least 1 (got {got}; allowed 1 or more)",
+    "extract.energy_range": "outside (0, 1] (got {got}; allowed a fraction above 0 and at "
+                            "most 1)",
+    "extract.choice": "unknown (got {got}; allowed {allowed})",
+    "extract.no_cuda": "no CUDA device here (got {got}; allowed cpu)",
+    "extract.out_suffix": "not a .safetensors file (got {got})",
+    "extract.out_folder": "a folder (got {got}; allowed a file path)",
+    "extract.config_differs": "config.json differs from the one of --base (keys {keys}): "
+                              "another architecture (allowed a fine-tune of the same model)",
+    "extract.keys_differ": "its tensors differ from those of --base (missing {missing}; extra "
+                           "{extra}): another architecture",
+    "extract.shapes_differ": "tensor shapes differ from those of --base ({tensors:join=; })",
+    "extract.nothing_changed": "no tensor differs from those of --base (allowed a fine-tuned "
+                               "model)",
+    "extract.no_linear_change": "no Linear weight changed ({n} other tensors did; a LoRA "
+                                "holds the changes of Linear weights)",
+    "extract.family": "model family: {family} ({how})",
+    "extract.family_found": "recognised from the config of --base",
+    "extract.family_default": "not recognised from the config of --base, so the default; "
+                              "--model_family names another",
+    "extract.module": "{module}: rank {rank}, {kept} of its change kept",
+    "extract.summary": "{n} Linear modules: file rank {rank} (ranks {low}..{high} kept), "
+                       "{kept} of their change kept; {others} other tensors changed "
+                       "({other_share} of the whole change); {unchanged} tensors unchanged",
+    "extract.other_dropped": "warning: {n} changed tensors that are no Linear weight are left "
+                             "out (--other drop); they held {share} of the whole change",
+    "extract.other_beside": "the {fmt} format cannot carry the {n} changed tensors that are "
+                            "no Linear weight ({share} of the whole change): their "
+                            "differences are written beside it, {path}",
+    "extract.other_unnamed": "warning: {n} changed tensors have no ComfyUI name in this family "
+                             "and are left out ({share} of the whole change): {tensors}",
+    "extract.written": "written: {path}",
 }
 
 ZH: dict[str, str] = {
@@ -508,12 +577,30 @@ ZH: dict[str, str] = {
     "validation.rule.other_family_source": "这是 {other} 的模型，不属于 {family}（当前：{got}；"
                                           "允许：{family} 的模型来源，例如 {example}，或把 "
                                           "model_family 设为 {other}）",
+    "validation.rule.distilled": "{model:q} 是步数蒸馏模型：直接训练会让它学回普通的流匹配，"
+                                 "少步采样的能力随之消失（当前：{got}；允许：改用 {base:q} "
+                                 "训练，例如 {example}，再把训练出的 LoRA 用在 {model:q} 上；"
+                                 "或把 preset_lora_path 设为去蒸馏适配器，只在训练时合并；"
+                                 "或把 train_distilled 设为 true，明确要直接训练 {model:q}）",
     "validation.rule.max_steps_cap": "上限低于训练步数目标，会提前截断（当前：{got}，"
                                      "max_train_steps 为 {target}；允许：留空或 ≥ {target}）",
     "validation.rule.prune_needs_save_steps": "只会清理按步保存的检查点（当前：{got}，但没设置 "
                                               "save_steps；允许：与 save_steps 一起使用）",
     "validation.rule.resume_or_lora": "resume_from 和 lora_checkpoint 只能设置一个（当前：两个都"
                                       "设置了；允许：其中一个——保存的训练状态里已经包含 LoRA）",
+    "validation.rule.trainable_unknown": "{family} 没有这个组件（当前：{got}；允许：{allowed}；"
+                                         "它的组件：{components}）",
+    "validation.rule.trainable_frozen": "{got} 保持冻结：它的输出在训练前就编码好了（当前："
+                                        "{got}；允许：{allowed}，即全量微调训练的组件）",
+    "validation.rule.full_with_lora": "与 trainable_models 同时设置了 LoRA 选项：全量微调不挂 "
+                                      "LoRA（当前：`{got}`；允许：默认值 `{default}`，或清空 "
+                                      "trainable_models 以训练 LoRA）",
+    "validation.rule.full_frozen_base": "只适用于冻结的基础模型，而全量微调会训练基础模型（当前："
+                                        "`{got}`；允许：与 trainable_models 一起时留空——ZeRO "
+                                        "卸载能让全量微调放进小显卡）",
+    "validation.rule.full_quantized": "{method} 量化的基础模型不能全量训练（当前：transformer "
+                                      "已量化；允许：使用 trainable_models 时不量化 "
+                                      "transformer）",
     "validation.rule.stage_order": "必须按 data_process、train、sample 的顺序且不重复（当前："
                                    "{got}；允许：{stages} 中按此顺序的子集）",
     "validation.rule.data_process_split": "data_process 只在 split_training 打开时运行（当前："
@@ -674,4 +761,42 @@ ZH: dict[str, str] = {
     "config.write.exists": "已存在",
     "config.write.own_folders": "你自己文件夹里的文件",
     "config.write.regular_file": "普通文件",
+    "extract.refused": "LoRA 提取被拒绝：\n  {lines:join=\n  }",
+    "extract.not_folder": "不是文件夹（当前：{got}；允许：含 config.json 和 `safetensors` "
+                          "权重的 transformer 文件夹）",
+    "extract.no_config": "没有 config.json（当前：{got}；允许：`save_pretrained` 写出的 "
+                         "transformer 文件夹）",
+    "extract.no_weights": "没有 `safetensors` 权重（当前：{got}；允许："
+                          "diffusion_pytorch_model.safetensors 或带索引的分片；不读取 "
+                          "`pickle` 权重）",
+    "extract.shard_missing": "索引中列出的分片缺失（当前：{got}）",
+    "extract.rank_or_energy": "两者须且只须给一个（允许：--rank R 或 --energy F）",
+    "extract.rank_low": "至少为 1（当前：{got}；允许：1 或更大）",
+    "extract.energy_range": "不在 (0, 1] 内（当前：{got}；允许：大于 0 且不超过 1 的比例）",
+    "extract.choice": "未知（当前：{got}；允许：{allowed}）",
+    "extract.no_cuda": "此处没有 CUDA 设备（当前：{got}；允许：cpu）",
+    "extract.out_suffix": "不是 .safetensors 文件（当前：{got}）",
+    "extract.out_folder": "是文件夹（当前：{got}；允许：文件路径）",
+    "extract.config_differs": "config.json 与 --base 的不同（键：{keys}）：架构不同（允许："
+                              "同一模型的微调）",
+    "extract.keys_differ": "张量与 --base 的不同（缺少：{missing}；多出：{extra}）：架构不同",
+    "extract.shapes_differ": "张量形状与 --base 的不同（{tensors:join=; }）",
+    "extract.nothing_changed": "没有张量与 --base 的不同（允许：微调过的模型）",
+    "extract.no_linear_change": "没有 `Linear` 权重改变（另有 {n} 个张量改变；LoRA 只承载 "
+                                "`Linear` 权重的改变）",
+    "extract.family": "模型系列：{family}（{how}）",
+    "extract.family_found": "从 --base 的配置识别",
+    "extract.family_default": "无法从 --base 的配置识别，使用默认系列；可用 --model_family "
+                              "指定",
+    "extract.module": "{module}：秩 {rank}，保留其改变的 {kept}",
+    "extract.summary": "{n} 个 `Linear` 模块：文件秩 {rank}（各模块保留的秩 {low}..{high}），"
+                       "保留其改变的 {kept}；另有 {others} 个张量改变（占全部改变的 "
+                       "{other_share}）；{unchanged} 个张量未变",
+    "extract.other_dropped": "警告：{n} 个改变了的非 `Linear` 权重张量被舍去（--other "
+                             "drop）；它们占全部改变的 {share}",
+    "extract.other_beside": "{fmt} 格式无法承载 {n} 个改变了的非 `Linear` 权重张量（占全部"
+                            "改变的 {share}）：它们的差值另写在旁边，{path}",
+    "extract.other_unnamed": "警告：{n} 个改变了的张量在此系列中没有 ComfyUI 名称，已舍去（占"
+                             "全部改变的 {share}）：{tensors}",
+    "extract.written": "已写出：{path}",
 }

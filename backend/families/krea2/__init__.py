@@ -4,11 +4,17 @@ The transformer is ``Krea2Transformer2DModel`` (a single-stream MMDiT whose text
 12 tapped hidden states of a Qwen3-VL-4B text encoder, fused by a small text transformer),
 the VAE the one ``AutoencoderKLQwenImage`` of another family. Raw is the trainable base; Turbo is distilled (8 steps, no guidance):
 training it directly wears the distillation off, so train on Raw and apply the LoRA to
-Turbo (same names and shapes), as the reference's own scripts recommend.
+Turbo (same names and shapes), as the reference's own scripts recommend (a run that trains
+Turbo is refused unless it merges a de-distillation adapter, ``preset_lora_path``, or sets
+``train_distilled``).
 
 The family's data (read when the schema is built); the adapter is ``adapter.py``, the tiny
 real-architecture models ``tiny.py``, the published configs the estimator uses before
 anything is downloaded ``published.py``.
+
+It captions a dataset with its own text encoder, a whole Qwen3-VL with its vision tower
+(``captioner_components``; ``backend/families/qwen3_vl.py``'s ``load_captioner``), so no
+captioning model is downloaded besides the weights stage 1 loads anyway.
 
 The reference trainer's sources are single files of other layouts: the original checkpoint
 ``krea/Krea-2-Raw:raw.safetensors`` (``Krea-2-Turbo:turbo.safetensors``), the
@@ -142,7 +148,7 @@ SPEC = Krea2Spec(
             # The distilled checkpoint: 8 steps without guidance (Krea2Pipeline's docs).
             "sample_steps": 8,
             "sample_cfg": 1.0,
-        }, index_values={"is_distilled": True}),
+        }, index_values={"is_distilled": True}, distilled_from="krea2_raw"),
     ),
     target_aliases=ALIASES,
     keywords=("krea2", "krea 2", "krea-2"),

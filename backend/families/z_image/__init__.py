@@ -22,7 +22,8 @@ flow matching and wears the distillation off (samples turn blurry or need more s
 Two ways around it, as users do: train on Base and apply the LoRA to Turbo (the weights
 share names and shapes), or train Turbo with a de-distillation adapter merged into its
 weights for training only (``preset_lora_path``; the saved LoRA holds only what was trained,
-so it is applied to plain Turbo at inference).
+so it is applied to plain Turbo at inference). Turbo's ``distilled_from`` says so: a run
+that trains it with neither is refused unless ``train_distilled`` says the user means it.
 """
 from backend.families.base import FamilySpec, Variant
 from backend.families.common import pipeline_components
@@ -66,7 +67,7 @@ SPEC = FamilySpec(
             # Distilled: 8 steps without classifier-free guidance.
             "sample_steps": 8,
             "sample_cfg": 1.0,
-        }),
+        }, distilled_from="z_image"),
     ),
     keywords=("z_image", "zimage", "z-image"),
     # Base recipes by GPU memory; presets/z_image_turbo_dedistill.yaml is the Turbo one.
