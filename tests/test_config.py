@@ -40,7 +40,8 @@ def test_every_field_has_default_help_group_level_and_limits():
         base = ([a for a in typing.get_args(ann) if a is not type(None)][0]
                 if typing.get_origin(ann) is typing.Union else ann)
         if base in (int, float):
-            assert ("ge" in meta or "gt" in meta) and "le" in meta, f"{name}: no bounds"
+            assert ("ge" in meta or "gt" in meta) and ("le" in meta or "lt" in meta), \
+                f"{name}: no bounds"
         if typing.get_origin(base) is typing.Literal:
             assert meta["choices"], name
     assert {field_meta(n)["group"] for n in FIELDS} == set(GROUPS)

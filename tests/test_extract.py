@@ -302,7 +302,7 @@ def test_cli_refuses_in_the_same_words(pair, tmp_path, capsys):
     base, tuned = pair
     out = tmp_path / "lora.safetensors"
     assert main(["--base", str(base), "--tuned", str(tuned), "--out", str(out),
-                 "--energy", "2"]) == 1
+                 "--energy", "2"]) == 2  # refused (exits.REFUSED)
     assert "--energy: outside (0, 1] (got 2.0" in capsys.readouterr().err
     assert main(["--base", str(base), "--tuned", str(tuned), "--out", str(out),
                  "--rank", "2", "--format", "comfyui"]) == 0

@@ -384,3 +384,103 @@ def test_estimator_full_training_per_zero_stage(family, params_b):
     assert z3.host["base weights (offloaded)"] == 2 * n
     assert z3.host_bytes > z3_lora.host_bytes + 15 * n
     assert z3.gpu_bytes <= z3_lora.gpu_bytes  # the GPU holds the live block either way
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_checkpoint_is_the_base_model_of_a_new_run(tmp_path, tiny_model_dir, stage1_cache,
+                                                    plain_accelerate_config):
+    """A fine-tune's checkpoint folder named as the model source: a LoRA trains on it (the
+    folder is recognised as the family's transformer, nothing else is needed in stage 2)."""
+    import torch
+
+    from backend.families import get_family
+    from backend.models import full
+    from backend.models.lora import read_lora
+
+    model = get_family("qwen_image").load_transformer(tiny_model_dir / "transformer",
+                                                      torch.float32)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.01)
+    ckpt = full.save_component(model, tmp_path / "tuned" / "step-8", dtype=torch.float32,
+                               info={"step": 8})
+    out = tmp_path / "lora"
+    proc = run_stage(["--task", "sft:train", "--offline", "--model_id_with_origin_paths",
+                      ckpt, "--dataset_base_path", stage1_cache, "--output_path", out,
+                      "--lora_rank", "4", "--learning_rate", "5e-3", "--max_train_steps", "2",
+                      "--save_steps", "2"], config_file=plain_accelerate_config)
+    assert_ok(proc)
+    args = json.loads((out / "training_args.json").read_text())
+    assert args["model_family"] == "qwen_image"
+    assert args["resolved_components"]["transformer"] == str(ckpt)
+    _, meta = read_lora(out / "step-2.safetensors")
+    assert meta["base_model_path"] == str(ckpt)
+
+
+def test_target_gpu_lists_the_full_training_ways_beside_the_lora_ways():
+    """FLUX.2 [klein] 4B at 1024x1024 on an 8 GB GPU with 128 GB of host RAM: the full
+    fine-tune fits only with ZeRO-3 offload (ZeRO-2 keeps the 7.8 GB of bf16 weights on the
+    GPU); a LoRA run is still recommended a LoRA way,
+    a full run a full one; a row applied to a LoRA config with its own rank validates."""
+    from backend.config.validation import validate
+    from backend.planning import estimator as E
+
+    cfg = validate({"model_family": "flux2_klein", "dataset_base_path": "/d", "height": 1024,
+                    "width": 1024, "lora_rank": 16})
+    rows, best = E.compare_methods(cfg, 8 * E.GB, host_bytes=128 * E.GB)
+    by = {r.name: r for r in rows}
+    assert {"full_plain", "full_zero2_offload", "full_zero3_offload"} <= set(by)
+    assert [by[n].fits for n in ("full_plain", "full_zero2_offload", "full_zero3_offload")
+            ] == [False, False, True]
+    assert by["full_plain"].gpu_bytes > 60 * E.GB  # 16 bytes a parameter
+    assert best is not None and not best.startswith("full_")
+    full = cfg.model_copy(update=by["full_zero3_offload"].changes)
+    assert full.full_training and full.lora_rank == 32
+    validate({**full.to_dict(), "dataset_base_path": "/d"})
+    assert E.compare_methods(full, 8 * E.GB, host_bytes=128 * E.GB)[1] == "full_zero3_offload"
+    assert "full fine-tune, DeepSpeed ZeRO-3" in str(by["full_zero3_offload"].label)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_extract_lora_job_from_a_runs_full_checkpoint(tmp_path, tiny_model_dir):
+    """The Runs tab's Extract LoRA: a job of its own (stage ``extract``) reads the
+    checkpoint's recorded base, writes the LoRA into the run's output/export/, and ends
+    succeeded; a LoRA checkpoint or a bad rank is refused before anything is queued."""
+    import torch
+
+    from backend.config.errors import ConfigError
+    from backend.core.progress import read_events
+    from backend.families import get_family
+    from backend.jobs.runner import Runner
+    from backend.models import full
+    from backend.models.lora import read_lora
+    from webui import jobs
+
+    base = tiny_model_dir / "transformer"
+    model = get_family("qwen_image").load_transformer(base, torch.float32)
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.01)
+    run_dir = tmp_path / "runs" / "r1"
+    full.save_component(model, run_dir / "output" / "step-6", dtype=torch.float32,
+                        info={"step": 6, "base_model_path": str(base)})
+    (run_dir / "output" / "step-3.safetensors").write_bytes(b"")
+    run = {"id": "r1", "run_dir": str(run_dir), "name": "tuned",
+           "config_yaml": f"model_id_with_origin_paths: {tiny_model_dir}\n"
+                          "trainable_models: dit\noffline: true\n"}
+    runner = Runner(tmp_path / "ws", stop_grace_s=5)
+    with pytest.raises(ConfigError, match="checkpoint: not a full fine-tune's checkpoint"):
+        jobs.submit_extract(runner, run, "step-3.safetensors", 8, owner=None)
+    with pytest.raises(ConfigError, match="rank: at least 1"):
+        jobs.submit_extract(runner, run, "step-6", 0, owner=None)
+    job = jobs.submit_extract(runner, run, "step-6", 8, owner=None)
+    done = runner.wait(job, timeout=300)
+    assert done["status"] == "succeeded", done
+    out = run_dir / "output" / "export" / "step-6-lora-r8.safetensors"
+    tensors, meta = read_lora(out)
+    assert meta["rank"] == "8" and tensors
+    events, _ = read_events(Path(done["run_dir"]) / "progress.jsonl")
+    assert events[-1]["event"] == "end" and events[-1]["path"] == str(out)

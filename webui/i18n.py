@@ -152,6 +152,9 @@ EN: dict[str, str] = {
     "runs.format_info": "reference: as trained; diffusers: loads with pipe.load_lora_weights; "
                         "comfyui: loads in ComfyUI's LoRA loader.",
     "runs.checkpoint": "Checkpoint",
+    "runs.extract_rank": "LoRA rank to extract",
+    "runs.extract_rank_info": "From a full fine-tune's checkpoint: the change of each linear layer, kept to this rank (SVD).",
+    "runs.extract": "Extract LoRA",
     "runs.dl_lora": "Download LoRA",
     "runs.dl_configs": "Download configs",
     "runs.dl_logs": "Download logs",
@@ -282,6 +285,9 @@ ZH: dict[str, str] = {
     "runs.format_info": "reference：训练原样；diffusers：可用 pipe.load_lora_weights 加载；"
                         "comfyui：可在 ComfyUI 的 LoRA 加载器中使用。",
     "runs.checkpoint": "检查点",
+    "runs.extract_rank": "提取的 LoRA 秩",
+    "runs.extract_rank_info": "从全量微调的检查点中：把每个线性层的变化（奇异值分解）保留到这个秩。",
+    "runs.extract": "提取 LoRA",
     "runs.dl_lora": "下载 LoRA",
     "runs.dl_configs": "下载配置文件",
     "runs.dl_logs": "下载日志",

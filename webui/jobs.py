@@ -69,6 +69,17 @@ def submit_render(runner: Runner, run: dict, settings: dict[str, Any], names: li
                                 name=cfg.run_name, gpu_ids=cfg.gpu_ids, run_id=job_id)
 
 
+def submit_extract(runner: Runner, run: dict, name: str | None, rank: Any,
+                   owner: str | None) -> str:
+    """Queue the extraction of a LoRA of ``rank`` from the full checkpoint ``name`` of
+    ``run`` (``backend/planning/extract_job.py``); returns the job's run id."""
+    from backend.planning.extract_job import submit_extract as submit
+
+    cfg = validate(run_config(run), require_inputs=False)
+    return submit(runner, run, cfg, str(name or ""), owner=owner,
+                  rank=int(rank) if rank not in (None, "") else None)
+
+
 # ---------------------------------------------------------------------- grid
 def _in(lang: str | None, msg: Msg) -> str:
     """``msg`` in the page's language (plain text: a caption or a choice)."""

@@ -47,6 +47,10 @@ ZH_LABELS: dict[str, str] = {
     "height": "图片高度",
     "width": "图片宽度",
     "dataset_repeat": "数据集重复次数",
+    "masked_loss": "遮罩损失",
+    "mask_path": "遮罩文件夹",
+    "alpha_mask": "用透明通道作遮罩",
+    "mask_missing": "没有遮罩的图片",
     "dataset_num_workers": "数据加载进程数",
     "lora_base_model": "LoRA 加在",
     "lora_target_modules": "目标模块",
@@ -110,6 +114,7 @@ ZH_LABELS: dict[str, str] = {
     "sample_every_n_steps": "每 N 步出样图",
     "sample_cpu_offload": "采样显存节省",
     "sample_vae_tiling": "VAE 分块解码",
+    "sample_use_ema": "采样用 EMA 权重",
     "num_frames": "每段片段帧数",
     "max_timestep_boundary": "时间步上界",
     "min_timestep_boundary": "时间步下界",
@@ -129,6 +134,7 @@ ZH_LABELS: dict[str, str] = {
     "lora_dropout": "LoRA 丢弃率",
     "lora_type": "适配器类型",
     "lokr_factor": "LoKr 分解因子",
+    "loraplus_lr_ratio": "LoRA+ 学习率倍数（B / A）",
     "optimizer": "优化器",
     "customized_optimizer": "优化器类（参考训练器的名称）",
     "adam_beta1": "AdamW 一阶矩系数 beta1",
@@ -152,6 +158,10 @@ ZH_LABELS: dict[str, str] = {
     "caption_dropout": "描述丢弃率",
     "validation_samples": "验证样本数",
     "validation_every_n_steps": "每 N 步验证",
+    "ema_decay": "EMA 衰减率",
+    "ema_update_every": "EMA 每 N 步更新",
+    "ema_start_step": "EMA 起始步",
+    "ema_device": "EMA 存放位置",
     "caption_template": "描述指令",
     "caption_max_length": "描述长度（词元）",
     "caption_overwrite": "替换已有描述",
@@ -185,6 +195,10 @@ ZH_HELP: dict[str, str] = {
     "height": "固定高度（与宽度一起设置；留空：动态分辨率）。",
     "width": "固定宽度（与高度一起设置；留空：动态分辨率）。",
     "dataset_repeat": "每个 epoch 中数据集重复的次数。",
+    "masked_loss": "按每张图片的遮罩逐个潜空间单元加权损失（灰度即权重：黑 0 … 白 1），由阶段 1 按潜空间分辨率缓存。图片的遮罩取以下第一个：mask_path 中的同名文件、元数据的 `mask` 列、图片自身的透明通道（alpha_mask）。",
+    "mask_path": "与图片同名的遮罩文件夹（文件名相同，或主名相同、任意图片后缀）；视频片段的遮罩可以是一张图片（整个片段）或一段视频、一个帧文件夹（逐帧）。留空：使用元数据的 `mask` 列或透明通道。需要开启 masked_loss。",
+    "alpha_mask": "用每张图片自身的透明通道作遮罩（同 sd-scripts 的 alpha_mask）；仅限图片。需要开启 masked_loss。",
+    "mask_missing": "没有遮罩的图片：weight_one（整张图片都参与训练）或 refuse（在任何阶段之前指出并拒绝）。",
     "dataset_num_workers": "DataLoader 的工作进程数。",
     "lora_base_model": "加 LoRA 的组件。",
     "lora_target_modules": "逗号分隔的模块名（各系列的默认值与参考训练器一致）。",
@@ -248,6 +262,7 @@ ZH_HELP: dict[str, str] = {
     "sample_every_n_steps": "训练中每 N 步渲染一次样图。",
     "sample_cpu_offload": "采样阶段的显存用法。none：整个 pipeline 放在 GPU 上；model：一次一个组件（diffusers 的模型级 CPU 卸载；Transformer 仍整个上 GPU）；sequential：权重从内存中一次一个模块流式送到 GPU（diffusers 的逐模块 CPU 卸载；慢很多，显存最省，配合 sample_vae_tiling 更省）。显存估算会给出所选模型在每种模式下的数值。旧配置中的 true / false 分别表示 model / none。",
     "sample_vae_tiling": "把样图分成相互重叠的小块解码，VAE 解码器的显存不再随图片尺寸增长。接缝会融合；像素与不分块解码略有差别。",
+    "sample_use_ema": "样图用哪份权重（训练中的样图、采样阶段、结果网格）：raw 训练得到的权重；ema 改用每个检查点的 EMA 副本（`step-N-ema`）；both 把 EMA 副本作为单独一列放在每个检查点旁边。ema 和 both 需要 ema_decay。",
     "num_frames": "视频系列：每个训练片段的帧数（4k+1：VAE 在第一帧之后每 4 帧一组；1 表示按单帧训练）。图片视作只有一帧的片段。",
     "frame_stride": "视频系列：每隔 N 帧取一帧（1：每帧都取）。",
     "max_timestep_boundary": "视频系列：只在调度器时间步中低于此比例的部分训练，从噪声最大处数起（参考训练器的参数；1：到末尾）。双专家模型每次训练一个专家、各用自己的范围：高噪声专家（transformer）从 0 开始，低噪声专家（transformer_2）到 1 为止。",
@@ -267,6 +282,7 @@ ZH_HELP: dict[str, str] = {
     "lora_dropout": "训练时随机丢弃 LoRA 分支输入的比例（lora 和 dora）。",
     "lora_type": "lora：低秩 A·B；dora：每个输出带一个可学习幅值的 LoRA（权重分解）；lokr：克罗内克积（`LyCORIS` 的 `LoKr`；ComfyUI 和 `peft` 能加载，diffusers 的加载器只认 LoRA 的键名）。全部通过 `peft` 实现。",
     "lokr_factor": "`LoKr`：拆分每个维度的克罗内克因子（-1：按该维度尽量均衡地拆分）。",
+    "loraplus_lr_ratio": "`LoRA+`：`lora_B`（以及 dora 的幅值向量）的学习率是 learning_rate 的这么多倍，`lora_A` 用 learning_rate（留空：关闭；`LoRA+` 论文建议 16，同时把 learning_rate 调低一些）。适用于 adamw（包括卸载时）、adamw8bit 和 adafactor；不适用于 prodigy（它为所有参数只学习一个步长）。只用于 lora 和 dora。",
     "optimizer": "adamw：torch 的 AdamW（开启优化器卸载时用 DeepSpeed 的 CPU Adam）；adamw8bit：`bitsandbytes` 的 8 位 AdamW；adafactor：`transformers` 的 `Adafactor`，使用给定的学习率；prodigy：`prodigyopt` 包（自动学习步长：learning_rate 请设为 1.0）。只有 adamw 能配合优化器卸载。",
     "customized_optimizer": "参考训练器中以点分路径写的优化器类，会映射到 optimizer（只接受这几个名称；不会按路径导入任何东西）。",
     "adam_beta1": "AdamW 的 beta1。",
@@ -290,6 +306,10 @@ ZH_HELP: dict[str, str] = {
     "caption_dropout": "某一步用空描述代替图片自身描述来训练的概率（让模型保留无条件预测）。",
     "validation_samples": "把数据集最后 N 个样本留出、不参与训练，在固定的噪声和时间步上记录它们的损失，与训练损失并列显示（0：不留出）。",
     "validation_every_n_steps": "每 N 个优化器步计算一次验证损失（留空：每个检查点时计算），另外在第一步之前和最后一步之后各算一次。",
+    "ema_decay": "训练权重（LoRA 的权重，或全量微调的全部权重）的指数移动平均（EMA）：每次更新 ema = 衰减率 × ema + (1 - 衰减率) × 当前权重。每个检查点旁边另存一份 EMA 副本（`step-N-ema`），恢复训练的状态中也保存它。留空：不用 EMA；例如 0.999（越接近 1，记得越久）。",
+    "ema_update_every": "EMA：每 N 个优化器步更新一次（需要 ema_decay）。",
+    "ema_start_step": "EMA：从第几个优化器步开始，开始时复制当时的权重（0：第一步之前的权重），之后每 ema_update_every 步更新一次（需要 ema_decay）。",
+    "ema_device": "EMA：它的 float32 副本放在哪里（每个训练参数 4 字节）：gpu 放在训练设备上；cpu 放在内存中（显存小时使用；每次更新把权重复制过去）。需要 ema_decay。",
     "caption_template": "对每张图片向描述模型提出的要求（与图片一起给出的指令）。",
     "caption_max_length": "描述的最大长度，按描述模型的词元计（生成到此为止）。",
     "caption_overwrite": "替换已有的描述（关闭：已有描述的图片保留原描述并跳过）。",
@@ -309,6 +329,7 @@ bf16 fp16 fp32 float32 torch cfg sft dit none cpu true false all no auto
 reference comfyui zip id ids ID API KiB TiB TSV png txt csv json jsonl yaml glob alpha CFG http https
 token tokens vae epoch pipeline DataLoader Web
 LoKr Adafactor Prodigy
+EMA
 """.split())
 # Option values that read as English words: allowed only where they stand as values (in
 # code spans, quotes, after "=" or between "|").

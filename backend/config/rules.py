@@ -33,7 +33,8 @@ def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list
             + samples_during_training_problems(c)
             + (distilled_problems(c) if require_inputs else [])
             + combination_problems(c)  # low VRAM (backend/config/lowvram.py)
-            + option_problems(c))
+            + option_problems(c) + loraplus_problems(c) + ema_problems(c)
+            + mask_problems(c))
 
 
 def deepspeed_problems(c: dict[str, Any]) -> list[Msg]:
@@ -243,7 +244,7 @@ def training_problems(c: dict[str, Any]) -> list[Msg]:
 # The options of a LoRA, which a full fine-tune has none of: set to anything but their
 # family's defaults beside ``trainable_models``, they are refused rather than ignored.
 LORA_ONLY = ("lora_rank", "lora_alpha", "lora_dropout", "lora_type", "lokr_factor",
-             "lora_checkpoint", "lora_target_modules")
+             "loraplus_lr_ratio", "lora_checkpoint", "lora_target_modules")
 # Ways to fit a small GPU that hold a frozen base: a full fine-tune has none.
 FROZEN_BASE_ONLY = ("enable_model_cpu_offload", "enable_optimizer_cpu_offload",
                     "preset_lora_path")
@@ -341,6 +342,52 @@ def samples_during_training_problems(c: dict[str, Any]) -> list[Msg]:
     return p
 
 
+# The EMA's own options, which mean nothing without ``ema_decay`` (their defaults).
+EMA_OPTIONS = {"ema_update_every": 1, "ema_start_step": 0, "ema_device": "gpu",
+               "sample_use_ema": "raw"}
+
+
+def ema_problems(c: dict[str, Any]) -> list[Msg]:
+    """The EMA (``ema_decay``; its bounds are the schema's): its other options only beside
+    it, and a start step the run reaches."""
+    p: list[Msg] = []
+    if not c.get("ema_decay"):
+        for name, default in EMA_OPTIONS.items():
+            if c.get(name, default) != default:
+                p.append(field_problem(name, Msg("validation.rule.ema_needs_decay",
+                                                 got=bounded.short(c.get(name)),
+                                                 default=bounded.short(default))))
+        return p
+    last = min([n for n in (c.get("max_train_steps"), c.get("max_steps")) if n] or [0])
+    if last and c.get("ema_start_step", 0) > last:
+        p.append(field_problem("ema_start_step", Msg("validation.rule.ema_start_after_end",
+                                                     got=c["ema_start_step"], last=last)))
+    return p
+
+
+# The masked loss's own options, which mean nothing without ``masked_loss`` (their defaults).
+MASK_OPTIONS = {"mask_path": None, "alpha_mask": False, "mask_missing": "weight_one"}
+
+
+def mask_problems(c: dict[str, Any]) -> list[Msg]:
+    """The masked loss (``masked_loss``; ``backend/data/masks.py``): its other options only
+    beside it, and a source of masks where the run reads the dataset (a mask folder,
+    ``alpha_mask``, or a metadata file whose ``mask`` column the dataset check reads)."""
+    p: list[Msg] = []
+    if not c.get("masked_loss"):
+        for name, default in MASK_OPTIONS.items():
+            if c.get(name, default) != default:
+                p.append(field_problem(name, Msg("validation.rule.mask_needs_masked_loss",
+                                                 got=bounded.short(c.get(name)),
+                                                 default=bounded.short(default))))
+        return p
+    reads_dataset = c.get("task") != "sft:train"
+    if reads_dataset and not (c.get("mask_path") or c.get("alpha_mask")
+                              or c.get("dataset_metadata_path")):
+        p.append(field_problem("masked_loss", Msg("validation.rule.mask_no_source")))
+    return p
+
+
 def option_problems(c: dict[str, Any]) -> list[Msg]:
     """Rules of the training options block (batches, optimizers, LoRA variants, validation)."""
     p: list[Msg] = []
@@ -371,4 +418,21 @@ def option_problems(c: dict[str, Any]) -> list[Msg]:
     if c["aspect_buckets"] and c["height"] is not None and c["width"] is not None:
         p.append(field_problem("aspect_buckets", Msg(
             "validation.rule.buckets_fixed_size", height=c["height"], width=c["width"])))
+    return p
+
+
+def loraplus_problems(c: dict[str, Any]) -> list[Msg]:
+    """LoRA+ (``loraplus_lr_ratio``) sets lora_B's learning rate against lora_A's: an
+    adapter without the two (LoKr) has nothing to set it on, and Prodigy refuses parameter
+    groups at different learning rates (it learns one step size for all). A full fine-tune,
+    which has no LoRA at all, is refused with the other LoRA options
+    (``full_training_problems``)."""
+    ratio = c.get("loraplus_lr_ratio")
+    p: list[Msg] = []
+    if ratio and c["lora_type"] == "lokr":
+        p.append(field_problem("loraplus_lr_ratio", Msg("validation.rule.loraplus_lokr",
+                                                        got=f"{ratio:g}")))
+    if ratio and effective_optimizer(c) == "prodigy":
+        p.append(field_problem("loraplus_lr_ratio", Msg("validation.rule.loraplus_prodigy",
+                                                        got=f"{ratio:g}")))
     return p

@@ -74,7 +74,7 @@ NONE_WORDS = ("none", "null", "")
 # Options that hold a local path (made absolute by ``resolve_paths``).
 PATH_FIELDS = ("output_path", "resume_from", "progress_file", "models_dir",
                "dataset_base_path", "dataset_metadata_path", "lora_checkpoint",
-               "preset_lora_path", "offload_nvme_path")
+               "preset_lora_path", "offload_nvme_path", "mask_path")
 MODELS_DIR_ENV = "ZEROLORA_MODELS_DIR"
 SAMPLE_SCALE_RANGE = (-4.0, 4.0)
 
@@ -190,6 +190,23 @@ class RunConfig(BaseModel):
     width: Optional[int] = F(None, "Fixed width (set with height; empty: dynamic "
                              "resolution).", "data", ge=16, le=4096, multiple_of=16)
     dataset_repeat: int = F(1, "Dataset length multiplier per epoch.", "data", ge=1, le=100000)
+    # --- masked loss (backend/data/masks.py) ------------------------------------------
+    masked_loss: bool = F(
+        False, "Weight the loss per latent cell by a mask per image (grey levels as weights: "
+        "black 0 ... white 1), cached by stage 1 at the latent resolution. An image's mask "
+        "is the first of: its file in mask_path, the metadata's mask column, its alpha "
+        "channel (alpha_mask).", "data", ui="advanced")
+    mask_path: Optional[str] = F(
+        None, "Folder of masks named as the images (same file name, or same stem with any "
+        "image suffix); a clip's mask is an image (the whole clip) or a video or frames "
+        "folder (per frame). Empty: the metadata's mask column, or the alpha channel. "
+        "Needs masked_loss.", "data", ui="advanced")
+    alpha_mask: bool = F(
+        False, "Take each image's mask from its own alpha channel (sd-scripts' alpha_mask); "
+        "images only. Needs masked_loss.", "data", ui="advanced")
+    mask_missing: Literal["weight_one", "refuse"] = F(
+        "weight_one", "An image without a mask: weight_one (trains on the whole image) or "
+        "refuse (named before any stage).", "data", ui="advanced")
     # --- video datasets and clips (video families) -------------------------------------
     num_frames: int = F(81, "Video families: frames per training clip (4k+1: the VAE groups "
                         "frames by 4 after the first; 1 trains on single frames). Images "
@@ -376,6 +393,11 @@ class RunConfig(BaseModel):
         False, "Decode sample images in overlapping tiles, so the VAE decoder's memory "
         "stops growing with the image size. Seams are blended; pixels differ slightly from "
         "an untiled decode.", "samples", ui="advanced")
+    sample_use_ema: Literal["raw", "ema", "both"] = F(
+        "raw", "Which weights samples use (during training, the sample stage, the Results "
+        "grid): raw, the trained weights; ema, each checkpoint's EMA twin (step-N-ema) "
+        "instead; both, the twin as a column of its own beside each checkpoint. ema and "
+        "both need ema_decay.", "samples", ui="advanced")
 
     # --- edit models: input images beside the target (the reference's flags) ----------
     extra_inputs: str = F(
@@ -439,6 +461,12 @@ class RunConfig(BaseModel):
     lokr_factor: int = F(-1, "LoKr: the Kronecker factor that splits each dimension (-1: "
                          "as balanced as the dimension allows).", "lora", ui="advanced",
                          ge=-1, le=1024, extra={"show_if": {"lora_type": ["lokr"]}})
+    loraplus_lr_ratio: Optional[float] = F(
+        None, "LoRA+: lora_B (and DoRA's magnitude) learns at this many times learning_rate, "
+        "lora_A at learning_rate (empty: off; the LoRA+ paper suggests 16, with a somewhat "
+        "lower learning_rate). adamw (offloaded too), adamw8bit and adafactor; not prodigy, "
+        "which learns one step size for all. lora and dora only.",
+        "lora", ui="advanced", gt=0, le=1000)
     optimizer: Literal["adamw", "adamw8bit", "adafactor", "prodigy"] = F(
         "adamw", "adamw: torch's AdamW (DeepSpeed's CPU Adam with optimizer offload); "
         "adamw8bit: bitsandbytes' 8-bit AdamW; adafactor: transformers' Adafactor at the "
@@ -513,6 +541,22 @@ class RunConfig(BaseModel):
         None, "Validation loss every N optimizer steps (empty: at each checkpoint), plus "
         "before the first step and after the last.", "training", ui="advanced", ge=1,
         le=10**9)
+    ema_decay: Optional[float] = F(
+        None, "An exponential moving average (EMA) of the trained weights (the LoRA's, or "
+        "all of a full fine-tune's): after each update ema = decay x ema + (1 - decay) x "
+        "weights. Each checkpoint gets an EMA twin beside it (step-N-ema), kept in the "
+        "resume state. Empty: no EMA; e.g. 0.999 (closer to 1: a longer memory).",
+        "training", ui="advanced", gt=0, lt=1)
+    ema_update_every: int = F(1, "EMA: update it every N optimizer steps (needs ema_decay).",
+                              "training", ui="advanced", ge=1, le=10**9)
+    ema_start_step: int = F(
+        0, "EMA: the optimizer step it begins at, as a copy of the weights then (0: the "
+        "weights before the first step), updated every ema_update_every steps after it "
+        "(needs ema_decay).", "training", ui="advanced", ge=0, le=10**9)
+    ema_device: Literal["gpu", "cpu"] = F(
+        "gpu", "EMA: where its float32 copy lives (4 bytes a trained parameter): gpu, the "
+        "training device; cpu, host RAM (for low VRAM; each update copies the weights "
+        "there). Needs ema_decay.", "training", ui="advanced")
     # === end of the training options block ===
 
     # === captioning (backend/data/captions.py, the caption stage) ===

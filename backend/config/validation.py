@@ -170,7 +170,7 @@ def _allowed(name: str) -> Msg | str:
     parts: list[Msg | str] = []
     if lo is not None or hi is not None:
         lo_s = "" if lo is None else (f"> {lo}" if "gt" in meta else f"≥ {lo}")
-        hi_s = "" if hi is None else f"≤ {hi}"
+        hi_s = "" if hi is None else (f"< {hi}" if "lt" in meta else f"≤ {hi}")
         parts.append(Msg("validation.allowed.and", lo=lo_s, hi=hi_s) if lo_s and hi_s
                      else lo_s or hi_s)
     if "multiple_of" in meta:

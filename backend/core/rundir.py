@@ -14,6 +14,7 @@ below and fails on any other module that writes one)::
         progress.jsonl                   progress events (backend/core/progress.py)
         cache/                           the stage-1 cache (backend/data/cache.py)
         output/                          LoRA checkpoints: step-<N>.safetensors, epoch-<N>...
+                                         (their EMA twins step-<N>-ema.safetensors ...)
         output/state/                    the full training state, for resume
         output/export/                   checkpoints in other key formats (backend/models/export.py)
         output/tensorboard/              TensorBoard events
@@ -66,6 +67,15 @@ CHECKPOINT_RE = re.compile(r"^(?P<kind>step|epoch)-(?P<n>\d+)\.safetensors$")
 # in diffusers layout) holding this record of itself (``backend/models/full.py``).
 FULL_CHECKPOINT_RE = re.compile(r"^(?P<kind>step|epoch)-(?P<n>\d+)$")
 FULL_CHECKPOINT_INFO = "zerolora_checkpoint.json"
+# The EMA twin of a checkpoint (``ema_decay``): ``step-N-ema.safetensors`` beside
+# ``step-N.safetensors`` (a LoRA file like any other), ``step-N-ema/`` beside a full
+# fine-tune's ``step-N/``. Twins are not checkpoints of their own: ``list_checkpoints``
+# leaves them out, ``ema_twin`` names them. The resume state keeps the EMA in
+# ``state/ema.safetensors`` (ZeRO-3 full fine-tune: one shard a rank, ``ema-rank<r>``).
+EMA_TAG = "-ema"
+EMA_CHECKPOINT_RE = re.compile(r"^(?P<kind>step|epoch)-(?P<n>\d+)-ema(\.safetensors)?$")
+EMA_STATE = "ema.safetensors"
+EMA_STATE_SHARD = "ema-rank{rank}.safetensors"
 # Inside samples/.
 SAMPLES_INDEX = "index.json"
 RENDERS = "renders"  # samples/renders/<job id>/: one Results-tab render, with its own index
@@ -84,7 +94,7 @@ ARTIFACTS = (LOGS, CACHE, OUTPUT, SAMPLES, PROGRESS, RUN_YAML, COMMANDS, CAPTION
 # Every name above that a test looks for outside this module: file names (matched inside
 # any string) and folder names (matched as a path component).
 FILE_NAMES = (RUN_YAML, COMMANDS, PROGRESS, ACCELERATE_YAML, DEEPSPEED_JSON, TRAINING_ARGS,
-              SAMPLES_INDEX, f"{SUPERVISOR}.log", CAPTION_JOURNAL)
+              SAMPLES_INDEX, f"{SUPERVISOR}.log", CAPTION_JOURNAL, EMA_STATE, EMA_STATE_SHARD)
 FOLDER_NAMES = (RUNS, LOGS, CACHE, OUTPUT, SAMPLES, DOWNLOADS, STATE, EXPORT, TENSORBOARD)
 
 
@@ -109,6 +119,22 @@ def checkpoint_name(kind: str, n: int) -> str:
         raise ValueError(f"kind: a checkpoint kind (got {kind!r}; allowed "
                          f"{', '.join(CHECKPOINT_KINDS)})")
     return f"{kind}-{int(n)}{CHECKPOINT_SUFFIX}"
+
+
+def ema_twin(checkpoint: str | os.PathLike) -> Path:
+    """The EMA twin of a checkpoint: ``step-N.safetensors`` -> ``step-N-ema.safetensors``,
+    a folder ``step-N`` -> ``step-N-ema`` (a twin is its own twin)."""
+    p = Path(checkpoint)
+    if is_ema_twin(p):
+        return p
+    if p.name.endswith(CHECKPOINT_SUFFIX):
+        return p.with_name(p.name[: -len(CHECKPOINT_SUFFIX)] + EMA_TAG + CHECKPOINT_SUFFIX)
+    return p.with_name(p.name + EMA_TAG)
+
+
+def is_ema_twin(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is named as a checkpoint's EMA twin."""
+    return bool(EMA_CHECKPOINT_RE.match(Path(path).name))
 
 
 def is_full_checkpoint(path: str | os.PathLike) -> bool:
@@ -249,6 +275,11 @@ class RunDir:
     @property
     def samples_index(self) -> Path:
         return self.samples / SAMPLES_INDEX
+
+    def extracted_lora(self, checkpoint: str, rule: str) -> Path:
+        """The LoRA extracted from the full checkpoint ``checkpoint`` (``step-N``) by
+        ``rule`` (``r64``: rank 64, ``e90``: 90 % of the energy)."""
+        return self.export / f"{checkpoint}-lora-{rule}{CHECKPOINT_SUFFIX}"
 
     def render_dir(self, job_id: str) -> Path:
         """Where one render job of this run writes its images and index."""

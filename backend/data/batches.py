@@ -24,7 +24,7 @@ from backend.data.cache import EMPTY_PROMPT, _read_manifest_gated, load_sample, 
 from backend.data.dataset import target_size, upright_size
 
 # Keys of a cached sample that belong to the image, not the caption.
-IMAGE_KEYS = ("latents", "height", "width")
+IMAGE_KEYS = ("latents", "height", "width", "loss_mask")
 
 
 class DataOptionError(RuntimeError):

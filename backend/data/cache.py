@@ -13,6 +13,9 @@ manifest.json::
     {"format": 1, "family": "<model_family>", "model": [[path, size, mtime_ns], ...],
      "samples": [{"key", "file", "image", "prompt", "width", "height"}, ...]}
 
+(``"masked": true`` on each sample written with ``masked_loss``; such a sample holds
+``loss_mask``, ``backend.data.masks``.)
+
 Stage 2 reads the samples in manifest order (``load_cached_samples`` / ``CachedDataset``).
 Images are read through the run's read gate (``backend.core.readgate``), and so are the cached
 samples when stage 2 passes its ``gate``; a manifest may name only plain file names inside
@@ -32,6 +35,7 @@ from backend.config.schema import RunConfig
 from backend.models.lora import write_json_atomic
 from backend.data.dataset import (IMAGE_LOADING, Record, load_input_image, load_pixels, target_size,
                                   upright_size)
+from backend.data.masks import latent_mask, load_image_mask, mask_key
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -192,8 +196,8 @@ class CachedDataset:
 
 def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp: list,
                 *, rank: int = 0, world: int = 1, barrier=None, progress=None,
-                should_stop=lambda: False, log=print, planner=None, loader=None
-                ) -> dict[str, int]:
+                should_stop=lambda: False, log=print, planner=None, loader=None,
+                mask_loader=None) -> dict[str, int]:
     """Encode what is not cached yet into ``cfg.output_path``.
 
     ``encoder_factory()`` loads the encoder (only called when something needs encoding);
@@ -202,7 +206,9 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
     needs (the files do not depend on it). Each rank encodes its share; rank 0 writes the
     manifest and removes stale files.
     ``planner(cfg, records, model_fp)`` and ``loader(path, cfg)`` replace ``plan`` and
-    ``backend.data.dataset.load_pixels`` for other media (video families: ``backend.data.video``).
+    ``backend.data.dataset.load_pixels`` for other media (video families: ``backend.data.video``),
+    and ``mask_loader(rec, cfg)`` ``backend.data.masks.load_image_mask`` (``masked_loss``: each
+    sample holds ``loss_mask`` at its latents' grid, and its key and manifest entry say so).
     Returns {"total", "encoded", "reused", "stopped"}.
     """
     import time
@@ -211,7 +217,12 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
     out.mkdir(parents=True, exist_ok=True)
     previous = read_manifest(out) or {"samples": []}
     entries = (planner or plan)(cfg, records, model_fp)
+    if cfg.masked_loss:  # the mask in the key: a cache with masks is another cache
+        for rec, e in zip(records, entries):
+            e["key"] = mask_key(e["key"], rec, cfg)
+            e["file"], e["masked"] = f"{e['key'][:32]}.safetensors", True
     load = loader or load_pixels
+    load_mask = mask_loader or load_image_mask
     todo, seen = [], set()
     for rec, e in zip(records, entries):
         if not (out / e["file"]).is_file() and e["key"] not in seen:
@@ -238,7 +249,10 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
         t0 = time.time()
         i = 0
         for i, tensors in enumerate(encoder.encode_samples(items, should_stop, log), 1):
-            e = mine[i - 1][1]
+            rec, e = mine[i - 1]
+            if cfg.masked_loss:  # at the latents' grid (None: weight 1)
+                tensors = {**tensors, "loss_mask": latent_mask(load_mask(rec, cfg),
+                                                               tensors["latents"])}
             save_sample(out / e["file"], tensors, {"image": e["image"], "prompt": e["prompt"],
                                                   "format": str(FORMAT)})
             if progress:

@@ -79,6 +79,9 @@ class Record:
     name: str = ""         # the image as the dataset names it (for messages)
     # Edit models: the row's input images (absolute paths), filled by check_input_images.
     inputs: tuple[Path, ...] = ()
+    # masked_loss: the sample's mask, a path or "alpha" (None: weight 1), filled by
+    # backend.data.masks.check_masks.
+    mask: Any = None
 
 
 # ------------------------------------------------------------------------------------------
@@ -463,18 +466,25 @@ def checked(records: list[Record], problems: list[str], findings: list[dict[str,
 
 class ImageDataset:
     """Records as training items {"pixels": [1,3,H,W], "prompt": str} (one-shot ``sft``),
-    repeated ``repeat`` times; ``load`` reads one record's pixels (a subclass reads clips)."""
+    repeated ``repeat`` times; ``load`` reads one record's pixels (a subclass reads clips).
+    ``mask_loader(rec, cfg)`` (``masked_loss``): each item's ``mask`` at its training size
+    too (``backend.data.masks``; None: weight 1)."""
     load = staticmethod(load_pixels)
 
-    def __init__(self, records: list[Record], cfg: RunConfig, repeat: int = 1):
+    def __init__(self, records: list[Record], cfg: RunConfig, repeat: int = 1,
+                 mask_loader: Callable[..., Any] | None = None):
         self.records, self.cfg, self.repeat = records, cfg, repeat
+        self.mask_loader = mask_loader
 
     def __len__(self) -> int:
         return len(self.records) * self.repeat
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         rec = self.records[i % len(self.records)]
-        return {"pixels": self.load(rec.image, self.cfg), "prompt": rec.prompt}
+        item = {"pixels": self.load(rec.image, self.cfg), "prompt": rec.prompt}
+        if self.mask_loader is not None:
+            item["mask"] = self.mask_loader(rec, self.cfg)
+        return item
 
 
 # ------------------------------------------------------------------------------------------

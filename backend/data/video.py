@@ -39,13 +39,16 @@ from typing import Any
 
 from backend.core import readgate
 from backend.core.media_types import VIDEO_EXTS
+from backend.core.messages import Msg
 from backend.config.schema import RunConfig
 from backend.families import get_family
 from backend.data.cache import FORMAT
+from backend.data import masks
 from backend.data.dataset import (IMAGE_EXTS, PROMPT_KEY, DatasetError, ImageDataset, Record,
                                   _to_rgb, check_dataset, check_input_images, checked,
                                   cover_crop, dataset_records, header_size, read_metadata_rows,
-                                  size_multiple, target_size, upscale_note, validate_dataset,
+                                  read_records, size_multiple, target_size, upscale_note,
+                                  validate_dataset,
                                   with_findings)
 
 VIDEO_KEY = "video"
@@ -308,10 +311,114 @@ def check_stage_dataset(cfg: RunConfig, family, log=None, *, headers_only: bool 
     ``headers_only``: the same checks from headers (``backend.planning.preflight``, before a run
     is accepted)."""
     if family.media == "video":  # clips decoded with PyAV
-        return check_video_dataset(cfg, log, headers_only=headers_only)
+        records = check_video_dataset(cfg, log, headers_only=headers_only)
+        return check_clip_masks(cfg, records, log, headers_only=headers_only)
     records = check_dataset(cfg, log, headers_only=headers_only)
-    return check_input_images(cfg, records, family.input_images, family.title,
-                              headers_only=headers_only)
+    records = check_input_images(cfg, records, family.input_images, family.title,
+                                 headers_only=headers_only)
+    return masks.check_masks(cfg, records, log, headers_only=headers_only)
+
+
+# ------------------------------------------------------------------------------------------
+# Masks of clips (``masked_loss``; images: ``backend.data.masks``)
+# ------------------------------------------------------------------------------------------
+def source_size(path: Path, gate: readgate.ReadGate) -> tuple[int, int]:
+    """(width, height) of an image, a frames folder's first frame or a video's first frame,
+    from headers (a video's first frame decoded)."""
+    from PIL import Image
+
+    kind = kind_of(path, gate)
+    if kind == "frames":
+        files = frame_files(path, gate)
+        if not files:
+            raise ValueError(f"no frames ({', '.join(IMAGE_EXTS)}) in folder {path.name}")
+        path, kind = files[0], "image"
+    if kind == "image":
+        with gate.open(path, "image") as f, Image.open(f) as im:
+            return tuple(header_size(im))
+    av = need_av()
+    with gate.open(path, "video") as f, av.open(f, mode="r") as container:
+        for frame in container.decode(container.streams.video[0]):
+            return frame.width, frame.height
+    raise ValueError(f"no frames in video {path.name}")
+
+
+def clip_sizes(records: list[Record], cfg: RunConfig) -> list[tuple[int, int] | None]:
+    gate = readgate.for_config(cfg)
+    out: list[tuple[int, int] | None] = []
+    for rec in records:
+        try:
+            out.append(source_size(rec.image, gate))
+        except Exception:  # noqa: BLE001 - the clip's own check names it
+            out.append(None)
+    return out
+
+
+def inspect_clip_mask(rec: Record, cfg: RunConfig, mask, size, *, headers_only: bool = False
+                      ) -> tuple[bool, list, list]:
+    """``backend.data.masks.inspect_mask`` for a clip: its mask an image (the whole clip),
+    a video or a frames folder (per frame, taken as the clip's frames are), of the clip's
+    size."""
+    if mask is None or size is None or mask == masks.ALPHA:
+        return False, [], []
+    try:
+        got = source_size(Path(mask), readgate.for_config(cfg))
+        if got == tuple(size) and kind_of(Path(mask), readgate.for_config(cfg)) != "image":
+            read_frames(mask, cfg, headers_only=True)  # enough frames
+    except Exception as e:  # noqa: BLE001 - PyAV's and PIL's own errors say what
+        return False, [Msg("diagnosis.mask_unreadable", name=Path(mask).name,
+                           why=" ".join(str(e).split()))], []
+    if got != tuple(size):
+        return False, [Msg("diagnosis.mask_size", name=Path(mask).name, mw=got[0], mh=got[1],
+                           w=size[0], h=size[1])], []
+    return True, [], []
+
+
+def check_clip_masks(cfg: RunConfig, records: list[Record], log=None, *,
+                     headers_only: bool = False) -> list[Record]:
+    """``backend.data.masks.check_masks`` for clips."""
+    if not cfg.masked_loss:
+        return records
+    return masks.check_masks(cfg, records, log, clips=True, sizes=clip_sizes(records, cfg),
+                             inspect=inspect_clip_mask, headers_only=headers_only)
+
+
+def load_clip_mask(rec: Record, cfg: RunConfig):
+    """The mask of a clip record at its training size: [1, F, H, W] float32 in [0, 1]
+    (F: the clip's frames, or 1 for one mask over the whole clip), or None (weight 1)."""
+    import numpy as np
+    import torch
+
+    if rec.mask is None:
+        return None
+    frames, _ = read_frames(rec.mask, cfg)
+    arr = np.stack([np.asarray(f.convert("L"), dtype=np.float32) for f in frames])
+    return (torch.from_numpy(arr) / 255.0).unsqueeze(0)
+
+
+def mask_findings(cfg: RunConfig) -> tuple[list[dict[str, Any]], Any]:
+    """The Dataset tab's findings about masks (every problem as an error naming the row,
+    ``validate_dataset``'s form) and the count of items without one (a message; None when
+    ``masked_loss`` is off or nothing could be checked)."""
+    if not cfg.masked_loss:
+        return [], None
+    clips = get_family(cfg.model_family).media == "video"
+    records, problems = (read_video_records if clips else read_records)(cfg)
+    if problems or not records:
+        return [], None
+    report = masks.mask_report(
+        cfg, records, clips=clips, sizes=clip_sizes(records, cfg) if clips else None,
+        inspect=inspect_clip_mask if clips else None)
+
+    def finding(level: str, message) -> dict[str, Any]:
+        return {"level": level, "file": None, "row": None, "where": "", "caption": "",
+                "message": message, "original_size": None, "size": None}
+
+    findings = [finding("error", m) for m in report["problems"]]
+    for _, errs, warns in report["per_record"]:
+        findings += [finding("error", m) for m in errs] + [finding("warning", m) for m in warns]
+    return findings, Msg("diagnosis.mask_count", without=report["without"], n=len(records),
+                         then=cfg.mask_missing)
 
 
 # ------------------------------------------------------------------------------------------

@@ -352,19 +352,46 @@ def noised(sample: dict[str, Any], schedule, index: int, noise, dtype):
     return x0, noise, sigma, (1 - sigma) * x0 + sigma * noise
 
 
+def weighted_mse(pred, target, sample: dict[str, Any], latents,
+                 pack: Callable[[Any], Any] | None = None):
+    """The MSE of ``pred`` against ``target`` (float32), weighted per latent cell by the
+    sample's ``loss_mask`` when it has one (``masked_loss``, ``backend.data.masks``): the
+    mask ([B, h, w], a clip's [B, F, h, w]) is broadcast over the channels of ``latents``
+    (the unpacked latents [B, C, h, w] / [B, C, F, h, w]) and laid out as ``pred`` is by
+    ``pack`` (the family's packing into tokens; None: ``pred`` is latent-shaped).
+
+    Normalised as mean(w * err), computed as ``mse_loss(sqrt(w) pred, sqrt(w) target)``; a
+    mask of ones is the unweighted MSE itself (the loss and its gradients, bit for bit: a
+    weighted sum over a sliced prediction may add up in another order), a cell of weight
+    0 gives its prediction no gradient,
+    and a half-masked image's loss is about half its unmasked one (as sd-scripts'
+    masked loss, which also takes the mean over every element)."""
+    import torch
+    import torch.nn.functional as F
+
+    mask = sample.get("loss_mask")
+    if mask is None or not bool((mask != 1).any()):  # no mask, or all ones: unweighted
+        return F.mse_loss(pred.float(), target.float())
+    w = mask.to(device=latents.device, dtype=torch.float32).unsqueeze(1)
+    w = w.expand(latents.shape).contiguous()
+    if pack is not None:
+        w = pack(w)
+    root = w.sqrt()  # mean(w * err) through mse_loss: ones multiply nothing, bit for bit
+    return F.mse_loss(root * pred.float(), root * target.float())
+
+
 def masked_flow_loss(predict: Callable[..., Any]) -> Callable[..., Any]:
     """``Family.loss_at`` of a family whose ``predict(transformer, x_t, sigma, prompt_emb,
     prompt_mask)`` returns the flow (noise - x0): the MSE against that flow for one cached
-    sample at schedule ``index`` with ``noise``, times the index's schedule weight."""
+    sample at schedule ``index`` with ``noise`` (``weighted_mse``: by its ``loss_mask``),
+    times the index's schedule weight."""
     def flow_matching_loss(transformer, sample: dict[str, Any], schedule, index: int, noise,
                            dtype):
-        import torch.nn.functional as F
-
         x0, noise, sigma, x_t = noised(sample, schedule, index, noise, dtype)
         device = x0.device
         pred = predict(transformer, x_t.to(dtype), sigma.to(dtype),
                        sample["prompt_emb"].to(device, dtype), sample.get("prompt_emb_mask"))
-        loss = F.mse_loss(pred.float(), (noise - x0).float())
+        loss = weighted_mse(pred, noise - x0, sample, x0)
         return loss * schedule.weights[index].to(device)
 
     return flow_matching_loss

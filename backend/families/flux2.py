@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from backend.families.base import Family, Schedule
-from backend.families.common import OffloadingEncoder, cached_sample, save_tiny_pipeline
+from backend.families.common import (OffloadingEncoder, cached_sample, save_tiny_pipeline,
+                                     weighted_mse)
 
 MAX_SEQUENCE_LENGTH = 512
 
@@ -169,9 +170,8 @@ class Flow:
         return out[:, : packed.shape[1]]
 
     def loss_at(self, transformer, sample, schedule: Schedule, index: int, noise, dtype):
-        """MSE of the flow prediction at schedule ``index`` with ``noise`` (no weighting)."""
-        import torch.nn.functional as F
-
+        """MSE of the flow prediction at schedule ``index`` with ``noise`` (no schedule
+        weighting; a ``loss_mask`` weights it per latent cell: ``weighted_mse``)."""
         x0 = sample["latents"].to(dtype)
         device = x0.device
         sigma = schedule.sigmas[index].to(device=device, dtype=dtype)
@@ -179,7 +179,8 @@ class Flow:
         x_t = (1 - sigma) * x0 + sigma * noise
         pred = self.predict(transformer, x_t, sigma,
                             sample["prompt_emb"].to(device=device, dtype=dtype))
-        return F.mse_loss(pred.float(), self.pack_latents(noise - x0).float())
+        return weighted_mse(pred, self.pack_latents(noise - x0), sample, x0,
+                            self.pack_latents)
 
 
 # ------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from backend.config.errors import field_problem
-from backend.core import writegate
+from backend.core import exits, writegate
 from backend.core.diskspace import writing
 from backend.core.messages import Msg
 from backend.families import default_family, family_names, get_family, recognise
@@ -419,9 +419,9 @@ def _write_diffs(out: Path, diffs: dict, family: str, meta: dict) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m backend.models.extract",
-                                     description=__doc__.split("\n")[0])
+def build_parser(prog: str = "python -m backend.models.extract") -> argparse.ArgumentParser:
+    """The command line (the extract stage adds its own flags to it)."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("--base", required=True, help="the base model's transformer folder")
     parser.add_argument("--tuned", required=True,
                         help="the fine-tuned transformer folder (same architecture)")
@@ -439,15 +439,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--other", default="diff", choices=OTHER,
                         help="changed tensors that are no Linear weight: keep their full "
                              "difference (diff) or leave them out (drop)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def run(args: argparse.Namespace) -> Extracted:
+    """``extract_lora`` with a parsed command line's values, logging to stdout."""
+    return extract_lora(args.base, args.tuned, args.out, rank=args.rank, energy=args.energy,
+                        device=args.device, fmt=args.fmt, model_family=args.model_family,
+                        other=args.other, log=lambda m: print(m, flush=True))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
-        extract_lora(args.base, args.tuned, args.out, rank=args.rank, energy=args.energy,
-                     device=args.device, fmt=args.fmt, model_family=args.model_family,
-                     other=args.other, log=lambda m: print(m, flush=True))
+        run(args)
     except ExtractError as e:
         print(e, file=sys.stderr)
-        return 1
-    return 0
+        return exits.REFUSED
+    return exits.OK
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from backend.core.diskspace import disk_full, writing
 from backend.core.rundir import FULL_CHECKPOINT_INFO
@@ -85,10 +85,13 @@ def _gathered(tensor, gather: bool):
 
 def save_component(model, folder: str | os.PathLike, *, dtype, is_main: bool = True,
                    gather: bool = False, info: dict[str, Any] | None = None,
-                   max_shard_bytes: int = SHARD_BYTES, barrier=None) -> Path:
+                   max_shard_bytes: int = SHARD_BYTES, barrier=None,
+                   values: Callable[[Any], Any] | None = None) -> Path:
     """Write ``model`` (a diffusers ``ModelMixin``) to ``folder`` in diffusers layout, its
     floating-point weights in ``dtype``. Every process calls it (``gather``: ZeRO-3); rank
     0 (``is_main``) writes. ``barrier`` (every process) runs once the folder is in place.
+    ``values(tensor)``: other weights to write for a tensor of the model (whole; None: the
+    tensor's own), called on every process for each tensor in order (an EMA's twin).
     A disk without room for it raises ``DiskFullError`` before anything is written."""
     from safetensors.torch import save_file
 
@@ -111,9 +114,10 @@ def save_component(model, folder: str | os.PathLike, *, dtype, is_main: bool = T
         for group, name in zip(groups, names):
             shard: dict[str, Any] = {}
             for key, tensor in group:
-                with _gathered(tensor, gather):
+                other = values(tensor) if values is not None else None
+                with _gathered(tensor, gather and other is None):
                     if is_main:
-                        value = tensor.detach()
+                        value = (tensor if other is None else other).detach()
                         if value.is_floating_point():
                             value = value.to(dtype)
                         shard[key] = value.to("cpu", copy=True).contiguous()

@@ -273,7 +273,10 @@ def make_optimizer(cfg, params: list, log: Callable[[str], None] = print):
 
     kw = {"lr": cfg.learning_rate, "weight_decay": cfg.weight_decay,
           "betas": (cfg.adam_beta1, cfg.adam_beta2), "eps": cfg.adam_epsilon}
-    if params and params[0].device.type == "cuda":
+    # ``params``: tensors, or parameter groups (LoRA+), which both optimizers take.
+    first = params[0]["params"][0] if params and isinstance(params[0], dict) else \
+        (params[0] if params else None)
+    if first is not None and first.device.type == "cuda":
         try:
             from torchao.optim import CPUOffloadOptimizer
         except ImportError:

@@ -42,6 +42,8 @@ Train stage, GPU::
                                   the host with optimizer offload (so do the 16-bit
                                   grads at ZeRO>=2, bucket by bucket)
                     + reduce bucket (DeepSpeed: reduce_bucket_size * b), DDP: 4 L
+    EMA             4 L (ema_decay; float32): on the host with ema_device cpu; a full
+                    fine-tune's / W at ZeRO-3 (each rank its shard)
     activations     U = 20.4 units saved per block for backward (all in the compute dtype),
                     + 4.0 units when 16-bit (fp32 upcasts in RoPE and RMSNorm),
                     + 4.1 units for fp32 LoRA weights under autocast (peft casts each
@@ -154,6 +156,8 @@ from backend.core import libraries
 from backend.core.messages import Msg
 from backend.config.lowvram import entries_for
 from backend.config.presets import load_preset
+from backend.config.rules import LORA_ONLY
+from backend.config.schema import family_defaults
 from backend.families import default_family, family_of, family_spec, get_family
 from backend.models.hub import models_dir
 from backend.models.lora import matches
@@ -671,6 +675,12 @@ def _train(cfg, tr: TransformerStats, lora: int, h: int, w: int, text_tokens: in
         else:
             s.gpu["adamw"] = opt
         s.gpu["reduce bucket"] = min(lora, cfg.reduce_bucket_size) * b
+    if getattr(cfg, "ema_decay", None):  # float32; a full fine-tune's in shards at ZeRO-3
+        ema = lora * 4 / (world if full and zs == 3 else 1)
+        if cfg.ema_device == "cpu":
+            s.host["ema"] = ema * procs
+        else:
+            s.gpu["ema"] = ema
 
     # Activations.
     units = ACT_UNITS_SAVED
@@ -1049,8 +1059,9 @@ def _trained_source(cfg) -> str:
 
 def method_changes(cfg) -> list[tuple[str, Msg, dict[str, Any]]]:
     """(name, label, field changes) of every single-GPU method, from the plain one to the
-    least GPU memory. The changes are complete: applying one row's changes to ``cfg`` gives
-    that method whatever was set before."""
+    least GPU memory: the LoRA's, then a full fine-tune's (``full_*``). The changes are
+    complete: applying one row's changes to ``cfg`` gives that method whatever was set
+    before."""
     src = _trained_source(cfg)
     off = {"zero_stage": 0, "offload_param_device": "none", "offload_optimizer_device": "none",
            "num_processes": 1, "use_gradient_checkpointing": True}
@@ -1061,7 +1072,13 @@ def method_changes(cfg) -> list[tuple[str, Msg, dict[str, Any]]]:
         return {**plain, "quant_options": f"{src}:{method}"}
 
     layer = {**plain, "enable_model_cpu_offload": True, "enable_optimizer_cpu_offload": True}
-    return [
+    plain = {**plain, "trainable_models": None}
+    # A full fine-tune (trainable_models): the LoRA's own options back at their defaults,
+    # which the rules ask of it; nothing that needs a frozen base.
+    defaults = family_defaults(cfg.model_family)
+    whole = {**plain, **{k: defaults[k] for k in LORA_ONLY}, "trainable_models": "dit",
+             "preset_lora_path": None}
+    lora_rows = [
         ("plain", Msg("method.plain"), plain),
         ("fp8", Msg("method.fp8"), q("torchao_fp8")),
         ("int8", Msg("method.int8"), q("torchao_int8")),
@@ -1075,6 +1092,15 @@ def method_changes(cfg) -> list[tuple[str, Msg, dict[str, Any]]]:
          {**plain, "zero_stage": 3, "offload_param_device": "cpu",
           "offload_optimizer_device": "cpu", "zero3_init_flag": True}),
     ]
+    full_rows = [
+        ("full_plain", Msg("method.full_plain"), whole),
+        ("full_zero2_offload", Msg("method.full_zero2_offload"),
+         {**whole, "zero_stage": 2, "offload_optimizer_device": "cpu"}),
+        ("full_zero3_offload", Msg("method.full_zero3_offload"),
+         {**whole, "zero_stage": 3, "offload_param_device": "cpu",
+          "offload_optimizer_device": "cpu", "zero3_init_flag": True}),
+    ]
+    return lora_rows + full_rows
 
 
 def compare_methods(cfg, gpu_bytes: float | None, bandwidth: float = 25e9,
@@ -1108,7 +1134,9 @@ def compare_methods(cfg, gpu_bytes: float | None, bandwidth: float = 25e9,
                   quant=Msg("method.quant", factor=factor) if quant else "")
         rows.append(MethodRow(name, label, changes, gpu, tr.host_bytes, bus, t, factor, ok,
                               why))
-    fitting = [r for r in rows if r.fits]
+    # Recommended: a way of the kind the run trains (a LoRA, or a full fine-tune).
+    kind = "full_" if getattr(cfg, "full_training", False) else ""
+    fitting = [r for r in rows if r.fits and r.name.startswith("full_") == bool(kind)]
     best = min(fitting, key=lambda r: (r.transfer_bound_s, r.compute_factor),
                default=None)
     return rows, best.name if best else None

@@ -17,7 +17,9 @@ strip of four of its frames beside it (``p00-seed0.strip.png``, the entry's ``st
 A LoRA file (reference, diffusers or ComfyUI keys) is converted to diffusers keys in memory
 and loaded with ``pipe.load_lora_weights``; its strength is ``pipe.set_adapters``.
 ``--checkpoints`` takes files or folders; a folder means its latest ``step-N`` /
-``epoch-N`` checkpoint, or all of them with ``--all_checkpoints``. Every other option
+``epoch-N`` checkpoint, or all of them with ``--all_checkpoints``; ``sample_use_ema`` ema
+renders each one's EMA twin (``step-N-ema``) instead, both beside it as a column of its
+own. Every other option
 comes from the run schema (``sample_prompts``, ``sample_lora_scales``, ``sample_seed``,
 ``sample_steps``, ``sample_cfg``, ``sample_height``, ``sample_width``,
 ``sample_negative_prompt``, ``sample_cpu_offload``, ``sample_vae_tiling``) via ``--config``
@@ -61,7 +63,8 @@ from backend.core.messages import Msg
 from backend.stages import end_fields, reason_of
 from backend.core.progress import ProgressWriter, progress_file_in
 from backend.models.quantize import keep_out_unneeded
-from backend.training.samples import plan_samples, render_samples, resolve_checkpoints
+from backend.training.samples import (plan_samples, render_samples, resolve_checkpoints,
+                                      with_ema)
 
 STAGE = "sample"
 
@@ -118,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         output_dir = Path(ns.output_dir)
         checkpoints = resolve_checkpoints(ns.checkpoints, ns.all_checkpoints,
                                           readgate.for_config(cfg))
-        plan_samples(cfg, checkpoints)  # configuration errors before any model is loaded
+        # configuration errors before any model is loaded
+        plan_samples(cfg, with_ema(checkpoints, cfg.sample_use_ema))
 
         count = {"total": 0, "done": 0, "t0": time.time()}
 

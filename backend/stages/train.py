@@ -39,7 +39,9 @@ folder from ``python -m backend.families.tiny DIR`` works as the model too).
 Writes (stage 2 / sft) into ``output_path``: ``epoch-{i}.safetensors`` (no ``save_steps``)
 or ``step-{N}.safetensors`` (every ``save_steps`` plus a final one) -- with
 ``--trainable_models dit`` (a full fine-tune, no LoRA) the folders ``epoch-{i}/`` /
-``step-{N}/``, the transformer in diffusers layout (``backend/models/full.py``) --,
+``step-{N}/``, the transformer in diffusers layout (``backend/models/full.py``) --, with
+``--ema_decay`` each one's EMA twin beside it (``step-{N}-ema.safetensors`` / ``step-{N}-ema/``,
+``backend/training/ema.py``),
 ``training_args.json``,
 ``state/`` (full resume state: LoRA, optimizer, step; ``--resume_from <output>/state``),
 ``tensorboard/``, and progress events to ``progress_file`` (default
@@ -87,13 +89,14 @@ from backend.data.batches import (DataOptionError, Validation, drop_captions, to
                                   write_empty_prompt)
 from backend.data.cache import CacheError, build_cache
 from backend.data.dataset import DatasetError
-from backend.data.video import check_stage_dataset, load_clip, plan_clips
+from backend.data.video import check_stage_dataset, load_clip, load_clip_mask, plan_clips
 from backend.families import get_family
 from backend.families.common import configure_deepspeed_checkpointing
 from backend.models.hub import HubError, fingerprint, resolve_component_dirs
 from backend.models.lora import shown_model_file, target_module_problems, write_json_atomic
 from backend.models.quantize import keep_out_unneeded, quantize_frozen
 from backend.training import optimizers, timesteps
+from backend.training.ema import make_ema
 from backend.training.launched import (accelerator_kwargs, launch_description, launch_problems,
                                        what_ran)
 from backend.training.loop import (STATE_DIR, Checkpointer, StageError, StepPlan, Stopper,
@@ -185,7 +188,7 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     media: dict[str, Any] = {}
     records = check_stage_dataset(cfg, family, log)  # before any model is touched
     if family.media == "video":  # clips decoded with PyAV (backend/data/video.py)
-        media = {"planner": plan_clips, "loader": load_clip}
+        media = {"planner": plan_clips, "loader": load_clip, "mask_loader": load_clip_mask}
         log(f"[data_process] video clips: num_frames {cfg.num_frames}, "
             + (f"video_fps {cfg.video_fps:g}" if cfg.video_fps
                else f"frame_stride {cfg.frame_stride}"))
@@ -264,7 +267,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
             f"{len(params)} tensors, {count} parameters")
 
     # --- optimizer, data ---
-    optimizer = optimizers.make_optimizer(cfg, params, ds_config)
+    optimizer = optimizers.make_optimizer(cfg, optimizers.param_groups(cfg, transformer),
+                                          ds_config)
     log(f"[train] {optimizers.describe(cfg, optimizer)}")
     dataset, held_out = source.datasets()
     validation = Validation([to_device(s, accelerator.device) for s in held_out], family,
@@ -274,6 +278,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     sampler, dataloader = source.loader(dataset, rank=launch.rank, ds_plugin=ds_plugin,
                                         shard=launch.world // accelerator.num_processes)
     transformer, optimizer, dataloader = accelerator.prepare(transformer, optimizer, dataloader)
+    if cfg.loraplus_lr_ratio:  # what steps after prepare (DeepSpeed may have replaced it)
+        log(f"[train] LoRA+ stepping: {optimizers.describe_groups(optimizer)}")
     if configure_deepspeed_checkpointing(ds_config):
         log("[train] DeepSpeed activation checkpointing configured")
     elif ds_config is not None and cfg.use_gradient_checkpointing:
@@ -293,12 +299,19 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
                         base_model_path=dirs[trained], save_dtype=launch.dtype)
     ckpt.set_totals(total_steps=steps.total, steps_per_epoch=steps.per_epoch,
                     world=launch.world, accum=steps.accum, zero_stage=launch.zero_stage)
+    ckpt.ema = make_ema(cfg, unwrapped, accelerator.device, zero_stage=launch.zero_stage)
     global_step = 0
     if resume_state is not None:
         check_resume(resume_state, steps.per_epoch, launch.world, steps.accum)
         global_step = ckpt.resume(resume_state, lr_scheduler)
     elif cfg.lora_checkpoint:
         log(f"[train] LoRA initialised from {cfg.lora_checkpoint}")
+    if ckpt.ema is not None:
+        if resume_state is None:
+            ckpt.ema.step(0)  # ema_start_step 0: the weights before the first step
+        log(f"[train] EMA of the trained weights: decay {cfg.ema_decay:g} every "
+            f"{cfg.ema_update_every} step(s) from step {cfg.ema_start_step}, on "
+            f"{ckpt.ema.device}" + (" (each rank its shard)" if ckpt.ema.sharded else ""))
     if launch.rank == 0:
         write_json_atomic(out / rundir.TRAINING_ARGS, launch.training_args(cfg, dirs))
     tb = make_tensorboard(out / rundir.TENSORBOARD) if launch.rank == 0 else None
@@ -499,8 +512,8 @@ class Trainer:
         return loss
 
     def after_optimizer_step(self, epoch: int) -> None:
-        """The step event and TensorBoard scalars; then what is due at this step: a
-        checkpoint (``save_steps``), validation, samples."""
+        """The step event and TensorBoard scalars; then what is due at this step: the EMA's
+        update, a checkpoint (``save_steps``), validation, samples."""
         cfg, steps = self.cfg, self.steps
         lr = current_lr(self.lr_scheduler, cfg)
         self.lr_scheduler.step()
@@ -517,6 +530,8 @@ class Trainer:
         if self.tb is not None:
             self.tb.add_scalar("train/loss", step_loss, self.step)
             self.tb.add_scalar("train/lr", lr, self.step)
+        if self.ckpt.ema is not None:  # every rank (under ZeRO-3 it may gather the LoRA)
+            self.ckpt.ema.step(self.step)
         if cfg.save_steps and self.step % cfg.save_steps == 0:
             self.save(f"step-{self.step}", epoch)
         if (cfg.validation_every_n_steps and self.step % cfg.validation_every_n_steps == 0) \

@@ -294,13 +294,14 @@ def _step_of(path: Path) -> int:
 
 
 def prune_checkpoints(out: Path, keep: int | None) -> None:
-    """Keep the newest ``keep`` step checkpoints: LoRA files, or full checkpoint folders."""
+    """Keep the newest ``keep`` step checkpoints: LoRA files, or full checkpoint folders
+    (each with its EMA twin)."""
     if not keep:
         return
     steps = sorted((p for p in out.glob("step-*") if _step_of(p) >= 0
                     and (p.suffix == ".safetensors" or rundir.is_full_checkpoint(p))),
                    key=_step_of)
-    for p in steps[:-keep]:
+    for p in (q for old in steps[:-keep] for q in (old, rundir.ema_twin(old))):
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
         else:
@@ -340,7 +341,10 @@ class Checkpointer:
     ``save_state`` writes the full resume state (LoRA, optimizer, step) to
     ``<output>/state`` through a temporary folder, so a crash never leaves half a state;
     ``resume`` loads it back and returns the step to continue from. Without DeepSpeed the
-    state keeps only the LoRA weights, never the frozen base.
+    state keeps only the LoRA weights, never the frozen base. With an EMA (``ema``, a
+    ``backend.training.ema.WeightEMA``) every checkpoint gets its EMA twin beside it
+    (``rundir.ema_twin``: ``step-N-ema.safetensors``, or a full fine-tune's ``step-N-ema/``)
+    and the state keeps the EMA (``ema.safetensors``), loaded back by ``resume``.
     """
 
     def __init__(self, cfg: RunConfig, accelerator, model, out: Path, progress: ProgressWriter,
@@ -351,6 +355,8 @@ class Checkpointer:
         self.progress, self.is_main, self.gather = progress, is_main, gather
         self.deepspeed, self.base_model_path = deepspeed, base_model_path
         self.totals: dict[str, Any] = {}
+        self.ema: Any = None  # the run's WeightEMA, when ema_decay is set
+        self.rank = int(os.environ.get("RANK", "0"))  # as torch.distributed numbers it
         if not deepspeed and not cfg.full_training:
             def keep_lora_only(models, weights, output_dir):
                 for i, w in enumerate(weights):
@@ -366,16 +372,40 @@ class Checkpointer:
         return self.out / (stem if self.cfg.full_training else f"{stem}.safetensors")
 
     def save_weights(self, stem: str, step: int) -> Path:
-        """The checkpoint of this step (see the class); returns its path."""
-        if not self.cfg.full_training:
-            return self.save_lora(f"{stem}.safetensors", step)
+        """The checkpoint of this step (see the class) and its EMA twin; returns its path."""
+        path = (self.save_full(stem, step) if self.cfg.full_training
+                else self.save_lora(f"{stem}.safetensors", step))
+        if self.ema is not None:
+            self.save_ema_twin(path, step)
+        return path
+
+    def save_ema_twin(self, path: Path, step: int) -> None:
+        """The EMA beside the checkpoint ``path`` (every rank; nothing before it began)."""
+        ema = self.ema
+        if ema.shadow is None:
+            log(f"[train] no EMA twin of {path.name}: the EMA begins at step "
+                f"{ema.start_step}")
+            return
+        extra = {"ema_decay": ema.decay, "ema_update_every": ema.update_every,
+                 "ema_start_step": ema.start_step, "ema_began_at": ema.began_at,
+                 "ema_of": path.name}
+        twin = rundir.ema_twin(path)
+        if self.cfg.full_training:
+            self.save_full(twin.name, step, values=ema.whole, extra=extra)
+        else:
+            self.save_lora(twin.name, step, tensors=ema.tensors(), extra=extra)
+
+    def save_full(self, stem: str, step: int, values=None,
+                  extra: dict[str, Any] | None = None) -> Path:
+        """A full fine-tune's checkpoint folder ``<output>/<stem>`` (``values``: the weights
+        to write instead of the model's, an EMA's)."""
         cfg = self.cfg
         path = full.save_component(
             self.model, self.weights_path(stem), dtype=self.save_dtype, is_main=self.is_main,
-            gather=self.gather, barrier=self.accelerator.wait_for_everyone,
+            gather=self.gather, barrier=self.accelerator.wait_for_everyone, values=values,
             info={"step": step, "model_family": cfg.model_family,
                   "trainable_models": cfg.trainable_models,
-                  "base_model_path": str(self.base_model_path)})
+                  "base_model_path": str(self.base_model_path), **(extra or {})})
         if self.is_main:
             self.progress.emit("checkpoint", step=step, path=str(path))
             prune_checkpoints(self.out, cfg.keep_last_n_checkpoints)
@@ -384,18 +414,25 @@ class Checkpointer:
         self.accelerator.wait_for_everyone()
         return path
 
-    def save_lora(self, name: str, step: int) -> Path:
+    def save_lora(self, name: str, step: int, tensors: dict[str, Any] | None = None,
+                  extra: dict[str, Any] | None = None) -> Path:
+        """The LoRA file ``<output>/<name>`` (``tensors``: others than the model's, an EMA's,
+        written without a checkpoint event)."""
         cfg = self.cfg
-        tensors = lora.collect_lora_state(self.model, cfg.remove_prefix_in_ckpt,
-                                          gather=self.gather)
+        own = tensors is None
+        if own:
+            tensors = lora.collect_lora_state(self.model, cfg.remove_prefix_in_ckpt,
+                                              gather=self.gather)
         path = self.out / name
         if self.is_main:
             lora.save_lora(path, tensors, rank=cfg.lora_rank,
                            target_modules=cfg.target_modules(), base_model=cfg.lora_base_model,
                            model_family=cfg.model_family,
-                           extra={"step": step, "base_model_path": self.base_model_path},
+                           extra={"step": step, "base_model_path": self.base_model_path,
+                                  **(extra or {})},
                            alpha=cfg.lora_alpha)
-            self.progress.emit("checkpoint", step=step, path=str(path))
+            if own:
+                self.progress.emit("checkpoint", step=step, path=str(path))
             prune_checkpoints(self.out, cfg.keep_last_n_checkpoints)
             log(f"[train] saved {path}")
         self.accelerator.wait_for_everyone()
@@ -410,6 +447,9 @@ class Checkpointer:
         kwargs = {"exclude_frozen_parameters": True} if self.deepspeed else {}
         with writing(tmp, partial=tmp if self.is_main else None):
             acc.save_state(str(tmp), **kwargs)
+            acc.wait_for_everyone()
+            if self.ema is not None:
+                self.ema.save_state(tmp, self.rank)
         acc.wait_for_everyone()
         if self.is_main:
             t = self.totals
@@ -432,4 +472,11 @@ class Checkpointer:
         for _ in range(step):
             lr_scheduler.step()
         log(f"[train] resumed from {self.cfg.resume_from} at step {step}")
+        if self.ema is not None:
+            try:
+                found = self.ema.load_state(Path(self.cfg.resume_from), self.rank)
+            except ValueError as e:
+                raise StageError(str(e)) from None
+            log(f"[train] EMA resumed (began at step {self.ema.began_at})" if found else
+                "[train] the state holds no EMA: it begins at its next update")
         return step

@@ -24,6 +24,15 @@ Schedules (``lr_scheduler``) come from diffusers' ``get_scheduler`` with
 ``lr_warmup_steps`` of linear warm-up; ``constant`` keeps the warm-up the stage always had
 (step k of the warm-up at (k + 1) / warmup of the rate, never 0) and is diffusers'
 ``constant`` without one. The schedule is stepped once per optimizer step by the loop.
+
+LoRA+ (``loraplus_lr_ratio``): ``param_groups`` splits the trainable tensors into two
+parameter groups as peft's ``create_loraplus_optimizer`` does (lora_B and every 1-D tensor,
+such as DoRA's magnitude, at ratio x ``learning_rate``; the rest, lora_A, at
+``learning_rate``), and every optimizer above is built on the groups: torch's AdamW (and so
+DeepSpeed's CPU Adam, which accelerate builds from its ``param_groups``, and torchao's
+CPU-offload AdamW), the 8-bit AdamW and Adafactor. Prodigy learns one step size for all
+groups and refuses unequal learning rates, so the schema refuses it with LoRA+. The
+schedule scales each group's own initial rate, so the ratio holds through warm-up and decay.
 """
 from __future__ import annotations
 
@@ -50,13 +59,44 @@ def offloaded(ds_config: dict | None) -> bool:
     return bool(ds_config) and device not in (None, "none")
 
 
+def param_groups(cfg: RunConfig, model) -> list:
+    """What the optimizer steps: the trainable tensors of ``model`` (the LoRA's, or the
+    component's in a full fine-tune); with ``loraplus_lr_ratio``, LoRA+'s two parameter
+    groups, split as peft's ``create_loraplus_optimizer`` splits them (lora_B and every 1-D
+    tensor at ratio x ``learning_rate``, lora_A first at ``learning_rate``). peft's function
+    builds the optimizer itself, from a class, with its own weight decay; the offloaded paths
+    (accelerate's swap for DeepSpeed's CPU Adam, torchao's CPU-offload wrapper) and
+    ``weight_decay`` do not fit it, so the groups are made here the same way."""
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    ratio = cfg.loraplus_lr_ratio
+    if not ratio:
+        return [p for _, p in named]
+    # A tensor partitioned by ZeRO-3 is empty here; its shape is kept in ds_shape.
+    b = [p for n, p in named if "lora_B" in n or len(getattr(p, "ds_shape", p.shape)) == 1]
+    ids = {id(p) for p in b}
+    a = [p for _, p in named if id(p) not in ids]
+    groups = [{"params": a, "lr": cfg.learning_rate},
+              {"params": b, "lr": cfg.learning_rate * ratio}]
+    return [g for g in groups if g["params"]]
+
+
 def make_optimizer(cfg: RunConfig, params: list, ds_config: dict | None = None):
-    """The optimizer over ``params`` (the trainable LoRA tensors); accelerate's
-    ``DummyOptim`` when the DeepSpeed config defines its own optimizer block."""
+    """The optimizer over ``params`` (the trainable tensors, or ``param_groups``' LoRA+
+    groups); accelerate's ``DummyOptim`` when the DeepSpeed config defines its own optimizer
+    block."""
     import torch
 
     name = optimizer_name(cfg)
     lr, wd = cfg.learning_rate, cfg.weight_decay
+    if cfg.loraplus_lr_ratio and name == "prodigy":  # the schema refuses it
+        raise OptimizerError(f"loraplus_lr_ratio: prodigy learns one step size for every "
+                             f"parameter group (got {cfg.loraplus_lr_ratio:g} with optimizer "
+                             f"prodigy; allowed empty, or another optimizer)")
+    if cfg.loraplus_lr_ratio and ds_config and "optimizer" in ds_config:
+        raise OptimizerError(f"loraplus_lr_ratio: the DeepSpeed config defines its own "
+                             f"optimizer, whose schedule sets one learning rate for every "
+                             f"group (got {cfg.loraplus_lr_ratio:g}; allowed empty, or a "
+                             f"DeepSpeed config without an optimizer block)")
     if cfg.enable_optimizer_cpu_offload:  # low VRAM without DeepSpeed (backend.models.layer_offload)
         if name != "adamw":  # the schema refuses it; never train another optimizer instead
             raise OptimizerError(f"optimizer: enable_optimizer_cpu_offload steps adamw only "
@@ -125,7 +165,22 @@ def make_lr_scheduler(cfg: RunConfig, optimizer, total_steps: int, *,
 
 
 def describe(cfg: RunConfig, optimizer: Any) -> str:
-    """One log line: the optimizer class and the schedule."""
-    return (f"optimizer {optimizer_name(cfg)} ({type(optimizer).__name__}), lr "
+    """One log line: the optimizer class, the schedule, and LoRA+'s groups."""
+    line = (f"optimizer {optimizer_name(cfg)} ({type(optimizer).__name__}), lr "
             f"{cfg.learning_rate:g}, schedule {cfg.lr_scheduler} with "
             f"{cfg.lr_warmup_steps} warm-up steps")
+    if cfg.loraplus_lr_ratio:
+        line += f", LoRA+ ratio {cfg.loraplus_lr_ratio:g} ({describe_groups(optimizer)})"
+    return line
+
+
+def describe_groups(optimizer: Any) -> str:
+    """The learning rate and tensor count of each parameter group of ``optimizer``, and the
+    class that steps them (under DeepSpeed the innermost of the wrappers ``prepare``
+    returns: DeepSpeed's CPU Adam with the optimizer offloaded)."""
+    inner = optimizer
+    while hasattr(getattr(inner, "optimizer", None), "param_groups"):
+        inner = inner.optimizer
+    groups = ", ".join(f"lr {g['lr']:g} x {len(g['params'])} tensors"
+                       for g in getattr(optimizer, "param_groups", []))
+    return f"{type(inner).__name__} parameter groups: {groups or 'none'}"

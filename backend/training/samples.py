@@ -72,6 +72,31 @@ def resolve_checkpoints(paths: Iterable[str | os.PathLike], all_checkpoints: boo
     return unique
 
 
+def with_ema(checkpoints: Iterable[Path], mode: str) -> list[Path]:
+    """The checkpoints samples use (``sample_use_ema``): ``raw`` as given; ``ema`` each
+    one's EMA twin instead (``step-N-ema``; a checkpoint without one is refused); ``both``
+    each followed by its twin where it has one (a checkpoint saved before the EMA began has
+    none). A twin given itself stays as it is."""
+    checkpoints = list(checkpoints)
+    if mode == "raw":
+        return checkpoints
+    out: list[Path] = []
+    missing: list[str] = []
+    for p in checkpoints:
+        twin = rundir.ema_twin(p)
+        if twin.exists():
+            out += [twin] if mode == "ema" else [p, twin]
+        elif mode == "ema":
+            missing.append(str(p))
+        else:
+            out.append(p)
+    if missing:
+        raise ConfigError([f"sample_use_ema: no EMA twin of {', '.join(missing)} (got "
+                           f"{mode!r}; allowed raw or both, or checkpoints of a run trained "
+                           f"with ema_decay)"])
+    return list(dict.fromkeys(out))
+
+
 # ------------------------------------------------------------------------------------------
 # Model folders
 # ------------------------------------------------------------------------------------------
@@ -411,7 +436,8 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
                    reuse_from: Iterable[str | os.PathLike] = ()) -> list[dict]:
     """Render the sample grid into ``output_dir``; return this call's index entries.
 
-    ``checkpoints``: LoRA files or folders (a folder: its latest checkpoint). Emits one
+    ``checkpoints``: LoRA files or folders (a folder: its latest checkpoint), and their EMA
+    twins as ``sample_use_ema`` says (``with_ema``). Emits one
     ``sample`` event per image (with ``step`` when given) and one for index.json, but no
     start/end: the caller's stage owns those. Base images already in ``output_dir`` with the
     same prompt, settings and base model are reused (samples during training). Entries are
@@ -423,7 +449,7 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
     """
 
     output_dir = Path(output_dir)
-    ckpts = resolve_checkpoints(checkpoints)
+    ckpts = with_ema(resolve_checkpoints(checkpoints), cfg.sample_use_ema)
     jobs = plan_samples(cfg, ckpts)
     if pipe is None:
         dirs = component_dirs(cfg)

@@ -20,9 +20,11 @@ from backend.config.schema import RunConfig
 from backend.core.readgate import for_config as read_gate
 from backend.data import batches as data_options
 from backend.data import buckets
-from backend.data.cache import CachedDataset, cached_files, check_cache, load_sample
+from backend.data.cache import (CachedDataset, _read_manifest_gated as read_manifest_gated,
+                                cached_files, check_cache, load_sample)
 from backend.data.dataset import IMAGE_EXTS, ImageDataset, PairDataset
-from backend.data.video import VIDEO_EXTS, ClipDataset, check_stage_dataset
+from backend.data.masks import latent_mask, load_image_mask
+from backend.data.video import VIDEO_EXTS, ClipDataset, check_stage_dataset, load_clip_mask
 from backend.models.quantize import quantize_frozen
 from backend.training.loop import EpochSampler, StageError, first_item, load_frozen_encoder, log
 
@@ -105,6 +107,7 @@ class FromCache(DataSource):
         super().__init__(cfg, family)
         check_not_raw_dataset(cfg)
         check_cache(cfg.dataset_base_path, read_gate(cfg))
+        check_cache_masks(cfg)
         if cfg.dataset_metadata_path:
             log(f"[train] sft:train reads the stage-1 cache in {cfg.dataset_base_path}; "
                 f"dataset_metadata_path is not used")
@@ -115,7 +118,7 @@ class FromCache(DataSource):
                                 gate=read_gate(cfg))
         dataset.files, held_files = data_options.hold_out(dataset.files,
                                                           cfg.validation_samples, "samples")
-        return dataset, [load_sample(p, read_gate(cfg)) for p in held_files]
+        return dataset, [self.batch(load_sample(p, read_gate(cfg))) for p in held_files]
 
     def empty_caption(self):
         return data_options.empty_prompt(
@@ -124,6 +127,12 @@ class FromCache(DataSource):
     def sizes(self, dataset):
         return data_options.cached_sizes(self.cfg.dataset_base_path, dataset.files,
                                          read_gate(self.cfg))
+
+    def batch(self, item):
+        """The cached batch; a cache's ``loss_mask`` only with ``masked_loss`` on."""
+        if not self.cfg.masked_loss and "loss_mask" in item:
+            item = {k: v for k, v in item.items() if k != "loss_mask"}
+        return item
 
 
 class EncodeEachStep(DataSource):
@@ -149,8 +158,10 @@ class EncodeEachStep(DataSource):
                                                       "images")
         dataset_class = (ClipDataset if family.media == "video" else
                          PairDataset if family.input_images else ImageDataset)
-        dataset = dataset_class(records, cfg, repeat=cfg.dataset_repeat)
-        held = dataset_class(held_records, cfg)
+        masks = ((load_clip_mask if family.media == "video" else load_image_mask)
+                 if cfg.masked_loss else None)
+        dataset = dataset_class(records, cfg, repeat=cfg.dataset_repeat, mask_loader=masks)
+        held = dataset_class(held_records, cfg, mask_loader=masks)
         return dataset, [self.encode(held[i]) for i in range(len(held_records))]
 
     def empty_caption(self):
@@ -170,8 +181,25 @@ class EncodeEachStep(DataSource):
         return self.encode(item)
 
     def encode(self, item: dict[str, Any]) -> dict[str, Any]:
-        return self.encoder.encode_sample(item["pixels"], item["prompt"],
-                                          *item.get("inputs", ()))
+        sample = self.encoder.encode_sample(item["pixels"], item["prompt"],
+                                            *item.get("inputs", ()))
+        if "mask" in item:  # masked_loss: at the latents' grid, as stage 1 caches it
+            sample["loss_mask"] = latent_mask(item["mask"], sample["latents"]).to(
+                sample["latents"].device)
+        return sample
+
+
+def check_cache_masks(cfg: RunConfig) -> None:
+    """With ``masked_loss`` every cached sample was written with its mask (its manifest
+    entry says ``masked``); a cache written without is refused, naming the field."""
+    if not cfg.masked_loss:
+        return
+    manifest = read_manifest_gated(Path(cfg.dataset_base_path), read_gate(cfg)) or {}
+    entries = [e for e in manifest.get("samples", []) if isinstance(e, dict)]
+    if not entries or not all(e.get("masked") for e in entries):
+        raise StageError(f"masked_loss: the cache in {cfg.dataset_base_path} was written "
+                         f"without masks (got masked_loss on; allowed masked_loss off, or "
+                         f"run --task sft:data_process again with masked_loss on)")
 
 
 def check_not_raw_dataset(cfg: RunConfig) -> None:

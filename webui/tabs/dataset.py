@@ -302,7 +302,7 @@ def _bind_check(ctx: Ctx) -> None:
 
     def check(data: dict, request: gr.Request):
         from backend.data.dataset import validate_input_images
-        from backend.data.video import validate_any_dataset
+        from backend.data.video import mask_findings, validate_any_dataset
 
         cfg, cfg_dict, data_problems = _check_config(form, data)
         if cfg is None:
@@ -318,7 +318,11 @@ def _bind_check(ctx: Ctx) -> None:
                                         models_dir=ctx.models_dir, runner=ctx.runner)
         findings = validate_any_dataset(cfg)  # every file through the read gate
         findings += validate_input_images(cfg)  # edit models: the rows' input images
+        masks, without = mask_findings(cfg)  # masked_loss: each mask, and how many lack one
+        findings += masks
         head = bilingual(_report_head(findings)) + bucket_plan_section(cfg, cfg_dict, findings)
+        if without is not None:
+            head += "\n\n" + bilingual(without)
         offer = prompt_suggestion(cfg.sample_prompts,
                                   [f.get("caption") or "" for f in findings], cfg.trigger_word)
         return {c["data_msg"]: head,

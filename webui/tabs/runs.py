@@ -90,6 +90,12 @@ def create_ui(ctx: Ctx) -> None:
             with gr.Row():
                 c["dl_configs"] = gr.Button(T("runs.dl_configs"), elem_id="dl-configs")
                 c["dl_logs"] = gr.Button(T("runs.dl_logs"), elem_id="dl-logs")
+            with gr.Row(equal_height=False, elem_classes=["zl-bottom"]):
+                c["extract_rank"] = gr.Number(value=64, precision=0, minimum=1,
+                                              label=T("runs.extract_rank"),
+                                              info=T("runs.extract_rank_info"),
+                                              elem_id="extract-rank")
+                c["extract_btn"] = gr.Button(T("runs.extract"), elem_id="extract-btn")
         with gr.Column():
             c["dl_file"] = gr.File(label=T("runs.file"), interactive=False, elem_id="dl-file")
             c["dl_msg"] = gr.Markdown("", elem_id="dl-msg")
@@ -120,6 +126,7 @@ def bind_events(ctx: Ctx) -> None:
     refresh, outputs = _bind_history(ctx)
     _bind_open_reuse(ctx)
     _bind_downloads(ctx)
+    _bind_extract(ctx)
     _bind_delete(ctx, refresh, outputs)
 
 
@@ -253,6 +260,30 @@ def _bind_downloads(ctx: Ctx) -> None:
                       ("zip", "dl_zip")):
         c[btn].click(download(kind), inputs=dl_inputs, outputs=[c["dl_file"], c["dl_msg"]],
                      api_visibility="private")
+
+
+def _bind_extract(ctx: Ctx) -> None:
+    """Extract LoRA: a job of its own that writes a LoRA of the picked full checkpoint into
+    the run's output/export/ (``backend/planning/extract_job.py``)."""
+    c = ctx.c
+
+    def extract(data: dict, request: gr.Request):
+        run = ctx.run(data[c["runs_pick"]], request)
+        if run is None:
+            return {c["dl_msg"]: bilingual(Msg("runs.choose_first_x"))}
+        try:
+            job_id = jobs.submit_extract(ctx.runner, run, data[c["dl_checkpoint"]],
+                                         data[c["extract_rank"]], owner=ctx.owner(request))
+        except ConfigError as e:
+            return {c["dl_msg"]: "  \n".join(bilingual(p) for p in e.problems)}
+        except (ValueError, OSError) as e:
+            return {c["dl_msg"]: bilingual(Msg("runs.error", why=error_of(e)))}
+        return {c["dl_msg"]: bilingual(Msg("runs.extract_queued", id=job_id))}
+
+    c["extract_btn"].click(extract, inputs={c["runs_pick"], c["dl_checkpoint"],
+                                            c["extract_rank"]},
+                           outputs=[c["dl_msg"]], show_progress_on=[c["dl_msg"]],
+                           api_visibility="private")
 
 
 def _bind_delete(ctx: Ctx, refresh, outputs: list) -> None:

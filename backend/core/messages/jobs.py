@@ -186,6 +186,20 @@ EN: dict[str, str] = {
     "diagnosis.dataset_problems_line": "Dataset problems: {problems:join= }",
     "diagnosis.dataset_problems_more": "Dataset problems: {problems:join= } … and {more} more",
     "diagnosis.cannot_read_image": "cannot read image {name}: {why:q}",
+    "diagnosis.mask_where": "{where}: mask: {problem}",
+    "diagnosis.mask_missing": "no mask for {name} (got {got}; allowed a file in mask_path, "
+                              "a mask column naming a file, or the alpha channel with "
+                              "alpha_mask; mask_missing: {then})",
+    "diagnosis.mask_size": "{name} is {mw}x{mh}, its image is {w}x{h} (allowed a mask of "
+                           "the image's size)",
+    "diagnosis.mask_unreadable": "cannot read mask {name}: {why:q}",
+    "diagnosis.mask_no_source": "masked_loss: no source of masks (got no mask_path, "
+                                "alpha_mask off and no mask column in dataset_metadata_path "
+                                "{meta}; allowed a mask folder in mask_path, alpha_mask, or a "
+                                "mask column)",
+    "diagnosis.mask_alpha_clips": "alpha_mask: clips have no alpha channel (got alpha_mask on "
+                                  "for a video family; allowed mask_path or a mask column)",
+    "diagnosis.mask_count": "{without} of {n} item(s) without a mask ({then}).",
     # ---------------------------------------------------------------- notes in the history
     "note.stage_exit": "stage '{stage}' {how}",
     "note.stage_exit_why": "stage '{stage}' {how}: {why:q}",
@@ -325,6 +339,8 @@ EN: dict[str, str] = {
     "runs.form_holds": "✓ The form now holds the settings of run `{id}`: change what you like "
                        "and press **Start training** (Run tab) for a new run.",
     "runs.download_ready": "✓ `{file}` ({size}) — use the download link above.",
+    "runs.extract_queued": "✓ Extraction run `{id}` queued: the LoRA goes beside this run's "
+                           "exports (its progress under Run).",
     "runs.deleted": "Deleted run `{id}` and its files.",
     "runs.showing": "Showing run `{id}`.",
     "runs.error": "✗ {why:q}",
@@ -468,6 +484,18 @@ ZH: dict[str, str] = {
     "diagnosis.dataset_problems_line": "数据集问题：{problems:join=；}",
     "diagnosis.dataset_problems_more": "数据集问题：{problems:join=；} …… 另有 {more} 个",
     "diagnosis.cannot_read_image": "无法读取图像 {name}（{why:q}）",
+    "diagnosis.mask_where": "{where}：遮罩 `mask`：{problem}",
+    "diagnosis.mask_missing": "{name} 没有遮罩（当前：{got}；可用：mask_path 中的文件、"
+                              "指向文件的 `mask` 列，或开启 alpha_mask 时的透明通道；"
+                              "mask_missing：{then}）",
+    "diagnosis.mask_size": "{name} 为 {mw}x{mh}，其图片为 {w}x{h}（可用：与图片同样大小的遮罩）",
+    "diagnosis.mask_unreadable": "无法读取遮罩 {name}（{why:q}）",
+    "diagnosis.mask_no_source": "masked_loss：没有遮罩来源（当前：未设 mask_path，alpha_mask "
+                                "关闭，dataset_metadata_path {meta} 中也没有 `mask` 列；可用："
+                                "mask_path 中的遮罩文件夹、alpha_mask，或 `mask` 列）",
+    "diagnosis.mask_alpha_clips": "alpha_mask：视频片段没有透明通道（当前：视频模型开启了 "
+                                  "alpha_mask；可用：mask_path 或 `mask` 列）",
+    "diagnosis.mask_count": "{n} 项中有 {without} 项没有遮罩（{then}）。",
     # ---------------------------------------------------------------- notes in the history
     "note.stage_exit": "阶段 '{stage}' {how}",
     "note.stage_exit_why": "阶段 '{stage}' {how}：{why:q}",
@@ -596,6 +624,8 @@ ZH: dict[str, str] = {
     "runs.form_holds": "✓ 表单里现在是运行 `{id}` 的设置：按需修改后，点 **开始训练**（运行页）即可"
                        "开始新的运行。",
     "runs.download_ready": "✓ `{file}`（{size}）—— 请用上方的下载链接。",
+    "runs.extract_queued": "✓ 提取任务 `{id}` 已排队：LoRA 会写在这次运行的导出文件旁"
+                           "（进度见“运行”页）。",
     "runs.deleted": "已删除运行 `{id}` 及其文件。",
     "runs.showing": "正在显示运行 `{id}`。",
     "runs.error": "✗ {why:q}",

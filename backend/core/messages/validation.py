@@ -252,6 +252,24 @@ EN: dict[str, str] = {
                                           "image (got aspect_buckets true with "
                                           "height={height}, width={width}; allowed false, or "
                                           "empty height and width)",
+    "validation.rule.mask_needs_masked_loss": "a mask option without the masked loss (got {got} "
+                                              "with masked_loss off; allowed {default}, or "
+                                              "masked_loss on)",
+    "validation.rule.mask_no_source": "no source of masks (got masked_loss on with no mask_path, "
+                                      "alpha_mask off and no dataset_metadata_path; allowed a "
+                                      "mask folder in mask_path, alpha_mask, or a metadata file "
+                                      "with a mask column)",
+    "validation.rule.ema_needs_decay": "an EMA option without an EMA (got {got} with ema_decay "
+                                       "empty; allowed {default}, or set ema_decay)",
+    "validation.rule.ema_start_after_end": "the EMA would never begin (got {got}, after the "
+                                           "run's last step {last}; allowed 0 to {last})",
+    "validation.rule.loraplus_lokr": "LoRA+ sets lora_B's learning rate against lora_A's, "
+                                     "and a LoKr has neither (got {got} with lora_type "
+                                     "lokr; allowed empty, or lora_type lora | dora)",
+    "validation.rule.loraplus_prodigy": "prodigy learns one step size for every parameter "
+                                        "group and refuses groups at different learning "
+                                        "rates (got {got} with optimizer prodigy; allowed "
+                                        "empty, or optimizer adamw | adamw8bit | adafactor)",
     # ------------------------------------------------------------ ConfigError
     "config.invalid": "Invalid run config:",
     "config.invalid_in": "Invalid run config in {source}:",
@@ -393,6 +411,11 @@ EN: dict[str, str] = {
     # ------------------------------------------------------------ LoRA extraction
     # (backend/models/extract.py): refusals naming the flag, the log and its warnings
     "extract.refused": "LoRA extraction refused:\n  {lines:join=\n  }",
+    "extract.job.not_full": "not a full fine-tune's checkpoint of this run (got {got}; "
+                            "allowed {allowed})",
+    "extract.job.rank_or_energy": "set one of rank and energy (got both or neither)",
+    "extract.job.rank": "at least 1 (got {got})",
+    "extract.job.energy": "outside (0, 1] (got {got}; allowed a share such as 0.9)",
     "extract.not_folder": "not a folder (got {got}; allowed a transformer folder with "
                           "config.json and safetensors weights)",
     "extract.no_config": "no config.json (got {got}; allowed a transformer folder as "
@@ -644,6 +667,23 @@ ZH: dict[str, str] = {
                                           "aspect_buckets 为 true，height={height}，"
                                           "width={width}；允许：false，或 height 和 width "
                                           "留空）",
+    "validation.rule.mask_needs_masked_loss": "这是遮罩损失的选项，但没有开启 masked_loss"
+                                              "（当前：`{got}`；可用：`{default}`，或开启 "
+                                              "masked_loss）",
+    "validation.rule.mask_no_source": "没有遮罩来源（当前：开启了 masked_loss，但未设 mask_path，"
+                                      "alpha_mask 关闭，也没有 dataset_metadata_path；可用："
+                                      "mask_path 中的遮罩文件夹、alpha_mask，或带 `mask` 列的"
+                                      "元数据文件）",
+    "validation.rule.ema_needs_decay": "这是 EMA 的选项，但没有启用 EMA（当前：{got}，ema_decay "
+                                       "为空；允许：{default}，或设置 ema_decay）",
+    "validation.rule.ema_start_after_end": "EMA 永远不会开始（当前：{got}，晚于本次运行的最后一步 "
+                                           "{last}；允许：0 到 {last}）",
+    "validation.rule.loraplus_lokr": "`LoRA+` 按 `lora_A` 的学习率设定 `lora_B` 的学习率，而 "
+                                     "`LoKr` 两者都没有（当前：{got}，lora_type 为 lokr；允许："
+                                     "留空，或 lora_type 设为 lora | dora）",
+    "validation.rule.loraplus_prodigy": "prodigy 为所有参数组学习同一个步长，不接受学习率不同的"
+                                        "参数组（当前：{got}，optimizer 为 prodigy；允许：留空，"
+                                        "或 optimizer 设为 adamw | adamw8bit | adafactor）",
     # ------------------------------------------------------------ ConfigError
     "config.invalid": "运行配置有误：",
     "config.invalid_in": "运行配置有误（{source}）：",
@@ -799,4 +839,8 @@ ZH: dict[str, str] = {
     "extract.other_unnamed": "警告：{n} 个改变了的张量在此系列中没有 ComfyUI 名称，已舍去（占"
                              "全部改变的 {share}）：{tensors}",
     "extract.written": "已写出：{path}",
+    "extract.job.not_full": "不是这次运行的全量微调检查点（当前：{got}；允许：{allowed}）",
+    "extract.job.rank_or_energy": "秩和能量占比只能设置一个（当前：都设置了或都没设置）",
+    "extract.job.rank": "至少为 1（当前：{got}）",
+    "extract.job.energy": "超出 (0, 1]（当前：{got}；允许：一个比例，例如 0.9）",
 }

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.families.base import Family, Schedule
-from backend.families.common import OffloadingEncoder, cached_sample, noised, pipeline_loaders
+from backend.families.common import (OffloadingEncoder, cached_sample, noised, pipeline_loaders,
+                                     weighted_mse)
 from backend.families.qwen_image import caption
 from backend.families.qwen_image.published import CONFIGS
 from backend.families.qwen_image.qwen_vl import load_text_encoder
@@ -207,16 +208,15 @@ def predict(transformer, noisy_latents, sigma, prompt_emb, prompt_mask, inputs=(
 
 def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
                        index: int, noise, dtype):
-    """Weighted flow-matching MSE for one sample at schedule ``index`` with ``noise``."""
-    import torch.nn.functional as F
-
+    """Weighted flow-matching MSE for one sample at schedule ``index`` with ``noise`` (and by
+    its ``loss_mask``: ``weighted_mse``)."""
     x0, noise, sigma, x_t = noised(sample, schedule, index, noise, dtype)
     device = x0.device
     target = pack_latents(noise - x0)
     pred = predict(transformer, x_t.to(dtype), (schedule.timesteps[index] / 1000).to(device, dtype),
                    sample["prompt_emb"].to(dtype), sample["prompt_emb_mask"],
                    [x.to(device=device, dtype=dtype) for x in input_latents(sample)])
-    loss = F.mse_loss(pred.float(), target.float())
+    loss = weighted_mse(pred, target, sample, x0, pack_latents)
     return loss * schedule.weights[index].to(device)
 
 

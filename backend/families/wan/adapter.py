@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterator
 
 from backend.core.media import frame_strip, write_video
 from backend.families.base import Family, Schedule, uniform_index_loss
-from backend.families.common import OffloadingEncoder, cached_sample, noised, pipeline_loaders
+from backend.families.common import (OffloadingEncoder, cached_sample, noised, pipeline_loaders,
+                                     weighted_mse)
 from backend.families.wan.native import from_native, to_native
 from backend.families.wan.published import CONFIGS, VARIANT_CONFIGS
 
@@ -203,14 +204,13 @@ def predict(transformer, noisy_latents, timestep, prompt_emb, condition=None,
 
 def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule,
                        index: int, noise, dtype):
-    import torch.nn.functional as F
-
+    """Weighted flow-matching MSE of one clip (and by its ``loss_mask``: ``weighted_mse``)."""
     x0, noise, sigma, x_t = noised(sample, schedule, index, noise, dtype)
     device = x0.device
     pred = predict(transformer, x_t.to(dtype), schedule.timesteps[index].to(device),
                    sample["prompt_emb"].to(device, dtype), sample.get("condition"),
                    sample.get("image_embeds"))
-    loss = F.mse_loss(pred.float(), (noise - x0).float())
+    loss = weighted_mse(pred, noise - x0, sample, x0)
     return loss * schedule.weights[index].to(device)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from backend.families import family_of
 from backend.families.wan.adapter import Adapter, Encoder, is_wan22_vae, predict, read_json, render
-from backend.families.common import noised
+from backend.families.common import noised, weighted_mse
 from backend.families.wan.i2v import render_i2v
 
 VARIANT = "wan22_ti2v_5b"
@@ -70,7 +70,6 @@ def flow_matching_loss(transformer, sample: dict[str, Any], schedule, index: int
     """The family's flow matching with per-token timesteps; with a cached ``first_frame``
     the first latent frame is that clean latent at timestep 0 and the loss leaves it out."""
     import torch
-    import torch.nn.functional as F
 
     x0, noise, sigma, x_t = noised(sample, schedule, index, noise, dtype)
     device = x0.device
@@ -82,12 +81,13 @@ def flow_matching_loss(transformer, sample: dict[str, Any], schedule, index: int
     t = schedule.timesteps[index].to(device=device, dtype=dtype)
     pred = predict(transformer, x_t.to(dtype), token_timesteps(mask, t),
                    sample["prompt_emb"].to(device, dtype))
-    target = noise - x0
+    target, cut = noise - x0, None
     if first is not None:
         pred, target = pred[:, :, 1:], target[:, :, 1:]
         if pred.shape[2] == 0:  # a one-frame clip is its own condition: nothing to learn
             return pred.float().sum() * 0
-    loss = F.mse_loss(pred.float(), target.float())
+        cut = lambda w: w[:, :, 1:]  # noqa: E731 - the mask's frames as the loss's
+    loss = weighted_mse(pred, target, sample, x0, cut)
     return loss * schedule.weights[index].to(device)
 
 
