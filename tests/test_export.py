@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 from backend.families.qwen_image import TARGETS as QWEN_IMAGE_TARGETS
 from backend.models.export import (LoraFormatError, export_lora, load_lora_file, split_modules,
                             transformer_linear_shapes, read_transformer_config)
-from tests.harness.loras import make_reference_lora, peft_transformer
+from tests.harness.loras import make_reference_lora, peft_transformer, transformer_inputs
 from tests.harness.stages import RANK
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,15 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # ------------------------------------------------------------------------------------------
 # Shared helpers (test_sample imports them)
 # ------------------------------------------------------------------------------------------
-
-def transformer_inputs(seed: int = 0) -> dict:
-    """One tiny forward's inputs (64x64 image -> 4x4 packed latents, 7 text tokens)."""
-    g = torch.Generator().manual_seed(seed)
-    return dict(hidden_states=torch.randn(1, 16, 64, generator=g),
-                encoder_hidden_states=torch.randn(1, 7, 32, generator=g),
-                encoder_hidden_states_mask=torch.ones(1, 7, dtype=torch.long),
-                timestep=torch.tensor([0.5]), img_shapes=[[(1, 4, 4)]], return_dict=False)
-
 
 def forward(transformer) -> torch.Tensor:
     with torch.no_grad():

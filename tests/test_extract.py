@@ -18,6 +18,7 @@ from backend.core.messages import Msg
 from backend.models.export import read_transformer_config, transformer_linear_shapes
 from backend.models.extract import ExtractError, diff_path, extract_lora, main
 from backend.models.lora import merge_lora_file
+from tests.harness.loras import transformer_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
 # Parameters besides the Linear weights that the simulated fine-tune changes.
@@ -32,15 +33,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def transformer_inputs(seed: int = 0) -> dict:
-    """One tiny forward's inputs (64x64 image -> 4x4 packed latents, 7 text tokens)."""
-    g = torch.Generator().manual_seed(seed)
-    return dict(hidden_states=torch.randn(1, 16, 64, generator=g),
-                encoder_hidden_states=torch.randn(1, 7, 32, generator=g),
-                encoder_hidden_states_mask=torch.ones(1, 7, dtype=torch.long),
-                timestep=torch.tensor([0.5]), img_shapes=[[(1, 4, 4)]], return_dict=False)
 
 
 def load(folder: Path):

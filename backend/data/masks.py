@@ -225,15 +225,9 @@ def latent_mask(mask, latents):
 
 
 def _digest(path: Path, gate: readgate.ReadGate) -> str:
-    h = hashlib.sha256()
     files = (sorted(p for p in gate.list_dir(path, "mask") if p.suffix.lower() in IMAGE_EXTS)
              if gate.is_dir(path) else [path])
-    for p in files:
-        h.update(p.name.encode())
-        with gate.open(p, "mask") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
+    return gate.digest(files, "mask")
 
 
 def mask_key(key: str, rec: Record, cfg: RunConfig) -> str:

@@ -425,14 +425,7 @@ def mask_findings(cfg: RunConfig) -> tuple[list[dict[str, Any]], Any]:
 # Stage-1 cache entries
 # ------------------------------------------------------------------------------------------
 def _digest(path: Path, gate: readgate.ReadGate) -> str:
-    h = hashlib.sha256()
-    files = frame_files(path, gate) if gate.is_dir(path) else [path]
-    for p in files:
-        h.update(p.name.encode())
-        with gate.open(p, "video") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
+    return gate.digest(frame_files(path, gate) if gate.is_dir(path) else [path], "video")
 
 
 def plan_clips(cfg: RunConfig, records: list[Record], model_fp: list) -> list[dict[str, Any]]:

@@ -41,3 +41,12 @@ def make_reference_lora(tiny: Path, path: Path, seed: int = 1, rank: int = RANK,
           if "lora_" in k}
     save_lora(path, sd, rank=rank, target_modules=QWEN_IMAGE_TARGETS.split(","))
     return sd
+
+
+def transformer_inputs(seed: int = 0) -> dict:
+    """One tiny forward's inputs (64x64 image -> 4x4 packed latents, 7 text tokens)."""
+    g = torch.Generator().manual_seed(seed)
+    return dict(hidden_states=torch.randn(1, 16, 64, generator=g),
+                encoder_hidden_states=torch.randn(1, 7, 32, generator=g),
+                encoder_hidden_states_mask=torch.ones(1, 7, dtype=torch.long),
+                timestep=torch.tensor([0.5]), img_shapes=[[(1, 4, 4)]], return_dict=False)
