@@ -140,3 +140,54 @@ def test_condition_images_are_refused_without_the_real_processor():
 
     with pytest.raises(ValueError, match="torchvision"):
         TextProcessor(tokenizer=None)(["x"], images=[object()])
+
+
+def test_the_comfyui_export_fuses_gate_and_up_as_comfyuis_model_does(tiny_dir, tmp_path):
+    """ComfyUI's Qwen-Image-2.1 (comfy/ldm/qwen_image21) has one ``img_mlp.gate_up`` layer,
+    gate rows first, where diffusers has ``gate_layer`` and ``proj``: the export writes one
+    LoRA on it whose change is exactly the two LoRAs' changes stacked (ComfyUI's own rule,
+    weight += up @ down * alpha / rank), and reading the export back gives them again. A
+    LoRA on one of the two leaves the other's rows unchanged."""
+    import torch
+
+    from backend.families import get_family
+    from backend.models import lora
+    from backend.models.export import export_lora, load_as_diffusers, load_lora_file
+
+    def delta(modules: dict, name: str) -> torch.Tensor:
+        a, b = modules[f"{name}.lora_A.default.weight"], modules[f"{name}.lora_B.default.weight"]
+        return b.float() @ a.float()
+
+    for targets in (TARGETS, "to_q,img_mlp.proj"):
+        model = get_family(FAMILY).load_transformer(tiny_dir / "transformer", torch.float32)
+        lora.add_lora(model, 2, targets.split(","))
+        g = torch.Generator().manual_seed(5)
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                if "lora_B" in n:
+                    p.copy_(torch.randn(p.shape, generator=g))
+        ours = tmp_path / f"{len(targets)}" / "step-1.safetensors"
+        tensors = lora.collect_lora_state(model)
+        lora.save_lora(ours, tensors, rank=2, target_modules=targets.split(","),
+                       model_family=FAMILY)
+        comfy = export_lora(ours, "comfyui", out_dir=tmp_path / "c", family=FAMILY,
+                            transformer_config=tiny_dir / "transformer")
+        keys, meta = load_lora_file(comfy)
+        block = "diffusion_model.transformer_blocks.0.img_mlp."
+        assert f"{block}gate_up.lora_down.weight" in keys
+        assert not [k for k in keys if ".img_mlp.gate_layer." in k or ".img_mlp.proj." in k]
+        down, up = keys[f"{block}gate_up.lora_down.weight"], keys[f"{block}gate_up.lora_up.weight"]
+        fused = up.float() @ down.float() * keys[f"{block}gate_up.alpha"].item() / down.shape[0]
+        mlp = "transformer_blocks.0.img_mlp"
+        gate = (delta(tensors, f"{mlp}.gate_layer") if "gate_layer" in targets
+                else torch.zeros(fused.shape[0] // 2, fused.shape[1]))
+        torch.testing.assert_close(fused, torch.cat([gate, delta(tensors, f"{mlp}.proj")]))
+        # Read back (the sample stage's path and an export to another format): the parts.
+        back = load_as_diffusers(comfy)
+        torch.testing.assert_close(
+            back[f"transformer.{mlp}.proj.lora_B.weight"].float()
+            @ back[f"transformer.{mlp}.proj.lora_A.weight"].float(),
+            delta(tensors, f"{mlp}.proj"))
+        again = export_lora(comfy, "reference", out_dir=tmp_path / "r", family=FAMILY,
+                            transformer_config=tiny_dir / "transformer")
+        assert f"{mlp}.proj.lora_A.default.weight" in load_lora_file(again)[0]

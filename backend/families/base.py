@@ -298,6 +298,11 @@ class Family(abc.ABC):
     # Key prefix of the trained component per export format (``backend.models.export``).
     export_prefixes: Mapping[str, str] = {"reference": "", "diffusers": "transformer.",
                                           "comfyui": "diffusion_model."}
+    # Layers an export format's tool keeps fused that diffusers keeps apart, per format:
+    # ``{fmt: {fused name: (part names, stacked in this order along the output)}}``, names
+    # relative to their block. Exported, the parts' LoRAs become one LoRA on the fused layer
+    # (``backend.models.export.fuse_modules``); read back, it is split into theirs.
+    fused_modules: Mapping[str, Mapping[str, tuple[str, ...]]] = {}
     # Pixels per latent cell (the estimator's token count, ``video_tokens``). The multiple
     # every side is resized to is the spec's (``FamilySpec.size_multiple``), not the adapter's.
     vae_scale_factor: int = 8

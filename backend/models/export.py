@@ -244,6 +244,73 @@ def family_prefixes(family: str | None = None) -> dict[str, str]:
     return dict(get_family(family or default_family()).export_prefixes)
 
 
+def _block_of(module: str, name: str) -> str | None:
+    """``module``'s block prefix when it is ``name`` inside a block (or ``name`` itself)."""
+    if module == name:
+        return ""
+    return module[: -len(name)] if module.endswith("." + name) else None
+
+
+def fuse_modules(modules: Mapping[str, tuple], fused: Mapping[str, tuple[str, ...]]
+                 ) -> dict[str, tuple]:
+    """The LoRAs of layers a tool keeps fused (``Family.fused_modules``) as one LoRA on the
+    fused layer: its down is the parts' downs stacked, its up block-diagonal (each part's
+    rows, zero for a part that has no LoRA), each part's alpha / rank folded in, so
+    ``up @ down`` is the parts' changes stacked exactly (alpha = rank: scale 1). A DoRA part
+    keeps its own module."""
+    out = dict(modules)
+    for name, parts in fused.items():
+        blocks = sorted({b for m in modules for p in parts
+                         if (b := _block_of(m, p)) is not None})
+        for block in blocks:
+            got = [modules.get(block + p) for p in parts]
+            present = [v for v in got if v is not None]
+            if any(len(v) > 3 for v in present):
+                continue
+            rows = present[0][1].shape[0]  # the parts' outputs are of one size
+            downs = [a for a, _, _ in present]
+            rank = sum(a.shape[0] for a in downs)
+            up = torch.zeros(rows * len(parts), rank, dtype=present[0][1].dtype)
+            col = 0
+            for i, v in enumerate(got):
+                if v is None:
+                    continue
+                a, b, alpha = v
+                r = a.shape[0]
+                scale = (float(alpha) / r) if alpha is not None else 1.0
+                up[i * rows:(i + 1) * rows, col:col + r] = b * scale
+                col += r
+                del out[block + parts[i]]
+            out[block + name] = (torch.cat(downs, 0), up, float(rank))
+    return out
+
+
+def split_fused(modules: Mapping[str, tuple], fused: Mapping[str, tuple[str, ...]]
+                ) -> dict[str, tuple]:
+    """``fuse_modules``'s inverse for any LoRA on a fused layer: each part keeps the down
+    and its own rows of the up (exact: the fused change's rows are the parts' changes)."""
+    out = dict(modules)
+    for name, parts in fused.items():
+        for module in list(modules):
+            block = _block_of(module, name)
+            if block is None or len(modules[module]) > 3:
+                continue
+            a, b, alpha = out.pop(module)
+            rows = b.shape[0] // len(parts)
+            for i, p in enumerate(parts):
+                out[block + p] = (a.clone(), b[i * rows:(i + 1) * rows].clone(), alpha)
+    return out
+
+
+def native_modules(modules: Mapping[str, tuple], family: str | None, source_format: str
+                   ) -> dict[str, tuple]:
+    """A LoRA read from ``source_format`` with the family's fused layers split back into
+    the diffusers modules they stand for."""
+    if family not in family_names():
+        return dict(modules)
+    return split_fused(modules, get_family(family).fused_modules.get(source_format, {}))
+
+
 def build_state_dict(modules: Mapping[str, tuple[torch.Tensor, torch.Tensor, float | None]],
                      fmt: str, prefixes: Mapping[str, str] | None = None, rename=None
                      ) -> tuple[dict[str, torch.Tensor], bool]:
@@ -280,9 +347,12 @@ def to_diffusers_state_dict(state_dict: Mapping[str, torch.Tensor],
 
 
 def load_as_diffusers(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """Read a LoRA file of any accepted format as a diffusers state dict."""
+    """Read a LoRA file of any accepted format as a diffusers state dict (a family's fused
+    layers, named in the file's metadata, split back)."""
     tensors, metadata = load_lora_file(path)
-    return build_state_dict(split_modules(tensors, metadata, str(path)), "diffusers")[0]
+    modules = native_modules(split_modules(tensors, metadata, str(path)),
+                             metadata.get("model_family"), detect_format(tensors))
+    return build_state_dict(modules, "diffusers")[0]
 
 
 # ------------------------------------------------------------------------------------------
@@ -550,6 +620,7 @@ def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
         # A family whose tools name modules their own way: back to diffusers' names.
         back = get_family(family).import_module_name
         modules = {back(m, source_format): v for m, v in modules.items()}
+        modules = native_modules(modules, family, source_format)
     if transformer_config is not None:
         config, against = read_transformer_config(transformer_config), str(transformer_config)
         check_sizes = True
@@ -585,6 +656,10 @@ def export_lora(src: str | os.PathLike, fmt: str, out_dir: str | os.PathLike | N
     else:
         state_dict, folded = build_state_dict(modules, fmt, prefixes, rename)
         verify_state_dict(state_dict, fmt, shapes, check_sizes, prefixes, unname)
+        fused = adapter.fused_modules.get(fmt)
+        if fused:  # checked as the model's modules, written as the tool's fused layers
+            state_dict, folded = build_state_dict(fuse_modules(modules, fused), fmt, prefixes,
+                                                  rename)
 
     meta = {str(k): str(v) for k, v in metadata.items()}
     if folded:

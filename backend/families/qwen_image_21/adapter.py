@@ -210,6 +210,10 @@ class Adapter(Family):
     # Inputs, the time embedding, the shared modulation and the output stay in full precision.
     quantize_skip = ("img_in", "txt_in", "time_text_embed", "modulation", "norm_out",
                      "proj_out")
+    # ComfyUI's Qwen-Image-2.1 model (0.37.0 on, comfy/ldm/qwen_image21) fuses the SwiGLU's
+    # gate and up projections into one ``img_mlp.gate_up`` (gate rows first), where
+    # diffusers has ``img_mlp.gate_layer`` and ``img_mlp.proj``.
+    fused_modules = {"comfyui": {"img_mlp.gate_up": ("img_mlp.gate_layer", "img_mlp.proj")}}
 
     encoder = Encoder
     pipeline = PIPELINE
