@@ -59,11 +59,13 @@ def show_field(page, name: str):
 
 
 def natural_widths(page, selector: str) -> list[int]:
-    """The pixel widths of the pictures the page shows, once all have loaded."""
-    page.wait_for_function(f"() => [...document.querySelectorAll({selector!r})]"
-                           ".every(e => e.complete && e.naturalWidth > 0)",
-                           timeout=STEP_S * 1000)
-    return page.eval_on_selector_all(selector, "els => els.map(e => e.naturalWidth)")
+    """The pixel widths of the pictures the page shows, once all have loaded: checked and
+    read in one step (the gallery may render its pictures again in between)."""
+    found = page.wait_for_function(
+        f"() => {{ const els = [...document.querySelectorAll({selector!r})]; "
+        "return els.length && els.every(e => e.complete && e.naturalWidth > 0) "
+        "? els.map(e => e.naturalWidth) : null; }", timeout=STEP_S * 1000)
+    return found.json_value()
 
 
 # ---------------------------------------------------------------------- results
