@@ -484,3 +484,22 @@ def test_extract_lora_job_from_a_runs_full_checkpoint(tmp_path, tiny_model_dir):
     assert meta["rank"] == "8" and tensors
     events, _ = read_events(Path(done["run_dir"]) / "progress.jsonl")
     assert events[-1]["event"] == "end" and events[-1]["path"] == str(out)
+
+
+def test_a_state_saved_with_other_trained_tensors_is_refused_before_the_model_loads(tmp_path):
+    """Resuming a LoRA state as a full fine-tune (or with another LoRA+ ratio, rank, EMA)
+    would load tensors or optimizer groups that are not there: refused, naming the option
+    and both values, before the model is read (the state's own record of them)."""
+    from backend.config.validation import validate
+    from backend.training.loop import StageError, check_resume_options, state_shaping
+
+    lora_run = validate({"dataset_base_path": "/d", "loraplus_lr_ratio": 16})
+    state = {"global_step": 3, "options": state_shaping(lora_run)}
+    check_resume_options(state, lora_run)  # the same settings resume
+    check_resume_options({"global_step": 3}, lora_run)  # a state from before the record
+    full = validate({"dataset_base_path": "/d", "trainable_models": "dit"})
+    with pytest.raises(StageError) as e:
+        check_resume_options(state, full)
+    assert "resume_from:" in str(e.value)
+    assert "trainable_models None -> 'dit'" in str(e.value)
+    assert "loraplus_lr_ratio 16.0 -> None" in str(e.value)

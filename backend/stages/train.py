@@ -100,8 +100,8 @@ from backend.training.ema import make_ema
 from backend.training.launched import (accelerator_kwargs, launch_description, launch_problems,
                                        what_ran)
 from backend.training.loop import (STATE_DIR, Checkpointer, StageError, StepPlan, Stopper,
-                                   check_processes, check_resume, current_lr,
-                                   is_main_process, load_trainable_transformer, log,
+                                   check_processes, check_resume, check_resume_options,
+                                   current_lr, is_main_process, load_trainable_transformer, log,
                                    make_tensorboard, maybe_render_samples, one_line,
                                    process_info, read_trainer_state, step_generator,
                                    stop_requested, weight_dtype)
@@ -240,6 +240,8 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     trained = family.spec.trained_component
     source = data_source(cfg, family)
     resume_state = read_trainer_state(Path(cfg.resume_from)) if cfg.resume_from else None
+    if resume_state is not None:
+        check_resume_options(resume_state, cfg)
     if cfg.lora_checkpoint and not read_gate(cfg).is_file(cfg.lora_checkpoint):
         raise StageError(Msg("note.lora_checkpoint_missing", got=repr(cfg.lora_checkpoint)))
     dirs = resolve_component_dirs(cfg, source.components)

@@ -167,6 +167,27 @@ def read_trainer_state(state_dir: Path) -> dict[str, Any]:
     return json.loads(p.read_text(encoding="utf-8"))
 
 
+# Options that decide what the resume state holds (the trained tensors, the optimizer's
+# parameter groups, an EMA): a resumed run must keep them (recorded in trainer_state.json).
+STATE_SHAPING = ("trainable_models", "lora_rank", "lora_type", "lora_target_modules",
+                 "loraplus_lr_ratio", "ema_decay")
+
+
+def state_shaping(cfg: RunConfig) -> dict[str, Any]:
+    return {name: getattr(cfg, name, None) for name in STATE_SHAPING}
+
+
+def check_resume_options(state: dict[str, Any], cfg: RunConfig) -> None:
+    """Before the model loads: refuse a state saved with other ``STATE_SHAPING`` options."""
+    saved = state.get("options") or {}
+    problems = [f"{name} {saved[name]!r} -> {value!r}"
+                for name, value in state_shaping(cfg).items()
+                if name in saved and saved[name] != value]
+    if problems:
+        raise StageError("resume_from: the saved state was trained with different settings: "
+                         + "; ".join(problems))
+
+
 def check_resume(state: dict[str, Any], steps_per_epoch: int, world: int, accum: int) -> None:
     problems = []
     if state.get("num_processes") != world:
@@ -457,7 +478,8 @@ class Checkpointer:
                 "global_step": step, "epoch": epoch, "total_steps": t.get("total_steps"),
                 "steps_per_epoch": t.get("steps_per_epoch"), "num_processes": t.get("world"),
                 "gradient_accumulation_steps": t.get("accum"),
-                "zero_stage": t.get("zero_stage"), "time": time.time()})
+                "zero_stage": t.get("zero_stage"), "options": state_shaping(self.cfg),
+                "time": time.time()})
             if final.exists():
                 shutil.rmtree(final)
             os.replace(tmp, final)
