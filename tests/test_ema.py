@@ -313,3 +313,26 @@ def test_zero3_offload_ema_equals_the_ema_by_hand(tmp_path, models_root, stage1_
             assert v.abs().max() < 1e-6, k
     for s in range(2, 5):
         assert_close(twins[s], by_hand(raw, 0.9, 1, 0, s))
+
+
+def test_the_results_tab_asks_for_ema_renders_only_of_a_run_that_kept_one(tmp_path):
+    """The Results tab's Weights choice is the render's ``sample_use_ema``: asked of a run
+    trained without ``ema_decay`` it is refused before a job is queued, naming the field."""
+    from backend.config.errors import ConfigError
+    from backend.jobs.runner import Runner
+    from webui import jobs
+    from webui.tabs.results import SETTINGS
+
+    assert SETTINGS["res_ema"] == "sample_use_ema"
+    run_dir = tmp_path / "runs" / "r1"
+    (run_dir / "output").mkdir(parents=True)
+    (run_dir / "output" / "step-2.safetensors").write_bytes(b"")
+    run = {"id": "r1", "run_dir": str(run_dir), "config_yaml": "model_family: qwen_image\n"}
+    runner = Runner(tmp_path / "ws", auto_start=False)
+    with pytest.raises(ConfigError) as e:
+        jobs.submit_render(runner, run, {"sample_use_ema": "ema",
+                                         "sample_prompts": ["a red circle"]},
+                           ["step-2.safetensors"], owner=None)
+    assert any(str(p).startswith("sample_use_ema: an EMA option without an EMA")
+               for p in e.value.problems), e.value.problems
+    assert runner.list_runs() == []

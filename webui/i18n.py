@@ -133,6 +133,8 @@ EN: dict[str, str] = {
     "res.images": "Input images of each prompt (edit models; one line per prompt, images "
                   "separated by |)",
     "res.seed": "Seed",
+    "res.ema": "Weights",
+    "res.ema_info": "raw: the checkpoints as trained; ema: their EMA twins; both: a column each (runs trained with ema_decay).",
     "res.steps": "Steps",
     "res.cfg": "Guidance (cfg)",
     "res.height": "Height",
@@ -267,6 +269,8 @@ ZH: dict[str, str] = {
     "res.prompts": "提示词（每行一个）",
     "res.images": "每个提示词的输入图像（编辑模型；每行对应一个提示词，多张图像用 | 分隔）",
     "res.seed": "种子",
+    "res.ema": "权重",
+    "res.ema_info": "raw：训练得到的检查点；ema：它们的指数滑动平均版本；both：各占一列（仅限设置了 ema_decay 的运行）。",
     "res.steps": "步数",
     "res.cfg": "引导强度（cfg）",
     "res.height": "高度",

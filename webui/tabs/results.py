@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from backend.config.schema import FIELDS
 from backend.core.messages import Msg
 from backend.jobs.runner import RunnerError
 from webui import jobs, services
@@ -42,6 +43,8 @@ def create_ui(ctx: Ctx) -> None:
                                                     elem_id="res-checkpoints")
             c["res_scales"] = gr.Textbox(label=T("res.scales"), value="0, 1",
                                          elem_id="res-scales")
+            c["res_ema"] = gr.Radio(["raw", "ema", "both"], value="raw", label=T("res.ema"),
+                                    info=T("res.ema_info"), elem_id="res-ema")
         with gr.Column(scale=1):
             c["res_seed"] = gr.Number(label=T("res.seed"), precision=0,
                                       elem_id="res-seed")
@@ -66,7 +69,7 @@ SETTINGS = {"res_prompts": "sample_prompts", "res_images": "sample_images",
             "res_seed": "sample_seed",
             "res_steps": "sample_steps", "res_cfg": "sample_cfg",
             "res_height": "sample_height", "res_width": "sample_width",
-            "res_scales": "sample_lora_scales"}
+            "res_scales": "sample_lora_scales", "res_ema": "sample_use_ema"}
 
 
 def run_choices(ctx: Ctx, request) -> list[tuple[str, str]]:
@@ -89,7 +92,9 @@ def show_run(ctx: Ctx, run_id: str | None, request, lang: str | None = None) -> 
                 c["res_set"]: gr.Dropdown(choices=[], value=None)}
     cfg = jobs.run_config(run)
     names = [p.name for p in jobs.checkpoints(run)]
-    out = {c[k]: to_widget_value(field, cfg.get(field)) for k, field in SETTINGS.items()}
+    # A setting the run's config predates shows its default.
+    out = {c[k]: to_widget_value(field, cfg.get(field, FIELDS[field].default))
+           for k, field in SETTINGS.items()}
     out[c["res_checkpoints"]] = gr.CheckboxGroup(choices=names, value=names[-1:])
     out.update(grid_outputs(ctx, run, request, lang=lang))
     out[c["res_status"]] = "" if names else bilingual(Msg("results.no_checkpoint"))
