@@ -241,6 +241,15 @@ def training_problems(c: dict[str, Any]) -> list[Msg]:
     return p
 
 
+def options_left_set(c: dict[str, Any], defaults: dict[str, Any], problem) -> list[Msg]:
+    """The options of something the run does not use (``defaults``: each one's value when
+    unset) set to anything else: each a problem on its field, ``problem(got=, default=)``
+    (refused rather than silently ignored)."""
+    return [field_problem(name, problem(got=bounded.short(c.get(name, default)),
+                                        default=bounded.short(default)))
+            for name, default in defaults.items() if c.get(name, default) != default]
+
+
 # The options of a LoRA, which a full fine-tune has none of: set to anything but their
 # family's defaults beside ``trainable_models``, they are refused rather than ignored.
 LORA_ONLY = ("lora_rank", "lora_alpha", "lora_dropout", "lora_type", "lokr_factor",
@@ -271,11 +280,8 @@ def full_training_problems(c: dict[str, Any]) -> list[Msg]:
             "validation.rule.trainable_frozen", **params) if name in known else Msg(
             "validation.rule.trainable_unknown", **params)))
     defaults = family_defaults(family)
-    for name in LORA_ONLY:
-        if c.get(name) != defaults.get(name):
-            p.append(field_problem(name, Msg("validation.rule.full_with_lora",
-                                             got=bounded.short(c.get(name)),
-                                             default=bounded.short(defaults.get(name)))))
+    p += options_left_set(c, {name: defaults.get(name) for name in LORA_ONLY},
+                          lambda **k: Msg("validation.rule.full_with_lora", **k))
     for name in FROZEN_BASE_ONLY:
         if c.get(name):
             p.append(field_problem(name, Msg("validation.rule.full_frozen_base",
@@ -350,19 +356,14 @@ EMA_OPTIONS = {"ema_update_every": 1, "ema_start_step": 0, "ema_device": "gpu",
 def ema_problems(c: dict[str, Any]) -> list[Msg]:
     """The EMA (``ema_decay``; its bounds are the schema's): its other options only beside
     it, and a start step the run reaches."""
-    p: list[Msg] = []
     if not c.get("ema_decay"):
-        for name, default in EMA_OPTIONS.items():
-            if c.get(name, default) != default:
-                p.append(field_problem(name, Msg("validation.rule.ema_needs_decay",
-                                                 got=bounded.short(c.get(name)),
-                                                 default=bounded.short(default))))
-        return p
+        return options_left_set(c, EMA_OPTIONS,
+                                lambda **k: Msg("validation.rule.ema_needs_decay", **k))
     last = min([n for n in (c.get("max_train_steps"), c.get("max_steps")) if n] or [0])
     if last and c.get("ema_start_step", 0) > last:
-        p.append(field_problem("ema_start_step", Msg("validation.rule.ema_start_after_end",
-                                                     got=c["ema_start_step"], last=last)))
-    return p
+        return [field_problem("ema_start_step", Msg("validation.rule.ema_start_after_end",
+                                                    got=c["ema_start_step"], last=last))]
+    return []
 
 
 # The masked loss's own options, which mean nothing without ``masked_loss`` (their defaults).
@@ -373,19 +374,14 @@ def mask_problems(c: dict[str, Any]) -> list[Msg]:
     """The masked loss (``masked_loss``; ``backend/data/masks.py``): its other options only
     beside it, and a source of masks where the run reads the dataset (a mask folder,
     ``alpha_mask``, or a metadata file whose ``mask`` column the dataset check reads)."""
-    p: list[Msg] = []
     if not c.get("masked_loss"):
-        for name, default in MASK_OPTIONS.items():
-            if c.get(name, default) != default:
-                p.append(field_problem(name, Msg("validation.rule.mask_needs_masked_loss",
-                                                 got=bounded.short(c.get(name)),
-                                                 default=bounded.short(default))))
-        return p
+        return options_left_set(c, MASK_OPTIONS,
+                                lambda **k: Msg("validation.rule.mask_needs_masked_loss", **k))
     reads_dataset = c.get("task") != "sft:train"
     if reads_dataset and not (c.get("mask_path") or c.get("alpha_mask")
                               or c.get("dataset_metadata_path")):
-        p.append(field_problem("masked_loss", Msg("validation.rule.mask_no_source")))
-    return p
+        return [field_problem("masked_loss", Msg("validation.rule.mask_no_source"))]
+    return []
 
 
 def option_problems(c: dict[str, Any]) -> list[Msg]:

@@ -142,6 +142,19 @@ def is_full_checkpoint(path: str | os.PathLike) -> bool:
     return (Path(path) / FULL_CHECKPOINT_INFO).is_file()
 
 
+def checkpoint_of(path: str | os.PathLike) -> tuple[str, int] | None:
+    """(kind, N) of a checkpoint: a LoRA file ``step-N.safetensors`` / ``epoch-N...``, or a
+    full fine-tune's folder ``step-N/``; None for anything else (an EMA twin included)."""
+    p = Path(path)
+    m = CHECKPOINT_RE.match(p.name)
+    if m and p.is_file():
+        return m["kind"], int(m["n"])
+    m = FULL_CHECKPOINT_RE.match(p.name)
+    if m and is_full_checkpoint(p):
+        return m["kind"], int(m["n"])
+    return None
+
+
 def list_checkpoints(folder: str | os.PathLike) -> list[Path]:
     """``step-N`` / ``epoch-N`` checkpoints directly in ``folder`` (LoRA files, or a full
     fine-tune's folders), oldest first (empty when
@@ -151,11 +164,9 @@ def list_checkpoints(folder: str | os.PathLike) -> list[Path]:
         return []
     found = []
     for p in folder.iterdir():
-        m = CHECKPOINT_RE.match(p.name)
-        if m and p.is_file():
-            found.append((m["kind"], int(m["n"]), p))
-        elif is_full_checkpoint(p) and (m := FULL_CHECKPOINT_RE.match(p.name)):
-            found.append((m["kind"], int(m["n"]), p))
+        of = checkpoint_of(p)
+        if of is not None:
+            found.append((*of, p))
     if len({k for k, _, _ in found}) > 1:
         found.sort(key=lambda t: (t[2].stat().st_mtime_ns, t[0] == "step", t[1]))
     else:

@@ -20,7 +20,7 @@ from typing import Any
 
 from backend.core import readgate
 from backend.data.buckets import collate
-from backend.data.cache import EMPTY_PROMPT, _read_manifest_gated, load_sample, save_sample
+from backend.data.cache import EMPTY_PROMPT, load_sample, read_manifest_gated, save_sample
 from backend.data.dataset import target_size, upright_size
 
 # Keys of a cached sample that belong to the image, not the caption.
@@ -41,7 +41,7 @@ def hold_out(items: list, n: int, what: str) -> tuple[list, list]:
 
 def cached_sizes(cache_dir: str | Path, files: list[Path], gate) -> list[tuple[int, int]]:
     """Training size (width, height) of each cached sample file, from the manifest."""
-    manifest = _read_manifest_gated(Path(cache_dir), gate) or {}
+    manifest = read_manifest_gated(Path(cache_dir), gate) or {}
     by_file = {str(e.get("file")): (int(e["width"]), int(e["height"]))
                for e in manifest.get("samples", []) if "width" in e and "height" in e}
     missing = [p.name for p in files if p.name not in by_file]

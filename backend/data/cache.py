@@ -124,7 +124,7 @@ def cached_files(cache_dir: str | Path, gate: readgate.ReadGate = readgate.UNRES
     """Sample files of a cache, in manifest order (else sorted); a manifest entry that is
     not a plain file name of this folder is an error."""
     cache_dir = Path(cache_dir)
-    manifest = _read_manifest_gated(cache_dir, gate)
+    manifest = read_manifest_gated(cache_dir, gate)
     if manifest is not None:
         names = [str(e.get("file", "")) if isinstance(e, dict) else ""
                  for e in manifest.get("samples", [])]
@@ -138,7 +138,8 @@ def cached_files(cache_dir: str | Path, gate: readgate.ReadGate = readgate.UNRES
             and p.name != EMPTY_PROMPT]
 
 
-def _read_manifest_gated(cache_dir: Path, gate: readgate.ReadGate) -> dict[str, Any] | None:
+def read_manifest_gated(cache_dir: Path, gate: readgate.ReadGate) -> dict[str, Any] | None:
+    """The cache's manifest read through ``gate`` (None when there is none)."""
     p = cache_dir / MANIFEST
     if not gate.is_file(p):
         return None

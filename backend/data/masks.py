@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.core import readgate
-from backend.core.media_types import IMAGE_EXTS
+from backend.core.media_types import IMAGE_EXTS, VIDEO_EXTS
 from backend.core.messages import Msg
 from backend.config.schema import RunConfig
 from backend.data.dataset import (DatasetError, Record, _to_rgb, cover_crop, header_size,
@@ -297,7 +297,7 @@ def mask_report(cfg: RunConfig, records: list[Record], *, clips: bool = False,
     gate = readgate.for_config(cfg)
     rows = mask_rows(cfg)
     problems = source_problems(cfg, rows, clips)
-    extra = (".mp4", ".webm", ".gif", ".mov", ".mkv", ".avi") if clips else ()
+    extra = VIDEO_EXTS if clips else ()
     sizes = sizes if sizes is not None else image_sizes(records, cfg, headers_only)
     inspect = inspect or inspect_mask
     out, per, without = [], [], 0

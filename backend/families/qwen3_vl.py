@@ -125,6 +125,15 @@ def load_captioner(dirs: Mapping[str, Path], dtype=None, device: Any = "cpu",
                         offload=offload)
 
 
+class Captions:
+    """What a family whose text encoder is a Qwen3-VL adds to its adapter to caption with
+    it (``class Adapter(qwen3_vl.Captions, Family)``)."""
+    captioner_components = ("text_encoder", "tokenizer")
+
+    def load_captioner(self, dirs, dtype=None, device="cpu", offload="none"):
+        return load_captioner(dirs, dtype, device, offload)
+
+
 # ------------------------------------------------------------------------------------------
 # A tiny Qwen3-VL: tokenizer and text encoder
 # ------------------------------------------------------------------------------------------

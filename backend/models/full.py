@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
+from backend.core import bounded
 from backend.core.diskspace import disk_full, writing
 from backend.core.rundir import FULL_CHECKPOINT_INFO
 
@@ -145,7 +146,8 @@ def save_component(model, folder: str | os.PathLike, *, dtype, is_main: bool = T
 def checkpoint_info(path: str | os.PathLike) -> dict[str, Any]:
     """The record a full checkpoint folder keeps of itself ({} when unreadable)."""
     try:
-        data = json.loads((Path(path) / INFO_NAME).read_text(encoding="utf-8"))
+        data = bounded.load_json((Path(path) / INFO_NAME).read_text(encoding="utf-8"),
+                                 INFO_NAME)
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

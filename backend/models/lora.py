@@ -21,8 +21,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from backend.core import writegate
 from backend.core.diskspace import writing
@@ -93,22 +94,29 @@ def lora_named_parameters(model) -> list[tuple[str, Any]]:
             if any(mark in n for mark in ADAPTER_PARAM_MARKS)]
 
 
-def collect_lora_state(model, remove_prefix: str = "", gather: bool = False
-                       ) -> dict[str, Any]:
-    """LoRA tensors of ``model`` on CPU, prefix removed.
-
-    With ``gather`` (DeepSpeed ZeRO-3) the partitioned LoRA parameters are gathered
-    first; every rank must call this, and all get the full tensors. Only the LoRA
-    parameters are gathered, never the frozen base model.
-    """
+@contextmanager
+def gathered_lora(model, remove_prefix: str = "", gather: bool = False
+                  ) -> Iterator[dict[str, Any]]:
+    """The LoRA parameters of ``model`` by saved name (prefix removed), whole for the
+    block: with ``gather`` (DeepSpeed ZeRO-3) the partitioned LoRA parameters are gathered
+    (every rank must enter it, and all see the full tensors); only the LoRA, never the
+    frozen base model."""
     params = lora_named_parameters(model)
+    context = nullcontext()
     if gather:
         import deepspeed
 
-        with deepspeed.zero.GatheredParameters([p for _, p in params], modifier_rank=None):
-            return {strip_prefix(n, remove_prefix): p.detach().cpu().clone()
-                    for n, p in params}
-    return {strip_prefix(n, remove_prefix): p.detach().cpu().clone() for n, p in params}
+        context = deepspeed.zero.GatheredParameters([p for _, p in params], modifier_rank=None)
+    with context:
+        yield {strip_prefix(n, remove_prefix): p for n, p in params}
+
+
+def collect_lora_state(model, remove_prefix: str = "", gather: bool = False
+                       ) -> dict[str, Any]:
+    """LoRA tensors of ``model`` on CPU, prefix removed (``gathered_lora``: every rank calls
+    this under ZeRO-3)."""
+    with gathered_lora(model, remove_prefix, gather) as params:
+        return {n: p.detach().cpu().clone() for n, p in params.items()}
 
 
 def expected_shapes(model, rank: int, target_modules: Iterable[str],

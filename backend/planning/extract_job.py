@@ -18,9 +18,8 @@ from pathlib import Path
 from backend.config.errors import ConfigError, field_problem
 from backend.config.schema import RunConfig
 from backend.core.messages import Msg
-from backend.core.rundir import (FULL_CHECKPOINT_INFO, RunDir, is_full_checkpoint,
-                                 list_checkpoints, new_run_id)
-from backend.core import bounded
+from backend.core.rundir import RunDir, is_full_checkpoint, list_checkpoints, new_run_id
+from backend.models.full import checkpoint_info
 from backend.planning.plan import StagePlan, commands_script, stage_env
 
 STAGE = "extract"
@@ -78,9 +77,7 @@ def submit_extract(runner, run: dict, cfg: RunConfig, name: str, *, rank: int | 
     if problems:
         raise ConfigError(problems)
     tuned = full_checkpoint(run["run_dir"], name)
-    info = bounded.load_json((tuned / FULL_CHECKPOINT_INFO).read_text(encoding="utf-8"),
-                             FULL_CHECKPOINT_INFO)
-    base = Path(str(info.get("base_model_path") or ""))
+    base = Path(str(checkpoint_info(tuned).get("base_model_path") or ""))
     out = extraction_target(run["run_dir"], name, rank, energy)
     job_id = new_run_id()
     job_dir = RunDir.new(runner.workspace, job_id).run_dir

@@ -175,21 +175,8 @@ def make_ema(cfg, model, accelerator_device, *, zero_stage: int) -> WeightEMA | 
     options = dict(decay=cfg.ema_decay, update_every=cfg.ema_update_every,
                    start_step=cfg.ema_start_step, device=ema_device(cfg, accelerator_device))
     if not cfg.full_training:
-        params = lora.lora_named_parameters(model)
-        gather = zero_stage == 3
-
-        @contextlib.contextmanager
-        def live():
-            context = contextlib.nullcontext()
-            if gather:
-                import deepspeed
-
-                context = deepspeed.zero.GatheredParameters([p for _, p in params],
-                                                            modifier_rank=None)
-            with context:
-                yield {lora.strip_prefix(n, cfg.remove_prefix_in_ckpt): p for n, p in params}
-
-        return WeightEMA(live, **options)
+        return WeightEMA(lambda: lora.gathered_lora(model, cfg.remove_prefix_in_ckpt,
+                                                    gather=zero_stage == 3), **options)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     sharded = zero_stage == 3 and any(hasattr(p, "ds_tensor") for _, p in named)
 

@@ -180,9 +180,12 @@ def state_shaping(cfg: RunConfig) -> dict[str, Any]:
 def check_resume_options(state: dict[str, Any], cfg: RunConfig) -> None:
     """Before the model loads: refuse a state saved with other ``STATE_SHAPING`` options."""
     saved = state.get("options") or {}
-    problems = [f"{name} {saved[name]!r} -> {value!r}"
-                for name, value in state_shaping(cfg).items()
-                if name in saved and saved[name] != value]
+    _refuse_resume([f"{name} {saved[name]!r} -> {value!r}"
+                    for name, value in state_shaping(cfg).items()
+                    if name in saved and saved[name] != value])
+
+
+def _refuse_resume(problems: list[str]) -> None:
     if problems:
         raise StageError("resume_from: the saved state was trained with different settings: "
                          + "; ".join(problems))
@@ -198,9 +201,7 @@ def check_resume(state: dict[str, Any], steps_per_epoch: int, world: int, accum:
     if state.get("steps_per_epoch") != steps_per_epoch:
         problems.append(f"steps per epoch {state.get('steps_per_epoch')} -> {steps_per_epoch} "
                         f"(dataset or dataset_repeat changed)")
-    if problems:
-        raise StageError("resume_from: the saved state was trained with different settings: "
-                         + "; ".join(problems))
+    _refuse_resume(problems)
 
 
 def stop_requested(stopper: Stopper, world: int) -> bool:
@@ -309,19 +310,13 @@ def current_lr(lr_scheduler, cfg: RunConfig) -> float:
     return cfg.learning_rate
 
 
-def _step_of(path: Path) -> int:
-    number = path.name.removesuffix(".safetensors").split("-", 1)[1]
-    return int(number) if number.isdigit() else -1
-
-
 def prune_checkpoints(out: Path, keep: int | None) -> None:
     """Keep the newest ``keep`` step checkpoints: LoRA files, or full checkpoint folders
     (each with its EMA twin)."""
     if not keep:
         return
-    steps = sorted((p for p in out.glob("step-*") if _step_of(p) >= 0
-                    and (p.suffix == ".safetensors" or rundir.is_full_checkpoint(p))),
-                   key=_step_of)
+    found = [(rundir.checkpoint_of(p), p) for p in rundir.list_checkpoints(out)]
+    steps = [p for of, p in sorted(found, key=lambda t: t[0][1]) if of[0] == "step"]
     for p in (q for old in steps[:-keep] for q in (old, rundir.ema_twin(old))):
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)

@@ -20,8 +20,8 @@ from backend.config.schema import RunConfig
 from backend.core.readgate import for_config as read_gate
 from backend.data import batches as data_options
 from backend.data import buckets
-from backend.data.cache import (CachedDataset, _read_manifest_gated as read_manifest_gated,
-                                cached_files, check_cache, load_sample)
+from backend.data.cache import (CachedDataset, cached_files, check_cache, load_sample,
+                                read_manifest_gated)
 from backend.data.dataset import IMAGE_EXTS, ImageDataset, PairDataset
 from backend.data.masks import latent_mask, load_image_mask
 from backend.data.video import VIDEO_EXTS, ClipDataset, check_stage_dataset, load_clip_mask

@@ -236,7 +236,7 @@ def from_original(name: str) -> str:
 # ------------------------------------------------------------------------------------------
 # The contract
 # ------------------------------------------------------------------------------------------
-class Adapter(Family):
+class Adapter(qwen3_vl.Captions, Family):
     """Krea 2 (Raw and Turbo) through the family contract (``backend/families/base.py``)."""
 
     export_prefixes = {"reference": "", "diffusers": "transformer.",
@@ -293,12 +293,6 @@ class Adapter(Family):
             return from_original(name)
         except KeyError:
             return name
-
-    # Captioning: the text encoder is a whole Qwen3-VL (``qwen3_vl.load_captioner``).
-    captioner_components = ("text_encoder", "tokenizer")
-
-    def load_captioner(self, dirs, dtype=None, device="cpu", offload="none"):
-        return qwen3_vl.load_captioner(dirs, dtype, device, offload)
 
     def published_configs(self):
         return {k: dict(v) for k, v in CONFIGS.items()}

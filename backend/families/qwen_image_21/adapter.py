@@ -202,7 +202,7 @@ def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cf
 # ------------------------------------------------------------------------------------------
 # The contract
 # ------------------------------------------------------------------------------------------
-class Adapter(Family):
+class Adapter(qwen3_vl.Captions, Family):
     """Qwen-Image-2.1 through the family contract (``backend/families/base.py``)."""
 
     vae_scale_factor = 16
@@ -238,12 +238,6 @@ class Adapter(Family):
             if data.get("sample_sigmas") is not None:
                 parts["sample_sigmas"] = data["sample_sigmas"]
         return getattr(diffusers, self.pipeline)(**parts)
-
-    # Captioning: the text encoder is a whole Qwen3-VL (``qwen3_vl.load_captioner``).
-    captioner_components = ("text_encoder", "tokenizer")
-
-    def load_captioner(self, dirs, dtype=None, device="cpu", offload="none"):
-        return qwen3_vl.load_captioner(dirs, dtype, device, offload)
 
     def published_configs(self):
         return {k: dict(v) for k, v in CONFIGS.items()}
