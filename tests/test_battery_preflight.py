@@ -315,13 +315,13 @@ def _case(name: str, tmp: Path, models: Path) -> tuple[RunConfig, list[str]]:
         n = 3 if "=" in name else 7
         cfg = _demo(dataset_base_path=str(data),
                     dataset_metadata_path=str(data / "metadata.csv"), validation_samples=n)
-        return cfg, _train_words(cfg, "samples")
+        return cfg, _train_words(cfg, "sample")
     elif name == "validation_samples = dataset size, one-shot":
         _image_dataset(data)
         cfg = _demo(dataset_base_path=str(data), split_training=False,
                     stages=["train", "sample"],
                     dataset_metadata_path=str(data / "metadata.csv"), validation_samples=3)
-        return cfg, _train_words(cfg, "images")
+        return cfg, _train_words(cfg, "image")
     elif name == "sample stage without a checkpoint":
         cfg = _demo(stages=["sample"])
         return cfg, _sample_words(cfg)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.core import readgate
+from backend.core.messages import Msg
 from backend.data.buckets import collate
 from backend.data.cache import EMPTY_PROMPT, load_sample, read_manifest_gated, save_sample
 from backend.data.dataset import target_size, upright_size
@@ -32,10 +33,10 @@ class DataOptionError(RuntimeError):
 
 
 def hold_out(items: list, n: int, what: str) -> tuple[list, list]:
-    """(training items, the last ``n`` held out)."""
+    """(training items, the last ``n`` held out); ``what`` they are: sample or image."""
     if n and n >= len(items):
-        raise DataOptionError(f"validation_samples: leaves nothing to train on (got {n} with "
-                              f"{len(items)} {what}; allowed 0..{len(items) - 1})")
+        raise DataOptionError(Msg("data.nothing_to_train", n=n, count=len(items), what=what,
+                                  most=len(items) - 1))
     return (items[:-n], items[-n:]) if n else (items, [])
 
 
@@ -46,9 +47,7 @@ def cached_sizes(cache_dir: str | Path, files: list[Path], gate) -> list[tuple[i
                for e in manifest.get("samples", []) if "width" in e and "height" in e}
     missing = [p.name for p in files if p.name not in by_file]
     if missing:
-        raise DataOptionError(f"batch_size: the cache manifest gives no size for "
-                              f"{', '.join(missing[:3])} (run stage 1 again; allowed "
-                              f"batch_size 1 with this cache)")
+        raise DataOptionError(Msg("data.no_size_in_manifest", names=", ".join(missing[:3])))
     return [by_file[p.name] for p in files]
 
 
@@ -145,7 +144,5 @@ def read_empty_prompt(cache_dir: str | Path, gate) -> dict[str, Any]:
     """Stage 2 with ``caption_dropout``: the cache's empty-caption embedding."""
     path = Path(cache_dir) / EMPTY_PROMPT
     if not gate.is_file(path):
-        raise DataOptionError(f"caption_dropout: the cache has no empty-caption embedding "
-                              f"(missing {path}; allowed 0, or run stage 1 again with "
-                              f"caption_dropout > 0)")
+        raise DataOptionError(Msg("data.no_empty_prompt", path=path))
     return load_sample(path, gate)

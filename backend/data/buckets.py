@@ -16,12 +16,14 @@ shuffled. With several processes that accelerate does not shard for us, each tak
 
 ``bucket_plan`` is the summary the Dataset tab's check shows: per bucket the images, the
 batches per epoch and how many images are padded or dropped (for a config's dataset:
-``backend.data.dataset.dataset_bucket_plan``). This module imports no other of the project.
+``backend.data.dataset.dataset_bucket_plan``). It imports only the messages.
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Iterable, Iterator
+
+from backend.core.messages import Msg
 
 # Aspect ratios (width / height) of the buckets: 1:4 ... 4:1.
 RATIOS = (1 / 4, 1 / 3, 2 / 5, 1 / 2, 4 / 7, 2 / 3, 3 / 4, 4 / 5, 1.0, 5 / 4, 4 / 3, 3 / 2,
@@ -100,10 +102,8 @@ class BucketBatchSampler:
         self.n_batches = sum(r["batches"] for r in bucket_plan(self.sizes, batch_size,
                                                               remainder))
         if self.n_batches == 0:
-            raise ValueError(f"batch_size: no bucket holds a full batch (got batch_size "
-                             f"{batch_size} with bucket_remainder drop and buckets of "
-                             f"{sorted(len(v) for v in self.groups.values())} images; "
-                             f"allowed a smaller batch_size, or bucket_remainder pad)")
+            raise ValueError(Msg("data.no_full_batch", batch_size=batch_size,
+                                 sizes=str(sorted(len(v) for v in self.groups.values()))))
 
     def use_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -156,12 +156,9 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
         shapes = {tuple(v.shape[1:]) for v in values}
         if len(shapes) > 1:
             if values[0].ndim < 2 or {tuple(v.shape[2:]) for v in values}.__len__() > 1:
-                raise ValueError(f"batch_size: samples of one bucket differ in {key} "
-                                 f"{sorted(shapes)} (allowed: batch_size 1)")
+                raise ValueError(Msg("data.bucket_shapes", key=key, shapes=str(sorted(shapes))))
             if not key.endswith("_mask") and f"{key}_mask" not in samples[0]:
-                raise ValueError(f"batch_size: {key} lengths differ between samples and "
-                                 f"the family gives no {key}_mask to pad them (allowed: "
-                                 f"batch_size 1)")
+                raise ValueError(Msg("data.no_pad_mask", key=key))
             longest = max(v.shape[1] for v in values)
             values = [torch.nn.functional.pad(
                 v, (0, 0) * (v.ndim - 2) + (0, longest - v.shape[1])) for v in values]

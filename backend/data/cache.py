@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.core import readgate, writegate
+from backend.core.messages import Msg
 from backend.core.diskspace import writing
 from backend.config.schema import RunConfig
 from backend.models.lora import write_json_atomic
@@ -130,8 +131,7 @@ def cached_files(cache_dir: str | Path, gate: readgate.ReadGate = readgate.UNRES
                  for e in manifest.get("samples", [])]
         bad = [n for n in names if not SAMPLE_FILE.match(n)]
         if bad:
-            raise CacheError(f"cache {MANIFEST}: a sample that is not a file of the cache "
-                             f"folder (got {bad[0]!r}; allowed a name like <key>.safetensors)")
+            raise CacheError(Msg("data.cache_bad_sample", manifest=MANIFEST, got=bad[0]))
         return [cache_dir / n for n in names]
     return [p for p in gate.list_dir(cache_dir, "cache folder")
             if p.name.endswith(".safetensors") and not p.name.startswith(".")
@@ -146,10 +146,10 @@ def read_manifest_gated(cache_dir: Path, gate: readgate.ReadGate) -> dict[str, A
     try:
         data = json.loads(gate.read_text(p, MANIFEST))
     except ValueError as e:
-        raise CacheError(f"cache {MANIFEST}: not valid JSON ({e}); run --task "
-                         f"sft:data_process again") from None
+        raise CacheError(Msg("data.cache_bad_json", manifest=MANIFEST, why=str(e))) from None
     if not isinstance(data, dict):
-        raise CacheError(f"cache {MANIFEST}: not a mapping (got {type(data).__name__})")
+        raise CacheError(Msg("data.cache_not_mapping", manifest=MANIFEST,
+                             got=type(data).__name__))
     return data
 
 
@@ -161,16 +161,14 @@ def check_cache(cache_dir: str | Path, gate: readgate.ReadGate = readgate.UNREST
     run's read roots reads as missing."""
     cache_dir = Path(cache_dir)
     if not gate.is_dir(cache_dir):
-        raise CacheError(f"dataset_base_path: cache folder not found (got {str(cache_dir)!r}); "
-                         f"run --task sft:data_process with --output_path {cache_dir} first")
+        raise CacheError(Msg("data.cache_not_found", got=str(cache_dir), folder=cache_dir))
     files = cached_files(cache_dir, gate)
     if not files:
-        raise CacheError(f"dataset_base_path: no cached samples in {cache_dir}; run --task "
-                         f"sft:data_process with --output_path {cache_dir} first")
+        raise CacheError(Msg("data.cache_empty", folder=cache_dir))
     missing = [p.name for p in files if not gate.is_file(p)]
     if missing:
-        raise CacheError(f"cache {cache_dir} is incomplete, missing: {', '.join(missing[:5])}"
-                         f"; run --task sft:data_process again")
+        raise CacheError(Msg("data.cache_incomplete", folder=cache_dir,
+                             names=", ".join(missing[:5])))
     return files
 
 

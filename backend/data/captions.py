@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.core import readgate, writegate
+from backend.core import messages, readgate, writegate
 from backend.core.media_types import IMAGE_EXTS
 from backend.core.messages import Msg
 from backend.families import get_family
@@ -72,8 +72,7 @@ def _folder(cfg: RunConfig, gate: readgate.ReadGate) -> Path:
     base = cfg.dataset_base_path
     folder = Path(base or "").expanduser()
     if not base or not gate.is_dir(folder):
-        raise CaptionError([f"dataset_base_path: folder not found or not readable (got "
-                            f"{base!r}; allowed an existing dataset folder)"])
+        raise CaptionError([Msg("data.caption_no_folder", got=base)])
     return folder
 
 
@@ -96,10 +95,7 @@ def dataset_items(cfg: RunConfig, gate: readgate.ReadGate | None = None) -> list
     if cfg.caption_target == "metadata":
         meta = cfg.dataset_metadata_path
         if not meta or not gate.is_file(Path(meta).expanduser()):
-            raise CaptionError([f"dataset_metadata_path: caption_target metadata writes the "
-                                f"prompt column of a metadata file (got {meta!r}; allowed an "
-                                f"existing .csv, .json or .jsonl file, or caption_target "
-                                f"txt)"])
+            raise CaptionError([Msg("data.caption_no_meta", got=meta)])
         for row in read_metadata(Path(meta).expanduser(), gate):
             key = str(row.get(IMAGE_KEY) or "")
             if not key or isinstance(row.get(IMAGE_KEY), list):
@@ -116,11 +112,11 @@ def dataset_items(cfg: RunConfig, gate: readgate.ReadGate | None = None) -> list
             caption = gate.read_text(txt, "caption").strip() if gate.is_file(txt) else ""
             items.append(Item(path, path.name, caption))
     if not items:
-        where = (f"rows of {cfg.dataset_metadata_path}" if cfg.caption_target == "metadata"
-                 else "the folder")
-        raise CaptionError([f"dataset_base_path: no images to caption in {where} (got "
-                            f"{cfg.dataset_base_path!r}; allowed a folder holding "
-                            f"{', '.join(IMAGE_EXTS)} files)"])
+        got, exts = cfg.dataset_base_path, ", ".join(IMAGE_EXTS)
+        raise CaptionError([
+            Msg("data.caption_nothing_rows", meta=cfg.dataset_metadata_path, got=got,
+                exts=exts) if cfg.caption_target == "metadata" else
+            Msg("data.caption_nothing_folder", got=got, exts=exts)])
     return items
 
 
@@ -169,7 +165,7 @@ def caption_problems(cfg: RunConfig, gate: readgate.ReadGate | None = None) -> l
     except CaptionError as e:
         problems += e.problems
     except readgate.ReadRefused as e:
-        problems.append(f"dataset_base_path: {e}")
+        problems.append(Msg("data.base_refused", why=messages.said(e)))
     else:
         problems += image_problems(to_caption(items, cfg.caption_overwrite), gate)
     problems += captioner_problems(cfg, gate)
@@ -184,8 +180,8 @@ def image_problems(items: list[Item], gate: readgate.ReadGate) -> list[str]:
     for it in items:
         why = unreadable_image(it.path, gate)
         if why:
-            problems.append(f"dataset_base_path: {it.key} does not open as an image ({why}) "
-                            f"(got {it.key!r}; allowed {', '.join(IMAGE_EXTS)} image files)")
+            problems.append(Msg("data.caption_not_image", name=it.key, why=why,
+                                exts=", ".join(IMAGE_EXTS)))
     return problems
 
 

@@ -149,7 +149,7 @@ def _to_rgb(im) -> tuple[Any, list[str]]:
     orientation = im.getexif().get(0x0112, 1)
     upright = ImageOps.exif_transpose(im)
     if orientation not in (1, None):
-        notes.append(f"EXIF orientation {orientation} applied")
+        notes.append(Msg("data.exif_applied", orientation=orientation))
     im = upright if upright is not None else im
     if im.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
         arr = np.asarray(im).astype(np.float64)
@@ -159,7 +159,7 @@ def _to_rgb(im) -> tuple[Any, list[str]]:
         else:  # 16-bit: 0..65535 -> 0..255
             arr = arr / 257.0
         im = Image.fromarray(np.clip(np.rint(arr), 0, 255).astype(np.uint8), "L")
-        notes.append("16-bit image scaled to 8 bits")
+        notes.append(Msg("data.scaled_16bit"))
     elif im.mode == "F":
         arr = np.asarray(im).astype(np.float64)
         scale = 255.0 if arr.size and arr.max() <= 1.0 else 1.0
@@ -169,19 +169,18 @@ def _to_rgb(im) -> tuple[Any, list[str]]:
     if im.mode in ("RGBA", "LA", "PA", "La", "RGBa"):
         rgba = im.convert("RGBA")
         if rgba.getextrema()[3][0] < 255:
-            notes.append("transparent pixels composited on white")
+            notes.append(Msg("data.composited"))
         white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         im = Image.alpha_composite(white, rgba)
     return im.convert("RGB"), notes
 
 
-def upscale_note(w: int, h: int, tw: int, th: int) -> str | None:
+def upscale_note(w: int, h: int, tw: int, th: int) -> Msg | None:
     """What cover-resizing a ``w`` x ``h`` image to ``tw`` x ``th`` upscales, or None."""
     scale = max(tw / w, th / h)
     if scale <= 1.0:
         return None
-    return (f"upscaled {scale:.2g}x ({w}x{h} is smaller than the training size {tw}x{th}; "
-            f"set height and width to at most the image's size, or use a larger image)")
+    return Msg("data.upscaled", scale=scale, w=w, h=h, tw=tw, th=th)
 
 
 def load_image(path: str | Path, cfg: RunConfig):
@@ -234,8 +233,7 @@ def read_metadata_rows(meta: Path, gate: readgate.ReadGate = readgate.UNRESTRICT
     if suffix == ".json":
         data = json.loads(gate.read_text(meta, "dataset_metadata_path"))
         if not isinstance(data, list):
-            raise DatasetError([f"{meta}: expected a JSON list of objects with image and "
-                                f"prompt (got {type(data).__name__})"])
+            raise DatasetError([Msg("data.json_not_list", meta=meta, got=type(data).__name__)])
         return data
     if suffix == ".jsonl":
         rows = []
@@ -245,9 +243,10 @@ def read_metadata_rows(meta: Path, gate: readgate.ReadGate = readgate.UNRESTRICT
                 try:
                     rows.append(json.loads(line))
                 except ValueError as e:
-                    raise DatasetError([f"{meta} line {i}: not valid JSON ({e})"]) from e
+                    raise DatasetError([Msg("data.jsonl_bad", meta=meta, line=i,
+                                            why=str(e))]) from e
         return rows
-    raise DatasetError([f"{meta}: unknown metadata format (allowed .csv, .json, .jsonl)"])
+    raise DatasetError([Msg("data.meta_format", meta=meta)])
 
 
 def _read_metadata(meta: Path, gate: readgate.ReadGate = readgate.UNRESTRICTED
@@ -257,8 +256,8 @@ def _read_metadata(meta: Path, gate: readgate.ReadGate = readgate.UNRESTRICTED
         columns = list(rows[0]) if rows else _csv_header(meta, gate)
         for key in (IMAGE_KEY, PROMPT_KEY):
             if key not in columns:
-                raise DatasetError([f"{meta}: missing column {key!r} (columns: "
-                                    f"{', '.join(columns) or 'none'}; allowed image,prompt)"])
+                raise DatasetError([Msg("data.missing_column", meta=meta, key=key,
+                                        columns=", ".join(columns) or Msg("data.none"))])
     return rows
 
 
@@ -277,7 +276,8 @@ def read_records(cfg: RunConfig) -> tuple[list[Record], list[str]]:
 
 def _image_column(row: dict) -> tuple[str | None, str]:
     missing = [k for k in (IMAGE_KEY, PROMPT_KEY) if k not in row]
-    return (None, f"missing {' and '.join(missing)}") if missing else (IMAGE_KEY, "")
+    return (None, lambda where: Msg("data.row_missing", where=where, keys=missing)
+            ) if missing else (IMAGE_KEY, None)
 
 
 def dataset_records(cfg: RunConfig, noun: str, exts, column: Callable[[dict], tuple],
@@ -285,38 +285,39 @@ def dataset_records(cfg: RunConfig, noun: str, exts, column: Callable[[dict], tu
                     ) -> tuple[list[Record], list[str]]:
     """(records, problems) of a dataset of ``noun`` files (suffixes ``exts``), without
     opening them: the rows of ``dataset_metadata_path`` (read by ``read_rows``; ``column(row)``
-    gives the row's file column, or None and what is missing), else every such file in
+    gives the row's file column and None, or None and the problem as a function of where
+    the row is), else every such file in
     ``dataset_base_path`` (that ``keep(gate, path)``) with a ``.txt`` caption beside it. The
     metadata file and the captions are read through the run's read gate."""
     gate = readgate.for_config(cfg)
     base = Path(cfg.dataset_base_path).expanduser()
     if not cfg.dataset_base_path or not gate.is_dir(base):
-        return [], [f"dataset_base_path: folder not found (got {cfg.dataset_base_path!r})"]
+        return [], [Msg("data.base_not_found", got=cfg.dataset_base_path)]
     problems: list[str] = []
     records: list[Record] = []
     if cfg.dataset_metadata_path:
         meta = Path(cfg.dataset_metadata_path).expanduser()
         if not gate.is_file(meta):
-            return [], [f"dataset_metadata_path: file not found (got {str(meta)!r})"]
+            return [], [Msg("data.meta_not_found", got=str(meta))]
         try:
             rows = read_rows(meta, gate)
         except DatasetError as e:
             return [], e.problems
         except (OSError, ValueError) as e:
-            return [], [f"{meta}: cannot read ({e})"]
+            return [], [Msg("data.meta_unreadable", meta=meta, why=str(e))]
         for i, row in enumerate(rows, 1):
-            where = f"{meta.name} row {i}"
+            where = Msg("data.where_row", file=meta.name, row=i)
             if not isinstance(row, dict):
-                problems.append(f"{where}: expected an object with {noun} and prompt")
+                problems.append(Msg("data.row_not_object", where=where, noun=noun))
                 continue
             key, missing = column(row)
             if key is None:
-                problems.append(f"{where}: {missing}")
+                problems.append(missing(where))
                 continue
             name, prompt = row[key], row[PROMPT_KEY]
             if isinstance(name, list):
                 if len(name) != 1:
-                    problems.append(f"{where}: {noun} must be one path (got {len(name)})")
+                    problems.append(Msg("data.one_path", where=where, noun=noun, n=len(name)))
                     continue
                 name = name[0]
             prompt = "" if prompt is None else str(prompt)
@@ -329,29 +330,28 @@ def dataset_records(cfg: RunConfig, noun: str, exts, column: Callable[[dict], tu
         files = [p for p in gate.list_dir(base, "dataset_base_path")
                  if p.suffix.lower() in exts and (keep is None or keep(gate, p))]
         if not files:
-            problems.append(f"dataset_base_path: no {noun}s ({', '.join(exts)}) in "
-                            f"{base} and no dataset_metadata_path")
+            problems.append(Msg("data.no_files", noun=noun, exts=", ".join(exts), base=base))
         for p in files:
             txt = p.with_suffix(".txt")
             if not gate.is_file(txt):
-                problems.append(f"{p.name}: caption file {txt.name} not found")
+                problems.append(Msg("data.no_caption_file", name=p.name, txt=txt.name))
                 continue
             caption = gate.read_text(txt, "caption file", errors="replace")
             records.append(Record(Path(os.path.abspath(p)),
                                   with_trigger(caption, cfg.trigger_word)
                                   if caption.strip() else "", p.name, None, p.name))
     if cfg.dataset_metadata_path and not records and not problems:
-        problems.append(f"dataset_metadata_path: no rows in {cfg.dataset_metadata_path}")
+        problems.append(Msg("data.no_rows", meta=cfg.dataset_metadata_path))
     return records, problems
 
 
-def not_opened(gate: readgate.ReadGate, path: Path, name: str, what: str = "image") -> str:
+def not_opened(gate: readgate.ReadGate, path: Path, name: str, what: str = "image") -> Msg:
     """Why ``path`` (named ``name`` in the dataset) did not open as an image file: a folder
     the run may read is called a folder; anything else -- missing, or outside the read
     roots (a folder there too) -- is "not found", so nothing outside them shows."""
     if gate.is_dir(path):
-        return f"{what} is a folder, not an image file (got {name!r})"
-    return f"{what} not found (got {name!r})"
+        return Msg("data.is_folder", what=what, name=name)
+    return Msg("data.not_found", what=what, name=name)
 
 
 def inspect_record(rec: Record, cfg: RunConfig, *, headers_only: bool = False
@@ -371,7 +371,7 @@ def inspect_record(rec: Record, cfg: RunConfig, *, headers_only: bool = False
     errs: list[str] = []
     warns: list[str] = []
     if not rec.prompt.strip():
-        errs.append("empty caption")
+        errs.append(Msg("data.empty_caption"))
     gate = readgate.for_config(cfg)
     try:
         f = gate.open(rec.image, "image")
@@ -390,11 +390,12 @@ def inspect_record(rec: Record, cfg: RunConfig, *, headers_only: bool = False
             m = size_multiple(cfg)
             tw, th = target_size(w, h, cfg, m)
             if tw < m or th < m:
-                errs.append(f"image too small ({w}x{h}; at least {m}x{m})")
+                errs.append(Msg("data.too_small", w=w, h=h, m=m))
             else:
                 info["size"] = [tw, th]
                 up = upscale_note(w, h, tw, th)
-                warns += [n for n in notes if "composited" in n] + ([up] if up else [])
+                warns += [n for n in notes if n.code == "data.composited"] + (
+                    [up] if up else [])
         except (UnidentifiedImageError, OSError, ValueError) as e:
             text = " ".join(str(e).replace(repr(f), repr(rec.image.name)).split())
             errs.append(Msg("diagnosis.cannot_read_image", name=rec.image.name, why=text))
@@ -407,10 +408,11 @@ def with_findings(info: dict[str, Any], rec: Record, errs: list[str], warns: lis
     ``warns``: an image's or a clip's, worded alike."""
     if errs:
         info["level"] = "error"
-        info["message"] = f"{rec.where}: " + "; ".join(errs)
+        info["message"] = Msg("data.record_errors", where=rec.where, errs=errs)
     elif warns:
         info["level"] = "warning"
-        info["message"] = f"{rec.where} ({rec.name or rec.image.name}): " + "; ".join(warns)
+        info["message"] = Msg("data.record_warnings", where=rec.where,
+                              name=rec.name or rec.image.name, warns=warns)
     return info
 
 
@@ -524,17 +526,11 @@ def check_input_images(cfg: RunConfig, records: list[Record], takes: int,
     if not wanted and not takes:
         return records
     if not takes:
-        raise DatasetError([f"extra_inputs: {model} takes no input images (got "
-                            f"{cfg.extra_inputs!r}; allowed '' for a text-to-image model, "
-                            f"or an edit model's sources)"])
+        raise DatasetError([Msg("data.takes_no_inputs", model=model, got=cfg.extra_inputs)])
     if not wanted:
-        raise DatasetError([f"extra_inputs: {model} trains on input images (got ''; allowed "
-                            f"{EDIT_IMAGE_KEY}, with an {EDIT_IMAGE_KEY} column in the "
-                            f"metadata)"])
+        raise DatasetError([Msg("data.needs_inputs", model=model)])
     if not cfg.dataset_metadata_path:
-        raise DatasetError([f"dataset_metadata_path: an edit dataset needs a metadata file "
-                            f"with image, {EDIT_IMAGE_KEY} and prompt (got none; allowed "
-                            f".csv, .json, .jsonl)"])
+        raise DatasetError([Msg("data.edit_needs_meta")])
     gate = readgate.for_config(cfg)
     base = Path(cfg.dataset_base_path).expanduser()
     meta = Path(cfg.dataset_metadata_path).expanduser()
@@ -545,14 +541,13 @@ def check_input_images(cfg: RunConfig, records: list[Record], takes: int,
         row = rows[rec.row - 1] if rec.row and rec.row <= len(rows) else {}
         names = _input_names(row.get(EDIT_IMAGE_KEY)) if isinstance(row, dict) else None
         if not names:
-            got = "missing" if not isinstance(row, dict) or EDIT_IMAGE_KEY not in row else (
-                repr(row.get(EDIT_IMAGE_KEY)))
-            problems.append(f"{rec.where}: {EDIT_IMAGE_KEY}: no input image (got {got}; "
-                            f"allowed one path or a list of 1 to {takes})")
+            got = Msg("data.missing") if not isinstance(row, dict) or (
+                EDIT_IMAGE_KEY not in row) else repr(row.get(EDIT_IMAGE_KEY))
+            problems.append(Msg("data.no_input_image", where=rec.where, got=got, takes=takes))
             continue
         if len(names) > takes:
-            problems.append(f"{rec.where}: {EDIT_IMAGE_KEY}: {len(names)} input images, more "
-                            f"than {model} takes (got {len(names)}; allowed 1 to {takes})")
+            problems.append(Msg("data.too_many_inputs", where=rec.where, n=len(names),
+                                model=model, takes=takes))
             continue
         paths, bad = [], []
         for name in names:
@@ -560,19 +555,19 @@ def check_input_images(cfg: RunConfig, records: list[Record], takes: int,
             try:
                 f = gate.open(path, "image")
             except OSError:  # missing or refused: one answer; a readable folder: said
-                bad.append(not_opened(gate, path, name, "input image"))
+                bad.append(not_opened(gate, path, name, "input_image"))
                 continue
             try:
                 with f, Image.open(f) as im:
                     if not headers_only:  # else the header alone says it is an image
                         im.load()
             except (UnidentifiedImageError, OSError, ValueError) as e:
-                bad.append(f"cannot read input image {name}: "
-                           f"{' '.join(str(e).replace(repr(f), repr(name)).split())}")
+                bad.append(Msg("data.cannot_read_input", name=name, why=" ".join(
+                    str(e).replace(repr(f), repr(name)).split())))
                 continue
             paths.append(path)
         if bad:
-            problems.append(f"{rec.where}: " + "; ".join(bad))
+            problems.append(Msg("data.record_errors", where=rec.where, errs=bad))
             continue
         out.append(Record(rec.image, rec.prompt, rec.where, rec.row, rec.name, tuple(paths)))
     if problems:

@@ -39,6 +39,7 @@ from typing import Any
 
 from backend.core import readgate
 from backend.core.media_types import VIDEO_EXTS
+from backend.core import messages
 from backend.core.messages import Msg
 from backend.config.schema import RunConfig
 from backend.families import get_family
@@ -62,7 +63,7 @@ def need_av():
     try:
         import av
     except ImportError:  # pragma: no cover - a requirement
-        raise DatasetError(["video datasets need the av package (pip install av)"]) from None
+        raise DatasetError([Msg("data.need_av")]) from None
     return av
 
 
@@ -168,11 +169,12 @@ def read_frames(path: str | Path, cfg: RunConfig, *, headers_only: bool = False
     elif kind == "frames":
         files = frame_files(path, gate)
         if not files:
-            raise ValueError(f"no frames ({', '.join(IMAGE_EXTS)}) in folder {path.name}")
+            raise ValueError(Msg("data.no_frames_folder", exts=", ".join(IMAGE_EXTS),
+                                 name=path.name))
         idx = _indices(len(files), 0.0, cfg, cfg.num_frames)
         if idx is None:
-            raise ValueError(f"too short: {len(files)} frames, {frames_needed(cfg)} needed for "
-                             f"num_frames {cfg.num_frames} (frame_stride {cfg.frame_stride})")
+            raise ValueError(Msg("data.too_short_frames", n=len(files), needed=frames_needed(cfg),
+                                 num=cfg.num_frames, stride=cfg.frame_stride))
         frames = []
         for i in idx:
             with gate.open(files[i], "image") as f, Image.open(f) as im:
@@ -183,35 +185,35 @@ def read_frames(path: str | Path, cfg: RunConfig, *, headers_only: bool = False
                     frames.append(_to_rgb(im)[0])
             if frames[-1].size != frames[0].size:  # never resized into the clip unsaid
                 (w, h), (w0, h0) = frames[-1].size, frames[0].size
-                raise ValueError(f"frame {files[i].name} is {w}x{h}, the clip's first frame "
-                                 f"{files[idx[0]].name} is {w0}x{h0} (allowed frames of one "
-                                 f"size in a frames folder)")
+                raise ValueError(Msg("data.frame_size", name=files[i].name, w=w, h=h,
+                                     first=files[idx[0]].name, w0=w0, h0=h0))
     elif kind == "video":
         try:
             frames_all, fps = _decode(path, gate, cfg, headers_only)
         except FileNotFoundError:
             raise
         except Exception as e:  # noqa: BLE001 - PyAV's own errors name the codec problem
-            raise ValueError(f"cannot decode video {path.name}: {' '.join(str(e).split())}"
-                             ) from None
+            raise ValueError(Msg("data.cannot_decode", name=path.name,
+                                 why=" ".join(str(e).split()))) from None
         if not frames_all:
-            raise ValueError(f"no frames in video {path.name}")
+            raise ValueError(Msg("data.no_frames_video", name=path.name))
         idx = _indices(len(frames_all), fps, cfg, cfg.num_frames)
         if idx is None:
-            raise ValueError(f"too short: {len(frames_all)} frames at {fps:g} fps, "
-                             f"{frames_needed(cfg, fps)} needed for num_frames "
-                             f"{cfg.num_frames} ("
-                             + (f"video_fps {cfg.video_fps:g}" if cfg.video_fps else
-                                f"frame_stride {cfg.frame_stride}") + ")")
+            short = dict(n=len(frames_all), fps=fps, needed=frames_needed(cfg, fps),
+                         num=cfg.num_frames)
+            raise ValueError(Msg("data.too_short_video", video_fps=cfg.video_fps, **short)
+                             if cfg.video_fps else
+                             Msg("data.too_short_video_stride", stride=cfg.frame_stride,
+                                 **short))
         frames = [frames_all[i].convert("RGB") for i in idx]
     else:
-        raise ValueError(f"not a video, image or frames folder (got {path.name!r}; allowed "
-                         f"{', '.join(VIDEO_EXTS + IMAGE_EXTS)} or a folder of frames)")
+        raise ValueError(Msg("data.not_a_clip", name=path.name,
+                             exts=", ".join(VIDEO_EXTS + IMAGE_EXTS)))
     m = size_multiple(cfg)
     w, h = target_size(*frames[0].size, cfg, m)
     if w < m or h < m:
-        raise ValueError(f"frames too small ({frames[0].size[0]}x{frames[0].size[1]}; at "
-                         f"least {m}x{m})")
+        raise ValueError(Msg("data.frames_too_small", w=frames[0].size[0],
+                             h=frames[0].size[1], m=m))
     up = upscale_note(*frames[0].size, w, h)
     if up:
         notes.append(up)
@@ -244,9 +246,10 @@ def _video_column(row: dict) -> tuple[str | None, str]:
     key = VIDEO_KEY if VIDEO_KEY in row else "image" if "image" in row else None
     if key is None or PROMPT_KEY not in row:
         missing = [k for k, ok in ((VIDEO_KEY, key), (PROMPT_KEY, PROMPT_KEY in row)) if not ok]
-        return None, (f"missing {' and '.join(missing)} (columns: "
-                      f"{', '.join(map(str, row)) or 'none'}; allowed video,prompt)")
-    return key, ""
+        columns = ", ".join(map(str, row)) or Msg("data.none")
+        return None, lambda where: Msg("data.row_missing_video", where=where, keys=missing,
+                                       columns=columns)
+    return key, None
 
 
 def inspect_video_record(rec: Record, cfg: RunConfig, *, headers_only: bool = False
@@ -260,10 +263,10 @@ def inspect_video_record(rec: Record, cfg: RunConfig, *, headers_only: bool = Fa
     errs: list[str] = []
     warns: list[str] = []
     if not rec.prompt.strip():
-        errs.append("empty caption")
+        errs.append(Msg("data.empty_caption"))
     gate = readgate.for_config(cfg)
     if not (gate.is_file(rec.image) or gate.is_dir(rec.image)):
-        errs.append(f"video not found (got {rec.name or rec.image.name!r})")
+        errs.append(Msg("data.video_not_found", name=rec.name or rec.image.name))
     else:
         try:
             frames, notes = read_frames(rec.image, cfg, headers_only=headers_only)
@@ -272,8 +275,18 @@ def inspect_video_record(rec: Record, cfg: RunConfig, *, headers_only: bool = Fa
                 info["size"] = list(frames[0].size)
             warns += notes
         except (OSError, ValueError) as e:
-            errs.append(" ".join(str(e).split()))
+            errs.append(clip_problem(e, rec))
     return with_findings(info, rec, errs, warns)
+
+
+def clip_problem(e: BaseException, rec: Record) -> Msg:
+    """What reading ``rec``'s clip raised, as a message: the one ``read_frames`` raised
+    with, else the library's own words naming the file."""
+    said = messages.said(e)
+    if isinstance(said, Msg):
+        return said
+    return Msg("data.cannot_read_clip", name=rec.name or rec.image.name,
+               why=" ".join(str(e).split()))
 
 
 def validate_video_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
@@ -331,7 +344,8 @@ def source_size(path: Path, gate: readgate.ReadGate) -> tuple[int, int]:
     if kind == "frames":
         files = frame_files(path, gate)
         if not files:
-            raise ValueError(f"no frames ({', '.join(IMAGE_EXTS)}) in folder {path.name}")
+            raise ValueError(Msg("data.no_frames_folder", exts=", ".join(IMAGE_EXTS),
+                                 name=path.name))
         path, kind = files[0], "image"
     if kind == "image":
         with gate.open(path, "image") as f, Image.open(f) as im:
@@ -340,7 +354,7 @@ def source_size(path: Path, gate: readgate.ReadGate) -> tuple[int, int]:
     with gate.open(path, "video") as f, av.open(f, mode="r") as container:
         for frame in container.decode(container.streams.video[0]):
             return frame.width, frame.height
-    raise ValueError(f"no frames in video {path.name}")
+    raise ValueError(Msg("data.no_frames_video", name=path.name))
 
 
 def clip_sizes(records: list[Record], cfg: RunConfig) -> list[tuple[int, int] | None]:
@@ -366,8 +380,10 @@ def inspect_clip_mask(rec: Record, cfg: RunConfig, mask, size, *, headers_only: 
         if got == tuple(size) and kind_of(Path(mask), readgate.for_config(cfg)) != "image":
             read_frames(mask, cfg, headers_only=True)  # enough frames
     except Exception as e:  # noqa: BLE001 - PyAV's and PIL's own errors say what
+        said = messages.said(e)
         return False, [Msg("diagnosis.mask_unreadable", name=Path(mask).name,
-                           why=" ".join(str(e).split()))], []
+                           why=said if isinstance(said, Msg) else " ".join(str(e).split()))
+                       ], []
     if got != tuple(size):
         return False, [Msg("diagnosis.mask_size", name=Path(mask).name, mw=got[0], mh=got[1],
                            w=size[0], h=size[1])], []

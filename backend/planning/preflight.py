@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.core import readgate
+from backend.core import messages, readgate
 from backend.config.errors import ConfigError
 from backend.config.schema import RunConfig
 from backend.families import get_family
@@ -48,7 +48,7 @@ def _reads(cfg: RunConfig) -> tuple[bool, bool]:
 def dataset_problems(cfg: RunConfig) -> list[str]:
     """What the planned stages would refuse in the dataset they read, in their words."""
     raw, cache = _reads(cfg)
-    count, what = None, "samples"
+    count, what = None, "sample"
     if raw:
         family = get_family(cfg.model_family).for_config(cfg)
         try:
@@ -57,7 +57,7 @@ def dataset_problems(cfg: RunConfig) -> list[str]:
             return list(e.problems)
         # Stage 1 caches one sample per record; one-shot training holds out images.
         count = len(records)
-        what = "samples" if cfg.split_training else "images"
+        what = "sample" if cfg.split_training else "image"
     elif cache:
         try:
             count = len(check_cache(Path(cfg.dataset_base_path).expanduser(),
@@ -68,7 +68,7 @@ def dataset_problems(cfg: RunConfig) -> list[str]:
         try:
             hold_out(list(range(count)), cfg.validation_samples, what)
         except DataOptionError as e:
-            return [str(e)]
+            return [messages.said(e)]
     return []
 
 

@@ -117,7 +117,7 @@ class FromCache(DataSource):
         dataset = CachedDataset(cfg.dataset_base_path, repeat=cfg.dataset_repeat,
                                 gate=read_gate(cfg))
         dataset.files, held_files = data_options.hold_out(dataset.files,
-                                                          cfg.validation_samples, "samples")
+                                                          cfg.validation_samples, "sample")
         return dataset, [self.batch(load_sample(p, read_gate(cfg))) for p in held_files]
 
     def empty_caption(self):
@@ -155,7 +155,7 @@ class EncodeEachStep(DataSource):
     def datasets(self):
         cfg, family = self.cfg, self.family
         records, held_records = data_options.hold_out(self.records, cfg.validation_samples,
-                                                      "images")
+                                                      "image")
         dataset_class = (ClipDataset if family.media == "video" else
                          PairDataset if family.input_images else ImageDataset)
         masks = ((load_clip_mask if family.media == "video" else load_image_mask)

@@ -6,6 +6,7 @@ thumbnails, the check) and writes captions only where ``webui.datasets`` allows:
 callbacks pass the signed-in user along and show a refusal as the message."""
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import gradio as gr
@@ -16,7 +17,7 @@ from backend.config.validation import validate
 from webui import datasets, security
 from webui.context import Ctx
 from webui.i18n import T
-from webui.messages import bilingual, refusal
+from webui.messages import bilingual, bilingual_plain, refusal
 
 THUMB = 160
 REPORT_HEADERS = ["level", "where", "size", "caption (with trigger word)", "message"]
@@ -53,6 +54,7 @@ def create_ui(ctx: Ctx) -> None:
                                             elem_id="sample-suggest-btn", scale=0)
     c["sample_suggestion"] = gr.State([])
     c["data_report"] = gr.Dataframe(headers=REPORT_HEADERS, label=T("data.report"),
+                                    datatype=["str", "html", "str", "html", "html"],
                                     interactive=False, wrap=True, elem_id="data-report",
                                     visible=False, type="array")
     create_caption_ui(ctx)
@@ -279,9 +281,10 @@ def _check_config(form, data: dict) -> tuple[object | None, dict, list[str]]:
 def _report_rows(findings: list[dict]) -> list[list[str]]:
     """The check's findings as rows of the report table (``REPORT_HEADERS``)."""
     mark = {"ok": "✓ ", "warning": "⚠ "}
-    return [[mark.get(f["level"], "✗ ") + f["level"], f.get("where") or "",
+    return [[mark.get(f["level"], "✗ ") + f["level"], bilingual_plain(f.get("where") or ""),
              "×".join(map(str, f["size"])) if f.get("size") else "",
-             f.get("caption") or "", f.get("message") or ""] for f in findings]
+             html.escape(f.get("caption") or ""), bilingual_plain(f.get("message") or "")]
+            for f in findings]
 
 
 def _report_head(findings: list[dict]) -> Msg:

@@ -32,7 +32,7 @@ import string
 from typing import Any
 
 # One module per area, each with EN and ZH dicts of the same keys.
-AREAS = ("common", "validation", "estimate", "jobs", "page")
+AREAS = ("common", "validation", "estimate", "jobs", "page", "data")
 
 LANGS = ("en", "zh")
 EN: dict[str, str] = {}
