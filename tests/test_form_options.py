@@ -11,7 +11,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 
 def test_every_show_if_names_a_controlling_field_the_form_has():
-    from backend.config.meta import field_meta
+    from backend.config.meta import base_type, field_meta
     from backend.config.schema import FIELDS
     from webui.form import show_if, show_if_controllers, visible_fields
 
@@ -27,12 +27,14 @@ def test_every_show_if_names_a_controlling_field_the_form_has():
                 problems.append(f"{name}: show_if names {ctl!r}, not a schema field")
             elif ctl not in visible_fields():
                 problems.append(f"{name}: show_if names {ctl!r}, which the form does not show")
-            elif not set(values) <= set(field_meta(ctl).get("choices") or []):
+            elif not set(values) <= set(field_meta(ctl).get("choices") or
+                                        ([True, False] if base_type(ctl) is bool else [])):
                 problems.append(f"{name}: show_if values {values} are not all choices of {ctl} "
                                 f"({field_meta(ctl).get('choices')})")
     assert problems == []
     assert set(show_if_controllers()) == {"optimizer", "lora_type", "lr_scheduler",
-                                          "timestep_sampling"}
+                                          "timestep_sampling", "prior_preservation",
+                                          "diff_output_preservation"}
 
 
 def test_form_hides_and_shows_by_show_if_and_keeps_hidden_values():

@@ -18,18 +18,11 @@ import yaml
 from backend.core.messages import EN, ZH, Msg, placeholders
 from backend.core.messages import codes as codes_in
 from backend.jobs import diagnosis
+from tests.harness.chinese import assert_chinese
 from webui.messages import english_left
 
 ROOT = Path(__file__).resolve().parents[1]
 AREA_PREFIXES = ("exit.", "diagnosis.", "note.", "runtab.", "runs.")
-
-
-def assert_chinese(m) -> str:
-    """``m`` is a message whose Chinese has no English left; returns its Chinese."""
-    assert isinstance(m, Msg), f"not a message: {m!r}"
-    zh = m.text("zh")
-    assert english_left(zh) == [], (m.code, zh, english_left(zh))
-    return zh
 
 
 ZH_SPAN = re.compile(r'<span class="zl-zh">(.*?)</span>', re.S)
@@ -544,7 +537,8 @@ def test_the_area_s_codes_are_written_in_its_files():
              ROOT / "backend" / "training" / "launched.py", ROOT / "backend" / "data" / "dataset.py",
              ROOT / "webui" / "tabs" / "run.py", ROOT / "webui" / "tabs" / "runs.py",
              ROOT / "backend" / "families" / "qwen3_vl.py",  # a captioner's refusal
-             ROOT / "backend" / "data" / "masks.py", ROOT / "backend" / "data" / "video.py"]
+             ROOT / "backend" / "data" / "masks.py", ROOT / "backend" / "data" / "video.py",
+             ROOT / "backend" / "training" / "preservation.py"]
     source = "\n".join(f.read_text() for f in files)
     from backend.core.messages import jobs as runs
 

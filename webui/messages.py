@@ -162,6 +162,12 @@ ZH_LABELS: dict[str, str] = {
     "ema_update_every": "EMA 每 N 步更新",
     "ema_start_step": "EMA 起始步",
     "ema_device": "EMA 存放位置",
+    "prior_preservation": "先验保持（类别数据集）",
+    "class_data_path": "类别数据集文件夹",
+    "prior_loss_weight": "先验损失权重",
+    "diff_output_preservation": "差分输出保持（DOP）",
+    "dop_class": "DOP 类别词",
+    "dop_weight": "DOP 权重",
     "caption_template": "描述指令",
     "caption_max_length": "描述长度（词元）",
     "caption_overwrite": "替换已有描述",
@@ -310,6 +316,12 @@ ZH_HELP: dict[str, str] = {
     "ema_update_every": "EMA：每 N 个优化器步更新一次（需要 ema_decay）。",
     "ema_start_step": "EMA：从第几个优化器步开始，开始时复制当时的权重（0：第一步之前的权重），之后每 ema_update_every 步更新一次（需要 ema_decay）。",
     "ema_device": "EMA：它的 float32 副本放在哪里（每个训练参数 4 字节）：gpu 放在训练设备上；cpu 放在内存中（显存小时使用；每次更新把权重复制过去）。需要 ema_decay。",
+    "prior_preservation": "先验保持：一个类别数据集（该类别的正则化图片及其描述，不含触发词），由阶段 1 与训练集一起缓存；每一步再加上 prior_loss_weight × 一个类别样本的损失。",
+    "class_data_path": "先验保持：类别数据集文件夹（图片与同名 `.txt` 描述，或其中的 `metadata.csv`）。",
+    "prior_loss_weight": "先验保持：类别样本损失的权重（0：只缓存，不参与训练）。",
+    "diff_output_preservation": "差分输出保持（来自 `ai-toolkit`）：每一步把 `LoRA` 对「把 trigger_word 换成 dop_class 的描述」的预测，在相同的加噪潜变量上拉向基础模型（关闭 `LoRA`）的预测，权重为 dop_weight。这些描述由阶段 1 编码；仅用于 `LoRA`。",
+    "dop_class": "DOP：替换每条描述中 trigger_word 的类别词（例如 `woman`、`painting`）。",
+    "dop_weight": "DOP：保持损失的权重（`LoRA` 预测与基础模型预测之间的均方误差）。",
     "caption_template": "对每张图片向描述模型提出的要求（与图片一起给出的指令）。",
     "caption_max_length": "描述的最大长度，按描述模型的词元计（生成到此为止）。",
     "caption_overwrite": "替换已有的描述（关闭：已有描述的图片保留原描述并跳过）。",
@@ -329,7 +341,7 @@ bf16 fp16 fp32 float32 torch cfg sft dit none cpu true false all no auto
 reference comfyui zip id ids ID API KiB TiB TSV png txt csv json jsonl yaml glob alpha CFG http https
 token tokens vae epoch pipeline DataLoader Web
 LoKr Adafactor Prodigy
-EMA
+EMA DOP
 """.split())
 # Option values that read as English words: allowed only where they stand as values (in
 # code spans, quotes, after "=" or between "|").

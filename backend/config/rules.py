@@ -34,7 +34,7 @@ def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list
             + (distilled_problems(c) if require_inputs else [])
             + combination_problems(c)  # low VRAM (backend/config/lowvram.py)
             + option_problems(c) + loraplus_problems(c) + ema_problems(c)
-            + mask_problems(c))
+            + mask_problems(c) + preservation_problems(c))
 
 
 def deepspeed_problems(c: dict[str, Any]) -> list[Msg]:
@@ -253,7 +253,8 @@ def options_left_set(c: dict[str, Any], defaults: dict[str, Any], problem) -> li
 # The options of a LoRA, which a full fine-tune has none of: set to anything but their
 # family's defaults beside ``trainable_models``, they are refused rather than ignored.
 LORA_ONLY = ("lora_rank", "lora_alpha", "lora_dropout", "lora_type", "lokr_factor",
-             "loraplus_lr_ratio", "lora_checkpoint", "lora_target_modules")
+             "loraplus_lr_ratio", "lora_checkpoint", "lora_target_modules",
+             "diff_output_preservation")  # DOP's base model is the LoRA switched off
 # Ways to fit a small GPU that hold a frozen base: a full fine-tune has none.
 FROZEN_BASE_ONLY = ("enable_model_cpu_offload", "enable_optimizer_cpu_offload",
                     "preset_lora_path")
@@ -382,6 +383,41 @@ def mask_problems(c: dict[str, Any]) -> list[Msg]:
                               or c.get("dataset_metadata_path")):
         return [field_problem("masked_loss", Msg("validation.rule.mask_no_source"))]
     return []
+
+
+# Prior preservation's and DOP's own options, which mean nothing without their switch.
+PRIOR_OPTIONS = {"class_data_path": None, "prior_loss_weight": 1.0}
+DOP_OPTIONS = {"dop_class": "", "dop_weight": 1.0}
+
+
+def preservation_problems(c: dict[str, Any]) -> list[Msg]:
+    """Regularization against drift (``backend/training/preservation.py``): each method's
+    options only beside its switch; prior preservation needs an existing class dataset
+    folder (where the run reads raw data: not a train-only stage, which reads the cache);
+    DOP needs the trigger word it replaces and the class word it puts there. Both need
+    stage 1 (``split_training``), which caches the class samples and the DOP captions."""
+    p: list[Msg] = []
+    prior, dop = c.get("prior_preservation"), c.get("diff_output_preservation")
+    if not prior:
+        p += options_left_set(c, PRIOR_OPTIONS,
+                              lambda **k: Msg("validation.rule.prior_needs_switch", **k))
+    else:
+        folder = c.get("class_data_path")
+        if not folder:
+            p.append(field_problem("class_data_path", Msg("validation.rule.class_data_required")))
+        elif c.get("task") != "sft:train" and not Path(folder).expanduser().is_dir():
+            p.append(field_problem("class_data_path", Msg("validation.rule.class_data_missing",
+                                                          got=bounded.short(folder))))
+    if not dop:
+        p += options_left_set(c, DOP_OPTIONS,
+                              lambda **k: Msg("validation.rule.dop_needs_switch", **k))
+    elif not str(c.get("trigger_word") or "").strip() or not str(c.get("dop_class") or
+                                                                 "").strip():
+        which = "trigger_word" if not str(c.get("trigger_word") or "").strip() else "dop_class"
+        p.append(field_problem(which, Msg("validation.rule.dop_needs_words")))
+    if (prior or dop) and not c.get("split_training", True):
+        p.append(field_problem("split_training", Msg("validation.rule.preservation_split")))
+    return p
 
 
 def option_problems(c: dict[str, Any]) -> list[Msg]:

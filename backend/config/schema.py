@@ -74,7 +74,7 @@ NONE_WORDS = ("none", "null", "")
 # Options that hold a local path (made absolute by ``resolve_paths``).
 PATH_FIELDS = ("output_path", "resume_from", "progress_file", "models_dir",
                "dataset_base_path", "dataset_metadata_path", "lora_checkpoint",
-               "preset_lora_path", "offload_nvme_path", "mask_path")
+               "preset_lora_path", "offload_nvme_path", "mask_path", "class_data_path")
 MODELS_DIR_ENV = "ZEROLORA_MODELS_DIR"
 SAMPLE_SCALE_RANGE = (-4.0, 4.0)
 
@@ -557,6 +557,33 @@ class RunConfig(BaseModel):
         "gpu", "EMA: where its float32 copy lives (4 bytes a trained parameter): gpu, the "
         "training device; cpu, host RAM (for low VRAM; each update copies the weights "
         "there). Needs ema_decay.", "training", ui="advanced")
+    # --- regularization against drift (backend/training/preservation.py) --------------
+    prior_preservation: bool = F(
+        False, "Prior preservation: a class dataset (regularization images of the class, "
+        "with their captions, without the trigger word), cached by stage 1 beside the "
+        "training set; each step adds prior_loss_weight x the loss on one class sample.",
+        "training", ui="advanced")
+    class_data_path: Optional[str] = F(
+        None, "Prior preservation: the class dataset folder (images with same-named .txt "
+        "captions, or a metadata.csv in it).", "training", ui="advanced",
+        extra={"show_if": {"prior_preservation": [True]}})
+    prior_loss_weight: float = F(
+        1.0, "Prior preservation: the weight of the class sample's loss (0: cached, not "
+        "trained on).", "training", ui="advanced", ge=0, le=100,
+        extra={"show_if": {"prior_preservation": [True]}})
+    diff_output_preservation: bool = F(
+        False, "Differential output preservation (ai-toolkit's): each step the LoRA's "
+        "prediction for the caption with trigger_word replaced by dop_class is pulled toward "
+        "the base model's (the LoRA switched off) on the same noisy latents, at dop_weight. "
+        "Stage 1 encodes those captions; LoRA only.", "training", ui="advanced")
+    dop_class: str = F(
+        "", "DOP: the class word that replaces trigger_word in each caption (e.g. 'woman', "
+        "'painting').", "training", ui="advanced", max_length=200,
+        extra={"show_if": {"diff_output_preservation": [True]}})
+    dop_weight: float = F(
+        1.0, "DOP: the weight of the preservation loss (mse of the LoRA's prediction against "
+        "the base model's).", "training", ui="advanced", ge=0, le=100,
+        extra={"show_if": {"diff_output_preservation": [True]}})
     # === end of the training options block ===
 
     # === captioning (backend/data/captions.py, the caption stage) ===

@@ -34,6 +34,7 @@ from backend.data.batches import DataOptionError, hold_out
 from backend.data.cache import CacheError, check_cache
 from backend.data.dataset import DatasetError
 from backend.data.video import check_stage_dataset
+from backend.training.preservation import check_class_dataset
 from backend.training.samples import checked_sample_inputs, plan_samples, resolve_checkpoints
 
 
@@ -53,6 +54,7 @@ def dataset_problems(cfg: RunConfig) -> list[str]:
         family = get_family(cfg.model_family).for_config(cfg)
         try:
             records = check_stage_dataset(cfg, family, headers_only=True)
+            check_class_dataset(cfg, family, headers_only=True)  # prior preservation's
         except DatasetError as e:
             return list(e.problems)
         # Stage 1 caches one sample per record; one-shot training holds out images.

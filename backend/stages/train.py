@@ -95,7 +95,7 @@ from backend.families.common import configure_deepspeed_checkpointing
 from backend.models.hub import HubError, fingerprint, resolve_component_dirs
 from backend.models.lora import shown_model_file, target_module_problems, write_json_atomic
 from backend.models.quantize import keep_out_unneeded, quantize_frozen
-from backend.training import optimizers, timesteps
+from backend.training import optimizers, preservation, timesteps
 from backend.training.ema import make_ema
 from backend.training.launched import (accelerator_kwargs, launch_description, launch_problems,
                                        what_ran)
@@ -187,6 +187,7 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     family = get_family(cfg.model_family).for_config(cfg)
     media: dict[str, Any] = {}
     records = check_stage_dataset(cfg, family, log)  # before any model is touched
+    class_records = preservation.check_class_dataset(cfg, family, log)
     if family.media == "video":  # clips decoded with PyAV (backend/data/video.py)
         media = {"planner": plan_clips, "loader": load_clip, "mask_loader": load_clip_mask}
         log(f"[data_process] video clips: num_frames {cfg.num_frames}, "
@@ -211,13 +212,21 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     if offload != "none" and accelerator.device.type != "cuda":
         log(f"[data_process] data_process_offload {offload} saves no memory without a GPU "
             f"(weights and compute are both in host RAM); it runs all the same")
-    result = build_cache(
-        cfg, records,
+    encoder = preservation.SharedEncoder(  # loaded once for every cache this stage writes
         lambda: quantize_frozen(cfg, family.load_encoder(dirs, dtype, accelerator.device,
-                                                         offload=offload), log=log),
+                                                         offload=offload), log=log))
+    result = build_cache(
+        cfg, records, encoder,
         model_fp, rank=rank, world=world,
         barrier=accelerator.wait_for_everyone, progress=progress, should_stop=stopper.is_set,
         log=log, **media)
+    if preservation.enabled(cfg) and not result["stopped"]:  # the class set, DOP captions
+        preservation.cache_stage1(cfg, family, class_records, encoder, model_fp, rank=rank,
+                                  world=world, barrier=accelerator.wait_for_everyone,
+                                  progress=progress, should_stop=stopper.is_set, log=log,
+                                  media=media)
+        result["stopped"] = int(stopper.is_set())
+    encoder.drop()
     if cfg.caption_dropout and rank == 0 and not result["stopped"]:
         write_empty_prompt(cfg, lambda: family.load_encoder(dirs, dtype, accelerator.device,
                                                             offload=offload), model_fp, log)
@@ -239,6 +248,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     family = get_family(cfg.model_family).for_config(cfg)
     trained = family.spec.trained_component
     source = data_source(cfg, family)
+    preservation.check_task(cfg)
     resume_state = read_trainer_state(Path(cfg.resume_from)) if cfg.resume_from else None
     if resume_state is not None:
         check_resume_options(resume_state, cfg)
@@ -273,6 +283,11 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
                                           ds_config)
     log(f"[train] {optimizers.describe(cfg, optimizer)}")
     dataset, held_out = source.datasets()
+    extra = preservation.Preservation.of(cfg, family, transformer, family.training_schedule(),
+                                         launch.dtype, accelerator.device, launch.rank)
+    if extra is not None:  # prior preservation, DOP (backend/training/preservation.py)
+        dataset = extra.with_dop_captions(dataset)
+        log(f"[train] regularization against drift: {extra.describe()}")
     validation = Validation([to_device(s, accelerator.device) for s in held_out], family,
                             cfg.seed)
     empty_caption = source.empty_caption() if cfg.caption_dropout else None
@@ -324,7 +339,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
         unwrapped=unwrapped, params=params, optimizer=optimizer, lr_scheduler=lr_scheduler,
         schedule=schedule, dataloader=dataloader, sampler=sampler, validation=validation,
         empty_caption=empty_caption, ckpt=ckpt, steps=steps, progress=progress, tb=tb,
-        stopper=stopper, step=global_step)
+        stopper=stopper, step=global_step, preservation=extra)
     trainer.begin(samples=len(dataset))
     stopped = trainer.train()
 
@@ -444,6 +459,7 @@ class Trainer:
     tb: Any
     stopper: Stopper
     step: int = 0
+    preservation: Any = None  # the extra loss terms (backend/training/preservation.py)
 
     def __post_init__(self) -> None:
         self.epoch = self.step // self.steps.per_epoch
@@ -504,8 +520,11 @@ class Trainer:
             batch = self.source.batch(item)
             generator = step_generator(cfg.seed, self.launch.rank, micro)
             batch = drop_captions(batch, self.empty_caption, cfg.caption_dropout, generator)
+            drawn = generator.get_state()  # DOP replays the training loss's draw
             loss = timesteps.training_loss(cfg, self.family, self.transformer, batch,
                                            self.schedule, generator, self.launch.dtype)
+            if self.preservation is not None:
+                loss = loss + self.preservation.loss(self.transformer, batch, drawn, micro)
             accelerator.backward(loss)
             if accelerator.sync_gradients and cfg.gradient_clipping and not self.launch.ds_config:
                 accelerator.clip_grad_norm_(self.params, cfg.gradient_clipping)

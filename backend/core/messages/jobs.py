@@ -259,6 +259,21 @@ EN: dict[str, str] = {
         "wrapping breaks it). Launch it plainly: accelerate launch -m "
         "backend.stages.train --task sft:data_process ... (no DeepSpeed --config_file).",
     "note.lora_checkpoint_missing": "lora_checkpoint: file not found (got {got})",
+    "note.class_data_problem": "class_data_path: {problem}",
+    "note.class_cache_missing": "prior_preservation: no class cache in {folder} (got "
+                                "prior_preservation on; allowed a cache written by --task "
+                                "sft:data_process with prior_preservation on, or "
+                                "prior_preservation off)",
+    "note.dop_cache_missing": "diff_output_preservation: {n} cached sample(s) have no DOP "
+                              "caption in {folder}, e.g. {first} (got "
+                              "diff_output_preservation on; allowed a cache written by --task "
+                              "sft:data_process with the same trigger_word and dop_class)",
+    "note.dop_needs_lora": "diff_output_preservation: the base model's prediction is the LoRA "
+                           "switched off, and this run trains no LoRA (allowed "
+                           "diff_output_preservation off, or a LoRA run)",
+    "note.preservation_one_shot": "prior_preservation, diff_output_preservation: they read "
+                                  "what stage 1 caches (got task sft; allowed sft:data_process "
+                                  "then sft:train)",
     "note.caption_text_encoder_incomplete":
         "{folder}: the text encoder lacks {missing} (a Qwen3VLModel saved without its LM "
         "head, which it does not tie to its embeddings), so it cannot write captions; set "
@@ -548,6 +563,19 @@ ZH: dict[str, str] = {
         "请直接启动：`accelerate launch -m backend.stages.train --task sft:data_process ...`"
         "（不带 DeepSpeed 的 --config_file）。",
     "note.lora_checkpoint_missing": "lora_checkpoint：找不到文件（收到 {got}）",
+    "note.class_data_problem": "class_data_path：{problem}",
+    "note.class_cache_missing": "prior_preservation：{folder} 中没有类别缓存（当前：开启了 "
+                                "prior_preservation；允许：先用开启 prior_preservation 的 "
+                                "`--task sft:data_process` 写缓存，或关闭 prior_preservation）",
+    "note.dop_cache_missing": "diff_output_preservation：{n} 个缓存样本在 {folder} 中没有 DOP "
+                              "描述，例如 {first}（当前：开启了 diff_output_preservation；允许："
+                              "用相同的 trigger_word 和 dop_class 运行 "
+                              "`--task sft:data_process` 写出的缓存）",
+    "note.dop_needs_lora": "diff_output_preservation：基础模型的预测就是关闭 LoRA 后的预测，而本次"
+                           "运行不训练 LoRA（允许：关闭 diff_output_preservation，或训练 LoRA）",
+    "note.preservation_one_shot": "prior_preservation、diff_output_preservation：它们读取阶段 1 "
+                                  "的缓存（当前：task 为 sft；允许：先 sft:data_process 再 "
+                                  "sft:train）",
     "note.caption_text_encoder_incomplete":
         "{folder}：文本编码器缺少 {missing}（保存为 Qwen3VLModel 时没有带语言模型输出层，"
         "且该层不与词嵌入共享权重），所以不能写描述；请把 captioner_path 设为一个 Qwen3-VL "

@@ -263,6 +263,25 @@ EN: dict[str, str] = {
                                        "empty; allowed {default}, or set ema_decay)",
     "validation.rule.ema_start_after_end": "the EMA would never begin (got {got}, after the "
                                            "run's last step {last}; allowed 0 to {last})",
+    "validation.rule.prior_needs_switch": "a prior preservation option without prior "
+                                          "preservation (got {got} with prior_preservation "
+                                          "off; allowed {default}, or prior_preservation on)",
+    "validation.rule.class_data_required": "prior preservation needs a class dataset (got "
+                                           "none; allowed a folder of class images with "
+                                           "their captions)",
+    "validation.rule.class_data_missing": "class dataset folder not found (got {got}; allowed "
+                                          "an existing folder of class images with their "
+                                          "captions)",
+    "validation.rule.dop_needs_switch": "a DOP option without differential output "
+                                        "preservation (got {got} with "
+                                        "diff_output_preservation off; allowed {default}, or "
+                                        "diff_output_preservation on)",
+    "validation.rule.dop_needs_words": "DOP replaces trigger_word by dop_class in each "
+                                       "caption, and this one is empty (got empty; allowed "
+                                       "a word or phrase)",
+    "validation.rule.preservation_split": "prior preservation and DOP read what stage 1 "
+                                          "caches (the class samples, the DOP captions) "
+                                          "(got split_training false; allowed true)",
     "validation.rule.loraplus_lokr": "LoRA+ sets lora_B's learning rate against lora_A's, "
                                      "and a LoKr has neither (got {got} with lora_type "
                                      "lokr; allowed empty, or lora_type lora | dora)",
@@ -678,6 +697,20 @@ ZH: dict[str, str] = {
                                        "为空；允许：{default}，或设置 ema_decay）",
     "validation.rule.ema_start_after_end": "EMA 永远不会开始（当前：{got}，晚于本次运行的最后一步 "
                                            "{last}；允许：0 到 {last}）",
+    "validation.rule.prior_needs_switch": "这是先验保持的选项，但没有开启先验保持（当前：{got}，"
+                                          "prior_preservation 关闭；允许：`{default}`，或开启 "
+                                          "prior_preservation）",
+    "validation.rule.class_data_required": "先验保持需要一个类别数据集（当前：未设置；允许：一个"
+                                           "包含类别图片及其描述的文件夹）",
+    "validation.rule.class_data_missing": "找不到类别数据集文件夹（当前：{got}；允许：一个已存在的、"
+                                          "包含类别图片及其描述的文件夹）",
+    "validation.rule.dop_needs_switch": "这是 DOP 的选项，但没有开启差分输出保持（当前：{got}，"
+                                        "diff_output_preservation 关闭；允许：`{default}`，或开启 "
+                                        "diff_output_preservation）",
+    "validation.rule.dop_needs_words": "DOP 会把每条描述中的 trigger_word 换成 dop_class，而"
+                                       "此项为空（当前：空；允许：一个词或短语）",
+    "validation.rule.preservation_split": "先验保持和 DOP 读取阶段 1 缓存的内容（类别样本、DOP "
+                                          "描述）（当前：split_training 为 false；允许：true）",
     "validation.rule.loraplus_lokr": "`LoRA+` 按 `lora_A` 的学习率设定 `lora_B` 的学习率，而 "
                                      "`LoKr` 两者都没有（当前：{got}，lora_type 为 lokr；允许："
                                      "留空，或 lora_type 设为 lora | dora）",
