@@ -211,10 +211,11 @@ def test_only_rundir_names_a_run_file():
 # The layers of backend/, bottom to top. A module imports from its own layer package (in any
 # direction, as long as no circle forms) and from the layers before it. stages and jobs share
 # one rank and import neither each other: the job runner starts a stage as a process
-# (``python -m backend.stages.<name>``) and the two share only run files. webui/ sits above
-# all of them (test_backend_never_imports_the_ui).
+# (``python -m backend.stages.<name>``) and the two share only run files. publish reads a
+# finished run's folder and sends it to a hub. webui/ sits above all of them
+# (test_backend_never_imports_the_ui).
 LAYERS = ["core", "families", "config", "models", "data", "training", "planning",
-          ("stages", "jobs")]
+          ("stages", "jobs"), "publish"]
 RANK = {name: rank for rank, level in enumerate(LAYERS)
         for name in ((level,) if isinstance(level, str) else level)}
 # Modules of backend/ outside the layer packages: (rank, why).
@@ -585,7 +586,7 @@ def test_import_rules_catch_violations():
     ]
     assert layerless_modules(files) == [
         "backend/extra.py is in no layer: move it into one of core, families, config, models, "
-        "data, training, planning, stages, jobs"]
+        "data, training, planning, stages, jobs, publish"]
     assert missing_modules(imports) == [
         "backend/core/gone.py:3 imports backend.runner, which is no module",
         "backend/core/gone.py:4 imports ...up, which is no module"]

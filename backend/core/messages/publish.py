@@ -1,0 +1,103 @@
+"""Messages of the publish area (a run's LoRA sent to the Hugging Face Hub,
+``backend/publish``): each code in English and Chinese (see backend.core.messages).
+
+What is refused before anything is sent (the repository name, the run, the checkpoint, the
+formats, a server path left in a file, offline mode, no token), why an upload failed (the
+Hub's 401, 403, 409, 404, another status, the network), and what the upload is doing. A
+library's or the Hub's own error line stays plain text, quoted in Chinese (``{why:q}``)."""
+
+EN: dict[str, str] = {
+    # ---------------------------------------------------------------- refused before sending
+    "publish.repo_invalid":
+        "repo: not a Hugging Face repository name (got {got}; allowed owner/name: letters, "
+        "digits, '-', '_' and '.', each part starting and ending with a letter or digit, no "
+        "'--' or '..', the name at most 96 characters and not ending in '.git')",
+    "publish.not_a_run": "run: {path} is not a finished run folder (it has no {file})",
+    "publish.no_checkpoint": "checkpoint: the run has no LoRA checkpoint to publish yet",
+    "publish.unknown_checkpoint":
+        "checkpoint: not a LoRA checkpoint of this run (got {got}; allowed {allowed})",
+    "publish.full_checkpoint":
+        "checkpoint: {name} is a full fine-tune's folder; extract a LoRA from it first (Runs "
+        "tab, Extract LoRA) and publish the run's LoRA",
+    "publish.no_format": "formats: choose at least one (allowed {allowed})",
+    "publish.unknown_format": "formats: unknown (got {got}; allowed {allowed})",
+    "publish.export_failed": "formats: the {fmt} file could not be written: {why:q}",
+    "publish.path_left":
+        "nothing was sent: {file} would carry {what}; leave that file out or tell us how it "
+        "got there",
+    "publish.what_run_folder": "the run folder's path on this server",
+    "publish.what_home": "this server's home folder",
+    "publish.what_option": "the server path of the option {name}",
+    "publish.what_token": "your access token",
+    "publish.offline":
+        "Publishing needs the network, and offline mode is on (HF_HUB_OFFLINE=1): nothing "
+        "was sent. Unset HF_HUB_OFFLINE to publish.",
+    "publish.no_token":
+        "token: no Hugging Face access token (type one in the form, or set HF_TOKEN; it "
+        "needs the write permission)",
+    # ---------------------------------------------------------------- the Hub said no
+    "publish.unauthorized":
+        "The Hub refused the access token (401): it is wrong or expired. Make a new one with "
+        "the write permission at huggingface.co/settings/tokens.",
+    "publish.forbidden":
+        "The Hub refused to write to {repo} (403): the token lacks the write permission, or "
+        "{owner} is not your account or an organization you may write to.",
+    "publish.name_taken":
+        "{repo} already exists (409). Choose another name, or add to it (the CLI's "
+        "--existing, the form's 'add to an existing repository') if it is yours.",
+    "publish.not_found":
+        "{repo} was not found (404): the name is wrong or the token cannot see it.",
+    "publish.http_failed": "The Hub answered {status}: {why:q}",
+    "publish.network": "The Hub could not be reached ({endpoint}): {why:q}. Nothing was "
+                       "published; try again when the network is back.",
+    "publish.card_invalid": "The Hub refused the model card: {why:q}",
+    # ---------------------------------------------------------------- what it is doing
+    "publish.creating": "Creating {repo} ({visibility:@publish.visibility})…",
+    "publish.uploading": "Uploading {n} file(s), {size}…",
+    "publish.published": "✓ Published: {url}",
+    "publish.dry_run": "Nothing was sent (--dry-run). The repository would be {url}.",
+    "publish.visibility.private": "private",
+    "publish.visibility.public": "public",
+}
+
+ZH: dict[str, str] = {
+    "publish.repo_invalid":
+        "`repo`：不是合法的 Hugging Face 仓库名（当前为 {got}；应为 `owner/name`：字母、数字、"
+        "`-`、`_` 和 `.`，每段以字母或数字开头和结尾，不能有 `--` 或 `..`，名称最多 96 个字符，"
+        "且不能以 `.git` 结尾）",
+    "publish.not_a_run": "运行：{path} 不是已完成的运行文件夹（其中没有 {file}）",
+    "publish.no_checkpoint": "检查点：这次运行还没有可发布的 LoRA 检查点",
+    "publish.unknown_checkpoint": "检查点：不是这次运行的 LoRA 检查点（当前为 {got}；可选 {allowed}）",
+    "publish.full_checkpoint":
+        "检查点：{name} 是全量训练的文件夹；请先从中提取 LoRA（运行记录页的“提取 LoRA”），"
+        "再发布该运行的 LoRA",
+    "publish.no_format": "格式：至少选择一种（可选 {allowed}）",
+    "publish.unknown_format": "格式：未知（当前为 {got}；可选 {allowed}）",
+    "publish.export_failed": "格式：无法写出 {fmt} 格式的文件：{why:q}",
+    "publish.path_left": "未发送任何内容：{file} 会带上{what}；请不要发布该文件，或告诉我们它是怎么进去的",
+    "publish.what_run_folder": "本服务器上运行文件夹的路径",
+    "publish.what_home": "本服务器的用户主目录",
+    "publish.what_option": "选项 {name} 在本服务器上的路径",
+    "publish.what_token": "你的访问 token",
+    "publish.offline": "发布需要联网，而离线模式已开启（`HF_HUB_OFFLINE=1`）：未发送任何内容。"
+                       "取消 `HF_HUB_OFFLINE` 后再发布。",
+    "publish.no_token": "token：没有 Hugging Face 访问 token（在表单中填写，或设置 HF_TOKEN；"
+                        "需要写入权限）",
+    "publish.unauthorized": "Hugging Face 拒绝了访问 token（401）：它有误或已过期。请在 "
+                            "`huggingface.co/settings/tokens` 新建一个有写入权限的 token。",
+    "publish.forbidden": "Hugging Face 拒绝写入 {repo}（403）：token 没有写入权限，或 {owner} "
+                         "不是你的账号或你可写入的组织。",
+    "publish.name_taken": "{repo} 已存在（409）。请换一个名称；如果它是你的，也可以追加到其中"
+                          "（命令行的 `--existing`，表单的“追加到已有仓库”）。",
+    "publish.not_found": "找不到 {repo}（404）：名称有误，或该 token 看不到它。",
+    "publish.http_failed": "Hugging Face 返回 {status}：{why:q}",
+    "publish.network": "无法连接 Hugging Face（{endpoint}）：{why:q}。未发布任何内容；网络恢复后"
+                       "请重试。",
+    "publish.card_invalid": "Hugging Face 拒绝了模型卡片：{why:q}",
+    "publish.creating": "正在创建 {repo}（{visibility:@publish.visibility}）…",
+    "publish.uploading": "正在上传 {n} 个文件，共 {size}…",
+    "publish.published": "✓ 已发布：{url}",
+    "publish.dry_run": "未发送任何内容（`--dry-run`）。仓库将是 {url}。",
+    "publish.visibility.private": "私有",
+    "publish.visibility.public": "公开",
+}

@@ -1,0 +1,188 @@
+"""A local stand-in for the Hugging Face Hub: no hub is reachable from the test machines,
+so a small ``http.server`` on 127.0.0.1 speaks the part of the Hub's HTTP protocol that
+``huggingface_hub``'s real client calls to publish a model (``HF_ENDPOINT`` points at it):
+
+- ``POST /api/repos/create``                       create a repository (409 if it exists)
+- ``POST /api/validate-yaml``                      check a model card's metadata (400 + why)
+- ``POST /api/models/<owner>/<name>/preupload/<rev>``  every file "regular" (sent inline)
+- ``POST /api/models/<owner>/<name>/commit/<rev>``     the NDJSON commit: files, base64
+
+Every request needs ``Authorization: Bearer <token>`` with the server's token (else 401), and
+the owner must be the token's user (else 403). ``fail`` makes one endpoint answer a given
+status (``{"create": 409}``). ``requests`` keeps every request (method, path, body bytes)
+so a test can read every byte that arrived; ``repos`` the files of each repository as
+committed (path -> bytes).
+
+The card check follows the Hub's documented rules for the metadata a LoRA's card uses: a
+YAML mapping between ``---`` lines; ``license`` one of the Hub's ids (or ``other``);
+``base_model`` a repository id or a list of them; ``base_model_relation`` one of adapter,
+merge, quantized, finetune (and only with ``base_model``); ``tags`` a list of strings;
+``widget`` a list of mappings with ``text`` and an ``output.url``; ``instance_prompt`` a
+string.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import yaml
+
+REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+LICENSES = {"apache-2.0", "mit", "openrail", "openrail++", "creativeml-openrail-m",
+            "cc-by-4.0", "cc-by-nc-4.0", "cc-by-sa-4.0", "cc-by-nc-sa-4.0", "cc0-1.0",
+            "bsd-3-clause", "gpl-3.0", "llama2", "llama3", "gemma", "other", "unknown"}
+RELATIONS = {"adapter", "merge", "quantized", "finetune"}
+
+
+def card_problems(content: str) -> list[str]:
+    """What the Hub would refuse in a model card's metadata (empty: valid)."""
+    m = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", content, re.S)
+    if not m:
+        return ["no metadata block between '---' lines"]
+    try:
+        data = yaml.safe_load(m.group(1))
+    except yaml.YAMLError as e:
+        return [f"metadata is not YAML: {e}"]
+    if not isinstance(data, dict):
+        return ["metadata is not a mapping"]
+    problems = []
+    if "license" in data and data["license"] not in LICENSES:
+        problems.append(f"license: not a Hub license id (got {data['license']!r})")
+    base = data.get("base_model")
+    if base is not None:
+        ids = base if isinstance(base, list) else [base]
+        if not all(isinstance(b, str) and REPO_ID_RE.match(b) for b in ids):
+            problems.append(f"base_model: not a repository id (got {base!r})")
+    rel = data.get("base_model_relation")
+    if rel is not None and (rel not in RELATIONS or base is None):
+        problems.append(f"base_model_relation: {rel!r} needs base_model and one of {RELATIONS}")
+    tags = data.get("tags")
+    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        problems.append("tags: a list of strings")
+    widget = data.get("widget")
+    if widget is not None:
+        if not isinstance(widget, list):
+            problems.append("widget: a list")
+        else:
+            for i, w in enumerate(widget):
+                if not (isinstance(w, dict) and isinstance(w.get("text"), str)
+                        and isinstance((w.get("output") or {}).get("url"), str)):
+                    problems.append(f"widget[{i}]: needs text and output.url")
+    if "instance_prompt" in data and not isinstance(data["instance_prompt"], str):
+        problems.append("instance_prompt: a string")
+    return problems
+
+
+class HubServer:
+    """The local Hub on a free port: ``with HubServer(token, user) as hub: hub.url``."""
+
+    def __init__(self, token: str, user: str):
+        self.token, self.user = token, user
+        self.repos: dict[str, dict[str, bytes]] = {}
+        self.private: dict[str, bool] = {}
+        self.requests: list[tuple[str, str, bytes]] = []
+        self.fail: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> "HubServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def body_bytes(self) -> bytes:
+        """Every request body that arrived, one after the other."""
+        return b"".join(body for _, _, body in self.requests)
+
+    def _handler(self):
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _send(self, status: int, payload, content_type="application/json"):
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                if status >= 400 and content_type == "application/json":
+                    self.send_header("X-Error-Message", payload.get("error", ""))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                path = self.path.split("?")[0]
+                with hub.lock:
+                    hub.requests.append(("POST", path, body))
+                if path == "/api/validate-yaml":
+                    problems = card_problems(json.loads(body).get("content", ""))
+                    if problems:
+                        return self._send(400, "; ".join(problems).encode(), "text/plain")
+                    return self._send(200, {})
+                if self.headers.get("Authorization") != f"Bearer {hub.token}":
+                    return self._send(401, {"error": "Invalid credentials in Authorization "
+                                                     "header"})
+                if path == "/api/repos/create":
+                    return self._create(json.loads(body))
+                m = re.match(r"^/api/models/([^/]+)/([^/]+)/(preupload|commit)/([^/]+)$", path)
+                if not m:
+                    return self._send(404, {"error": f"no route {path}"})
+                repo_id, what = f"{m.group(1)}/{m.group(2)}", m.group(3)
+                if what in hub.fail:
+                    return self._send(hub.fail[what], {"error": f"refused ({what})"})
+                if m.group(1) != hub.user:
+                    return self._send(403, {"error": "You don't have the rights to write "
+                                                     f"to {repo_id}"})
+                if repo_id not in hub.repos:
+                    return self._send(404, {"error": "Repository not found"})
+                if what == "preupload":
+                    files = json.loads(body)["files"]
+                    return self._send(200, {"files": [
+                        {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False,
+                         "oid": None} for f in files]})
+                return self._commit(repo_id, body)
+
+            def _create(self, data: dict):
+                if "create" in hub.fail:
+                    return self._send(hub.fail["create"], {"error": "refused (create)"})
+                owner = data.get("organization") or hub.user
+                repo_id = f"{owner}/{data.get('name')}"
+                if owner != hub.user:
+                    return self._send(403, {"error": f"You cannot create in {owner}"})
+                with hub.lock:
+                    if repo_id in hub.repos:
+                        return self._send(409, {"error": "You already created this model "
+                                                         "repo", "url": f"{hub.url}/{repo_id}"})
+                    hub.repos[repo_id] = {}
+                    hub.private[repo_id] = data.get("visibility") == "private" or \
+                        bool(data.get("private"))
+                return self._send(200, {"url": f"{hub.url}/{repo_id}", "name": repo_id})
+
+            def _commit(self, repo_id: str, body: bytes):
+                files = {}
+                for line in body.splitlines():
+                    item = json.loads(line)
+                    if item["key"] == "file":
+                        v = item["value"]
+                        files[v["path"]] = base64.b64decode(v["content"])
+                    elif item["key"] != "header":
+                        return self._send(400, {"error": f"unexpected {item['key']}"})
+                with hub.lock:
+                    hub.repos[repo_id].update(files)
+                oid = hashlib.sha1(body).hexdigest()
+                return self._send(200, {"commitUrl": f"{hub.url}/{repo_id}/commit/{oid}",
+                                        "commitOid": oid, "pullRequestUrl": None})
+
+        return Handler

@@ -1,0 +1,363 @@
+"""Publishing a run's LoRA (backend/publish) with huggingface_hub's real client.
+
+No hub is reachable from the test machines, so a local HTTP server that speaks the Hub's
+endpoints (``tests/harness/hub_server.py``: create a repository, preupload, commit,
+validate a model card) stands in for it, as ``HF_ENDPOINT``. The run is a finished run's
+folder as the stages leave it (``backend/core/rundir.py``'s names): its settings, progress
+events, a real LoRA of the tiny model with the metadata training writes (the base model's
+server path among it), the training arguments, samples with their index, logs. The server
+gets exactly the chosen files; the card validates with ``ModelCard.validate``; no byte that
+arrives holds the run folder's path, the workspace, the dataset's, the models folder's, the
+home folder's or the token; each refusal names why.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from backend.config.schema import RunConfig
+from backend.core.messages import Msg
+from backend.core.rundir import RunDir
+from backend.publish import hub as pub
+from backend.publish.__main__ import main as cli
+from tests.harness.hub_server import HubServer
+from tests.harness.loras import QWEN_IMAGE_TARGETS, RANK, make_reference_lora
+
+TOKEN = "hf_" + "TestTokenNeverSent0123456789abcdef"
+USER = "alice"
+PROMPTS = ["zlr style, a red circle", "zlr style, a blue square"]
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory, tiny_model_dir, models_root, demo_dataset) -> Path:
+    """A finished run of the tiny model, written as the stages write it."""
+    import torch
+    from PIL import Image
+
+    from backend.models.lora import save_lora
+
+    workspace = tmp_path_factory.mktemp("workspace")
+    rd = RunDir.new(workspace, "20260101-120000-abc123")
+    rd.run_dir.mkdir(parents=True)
+    cfg = RunConfig(models_dir=str(models_root), offline=True,
+                    dataset_base_path=str(demo_dataset),
+                    dataset_metadata_path=str(demo_dataset / "metadata.csv"),
+                    output_path=str(rd.output), progress_file=str(rd.progress),
+                    trigger_word="zlr style", sample_prompts=PROMPTS, lora_rank=RANK,
+                    max_train_steps=2, learning_rate=2e-4, sample_seed=7)
+    cfg.save(rd.run_yaml)
+    rd.output.mkdir()
+    ckpt = rd.output / "step-2.safetensors"
+    sd = make_reference_lora(tiny_model_dir, ckpt)
+    save_lora(ckpt, sd, rank=RANK, target_modules=QWEN_IMAGE_TARGETS.split(","),
+              extra={"step": 2, "base_model_path": str(tiny_model_dir / "transformer")})
+    # an older checkpoint, to choose from
+    save_lora(rd.output / "step-1.safetensors", {k: v * 0.5 for k, v in sd.items()},
+              rank=RANK, target_modules=QWEN_IMAGE_TARGETS.split(","))
+    os.utime(rd.output / "step-1.safetensors", (1, 1))
+    rd.training_args.write_text(json.dumps({
+        **cfg.to_dict(), "resolved_components": {
+            "transformer": str(tiny_model_dir / "transformer")}}), encoding="utf-8")
+    rd.state.mkdir()
+    (rd.state / "optimizer.bin").write_bytes(b"state " + TOKEN.encode())
+    rd.logs.mkdir()
+    rd.log("train").write_text(f"[train] saved {ckpt}\nHF_TOKEN={TOKEN}\n", encoding="utf-8")
+    t0 = 1_767_000_000.0
+    events = [
+        {"time": t0, "stage": "data_process", "event": "start", "total": 4},
+        {"time": t0 + 5, "stage": "data_process", "event": "end", "status": "succeeded"},
+        {"time": t0 + 10, "stage": "train", "event": "start", "total": 2, "epochs": 1,
+         "step": 0, "steps_per_epoch": 2, "num_processes": 1, "batch_size": 2},
+        {"time": t0 + 40, "stage": "train", "event": "step", "step": 1, "total": 2,
+         "epoch": 0, "loss": 0.31},
+        {"time": t0 + 70, "stage": "train", "event": "step", "step": 2, "total": 2,
+         "epoch": 0, "loss": 0.27},
+        {"time": t0 + 71, "stage": "train", "event": "checkpoint", "step": 2,
+         "path": str(ckpt)},
+        {"time": t0 + 75, "stage": "train", "event": "end", "status": "succeeded"},
+    ]
+    rd.progress.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    images = []
+    for i, prompt in enumerate(PROMPTS):
+        for name, scale, colour in (("base", 0.0, (90, 90, 90)), ("step-2", 1.0, (200, 40, 40)),
+                                    ("step-1", 1.0, (40, 40, 200))):
+            rel = f"{name}/p{i:02d}-seed7.png" if name == "base" else \
+                f"{name}/p{i:02d}-x1-seed7.png"
+            (rd.samples / rel).parent.mkdir(parents=True, exist_ok=True)
+            Image.new("RGB", (16, 16), colour).save(rd.samples / rel)
+            images.append({"prompt": prompt, "prompt_index": i,
+                           "checkpoint": None if name == "base" else
+                           str(rd.output / f"{name}.safetensors"),
+                           "checkpoint_name": name, "scale": scale, "image": rel, "seed": 7,
+                           "steps": 4, "cfg": 4.0, "height": 16, "width": 16,
+                           "base_model": str(tiny_model_dir / "transformer")})
+    rd.samples_index.write_text(json.dumps({"version": 1, "images": images}), encoding="utf-8")
+    assert torch.is_tensor(next(iter(sd.values())))
+    return rd.run_dir
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    """The local Hub, as ``HF_ENDPOINT`` (and huggingface_hub's constant, read at import)."""
+    from huggingface_hub import constants
+
+    with HubServer(TOKEN, USER) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setattr(constants, "ENDPOINT", server.url)
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        yield server
+
+
+def forbidden(run_folder: Path, models_root: Path, demo_dataset: Path) -> dict[str, str]:
+    """What must never arrive, by what it is (computed here, not by the code under test)."""
+    home = os.path.expanduser("~")
+    return {"run folder": str(run_folder), "run folder (resolved)": str(run_folder.resolve()),
+            "workspace": str(run_folder.parent.parent), "models folder": str(models_root),
+            "dataset": str(demo_dataset), "home folder": home, "token": TOKEN}
+
+
+def arrived(server: HubServer) -> dict[str, bytes]:
+    """Every byte that arrived, by where: each committed file's content, and each request
+    body with the files' base64 content taken out (JSON and NDJSON as sent)."""
+    out = {}
+    for n, (_, path, body) in enumerate(server.requests):
+        text = body.decode("utf-8", "replace")
+        for line in text.splitlines() or [text]:
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(item, dict) and item.get("key") == "file":
+                v = item["value"]
+                out[f"file {v['path']}"] = base64.b64decode(v["content"])
+        out[f"request {n} {path}"] = re.sub(r'"content": ?"[A-Za-z0-9+/=]*"', '"content": ""',
+                                            text).encode()
+    return out
+
+
+def publish(run_folder, repo=f"{USER}/zlr-style", **kw):
+    kw.setdefault("token", TOKEN)
+    kw.setdefault("formats", ["diffusers", "comfyui"])
+    return pub.publish(run_folder, repo, **kw)
+
+
+# ---------------------------------------------------------------------------- publishing
+def test_the_chosen_files_arrive_and_nothing_of_the_server(hub, run_folder, models_root,
+                                                          demo_dataset):
+    said = []
+    done = publish(run_folder, private=True, say=said.append)
+    repo = hub.repos[f"{USER}/zlr-style"]
+    assert sorted(repo) == ["README.md", "images/p00-base.png", "images/p00-lora.png",
+                            "images/p01-base.png", "images/p01-lora.png",
+                            "pytorch_lora_weights.safetensors",
+                            "zlr-style_comfyui.safetensors"]
+    assert hub.private[f"{USER}/zlr-style"] is True
+    assert done.url == f"{hub.url}/{USER}/zlr-style"
+    assert sorted(p for p, _ in done.files) == sorted(repo)
+    assert [m.code for m in said] == ["publish.creating", "publish.uploading",
+                                      "publish.published"]
+    # the LoRA images are the published checkpoint's (step-2: red), not step-1's
+    from PIL import Image
+    import io
+    assert Image.open(io.BytesIO(repo["images/p00-lora.png"])).getpixel((0, 0)) == (200, 40, 40)
+
+    for where, data in arrived(hub).items():
+        for what, text in forbidden(run_folder, models_root, demo_dataset).items():
+            assert text.encode() not in data, f"{what} in {where}"
+
+    # the weights load, in their formats, without the server's paths in their metadata
+    from safetensors import safe_open
+    from safetensors.torch import load
+    for name, prefix in (("pytorch_lora_weights.safetensors", "transformer."),
+                         ("zlr-style_comfyui.safetensors", "diffusion_model.")):
+        tensors = load(repo[name])
+        assert tensors and all(k.startswith(prefix) for k in tensors), name
+    path = run_folder.parent / "check.safetensors"
+    path.write_bytes(repo["pytorch_lora_weights.safetensors"])
+    with safe_open(str(path), "pt") as f:
+        meta = f.metadata()
+    path.unlink()
+    assert "base_model_path" not in meta and "zerolora_verified_against" not in meta
+    assert meta["rank"] == str(RANK)
+
+
+def test_the_card_validates_and_says_what_the_run_did(hub, run_folder):
+    from huggingface_hub import ModelCard
+
+    publish(run_folder, formats=["diffusers", "comfyui", "reference"])
+    repo = hub.repos[f"{USER}/zlr-style"]
+    card = ModelCard(repo["README.md"].decode())
+    card.validate()  # against the local Hub's /api/validate-yaml
+    data = card.data.to_dict()
+    assert data["base_model"] == "Qwen/Qwen-Image"
+    assert data["base_model_relation"] == "adapter"
+    assert data["library_name"] == "diffusers"
+    assert data["instance_prompt"] == "zlr style"
+    assert "lora" in data["tags"]
+    assert [w["text"] for w in data["widget"]] == PROMPTS
+    assert all(w["output"]["url"] in repo for w in data["widget"])
+    body = card.text
+    for image in (p for p in repo if p.startswith("images/")):
+        assert f"]({image})" in body
+    assert "load_lora_weights('alice/zlr-style', weight_name='pytorch_lora_weights.safetensors')" \
+        in body
+    assert "zlr-style_comfyui.safetensors" in body and "pipe.load_lora(pipe.dit" in body
+    assert "| steps | 2 |" in body and "| dataset size | 4 items |" in body
+    assert "| training time | 1 min 05 s |" in body
+    # the settings say what changed, without the options that name places on the server
+    settings = body.split("```yaml", 1)[1].split("```", 1)[0]
+    assert "learning_rate: 0.0002" in settings and "trigger_word: zlr style" in settings
+    for name in ("models_dir", "dataset_base_path", "output_path", "progress_file"):
+        assert f"{name}:" not in settings and f"`{name}`" in body
+
+    # the local Hub's check can fail: a card it refuses
+    bad = ModelCard(repo["README.md"].decode().replace("base_model_relation: adapter",
+                                                       "base_model_relation: cousin"))
+    with pytest.raises(ValueError, match="base_model_relation"):
+        bad.validate()
+
+
+def test_preview_and_dry_run_send_nothing(hub, run_folder, capsys):
+    staged = pub.preview(run_folder, f"{USER}/zlr-style", ["reference"], "step-1")
+    assert [p for p, _ in staged.files] == ["README.md", "images/p00-base.png",
+                                            "images/p00-lora.png", "images/p01-base.png",
+                                            "images/p01-lora.png", "zlr-style.safetensors"]
+    assert staged.checkpoint == "step-1.safetensors" and "`step-1.safetensors`" in staged.card
+    assert cli([str(run_folder), "--repo", f"{USER}/zlr-style", "--formats", "comfyui",
+                "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "base_model_relation: adapter" in out and "zlr-style_comfyui.safetensors" in out
+    assert "Nothing was sent" in out
+    assert hub.requests == []
+
+
+def test_cli_publishes_with_the_environment_s_token(hub, run_folder, monkeypatch, capsys):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    assert cli([str(run_folder), "--repo", f"{USER}/from-cli", "--formats", "reference"]) == 0
+    assert [p for p in hub.repos[f"{USER}/from-cli"] if p.endswith(".safetensors")] == [
+        "from-cli.safetensors"]
+    assert "✓ Published" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- refusals
+def _refusal(call) -> Msg:
+    with pytest.raises(pub.PublishError) as e:
+        call()
+    assert isinstance(e.value.message, Msg)
+    return e.value.message
+
+
+@pytest.mark.parametrize("repo", ["no-owner", "alice/", "alice/bad name", "alice/a..b",
+                                  "alice/x.git", "alice/-x", "a/b/c", "alice/" + "x" * 97])
+def test_a_bad_repository_name_is_refused_before_anything(hub, run_folder, repo):
+    assert _refusal(lambda: publish(run_folder, repo)).code == "publish.repo_invalid"
+    assert hub.requests == []
+
+
+def test_the_hub_s_no_says_why(hub, run_folder):
+    # 401: a token the Hub does not know
+    m = _refusal(lambda: publish(run_folder, token="hf_wrongwrongwrongwrongwrong"))
+    assert m.code == "publish.unauthorized"
+    # 403: an owner the token may not write to
+    m = _refusal(lambda: publish(run_folder, "bob/zlr-style"))
+    assert m.code == "publish.forbidden" and m.params["repo"] == "bob/zlr-style"
+    # 409: the name is taken; adding to it (a retry after a failed upload) works
+    publish(run_folder)
+    m = _refusal(lambda: publish(run_folder))
+    assert m.code == "publish.name_taken"
+    hub.fail["commit"] = 403
+    assert _refusal(lambda: publish(run_folder, existing=True)).code == "publish.forbidden"
+    del hub.fail["commit"]
+    assert publish(run_folder, existing=True).url.endswith("/alice/zlr-style")
+    # the Hub's other answers name their status
+    hub.fail["create"] = 500
+    m = _refusal(lambda: publish(run_folder, f"{USER}/other"))
+    assert m.code == "publish.http_failed" and m.params["status"] == 500
+    for m in (m,):
+        assert TOKEN not in m and TOKEN not in m.text("zh")
+
+
+def test_network_offline_and_no_token_refuse(hub, run_folder, monkeypatch):
+    m = _refusal(lambda: publish(run_folder, endpoint="http://127.0.0.1:9"))
+    assert m.code == "publish.network" and "127.0.0.1:9" in m
+    monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
+    assert _refusal(lambda: publish(run_folder, token=None)).code == "publish.no_token"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    m = _refusal(lambda: publish(run_folder))
+    assert m.code == "publish.offline" and "HF_HUB_OFFLINE" in m.text("zh")
+    assert hub.requests == []
+
+
+def test_a_run_without_its_files_or_checkpoint_is_refused(run_folder, tmp_path):
+    m = _refusal(lambda: pub.preview(tmp_path, f"{USER}/x"))
+    assert m.code == "publish.not_a_run"
+    m = _refusal(lambda: pub.preview(run_folder, f"{USER}/x", checkpoint="step-9"))
+    assert m.code == "publish.unknown_checkpoint" and "step-2.safetensors" in m
+    m = _refusal(lambda: pub.preview(run_folder, f"{USER}/x", formats=["safetensors"]))
+    assert m.code == "publish.unknown_format"
+
+
+def test_a_server_path_left_in_a_file_stops_the_upload(hub, run_folder, monkeypatch):
+    """The last guard reads every staged byte: a path that got past the others (here a
+    sample prompt naming the dataset's folder) stops everything before a request."""
+    from backend.publish import card as cards
+
+    real = cards.facts
+
+    def leaky(rd, checkpoint):
+        f = real(rd, checkpoint)
+        f.rows[0].prompt = f"look at {f.settings['dataset_base_path']}/red.png"
+        return f
+
+    monkeypatch.setattr(cards, "facts", leaky)
+    m = _refusal(lambda: publish(run_folder))
+    assert m.code == "publish.path_left" and m.params["file"] == "README.md"
+    assert m.params["what"].code == "publish.what_option"
+    assert hub.requests == []
+
+
+# ---------------------------------------------------------------------------- the parts
+def test_the_license_comes_from_the_base_model_s_own_card(tmp_path):
+    from backend.publish.card import base_license
+
+    (tmp_path / "org" / "base").mkdir(parents=True)
+    (tmp_path / "org" / "base" / "README.md").write_text(
+        "---\nlicense: apache-2.0\n---\n# base\n", encoding="utf-8")
+    assert base_license({"models_dir": str(tmp_path)}, "org/base") == "apache-2.0"
+    assert base_license({"models_dir": str(tmp_path)}, "org/other") is None  # not known
+
+
+def test_settings_and_metadata_lose_every_server_path(tmp_path):
+    from safetensors.torch import load, save
+    import torch
+
+    from backend.publish.scrub import Secret, clean_safetensors, public_settings
+
+    secret = [Secret("/srv/zl/workspace", Msg("publish.what_run_folder"))]
+    kept, removed = public_settings({
+        "learning_rate": 1e-4, "models_dir": "/models", "sample_prompts": ["a cat"],
+        "model_id_with_origin_paths": "org/m:transformer/*.safetensors,/srv/x/vae.pt",
+        "captioner_path": "~/vl", "sample_negative_prompt": "see /srv/zl/workspace/x",
+        "run_name": "hf_" + "a" * 30}, secret)
+    assert kept == {"learning_rate": 1e-4, "sample_prompts": ["a cat"]}
+    assert sorted(removed) == ["captioner_path", "model_id_with_origin_paths", "models_dir",
+                               "run_name", "sample_negative_prompt"]
+    src, dst = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    src.write_bytes(save({"w": torch.arange(6.0).reshape(2, 3)}, metadata={
+        "rank": "4", "base_model_path": "/srv/models/t", "note": "from C:\\data\\x",
+        "zerolora_verified_against": "the published module names",
+        "src": "built in /srv/zl/workspace/runs/1"}))
+    assert clean_safetensors(src, dst, secret) == ["base_model_path", "note", "src"]
+    assert torch.equal(load(dst.read_bytes())["w"], torch.arange(6.0).reshape(2, 3))
+    from safetensors import safe_open
+    with safe_open(str(dst), "pt") as f:
+        assert f.metadata() == {"rank": "4",
+                                "zerolora_verified_against": "the published module names"}
