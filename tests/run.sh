@@ -16,6 +16,11 @@ if [ ! -x /usr/bin/chromium ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -q && $SUDO apt-get install -y -q chromium
 fi
+# The SLURM tests start a one-node cluster of Debian's slurm-wlm and munge (tests/harness/slurm.py).
+if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/munged ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -q && $SUDO apt-get install -y -q slurm-wlm munge
+fi
 
 # DeepSpeed compiles its CPU Adam op on first use (~3 min on 2 cores, then cached).
 python - <<'PY'

@@ -32,7 +32,7 @@ import string
 from typing import Any
 
 # One module per area, each with EN and ZH dicts of the same keys.
-AREAS = ("common", "validation", "estimate", "jobs", "page", "data", "publish")
+AREAS = ("common", "validation", "estimate", "jobs", "page", "data", "publish", "slurm")
 
 LANGS = ("en", "zh")
 EN: dict[str, str] = {}

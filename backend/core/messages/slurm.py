@@ -1,0 +1,164 @@
+"""Messages of the slurm area (runs sent to a SLURM cluster, ``backend.jobs.slurm``): each code
+in English and Chinese (see backend.core.messages).
+
+Refusals before submission name the field (``slurm.no_partition`` ...), where a job stands
+(``slurm.queued`` ...) and what a scheduler's end state means with what to change
+(``slurm.timeout`` ...). SLURM's own words (a pending reason, a tool's error line) stay plain
+text, quoted in Chinese (``{why:q}``); command, state and field names stand in code spans in
+Chinese."""
+
+EN: dict[str, str] = {
+    # ---------------------------------------------------------------- refusals
+    "slurm.no_sbatch":
+        "sbatch is not on the PATH: runs go to SLURM through its client commands (sbatch, "
+        "squeue, sacct, scancel, sinfo, scontrol). Install them (Debian: slurm-client) or add "
+        "their folder to PATH, or start with --executor local.",
+    "slurm.no_tool": "{tool} is not on the PATH (SLURM's client commands are needed)",
+    "slurm.tool_failed": "{tool} failed (exit code {exit}): {why:q}",
+    "slurm.tool_timeout": "{tool} did not answer within {seconds:g} s (is slurmctld up?)",
+    "slurm.no_partition":
+        "partition: no such partition on this cluster (got '{got}'; allowed {known}, as "
+        "sinfo lists them)",
+    "slurm.no_default_partition":
+        "partition: the cluster has no default partition (got none; allowed {known}, as "
+        "sinfo lists them)",
+    "slurm.too_many_gpus":
+        "gpus_per_node: more GPUs than a node of partition '{partition}' has (got {got}; "
+        "allowed at most {most}; sinfo: {nodes})",
+    "slurm.too_many_nodes":
+        "num_machines: more nodes than partition '{partition}' has (got {got}; allowed at "
+        "most {most}; sinfo: {nodes})",
+    "slurm.bad_time_limit":
+        "time_limit: not a SLURM time (got '{got}'; allowed minutes, MM:SS, HH:MM:SS, "
+        "D-HH, D-HH:MM or D-HH:MM:SS)",
+    "slurm.bad_memory": "mem_per_task: not a SLURM size (got '{got}'; allowed e.g. 64G, 500M)",
+    "slurm.bad_count": "{field}: must be {least} or more (got {got})",
+    "slurm.bad_env_name":
+        "nccl_env: not an environment variable name (got '{got}'; allowed letters, digits "
+        "and _, not starting with a digit)",
+    "slurm.bad_setup_line": "setup_lines: one command a line (got a line with a line break)",
+    "slurm.submit_refused": "sbatch refused the job: {why:q}",
+    "slurm.no_job_id": "sbatch gave no job id: {why:q}",
+    "slurm.unknown_job":
+        "job {job}: SLURM knows no such job (squeue, sacct and scontrol list none)",
+    "slurm.cannot_resume": "job {job} is {status:@status}: only a stopped or failed job resumes",
+    "slurm.not_in_step":
+        "not inside a SLURM job step: {name} is not set (run it under srun)",
+    # ---------------------------------------------------------------- where a job stands
+    "slurm.queued": "waiting in SLURM's queue (job {job}; reason: {reason:q})",
+    "slurm.running": "running as SLURM job {job} on {nodes}",
+    "slurm.ended": "SLURM job {job} ended: {state}, exit code {exit}",
+    # ---------------------------------------------------------------- end states explained
+    "slurm.timeout": "The job reached its time limit (TIMEOUT)",
+    "slurm.timeout_explained":
+        "SLURM ended the job when its time limit ({limit}) ran out: the stage got SIGTERM, "
+        "then SIGKILL after the cluster's KillWait. Training saves its state on SIGTERM, so "
+        "Resume continues from the last saved state.",
+    "slurm.fix_time_limit":
+        "Raise time_limit (now {limit}), within the partition's MaxTime (scontrol show "
+        "partition).",
+    "slurm.fix_fewer_steps":
+        "Or train fewer steps per job (max_train_steps) and Resume for the rest; save more "
+        "often (save_steps) so less is lost when time runs out.",
+    "slurm.node_fail": "A node of the job failed (NODE_FAIL)",
+    "slurm.node_fail_explained":
+        "A node stopped answering SLURM's controller while the job ran (hardware, network "
+        "or a crashed slurmd) and the stage was killed without warning. No setting of the "
+        "run caused it.",
+    "slurm.fix_resume_saved":
+        "Resume: training continues from its last saved state (save_steps sets how often "
+        "one is saved).",
+    "slurm.fix_bad_node":
+        "If it happens again on the same node, ask the cluster's admins (sinfo -R lists why "
+        "nodes are down) or keep to other nodes (constraint).",
+    "slurm.oom": "The job went over its memory limit (OUT_OF_MEMORY)",
+    "slurm.oom_explained":
+        "SLURM's memory enforcement killed the stage for using more host memory (RAM, not "
+        "GPU memory) than the job asked for (mem_per_task now {mem}).",
+    "slurm.fix_more_memory":
+        "Ask for more memory (mem_per_task now {mem}), up to what a node has (sinfo -o "
+        "'%N %m').",
+    "slurm.fix_less_ram":
+        "Keep less in RAM: ZeRO CPU offload keeps parameters and optimizer states in RAM; "
+        "offload to NVMe instead (offload_param_device / offload_optimizer_device: nvme) or "
+        "use fewer DataLoader workers (dataset_num_workers).",
+    "slurm.preempted": "A job of higher priority took the nodes (PREEMPTED)",
+    "slurm.preempted_explained":
+        "The cluster preempted the job for another one. A requeued job resumes from its "
+        "last saved state by itself; this one was not requeued (the partition's PreemptMode "
+        "cancels, or requeue is off).",
+    "slurm.fix_resume": "Resume the run: it continues from its last saved state.",
+    "slurm.fix_no_preempt":
+        "Or send it to a partition or QoS that is not preempted (partition, qos).",
+}
+
+ZH: dict[str, str] = {
+    # ---------------------------------------------------------------- refusals
+    "slurm.no_sbatch":
+        "`PATH` 中没有 `sbatch`：运行通过 `SLURM` 的客户端命令（`sbatch`、`squeue`、`sacct`、"
+        "`scancel`、`sinfo`、`scontrol`）交给集群。请安装它们（`Debian`：`slurm-client`）或把它们"
+        "所在的文件夹加入 `PATH`，或用 `--executor local` 启动。",
+    "slurm.no_tool": "`PATH` 中没有 {tool}（需要 `SLURM` 的客户端命令）",
+    "slurm.tool_failed": "{tool} 失败（退出码 {exit}）：{why:q}",
+    "slurm.tool_timeout": "{tool} 在 {seconds:g} 秒内没有回应（`slurmctld` 在运行吗？）",
+    "slurm.no_partition":
+        "`partition`：集群中没有这个分区（得到 '{got}'；可选 {known}，即 `sinfo` 列出的分区）",
+    "slurm.no_default_partition":
+        "`partition`：集群没有默认分区（未填写；可选 {known}，即 `sinfo` 列出的分区）",
+    "slurm.too_many_gpus":
+        "`gpus_per_node`：超过分区 '{partition}' 中一个节点的 GPU 数（得到 {got}；最多 {most}；"
+        "`sinfo`：{nodes}）",
+    "slurm.too_many_nodes":
+        "`num_machines`：超过分区 '{partition}' 的节点数（得到 {got}；最多 {most}；"
+        "`sinfo`：{nodes}）",
+    "slurm.bad_time_limit":
+        "`time_limit`：不是 `SLURM` 的时间格式（得到 '{got}'；可用分钟数、`MM:SS`、`HH:MM:SS`、"
+        "`D-HH`、`D-HH:MM` 或 `D-HH:MM:SS`）",
+    "slurm.bad_memory": "`mem_per_task`：不是 `SLURM` 的容量格式（得到 '{got}'；例如 `64G`、`500M`）",
+    "slurm.bad_count": "{field}：必须不小于 {least}（得到 {got}）",
+    "slurm.bad_env_name":
+        "`nccl_env`：不是环境变量名（得到 '{got}'；只能用字母、数字和 `_`，且不能以数字开头）",
+    "slurm.bad_setup_line": "`setup_lines`：每行一条命令（有一行含有换行符）",
+    "slurm.submit_refused": "`sbatch` 拒绝了该作业：{why:q}",
+    "slurm.no_job_id": "`sbatch` 没有给出作业号：{why:q}",
+    "slurm.unknown_job": "作业 {job}：`SLURM` 中没有这个作业（`squeue`、`sacct` 和 `scontrol` 都查不到）",
+    "slurm.cannot_resume": "作业 {job} {status:@status}：只有已停止或失败的作业可以恢复",
+    "slurm.not_in_step": "不在 `SLURM` 的作业步骤中：没有设置 {name}（请在 `srun` 下运行）",
+    # ---------------------------------------------------------------- where a job stands
+    "slurm.queued": "在 `SLURM` 队列中等待（作业 {job}；原因：{reason:q}）",
+    "slurm.running": "作为 `SLURM` 作业 {job} 在 {nodes} 上运行",
+    "slurm.ended": "`SLURM` 作业 {job} 已结束：{state}，退出码 {exit}",
+    # ---------------------------------------------------------------- end states explained
+    "slurm.timeout": "作业到达了时间上限（`TIMEOUT`）",
+    "slurm.timeout_explained":
+        "作业的时间上限（{limit}）用完时 `SLURM` 结束了它：该阶段先收到 `SIGTERM`，过了集群的 "
+        "`KillWait` 后收到 `SIGKILL`。训练在收到 `SIGTERM` 时保存状态，所以恢复会从最后保存的状态继续。",
+    "slurm.fix_time_limit":
+        "调大 `time_limit`（现为 {limit}），不超过分区的 `MaxTime`（`scontrol show partition`）。",
+    "slurm.fix_fewer_steps":
+        "或者每个作业少训练一些步（`max_train_steps`），余下的用恢复继续；更频繁地保存（`save_steps`），"
+        "时间用完时损失更少。",
+    "slurm.node_fail": "作业的一个节点出了故障（`NODE_FAIL`）",
+    "slurm.node_fail_explained":
+        "作业运行时一个节点不再回应 `SLURM` 的控制器（硬件、网络或 `slurmd` 崩溃），该阶段被直接终止。"
+        "这不是运行的任何设置造成的。",
+    "slurm.fix_resume_saved": "恢复运行：训练从最后保存的状态继续（`save_steps` 决定多久保存一次）。",
+    "slurm.fix_bad_node":
+        "如果同一个节点再次出现这种情况，请联系集群管理员（`sinfo -R` 列出节点停用的原因），"
+        "或者避开这些节点（`constraint`）。",
+    "slurm.oom": "作业超过了内存上限（`OUT_OF_MEMORY`）",
+    "slurm.oom_explained":
+        "该阶段使用的主机内存（RAM，不是显存）超过了作业申请的量（`mem_per_task` 现为 {mem}），"
+        "被 `SLURM` 的内存限制终止。",
+    "slurm.fix_more_memory": "申请更多内存（`mem_per_task` 现为 {mem}），不超过节点的内存（`sinfo -o '%N %m'`）。",
+    "slurm.fix_less_ram":
+        "少占用内存：ZeRO 的 CPU 卸载把参数和优化器状态放在内存中；改为卸载到 NVMe（"
+        "`offload_param_device` / `offload_optimizer_device`：`nvme`），或减少 DataLoader 的"
+        "工作进程（`dataset_num_workers`）。",
+    "slurm.preempted": "优先级更高的作业占用了节点（`PREEMPTED`）",
+    "slurm.preempted_explained":
+        "集群为另一个作业抢占了本作业。重新排队的作业会自动从最后保存的状态继续；本作业没有重新排队"
+        "（分区的 `PreemptMode` 是取消，或者关闭了重新排队）。",
+    "slurm.fix_resume": "恢复运行：从最后保存的状态继续。",
+    "slurm.fix_no_preempt": "或者提交到不会被抢占的分区或 `QoS`（`partition`、`qos`）。",
+}

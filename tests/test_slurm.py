@@ -1,0 +1,393 @@
+"""Runs sent to SLURM (``backend.jobs.slurm``), against a real single-node SLURM cluster
+started by the tests (``tests/harness/slurm.py``: munged, slurmctld and slurmd as root, plus
+two declared-but-absent 8-GPU nodes). Nothing of SLURM is mocked: jobs are submitted with
+``sbatch``, followed with ``squeue``/``sacct``/``scontrol`` and stopped with ``scancel``.
+
+The tests without the ``slurm_cluster`` fixture check the script, the launcher's argv and
+the options without a cluster."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from backend.config.presets import load_preset
+from backend.config.validation import validate
+from backend.core.rundir import RunDir
+from backend.jobs.slurm import (SlurmError, SlurmExecutor, SlurmOptions, check_cluster,
+                                gres_gpus, sbatch_script, sbatch_test_only,
+                                scheduler_diagnosis, stage_nodes, write_sbatch)
+from backend.jobs import slurm_launch
+from backend.jobs.slurm_launch import with_rank_flags
+from backend.planning.plan import StagePlan, plan_run
+from tests.harness.slurm import slurm_cluster  # noqa: F401  (the session's cluster fixture)
+
+PY = sys.executable
+REPO = Path(__file__).resolve().parents[1]
+
+
+def wait_for(predicate, timeout: float, what: str, poll: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(poll)
+    raise AssertionError(f"not within {timeout:g} s: {what}")
+
+
+def follow(ex: SlurmExecutor, job, timeout: float = 120.0) -> list:
+    """Every distinct (status, stage) the job goes through until it ends, with the last
+    status object."""
+    seen: list = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = ex.status(job)
+        if not seen or (seen[-1].status, seen[-1].stage) != (st.status, st.stage):
+            seen.append(st)
+        if st.ended:
+            return seen
+        time.sleep(0.1)
+    raise AssertionError(f"job {job.job_id} still {seen[-1].status} after {timeout:g} s")
+
+
+# ----------------------------------------------------------------------- a job chain
+@pytest.mark.slow
+def test_two_stages_run_as_one_job_queued_then_running_then_succeeded(slurm_cluster,
+                                                                       tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    stages = [StagePlan("first", [PY, "-c", "import os, time; time.sleep(1); "
+                                            "print('first says', os.environ['GREETING'])"],
+                        {"GREETING": "hello there"}),
+              StagePlan("second", [PY, "-c", "print('second ran')"])]
+    # The only node is busy: our job waits, and squeue says why.
+    blocker = slurm_cluster.run(["sbatch", "--parsable", "--exclusive", "-N", "1",
+                                 "-o", "/dev/null", "--wrap", "sleep 6"]).stdout.strip()
+    wait_for(lambda: slurm_cluster.run(["squeue", "-h", "-j", blocker, "-o", "%T"]
+                                       ).stdout.strip() == "RUNNING", 60, "the blocker runs")
+    ex = SlurmExecutor(SlurmOptions(time_limit="10"))
+    job = ex.submit(stages, run_dir, run_id="chain")
+    assert job.job_id.isdigit() and job.job_id != blocker
+    seen = follow(ex, job)
+
+    assert seen[0].status == "queued" and seen[0].scheduler_state == "PENDING"
+    assert seen[0].reason in ("Resources", "Priority"), seen[0]
+    assert seen[0].text.code == "slurm.queued"
+    running = [s for s in seen if s.status == "running"]
+    # (stage None: the job started, its set-up runs before the first stage)
+    assert [s.stage for s in running if s.stage] == ["first", "second"], seen
+    assert all(s.nodes == [slurm_cluster.host] for s in running)
+    last = seen[-1]
+    assert (last.status, last.scheduler_state, last.exit_code) == ("succeeded", "COMPLETED", 0)
+
+    files = RunDir(run_dir)
+    assert ex.log_path(job, "first") == files.log("first")
+    assert "first says hello there" in files.log("first").read_text()
+    assert "second ran" in files.log("second").read_text()
+    batch = ex.log_path(job, "slurm").read_text()
+    assert f"job {job.job_id}: stage second exit code 0" in batch
+    assert (run_dir / "slurm.sbatch").is_file()
+    assert ex.failure(job) is None
+
+
+@pytest.mark.slow
+def test_stop_reaches_the_stage_as_sigterm_and_resume_finishes(slurm_cluster, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    ready, saved, later = tmp_path / "ready", tmp_path / "saved-on-sigterm", tmp_path / "later"
+    stage = (
+        "import pathlib, signal, sys, time\n"
+        f"saved = pathlib.Path({str(saved)!r})\n"
+        "if saved.exists():\n"
+        "    print('resumed from the saved state'); sys.exit(0)\n"
+        "def on_term(*_):\n"
+        "    saved.write_text('state'); print('SIGTERM: state saved', flush=True); "
+        "sys.exit(143)\n"
+        "signal.signal(signal.SIGTERM, on_term)\n"
+        f"pathlib.Path({str(ready)!r}).write_text('ready')\n"
+        "time.sleep(300)\n")
+    stages = [StagePlan("train", [PY, "-c", stage]),
+              StagePlan("after", [PY, "-c", f"open({str(later)!r}, 'w').write('ran')"])]
+    ex = SlurmExecutor(SlurmOptions(stop_grace_s=60))
+    job = ex.submit(stages, run_dir, run_id="stopper")
+    wait_for(ready.exists, 90, "the stage runs and has its SIGTERM handler")
+    ex.stop(job, wait=True)
+
+    st = ex.status(job)
+    assert st.status == "stopped" and st.exit_code == 143, st
+    assert saved.read_text() == "state"
+    assert "SIGTERM: state saved" in RunDir(run_dir).log("train").read_text()
+    assert not later.exists(), "a stage after the stopped one must not start"
+
+    again = ex.resume(job)
+    assert again.job_id != job.job_id and again.run_dir == job.run_dir
+    assert follow(ex, again)[-1].status == "succeeded"
+    assert "resumed from the saved state" in RunDir(run_dir).log("train").read_text()
+    assert later.read_text() == "ran"
+
+
+@pytest.mark.slow
+def test_a_failed_stage_is_diagnosed_from_its_log(slurm_cluster, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    boom = ("import sys; print('torch.OutOfMemoryError: CUDA out of memory. Tried to "
+            "allocate 2.00 GiB', file=sys.stderr); sys.exit(1)")
+    ex = SlurmExecutor()
+    job = ex.submit([StagePlan("train", [PY, "-c", boom])], run_dir, run_id="boom")
+    last = follow(ex, job)[-1]
+    assert (last.status, last.scheduler_state, last.exit_code, last.stage) == \
+        ("failed", "FAILED", 1, "train")
+    facts = ex.failure(job)
+    assert facts["job_id"] == job.job_id and facts["scheduler_state"] == "FAILED"
+    assert facts["stage"] == "train" and facts["exit_code"] == 1
+    assert [d["kind"] for d in facts["diagnoses"]][:1] == ["cuda_oom"]
+    assert facts["log_path"] == str(RunDir(run_dir).log("train"))
+
+
+# ----------------------------------------------------------------------- refusals
+@pytest.mark.slow
+def test_refused_before_submission_naming_the_field(slurm_cluster, tmp_path):
+    stages = [StagePlan("first", [PY, "-c", "print(1)"])]
+    queued_before = slurm_cluster.run(["squeue", "-h", "-o", "%i"]).stdout.split()
+
+    with pytest.raises(SlurmError) as e:
+        SlurmExecutor(SlurmOptions(partition="nope")).submit(stages, tmp_path, run_id="r")
+    (problem,) = e.value.problems
+    assert problem.code == "slurm.no_partition"
+    assert str(problem).startswith("partition: no such partition")
+    assert "'nope'" in problem and "debug" in problem and "gpu" in problem
+    assert "`partition`" in problem.text("zh")
+
+    with pytest.raises(SlurmError) as e:
+        SlurmExecutor(SlurmOptions(partition="gpu", gpus_per_node=16)).submit(
+            stages, tmp_path, run_id="r")
+    (problem,) = e.value.problems
+    assert problem.code == "slurm.too_many_gpus" and str(problem).startswith("gpus_per_node:")
+    assert "got 16" in problem and "at most 8" in problem and "gpu1 gpu:8" in problem
+
+    (problem,) = check_cluster(SlurmOptions(partition="gpu"), nodes=3)
+    assert problem.code == "slurm.too_many_nodes" and str(problem).startswith("num_machines:")
+    assert "got 3" in problem and "at most 2" in problem
+
+    # Every problem at once: the options' own and the partition's.
+    with pytest.raises(SlurmError) as e:
+        SlurmExecutor(SlurmOptions(gpus_per_node=1, time_limit="soon")).submit(
+            stages, tmp_path, run_id="r")
+    assert [p.code for p in e.value.problems] == ["slurm.bad_time_limit",
+                                                  "slurm.too_many_gpus"]
+    assert slurm_cluster.run(["squeue", "-h", "-o", "%i"]).stdout.split() == queued_before
+    assert not (tmp_path / "slurm.sbatch").exists()
+
+
+def test_no_sbatch_on_the_path_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    ex = SlurmExecutor()
+    assert ex.available().code == "slurm.no_sbatch"
+    with pytest.raises(SlurmError) as e:
+        ex.submit([StagePlan("first", [PY, "-c", "print(1)"])], tmp_path, run_id="r")
+    assert [p.code for p in e.value.problems] == ["slurm.no_sbatch"]
+    assert str(e.value).startswith("sbatch is not on the PATH")
+
+
+# ----------------------------------------------------------------------- 2 nodes x 8 GPUs
+def low_vram_two_nodes(tmp_path) -> tuple[list[StagePlan], Path]:
+    base = load_preset("qwen_image_low_vram")
+    # main_process_ip/_port: the schema asks for them with several machines; under SLURM
+    # the launcher passes the first node's and a port of the job's (slurm_launch) instead.
+    cfg = validate({**base.to_dict(), "dataset_base_path": str(tmp_path / "data"),
+                    "num_machines": 2, "num_processes": 16, "main_process_ip": "10.0.0.1",
+                    "main_process_port": 29500})
+    run_dir = (tmp_path / "run").resolve()
+    return plan_run(cfg, run_dir, cuda=True), run_dir
+
+
+TWO_BY_EIGHT = SlurmOptions(partition="gpu", gpus_per_node=8, cpus_per_task=32,
+                            mem_per_task="400G", time_limit="2-00:00:00",
+                            constraint=None, setup_lines=["module load cuda/12.4 || true"],
+                            nccl_env={"NCCL_DEBUG": "WARN", "NCCL_SOCKET_IFNAME": "ib0"})
+
+
+def test_the_script_of_a_two_node_run(tmp_path):
+    stages, run_dir = low_vram_two_nodes(tmp_path)
+    assert [stage_nodes(p) for p in stages] == [1, 2, 1]
+    text = sbatch_script(stages, run_dir, TWO_BY_EIGHT, "r2x8")
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1",
+                 "#SBATCH --gpus-per-node=8", "#SBATCH --partition=gpu",
+                 "#SBATCH --time=2-00:00:00", "#SBATCH --cpus-per-task=32",
+                 "#SBATCH --mem=400G", "#SBATCH --requeue", "module load cuda/12.4 || true",
+                 "export NCCL_SOCKET_IFNAME=ib0"):
+        assert line in text.splitlines(), line
+    assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=32 " \
+           "--job-name=train" in text
+    assert "srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=32 " \
+           "--job-name=data_process" in text
+    assert text.index("--job-name=data_process") < text.index("--job-name=train") < \
+        text.index("--job-name=sample")
+    assert f"-m backend.jobs.slurm_launch --run-dir {run_dir} --stage train" in text
+
+
+@pytest.mark.slow
+def test_sbatch_test_only_accepts_the_two_node_eight_gpu_script(slurm_cluster, tmp_path):
+    stages, run_dir = low_vram_two_nodes(tmp_path)
+    ex = SlurmExecutor(TWO_BY_EIGHT)
+    assert ex.refusals(stages) == []
+    script = write_sbatch(stages, run_dir, TWO_BY_EIGHT, "r2x8")
+    ok, said = sbatch_test_only(script)
+    assert ok, said
+    assert "to start at" in said and "gpu[1-2]" in said and "partition gpu" in said, said
+    # The same script asking for a node more than the partition has is refused by SLURM too.
+    too_big = script.with_name("too-big.sbatch")
+    too_big.write_text(script.read_text().replace("#SBATCH --nodes=2", "#SBATCH --nodes=3"))
+    assert not sbatch_test_only(too_big)[0]
+
+
+# ----------------------------------------------------------------------- the launcher
+def test_rank_flags_go_after_launch_and_replace_earlier_ones():
+    facts = {"num_machines": 2, "rank": 1, "main_process_ip": "gpu1",
+             "main_process_port": 20123}
+    argv = [PY, "-m", "accelerate.commands.launch", "--config_file", "a.yaml",
+            "--machine_rank", "3", "--main_process_port=1", "-m", "backend.stages.train",
+            "--config", "run.yaml", "--machine_rank", "stays"]
+    assert with_rank_flags(argv, facts) == [
+        PY, "-m", "accelerate.commands.launch", "--num_machines", "2", "--machine_rank", "1",
+        "--main_process_ip", "gpu1", "--main_process_port", "20123", "--config_file",
+        "a.yaml", "-m", "backend.stages.train", "--config", "run.yaml", "--machine_rank",
+        "stays"]
+
+
+def srun_launcher(cluster, run_dir: Path, command: list[str], *flags: str,
+                  env: dict[str, str] | None = None):
+    argv = ["srun", "-n", "2", f"--chdir={REPO}", PY, "-m", "backend.jobs.slurm_launch",
+            "--run-dir", str(run_dir), "--stage", "train", *flags, "--", *command]
+    old = dict(cluster.env)
+    cluster.env.update({"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **(env or {})})
+    try:
+        return cluster.run(argv, timeout=180)
+    finally:
+        cluster.env.clear()
+        cluster.env.update(old)
+
+
+@pytest.mark.slow
+def test_the_launcher_under_srun_gives_each_task_its_rank(slurm_cluster, tmp_path):
+    command = [PY, "-m", "accelerate.commands.launch", "--config_file", "x.yaml",
+               "-m", "backend.stages.train", "--config", "run.yaml"]
+    out = srun_launcher(slurm_cluster, tmp_path, command, "--dry-run").stdout
+    tasks = sorted((json.loads(ln) for ln in out.splitlines() if ln.startswith("{")),
+                   key=lambda t: t["rank"])
+    assert [t["rank"] for t in tasks] == [0, 1]
+    assert {t["node_id"] for t in tasks} == {0}  # both on the one node
+    for t in tasks:
+        argv = t["argv"]
+        assert argv[argv.index("--machine_rank") + 1] == str(t["rank"])
+        assert argv[argv.index("--num_machines") + 1] == "2"
+        assert argv[argv.index("--main_process_ip") + 1] == slurm_cluster.host
+    assert len({t["main_process_port"] for t in tasks}) == 1
+
+
+ACCELERATE_YAML = """\
+compute_environment: LOCAL_MACHINE
+distributed_type: MULTI_GPU
+num_machines: 1
+num_processes: 2
+machine_rank: 0
+main_training_function: main
+mixed_precision: 'no'
+rdzv_backend: static
+same_network: true
+use_cpu: false
+gpu_ids: all
+"""
+RANK_SCRIPT = """\
+import json
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+total = torch.tensor([dist.get_rank() + 1])
+dist.all_reduce(total)
+print("RANK " + json.dumps({"rank": dist.get_rank(), "world": dist.get_world_size(),
+                            "sum": int(total)}), flush=True)
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_two_srun_tasks_join_one_process_group_through_accelerate(slurm_cluster, tmp_path):
+    """The launcher's flags really work: two ``accelerate launch`` (one per srun task, as
+    one per node) start one process each, and the two find each other (gloo, CPU)."""
+    (tmp_path / "acc.yaml").write_text(ACCELERATE_YAML)
+    (tmp_path / "rank.py").write_text(RANK_SCRIPT)
+    command = [PY, "-m", "accelerate.commands.launch", "--config_file",
+               str(tmp_path / "acc.yaml"), str(tmp_path / "rank.py")]
+    out = srun_launcher(slurm_cluster, tmp_path, command,
+                        env={"ACCELERATE_USE_CPU": "true"}).stdout
+    ranks = sorted((json.loads(ln[len("RANK "):]) for ln in out.splitlines()
+                    if ln.startswith("RANK ")), key=lambda r: r["rank"])
+    assert ranks == [{"rank": 0, "world": 2, "sum": 3}, {"rank": 1, "world": 2, "sum": 3}], out
+
+
+# ----------------------------------------------------------------------- small parts
+def test_gpus_in_a_gres_line():
+    assert gres_gpus("gpu:8") == 8
+    assert gres_gpus("gpu:a100:4(S:0-1),gpu:h100:4(S:1)") == 8
+    assert gres_gpus("(null)") == 0 and gres_gpus("shard:8,gpu") == 1
+
+
+def test_scheduler_end_states_are_explained_with_what_to_change():
+    opts = SlurmOptions(time_limit="04:00:00", mem_per_task="64G")
+    kinds = {}
+    for state in ("TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"):
+        d = scheduler_diagnosis(state, {}, opts)
+        kinds[state] = d.kind
+        assert d.fixes and d.settings
+        assert d.title.text("zh") != d.title and state in d.title.text("zh")
+    assert kinds == {"TIMEOUT": "slurm_timeout", "NODE_FAIL": "slurm_node_fail",
+                     "OUT_OF_MEMORY": "slurm_oom", "PREEMPTED": "slurm_preempted"}
+    timeout = scheduler_diagnosis("TIMEOUT", {"TimeLimit": "04:00:00"}, opts)
+    assert "time_limit (now 04:00:00)" in timeout.fixes[0]
+    assert "mem_per_task now 64G" in scheduler_diagnosis("OUT_OF_MEMORY", {}, opts).fixes[0]
+    assert scheduler_diagnosis("FAILED", {}, opts) is None
+
+
+def test_options_report_every_problem():
+    bad = SlurmOptions(time_limit="2 days", mem_per_task="lots", gpus_per_node=-1,
+                       cpus_per_task=0, nccl_env={"NCCL DEBUG": "INFO"},
+                       setup_lines=["module load a\nmodule load b"])
+    assert [p.code for p in bad.problems()] == [
+        "slurm.bad_time_limit", "slurm.bad_memory", "slurm.bad_count", "slurm.bad_count",
+        "slurm.bad_env_name", "slurm.bad_setup_line"]
+    assert SlurmOptions(time_limit="1-12:00:00", mem_per_task="500M").problems() == []
+    assert os.path.basename(SlurmOptions().python).startswith("python")
+
+
+@pytest.mark.slow
+def test_a_requeued_job_skips_finished_stages_and_trains_from_the_saved_state(
+        slurm_cluster, tmp_path, monkeypatch, capsys):
+    """What a requeued (preempted) or resumed job's launcher does, task by task."""
+    for name, value in (("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1"), ("SLURM_JOB_ID", "77"),
+                        ("SLURM_STEP_ID", "1"), ("SLURM_JOB_NODELIST", slurm_cluster.host),
+                        ("SLURM_RESTART_COUNT", "1")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SLURM_STEP_NODELIST", raising=False)
+    files = RunDir(tmp_path)
+    files.progress.write_text(json.dumps({"event": "end", "stage": "data_process",
+                                          "status": "succeeded", "time": time.time()}) + "\n")
+    ran = tmp_path / "ran"
+    assert slurm_launch.main(["--run-dir", str(tmp_path), "--stage", "data_process", "--",
+                              PY, "-c", f"open({str(ran)!r}, 'w')"]) == 0
+    assert not ran.exists() and "already succeeded" in capsys.readouterr().out
+
+    files.state.mkdir(parents=True)
+    (files.state / "optimizer.pt").write_text("saved")
+    command = [PY, "-m", "accelerate.commands.launch", "--config_file", "a.yaml",
+               "-m", "backend.stages.train", "--config", "run.yaml"]
+    assert slurm_launch.main(["--run-dir", str(tmp_path), "--stage", "train", "--dry-run",
+                              "--", *command]) == 0
+    said = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert said["argv"][-2:] == ["--resume_from", str(files.state)]
+    assert said["restart"] == 1 and said["main_process_ip"] == slurm_cluster.host
