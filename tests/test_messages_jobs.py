@@ -93,6 +93,7 @@ CONFIGS = [
      "use_gradient_checkpointing_offload": True, "lora_rank": "x",
      "captioner_path": "/models/qwen-vl"},
     {"captioner_path": "/models/qwen-vl", "offline": True},
+    {"trainable_models": "dit", "zero_stage": 2, "offload_optimizer_device": "cpu"},
 ]
 
 
@@ -124,6 +125,13 @@ def test_every_diagnosis_title_explanation_and_fix_reads_as_chinese():
     assert oom.title.text("zh") == "GPU 显存不足（`CUDA out of memory`）"
     assert "Lower lora_rank (now 32; try 16)." in oom.fixes
     assert "调低 lora_rank（现为 32；试试 16）。" in [f.text("zh") for f in oom.fixes]
+    # a full fine-tune: no LoRA rank to lower; its optimizer states, or a LoRA instead
+    full = diagnosis.diagnose(1, LOGS["cuda_oom"], stage="train",
+                              config_yaml="trainable_models: dit\nlora_rank: 32\n")[0]
+    fixes = [f.code for f in full.fixes]
+    assert "diagnosis.fix_full_nvme" in fixes and "diagnosis.fix_full_to_lora" in fixes
+    assert not [c for c in fixes if "lora_rank" in c]
+    assert "lora_rank" not in full.settings and "trainable_models" in full.settings
     # The API's JSON keeps the English
     assert json.loads(json.dumps(oom.to_dict()))["title"] == \
         "The GPU ran out of memory (CUDA out of memory)"

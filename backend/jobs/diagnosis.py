@@ -192,7 +192,13 @@ def _cuda_oom(cfg: dict, evidence: str, stage: str | None = None) -> Diagnosis:
     _smaller_images(cfg, fixes, settings, Msg("diagnosis.verb_train"),
                     Msg("diagnosis.why_image_tokens"))
     rank = cfg.get("lora_rank")
-    if isinstance(rank, int):
+    if cfg.get("trainable_models"):  # a full fine-tune: no LoRA; Adam's states of every weight
+        if _get(cfg, "offload_optimizer_device") != "nvme":
+            fixes.append(Msg("diagnosis.fix_full_nvme"))
+            settings += ["offload_optimizer_device", "offload_nvme_path"]
+        fixes.append(Msg("diagnosis.fix_full_to_lora"))
+        settings.append("trainable_models")
+    elif isinstance(rank, int):
         if rank > 4:
             fixes.append(Msg("diagnosis.fix_lora_rank_now", rank=rank, half=rank // 2))
             settings.append("lora_rank")

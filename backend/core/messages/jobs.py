@@ -47,6 +47,13 @@ EN: dict[str, str] = {
     "diagnosis.fix_max_pixels": "Lower max_pixels ({now}): {why}.",
     "diagnosis.fix_lora_rank_now": "Lower lora_rank (now {rank}; try {half}).",
     "diagnosis.fix_lora_rank": "Lower lora_rank (e.g. 16 instead of 32).",
+    "diagnosis.fix_full_nvme":
+        "A full fine-tune keeps the optimizer's states for every weight: with ZeRO-3, offload "
+        "them to NVMe (offload_optimizer_device: nvme, offload_nvme_path) when host RAM is "
+        "short too.",
+    "diagnosis.fix_full_to_lora":
+        "Or train a LoRA instead of the whole component (trainable_models empty): its "
+        "weights and optimizer states are a small part of the model's.",
     "diagnosis.fix_other_programs":
         "Make sure no other program holds GPU memory (nvidia-smi lists them).",
     "diagnosis.fix_offload_encoders":
@@ -398,6 +405,12 @@ ZH: dict[str, str] = {
     "diagnosis.fix_max_pixels": "调低 max_pixels（{now}）：{why}。",
     "diagnosis.fix_lora_rank_now": "调低 lora_rank（现为 {rank}；试试 {half}）。",
     "diagnosis.fix_lora_rank": "调低 lora_rank（例如用 16 代替 32）。",
+    "diagnosis.fix_full_nvme":
+        "完整微调要为每个权重保存优化器状态：在 ZeRO-3 下，内存也不够时把它们卸载到 NVMe"
+        "（offload_optimizer_device: nvme，offload_nvme_path）。",
+    "diagnosis.fix_full_to_lora":
+        "或者改为训练 LoRA，而不是整个组件（trainable_models 留空）：它的权重和优化器状态只占"
+        "模型的一小部分。",
     "diagnosis.fix_other_programs": "确认没有别的程序占用 GPU 显存（nvidia-smi 会列出它们）。",
     "diagnosis.fix_offload_encoders":
         "卸载编码器（data_process_offload 现为 {now}；试试 {then}）：'model' 让文本编码器和 VAE "
