@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Protocol
 
 from backend.core import writegate
 from backend.core.messages import Msg
+from backend.families import checkpoint_names
 
 # Component kinds the hub knows how to recognise (by config files) and resolve.
 MODEL, TOKENIZER, SCHEDULER, PROCESSOR = "model", "tokenizer", "scheduler", "processor"
@@ -446,6 +447,16 @@ class Family(abc.ABC):
     def import_module_name(self, name: str, fmt: str) -> str:
         """The inverse of ``export_module_name``, for reading an export back."""
         return name
+
+    def full_checkpoint_names(self, shapes: Mapping[str, tuple[int, ...]], fmt: str
+                              ) -> "checkpoint_names.Names | None":
+        """A full checkpoint of the trained component as one file of export format ``fmt``
+        (``comfyui``: the names ComfyUI's diffusion-model loader reads, fused where its
+        model fuses; ``reference``: the reference trainer's own checkpoint names), from the
+        checkpoint's ``{key: shape}``: ``{output key: Named}``
+        (``backend/families/checkpoint_names.py``). A key left out has no name in ``fmt``
+        (the export is refused, naming it). None: no names known for ``fmt`` at all."""
+        return None
 
     def lora_module_map(self, config: Mapping[str, Any] | None = None
                         ) -> dict[str, tuple[int, int]]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from backend.families import flux2_checkpoint
 from backend.families.base import Family, Schedule
 from backend.families.common import (OffloadingEncoder, cached_sample, save_tiny_pipeline,
                                      weighted_mse)
@@ -219,6 +220,10 @@ class Flux2Adapter(Family):
     transformer_class = staticmethod(transformer_class)
     training_schedule = staticmethod(training_schedule)
     render = staticmethod(render)
+
+    def full_checkpoint_names(self, shapes, fmt):
+        """The single-file names of a full checkpoint (``flux2_checkpoint.py``)."""
+        return flux2_checkpoint.names(shapes, fmt)
 
     def transformer_shape(self, config):
         """(double + single blocks, heads x head dim)."""

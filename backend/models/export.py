@@ -78,6 +78,7 @@ from backend.config.schema import FIELDS, RunConfig
 from backend.families import default_family, family_names, get_family
 from backend.families.base import Family
 from backend.families.common import weight_files
+from backend.models import full_export
 from backend.models.hub import resolve_component_dirs
 
 FORMATS = ("reference", "diffusers", "comfyui")
@@ -700,6 +701,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", default=None, choices=family_names(),
                         help="model family (default: the LoRA file's or the run's)")
     args = parser.parse_args(argv)
+    if Path(args.src).is_dir():  # a full checkpoint folder: backend.models.full_export
+        out = (None if args.out_dir is None else
+               Path(args.out_dir) / full_export.export_path(Path(args.src), args.fmt).name)
+        return full_export.main([args.src, "--format", args.fmt]
+                                + (["--out", str(out)] if out else [])
+                                + (["--family", args.family] if args.family else []))
     try:
         out = export_lora(args.src, args.fmt, args.out_dir, args.model, args.family)
     except (LoraFormatError, FileNotFoundError, ValueError) as e:

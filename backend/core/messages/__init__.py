@@ -32,7 +32,8 @@ import string
 from typing import Any
 
 # One module per area, each with EN and ZH dicts of the same keys.
-AREAS = ("common", "validation", "estimate", "jobs", "page", "data", "publish", "slurm")
+AREAS = ("common", "validation", "estimate", "jobs", "page", "data", "publish", "slurm",
+         "fullexport")
 
 LANGS = ("en", "zh")
 EN: dict[str, str] = {}

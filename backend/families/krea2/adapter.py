@@ -39,6 +39,7 @@ from backend.families import qwen3_vl
 from backend.families.base import Family, Schedule
 from backend.families.common import (OffloadingEncoder, cached_sample, load_chat_tokenizer,
                                      masked_flow_loss, pipeline_loaders)
+from backend.families.krea2 import checkpoint
 from backend.families.krea2.published import CONFIGS, SCHEDULER
 from backend.families.krea2.tiny import build_tiny_krea2
 
@@ -293,6 +294,10 @@ class Adapter(qwen3_vl.Captions, Family):
             return from_original(name)
         except KeyError:
             return name
+
+    def full_checkpoint_names(self, shapes, fmt):
+        """The single-file names of a full checkpoint (``checkpoint.py``)."""
+        return checkpoint.names(shapes, fmt)
 
     def published_configs(self):
         return {k: dict(v) for k, v in CONFIGS.items()}

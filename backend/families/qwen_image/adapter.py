@@ -25,7 +25,7 @@ from typing import Any
 from backend.families.base import Family, Schedule
 from backend.families.common import (OffloadingEncoder, cached_sample, noised, pipeline_loaders,
                                      weighted_mse)
-from backend.families.qwen_image import caption
+from backend.families.qwen_image import caption, checkpoint
 from backend.families.qwen_image.published import CONFIGS
 from backend.families.qwen_image.qwen_vl import load_text_encoder
 
@@ -266,6 +266,10 @@ class Adapter(Family):
 
     def published_configs(self):
         return {k: dict(v) for k, v in CONFIGS.items()}
+
+    def full_checkpoint_names(self, shapes, fmt):
+        """The single-file names of a full checkpoint (``checkpoint.py``)."""
+        return checkpoint.names(shapes, fmt)
 
     def build_tiny(self, out_dir, seed=0, variant=None):
         from backend.families.qwen_image import tiny

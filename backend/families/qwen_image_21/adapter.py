@@ -38,6 +38,7 @@ from backend.families import qwen3_vl
 from backend.families.base import Family, Schedule
 from backend.families.common import (OffloadingEncoder, cached_sample, load_chat_tokenizer,
                                      masked_flow_loss, pipeline_loaders)
+from backend.families.qwen_image_21 import checkpoint
 from backend.families.qwen_image_21.published import CONFIGS, SCHEDULER
 from backend.families.qwen_image_21.tiny import build_tiny_qwen_image_21
 
@@ -238,6 +239,10 @@ class Adapter(qwen3_vl.Captions, Family):
             if data.get("sample_sigmas") is not None:
                 parts["sample_sigmas"] = data["sample_sigmas"]
         return getattr(diffusers, self.pipeline)(**parts)
+
+    def full_checkpoint_names(self, shapes, fmt):
+        """The single-file names of a full checkpoint (``checkpoint.py``)."""
+        return checkpoint.names(shapes, fmt)
 
     def published_configs(self):
         return {k: dict(v) for k, v in CONFIGS.items()}

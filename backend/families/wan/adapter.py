@@ -30,6 +30,7 @@ from backend.core.media import frame_strip, write_video
 from backend.families.base import Family, Schedule, uniform_index_loss
 from backend.families.common import (OffloadingEncoder, cached_sample, noised, pipeline_loaders,
                                      weighted_mse)
+from backend.families.wan import checkpoint
 from backend.families.wan.native import from_native, to_native
 from backend.families.wan.published import CONFIGS, VARIANT_CONFIGS
 
@@ -368,6 +369,10 @@ class Adapter(Family):
             return from_native(name)
         except KeyError:
             return name
+
+    def full_checkpoint_names(self, shapes, fmt):
+        """The single-file names of a full checkpoint (``checkpoint.py``)."""
+        return checkpoint.names(shapes, fmt)
 
     def published_configs(self):
         return {k: dict(v) for k, v in CONFIGS.items()}

@@ -27,6 +27,7 @@ from typing import Any
 from backend.families.base import Family, Schedule
 from backend.families.common import (OffloadingEncoder, cached_sample, masked_flow_loss,
                                      pipeline_loaders)
+from backend.families.z_image import checkpoint
 from backend.families.z_image.published import CONFIGS, SCHEDULER
 
 NUM_TRAIN_TIMESTEPS = 1000
@@ -178,6 +179,10 @@ class Adapter(Family):
     training_schedule = staticmethod(training_schedule)
     loss_at = staticmethod(flow_matching_loss)
     render = staticmethod(render)
+
+    def full_checkpoint_names(self, shapes, fmt):
+        """The single-file names of a full checkpoint (``checkpoint.py``)."""
+        return checkpoint.names(shapes, fmt)
 
     def published_configs(self):
         return {k: dict(v) for k, v in CONFIGS.items()}
