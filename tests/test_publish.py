@@ -20,85 +20,25 @@ from pathlib import Path
 
 import pytest
 
-from backend.config.schema import RunConfig
 from backend.core.messages import Msg
 from backend.core.rundir import RunDir
 from backend.publish import hub as pub
 from backend.publish.__main__ import main as cli
 from tests.harness.hub_server import HubServer
-from tests.harness.loras import QWEN_IMAGE_TARGETS, RANK, make_reference_lora
+from tests.harness.loras import RANK
+from tests.harness.published import PROMPTS, write_finished_run
 
 TOKEN = "hf_" + "TestTokenNeverSent0123456789abcdef"
 USER = "alice"
-PROMPTS = ["zlr style, a red circle", "zlr style, a blue square"]
 
 
 @pytest.fixture(scope="module")
 def run_folder(tmp_path_factory, tiny_model_dir, models_root, demo_dataset) -> Path:
-    """A finished run of the tiny model, written as the stages write it."""
-    import torch
-    from PIL import Image
-
-    from backend.models.lora import save_lora
-
+    """A finished run of the tiny model, written as the stages write it, the token planted
+    in its resume state and a log (files that must never be sent)."""
     workspace = tmp_path_factory.mktemp("workspace")
     rd = RunDir.new(workspace, "20260101-120000-abc123")
-    rd.run_dir.mkdir(parents=True)
-    cfg = RunConfig(models_dir=str(models_root), offline=True,
-                    dataset_base_path=str(demo_dataset),
-                    dataset_metadata_path=str(demo_dataset / "metadata.csv"),
-                    output_path=str(rd.output), progress_file=str(rd.progress),
-                    trigger_word="zlr style", sample_prompts=PROMPTS, lora_rank=RANK,
-                    max_train_steps=2, learning_rate=2e-4, sample_seed=7)
-    cfg.save(rd.run_yaml)
-    rd.output.mkdir()
-    ckpt = rd.output / "step-2.safetensors"
-    sd = make_reference_lora(tiny_model_dir, ckpt)
-    save_lora(ckpt, sd, rank=RANK, target_modules=QWEN_IMAGE_TARGETS.split(","),
-              extra={"step": 2, "base_model_path": str(tiny_model_dir / "transformer")})
-    # an older checkpoint, to choose from
-    save_lora(rd.output / "step-1.safetensors", {k: v * 0.5 for k, v in sd.items()},
-              rank=RANK, target_modules=QWEN_IMAGE_TARGETS.split(","))
-    os.utime(rd.output / "step-1.safetensors", (1, 1))
-    rd.training_args.write_text(json.dumps({
-        **cfg.to_dict(), "resolved_components": {
-            "transformer": str(tiny_model_dir / "transformer")}}), encoding="utf-8")
-    rd.state.mkdir()
-    (rd.state / "optimizer.bin").write_bytes(b"state " + TOKEN.encode())
-    rd.logs.mkdir()
-    rd.log("train").write_text(f"[train] saved {ckpt}\nHF_TOKEN={TOKEN}\n", encoding="utf-8")
-    t0 = 1_767_000_000.0
-    events = [
-        {"time": t0, "stage": "data_process", "event": "start", "total": 4},
-        {"time": t0 + 5, "stage": "data_process", "event": "end", "status": "succeeded"},
-        {"time": t0 + 10, "stage": "train", "event": "start", "total": 2, "epochs": 1,
-         "step": 0, "steps_per_epoch": 2, "num_processes": 1, "batch_size": 2},
-        {"time": t0 + 40, "stage": "train", "event": "step", "step": 1, "total": 2,
-         "epoch": 0, "loss": 0.31},
-        {"time": t0 + 70, "stage": "train", "event": "step", "step": 2, "total": 2,
-         "epoch": 0, "loss": 0.27},
-        {"time": t0 + 71, "stage": "train", "event": "checkpoint", "step": 2,
-         "path": str(ckpt)},
-        {"time": t0 + 75, "stage": "train", "event": "end", "status": "succeeded"},
-    ]
-    rd.progress.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
-    images = []
-    for i, prompt in enumerate(PROMPTS):
-        for name, scale, colour in (("base", 0.0, (90, 90, 90)), ("step-2", 1.0, (200, 40, 40)),
-                                    ("step-1", 1.0, (40, 40, 200))):
-            rel = f"{name}/p{i:02d}-seed7.png" if name == "base" else \
-                f"{name}/p{i:02d}-x1-seed7.png"
-            (rd.samples / rel).parent.mkdir(parents=True, exist_ok=True)
-            Image.new("RGB", (16, 16), colour).save(rd.samples / rel)
-            images.append({"prompt": prompt, "prompt_index": i,
-                           "checkpoint": None if name == "base" else
-                           str(rd.output / f"{name}.safetensors"),
-                           "checkpoint_name": name, "scale": scale, "image": rel, "seed": 7,
-                           "steps": 4, "cfg": 4.0, "height": 16, "width": 16,
-                           "base_model": str(tiny_model_dir / "transformer")})
-    rd.samples_index.write_text(json.dumps({"version": 1, "images": images}), encoding="utf-8")
-    assert torch.is_tensor(next(iter(sd.values())))
-    return rd.run_dir
+    return write_finished_run(rd, tiny_model_dir, models_root, demo_dataset, planted=TOKEN)
 
 
 @pytest.fixture
@@ -303,6 +243,22 @@ def test_a_run_without_its_files_or_checkpoint_is_refused(run_folder, tmp_path):
     assert m.code == "publish.unknown_checkpoint" and "step-2.safetensors" in m
     m = _refusal(lambda: pub.preview(run_folder, f"{USER}/x", formats=["safetensors"]))
     assert m.code == "publish.unknown_format"
+
+
+def test_a_checkpoint_linked_out_of_the_run_is_refused(run_folder, tmp_path):
+    """A link in output/ would send a file of the server's that is not the run's."""
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_folder, copy)
+    outside = tmp_path / "elsewhere.safetensors"
+    shutil.copyfile(copy / "output" / "step-2.safetensors", outside)
+    (copy / "output" / "step-2.safetensors").unlink()
+    (copy / "output" / "step-2.safetensors").symlink_to(outside)
+    m = _refusal(lambda: pub.preview(copy, f"{USER}/x", checkpoint="step-2"))
+    assert m.code == "publish.checkpoint_outside" and m.params["name"] == "step-2.safetensors"
+    assert pub.preview(copy, f"{USER}/x", ["reference"], "step-1").checkpoint == \
+        "step-1.safetensors"
 
 
 def test_a_server_path_left_in_a_file_stops_the_upload(hub, run_folder, monkeypatch):

@@ -34,6 +34,12 @@ Endpoints (all take ``run_id`` as text where they concern one run):
   ``/run_log(run_id, stage, offset) -> {text, offset}`` (tokens redacted; read through the
   run registry like downloads);
   ``/list_presets() -> list`` (bundled, shared and the caller's own presets).
+- ``/publish_run(run_id, repo_id, private, formats, checkpoint, token, dry_run, existing)
+  -> {sent, repo_id, url, files, card | commit_url}``: the run's LoRA (``formats`` of
+  ``checkpoint``; default all formats of the latest) with a model card to the Hugging Face
+  Hub the server points at (its ``HF_ENDPOINT``; never the caller's choice). ``token`` is
+  kept in memory for the call; empty: the server's own, for admins only. ``dry_run``: the
+  card and the file list, nothing sent. ``existing``: add a commit to your repository.
 
 Refusals (unknown or someone else's run, paths outside the run, bad configs, and -- with
 sign-in on, for non-admins -- server paths outside the user's datasets, the models folder
@@ -57,12 +63,12 @@ from backend.config.errors import ConfigError
 from backend.config.presets import list_presets, read_preset
 from backend.config.validation import validate_layers
 from backend.core.rundir import RunDir
-from webui import security, services
+from webui import publishing, security, services
 
 __all__ = ["add_api_endpoints", "ENDPOINTS"]
 
 ENDPOINTS = ("start_run", "start_caption", "run_status", "run_progress", "stop_run", "resume_run", "list_runs",
-             "list_outputs", "fetch_output", "run_log", "list_presets")
+             "list_outputs", "fetch_output", "run_log", "list_presets", "publish_run")
 # Which environment variable carries a token for each download source.
 RUN_FIELDS = ("id", "name", "owner", "status", "created_at", "started_at", "ended_at",
               "failure_reason", "stop_reason", "note", "attempt", "current_stage", "gpu_ids")
@@ -188,7 +194,8 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
     who, checked_run = _access(runner, user_getter or security.user_of)
     fns = {}
     for fn in (*_start_endpoints(where, who), *_run_endpoints(where, who, checked_run),
-               *_read_endpoints(where, who, checked_run)):
+               *_read_endpoints(where, who, checked_run),
+               *_publish_endpoints(who, checked_run)):
         fns[fn.__name__] = gr.api(fn, api_name=fn.__name__)
     fns["fetch_output"] = _add_fetch_output(where, who)
     return fns
@@ -340,6 +347,37 @@ def _read_endpoints(where: SimpleNamespace, who: Callable,
                                             ["user"])]
 
     return list_outputs, run_log, list_presets
+
+
+def _publish_endpoints(who: Callable, checked_run: Callable) -> tuple[Callable, ...]:
+    """``/publish_run``: the run's LoRA and model card to the server's Hub
+    (``webui/publishing.py``: the Hub is ``HF_ENDPOINT`` of the server's environment; the
+    token stays in memory)."""
+
+    def publish_run(run_id: str, repo_id: str, private: bool = False,
+                    formats: list[str] | None = None, checkpoint: str = "", token: str = "",
+                    dry_run: bool = False, existing: bool = False,
+                    request: gr.Request = None) -> dict:
+        """Publish a run's LoRA with its model card to the Hugging Face Hub (dry_run: the
+        card and the files; nothing is sent)."""
+        run = checked_run(run_id, request)
+        user = who(request)
+        try:
+            if dry_run:
+                staged = publishing.preview(run, repo_id, formats, checkpoint, token)
+                return {"sent": False, "repo_id": staged.repo_id,
+                        "url": publishing.repo_url(staged.repo_id), "card": staged.card,
+                        "checkpoint": staged.checkpoint, "files": publishing.files_of(staged)}
+            done = publishing.publish(run, user, repo_id, private=private, formats=formats,
+                                      checkpoint=checkpoint, token=token, existing=existing)
+        except publishing.PublishError as e:
+            raise _Fail(str(e.message)) from None
+        except ConfigError as e:  # the run's settings file cannot be read
+            raise _Fail(str(e)) from None
+        return {"sent": True, "repo_id": str(repo_id).strip(), "url": done.url,
+                "commit_url": done.commit_url, "files": publishing.files_of(done)}
+
+    return (publish_run,)
 
 
 def _add_fetch_output(where: SimpleNamespace, who: Callable):

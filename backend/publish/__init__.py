@@ -10,4 +10,8 @@ Run (the token comes from ``HF_TOKEN`` or ``huggingface-cli login``, never a fla
 
 ``HF_ENDPOINT`` points it at another Hub (the tests' local server); ``HF_HUB_OFFLINE=1``
 refuses before anything is staged or sent.
+
+The page (the Runs tab's Publish, ``webui/tabs/publish.py``) and the API (``/publish_run``)
+call it through ``webui/publishing.py``, which adds the hosting rules (whose run, whose
+token).
 """

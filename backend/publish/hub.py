@@ -134,6 +134,9 @@ def choose_checkpoint(rd: RunDir, name: str | None) -> Path:
         chosen = by_name[wanted]
     if chosen.is_dir():
         raise PublishError(Msg("publish.full_checkpoint", name=chosen.name))
+    # A link out of the run would send a file of the server's that is not this run's.
+    if chosen.is_symlink() or not chosen.resolve().is_relative_to(rd.run_dir.resolve()):
+        raise PublishError(Msg("publish.checkpoint_outside", name=chosen.name))
     return chosen
 
 

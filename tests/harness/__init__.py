@@ -11,4 +11,6 @@ No test module imports another; each imports from here (and its fixtures come fr
 - ``runs``: the job runner's fake stages and waits.
 - ``media``: datasets of clips and edit pairs, reference LoRA files.
 - ``families``: per-family tiny models, caches and trained LoRAs, built once per session.
+- ``hub_server``: a local stand-in for the Hugging Face Hub; ``published``: a finished run
+  to publish.
 """

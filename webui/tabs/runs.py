@@ -17,6 +17,7 @@ from webui import jobs
 from webui.context import Ctx, human_bytes
 from webui.i18n import T
 from webui.messages import bilingual
+from webui.tabs import publish
 from webui.tabs.run import cell, error_of
 
 HEADERS = ["run id", "name", "status", "stages", "created", "time", "note"]
@@ -103,6 +104,7 @@ def create_ui(ctx: Ctx) -> None:
                 c["del_confirm"] = gr.Checkbox(label=T("runs.delete_confirm"), value=False,
                                                elem_id="del-confirm")
                 c["del_btn"] = gr.Button(T("runs.delete"), variant="stop", elem_id="del-btn")
+    publish.create_ui(ctx)  # the picked run's LoRA to the Hugging Face Hub
 
 
 def _info(ctx: Ctx, run: dict | None) -> str:
@@ -128,6 +130,7 @@ def bind_events(ctx: Ctx) -> None:
     _bind_downloads(ctx)
     _bind_extract(ctx)
     _bind_delete(ctx, refresh, outputs)
+    publish.bind_events(ctx)
 
 
 def _picked(ctx: Ctx, run_id: str | None, request) -> dict:

@@ -35,6 +35,11 @@ EN: dict[str, str] = {
     "publish.no_token":
         "token: no Hugging Face access token (type one in the form, or set HF_TOKEN; it "
         "needs the write permission)",
+    "publish.own_token":
+        "token: type your own Hugging Face access token (with the write permission); the "
+        "server's own token publishes for its admins only",
+    "publish.checkpoint_outside":
+        "nothing was sent: the checkpoint {name} leads outside the run's folder",
     # ---------------------------------------------------------------- the Hub said no
     "publish.unauthorized":
         "The Hub refused the access token (401): it is wrong or expired. Make a new one with "
@@ -56,6 +61,10 @@ EN: dict[str, str] = {
     "publish.uploading": "Uploading {n} file(s), {size}…",
     "publish.published": "✓ Published: {url}",
     "publish.dry_run": "Nothing was sent (--dry-run). The repository would be {url}.",
+    "publish.previewed":
+        "Nothing was sent. The card and these {n} file(s), {size}, of {checkpoint} would go to "
+        "{url}.",
+    "publish.file_line": "`{file}` · {size}",
     "publish.visibility.private": "private",
     "publish.visibility.public": "public",
 }
@@ -83,6 +92,9 @@ ZH: dict[str, str] = {
                        "取消 `HF_HUB_OFFLINE` 后再发布。",
     "publish.no_token": "token：没有 Hugging Face 访问 token（在表单中填写，或设置 HF_TOKEN；"
                         "需要写入权限）",
+    "publish.own_token": "token：请填写你自己的 Hugging Face 访问 token（需要写入权限）；"
+                         "服务器自己的 token 只供管理员发布",
+    "publish.checkpoint_outside": "未发送任何内容：检查点 {name} 指向运行文件夹之外",
     "publish.unauthorized": "Hugging Face 拒绝了访问 token（401）：它有误或已过期。请在 "
                             "`huggingface.co/settings/tokens` 新建一个有写入权限的 token。",
     "publish.forbidden": "Hugging Face 拒绝写入 {repo}（403）：token 没有写入权限，或 {owner} "
@@ -98,6 +110,9 @@ ZH: dict[str, str] = {
     "publish.uploading": "正在上传 {n} 个文件，共 {size}…",
     "publish.published": "✓ 已发布：{url}",
     "publish.dry_run": "未发送任何内容（`--dry-run`）。仓库将是 {url}。",
+    "publish.previewed": "未发送任何内容。模型卡片和以下 {n} 个文件（共 {size}，来自 {checkpoint}）"
+                         "将发送到 {url}。",
+    "publish.file_line": "`{file}` · {size}",
     "publish.visibility.private": "私有",
     "publish.visibility.public": "公开",
 }
