@@ -299,17 +299,17 @@ def test_gpu_script_measures_stage1_and_sample_modes_on_cpu(tmp_path):
     from safetensors.torch import load_file
 
     # The offload modes themselves are compared in test_offload; here the script's own
-    # handling: one mode without offload and one per kind of offload (model, sequential
-    # with tiling), each measured and reported.
-    data = run_gpu_script(tmp_path, "--train", "", "--data_process", "none,model",
-                          "--sample", "none,sequential_tiled")
+    # handling of a mode list: one kind of offload each (model for stage 1, sequential
+    # with tiling for samples), each measured and reported.
+    data = run_gpu_script(tmp_path, "--train", "", "--data_process", "model",
+                          "--sample", "sequential_tiled")
     runs = tmp_path / "work" / "runs"
     te = data["weights"]["text_encoder"]
     index = json.loads((tmp_path / "work" / "model" / "text_encoder" /
                         "model.safetensors.index.json").read_text())
     assert te["params"] > 0 and index["metadata"]["total_size"] == 2 * te["params"]
     assert data["train"] == {}
-    assert list(data["data_process"]) == ["none", "model"]
+    assert list(data["data_process"]) == ["model"]
     for mode, r in data["data_process"].items():
         assert r["ok"] and r["exit_code"] == 0 and r["cached_samples"] == 1, (mode, r)
         assert r["peak_allocated_gb"] is None and r["driver_peak_gb"] is None
@@ -322,7 +322,7 @@ def test_gpu_script_measures_stage1_and_sample_modes_on_cpu(tmp_path):
         tensors = load_file(str(sample))  # the written encoders ran: tiny shapes, ~16 tokens
         assert tensors["latents"].shape == (1, 16, 8, 8)
         assert tensors["prompt_emb"].shape[2] == 32 and tensors["prompt_emb"].shape[1] >= 16
-    assert list(data["sample"]) == ["none", "sequential_tiled"]
+    assert list(data["sample"]) == ["sequential_tiled"]
     for mode, r in data["sample"].items():
         assert r["ok"] and r["exit_code"] == 0 and r["images"] == 1, (mode, r)
         assert r["peak_allocated_gb"] is None and r["predicted_host_gb"] > 0

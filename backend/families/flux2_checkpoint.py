@@ -1,5 +1,5 @@
-"""A FLUX.2 full checkpoint in one file (``Family.full_checkpoint_names``; the [klein] and
-[dev] adapters share it).
+"""A FLUX.2 full checkpoint in one file (``Family.full_checkpoint_names``; both FLUX.2
+adapters share it).
 
 - ``comfyui``: the original (Black Forest Labs) names ComfyUI's FLUX model has: the
   transcription of ``comfy/utils.py`` ``flux_to_diffusers`` (ComfyUI v0.26.1) read

@@ -5,8 +5,8 @@ Formats:
 
 - ``comfyui``  the trained component as ComfyUI's diffusion-model loader (UNETLoader, "Load
   Diffusion Model"; ``comfy/sd.py`` ``load_diffusion_model_state_dict``) reads it: the
-  names of ComfyUI's own model for the family, fused where that model fuses (FLUX.2's and
-  Z-Image's ``qkv``, Qwen-Image-2.1's ``gate_up``), so no conversion on ComfyUI's side.
+  names of ComfyUI's own model for the family, fused where that model fuses (an
+  attention's ``qkv``, an MLP's ``gate_up``), so no conversion on ComfyUI's side.
 - ``reference`` the reference trainer's own full-training checkpoint: one
   ``step-N.safetensors`` / ``epoch-N.safetensors`` holding the trained model's state dict
   (DiffSynth-Studio ``ModelLogger.save_model``, the ``pipe.dit.`` prefix removed), under its
