@@ -42,7 +42,9 @@ REQUIRED_MODULES = ("torch", "accelerate", "deepspeed", "diffusers", "transforme
                     "pydantic", "yaml", "PIL", "numpy", "psutil", "tensorboard")
 CPU_TORCH = "torch==2.13.0"
 LANGS = ("en", "zh")
+EXECUTORS = ("local", "slurm")
 EXIT_UNSAFE = 2
+EXIT_NO_SLURM = 3
 
 
 def say(message: str) -> None:
@@ -98,6 +100,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--insecure", action="store_true",
                    help="Allow listening on other addresses or sharing WITHOUT sign-in "
                         "(anyone who can reach the port can train, read and delete runs).")
+    p.add_argument("--executor", choices=EXECUTORS,
+                   default=os.environ.get("ZEROLORA_EXECUTOR") or "local",
+                   help="Where runs' stages run: local (default: this machine's own queue "
+                        "and GPUs) or slurm (every run becomes one sbatch job on the SLURM "
+                        "cluster this machine submits to; the workspace must be on storage "
+                        "the nodes share). Also ZEROLORA_EXECUTOR.")
+    p.add_argument("--slurm-partition", default=os.environ.get("ZEROLORA_SLURM_PARTITION"),
+                   metavar="NAME",
+                   help="With --executor slurm: the partition of runs that name none "
+                        "(default: the cluster's default partition).")
+    p.add_argument("--slurm-setup", action="append", default=[], metavar="LINE",
+                   help="With --executor slurm: a shell line every job runs before its "
+                        "stages, e.g. 'module load cuda/12.4' or 'source /shared/venv/bin/"
+                        "activate' (repeatable; set by the admin, never by users).")
     p.add_argument("--lang", choices=LANGS, default=os.environ.get("ZEROLORA_LANG") or None,
                    help="Interface language (default: the browser's).")
     p.add_argument("--no-bootstrap", action="store_true",
@@ -400,6 +416,27 @@ def start_sweeper(workspace: Path) -> None:
     threading.Thread(target=sweep, daemon=True, name="zerolora-sweeper").start()
 
 
+def slurm_runner(args: argparse.Namespace, workspace: Path):
+    """The app's runner for ``--executor slurm`` (``backend.jobs.slurm_runs``), or None
+    after saying why runs cannot go to SLURM from here (no ``sbatch`` on the PATH)."""
+    from backend.jobs.slurm import SlurmExecutor, SlurmOptions
+    from backend.jobs.slurm_runs import SlurmRunner
+
+    missing = SlurmExecutor.available()
+    if missing is not None:
+        say(str(missing))
+        return None
+    server = SlurmOptions(partition=args.slurm_partition or None,
+                          setup_lines=list(args.slurm_setup))
+    problems = server.problems()
+    if problems:
+        say("; ".join(str(p) for p in problems))
+        return None
+    say(f"runs go to SLURM (partition {args.slurm_partition or 'the default'}); the "
+        f"workspace {workspace} must be on storage the nodes share")
+    return SlurmRunner(workspace, executor="slurm", server=server)
+
+
 def serve(args: argparse.Namespace, workspace: Path, models_dir: Path | None,
           creds: security.Credentials | None) -> int:
     import inspect
@@ -407,8 +444,15 @@ def serve(args: argparse.Namespace, workspace: Path, models_dir: Path | None,
     from backend.jobs.runner import Runner
     from webui import app as webapp
 
-    # The watcher notices a vanished run supervisor with no browser open (Runner.watch).
-    runner = Runner(workspace).watch()
+    # The watcher notices a vanished run supervisor with no browser open (Runner.watch);
+    # with --executor slurm it also follows the runs' SLURM jobs.
+    if args.executor == "slurm":
+        runner = slurm_runner(args, workspace)
+        if runner is None:
+            return EXIT_NO_SLURM
+    else:
+        runner = Runner(workspace)
+    runner.watch()
     kwargs = {}
     if args.lang and "lang" in inspect.signature(webapp.create_app).parameters:
         kwargs["lang"] = args.lang

@@ -34,7 +34,8 @@ def test_every_show_if_names_a_controlling_field_the_form_has():
     assert problems == []
     assert set(show_if_controllers()) == {"optimizer", "lora_type", "lr_scheduler",
                                           "timestep_sampling", "prior_preservation",
-                                          "diff_output_preservation"}
+                                          "diff_output_preservation", "executor",
+                                          "enable_wandb_log", "enable_swanlab_log"}
 
 
 def test_form_hides_and_shows_by_show_if_and_keeps_hidden_values():

@@ -159,15 +159,15 @@ def test_refused_before_submission_naming_the_field(slurm_cluster, tmp_path):
         SlurmExecutor(SlurmOptions(partition="nope")).submit(stages, tmp_path, run_id="r")
     (problem,) = e.value.problems
     assert problem.code == "slurm.no_partition"
-    assert str(problem).startswith("partition: no such partition")
+    assert str(problem).startswith("slurm_partition: no such partition")
     assert "'nope'" in problem and "debug" in problem and "gpu" in problem
-    assert "`partition`" in problem.text("zh")
+    assert "`slurm_partition`" in problem.text("zh")
 
     with pytest.raises(SlurmError) as e:
         SlurmExecutor(SlurmOptions(partition="gpu", gpus_per_node=16)).submit(
             stages, tmp_path, run_id="r")
     (problem,) = e.value.problems
-    assert problem.code == "slurm.too_many_gpus" and str(problem).startswith("gpus_per_node:")
+    assert problem.code == "slurm.too_many_gpus" and str(problem).startswith("slurm_gpus_per_node:")
     assert "got 16" in problem and "at most 8" in problem and "gpu1 gpu:8" in problem
 
     (problem,) = check_cluster(SlurmOptions(partition="gpu"), nodes=3)

@@ -5,6 +5,7 @@ The low-VRAM rules live in ``backend/config/lowvram.py``.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,8 @@ def cross_field_problems(c: dict[str, Any], require_inputs: bool = True) -> list
             + (distilled_problems(c) if require_inputs else [])
             + combination_problems(c)  # low VRAM (backend/config/lowvram.py)
             + option_problems(c) + loraplus_problems(c) + ema_problems(c)
-            + mask_problems(c) + preservation_problems(c))
+            + mask_problems(c) + preservation_problems(c) + slurm_problems(c)
+            + tracking_problems(c))
 
 
 def deepspeed_problems(c: dict[str, Any]) -> list[Msg]:
@@ -73,9 +75,12 @@ def machine_problems(c: dict[str, Any]) -> list[Msg]:
     machine and the GPU ids."""
     p: list[Msg] = []
     n, m = c["num_processes"], c["num_machines"]
-    if m > 1 and not c["main_process_ip"]:
+    # Under SLURM the per-node launcher gives each node the first node's address and a port
+    # of the job (backend/jobs/slurm_launch.py): neither is asked for.
+    slurm = c.get("executor") == "slurm"
+    if m > 1 and not c["main_process_ip"] and not slurm:
         p.append(field_problem("main_process_ip", Msg("validation.rule.main_ip", m=m)))
-    if m > 1 and c["main_process_port"] == 0:
+    if m > 1 and c["main_process_port"] == 0 and not slurm:
         p.append(field_problem("main_process_port", Msg("validation.rule.main_port", m=m)))
     if 0 < c["main_process_port"] < 1024:
         p.append(field_problem("main_process_port", Msg(
@@ -331,6 +336,19 @@ def video_field_problems(c: dict[str, Any]) -> list[Msg]:
             lo = (n - 1) // 4 * 4 + 1
             p.append(field_problem(name, Msg("validation.rule.frames_4k1", n=n, lo=lo,
                                              hi=lo + 4)))
+    buckets = c.get("frame_buckets") or []
+    out_of_range = [n for n in buckets if isinstance(n, int) and not 1 <= n <= 1025]
+    if out_of_range:
+        p.append(field_problem("frame_buckets", Msg("validation.rule.frame_bucket_range",
+                                                    got=out_of_range, lo=1, hi=1025)))
+    for n in (n for n in buckets if isinstance(n, int) and n not in out_of_range
+              and (n - 1) % 4):
+        lo = (n - 1) // 4 * 4 + 1
+        p.append(field_problem("frame_buckets", Msg("validation.rule.frames_4k1", n=n, lo=lo,
+                                                    hi=lo + 4)))
+    if len(set(buckets)) < len(buckets):
+        p.append(field_problem("frame_buckets", Msg("validation.rule.frame_bucket_repeated",
+                                                    got=list(buckets))))
     lo, hi = c.get("min_timestep_boundary"), c.get("max_timestep_boundary")
     if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and \
             int(lo * 1000) >= int(hi * 1000):
@@ -417,6 +435,77 @@ def preservation_problems(c: dict[str, Any]) -> list[Msg]:
         p.append(field_problem(which, Msg("validation.rule.dop_needs_words")))
     if (prior or dop) and not c.get("split_training", True):
         p.append(field_problem("split_training", Msg("validation.rule.preservation_split")))
+    return p
+
+
+# The SLURM options (backend/jobs/slurm.py), which mean nothing for a run kept local.
+SLURM_OPTIONS = {"slurm_partition": None, "slurm_account": None, "slurm_qos": None,
+                 "slurm_time_limit": None, "slurm_constraint": None, "slurm_gpus_per_node": 0,
+                 "slurm_cpus_per_task": None, "slurm_mem_per_task": None,
+                 "slurm_setup_lines": [], "slurm_nccl_env": []}
+# SLURM's time forms (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) and sizes.
+SLURM_TIME = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|"
+                        r"\d+-\d+:\d{1,2}:\d{1,2}|INFINITE|UNLIMITED)$")
+SLURM_MEMORY = re.compile(r"^\d+[KMGT]?$")
+ENV_LINE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=[^\n\r\0]*$")
+
+
+def slurm_problems(c: dict[str, Any]) -> list[Msg]:
+    """The SLURM options (``executor: slurm``): only for a run sent there; a time limit and
+    a memory size in SLURM's forms; NCCL variables as ``NAME=value`` lines; set-up lines of
+    one line each. What the cluster says of them (the partition, its GPUs) is checked at
+    submission (``backend.jobs.slurm.check_cluster``)."""
+    if c.get("executor") != "slurm":
+        return options_left_set(c, SLURM_OPTIONS,
+                                lambda **k: Msg("validation.rule.slurm_needs_executor", **k))
+    p: list[Msg] = []
+    limit, mem = c.get("slurm_time_limit"), c.get("slurm_mem_per_task")
+    if limit and not SLURM_TIME.match(limit):
+        p.append(field_problem("slurm_time_limit", Msg("validation.rule.slurm_time_limit",
+                                                       got=bounded.short(limit))))
+    if mem and not SLURM_MEMORY.match(mem):
+        p.append(field_problem("slurm_mem_per_task", Msg("validation.rule.slurm_memory",
+                                                         got=bounded.short(mem))))
+    p += [field_problem("slurm_nccl_env", Msg("validation.rule.slurm_env_line",
+                                              got=bounded.short(line)))
+          for line in c.get("slurm_nccl_env") or [] if not ENV_LINE.match(line)]
+    if any(ch in line for line in c.get("slurm_setup_lines") or [] for ch in "\n\r\0"):
+        p.append(field_problem("slurm_setup_lines", Msg("validation.rule.slurm_setup_line")))
+    return p
+
+
+# The names each tracker accepts (its own rules): W&B refuses these characters in a project
+# or an entity; SwanLab takes letters, digits and _ - + . in a project (at most 100), letters,
+# digits, _ and - in a workspace (at most 25).
+WANDB_NAME = re.compile(r"^[^/\\#?%:]+$")
+SWANLAB_PROJECT = re.compile(r"^[0-9A-Za-z_.+-]{1,100}$")
+SWANLAB_WORKSPACE = re.compile(r"^[0-9A-Za-z_-]{1,25}$")
+TRACKER_TITLES = {"wandb": "Weights & Biases", "swanlab": "SwanLab"}
+
+
+def tracking_problems(c: dict[str, Any]) -> list[Msg]:
+    """The trackers (``backend/training/tracking.py``), each only while it is switched on
+    (its options are hidden otherwise): names its service accepts, and no online mode in a
+    run that never touches the network (``offline``)."""
+    p: list[Msg] = []
+    if c.get("enable_wandb_log"):
+        for name in ("wandb_project", "wandb_entity"):
+            value = c.get(name)
+            if value is not None and not WANDB_NAME.match(value):
+                p.append(field_problem(name, Msg("validation.rule.wandb_name",
+                                                 got=repr(value))))
+    if c.get("enable_swanlab_log"):
+        if not SWANLAB_PROJECT.match(c.get("swanlab_project") or ""):
+            p.append(field_problem("swanlab_project", Msg(
+                "validation.rule.swanlab_project", got=repr(c.get("swanlab_project")))))
+        workspace = c.get("swanlab_workspace")
+        if workspace is not None and not SWANLAB_WORKSPACE.match(workspace):
+            p.append(field_problem("swanlab_workspace", Msg(
+                "validation.rule.swanlab_workspace", got=repr(workspace))))
+    for tool, title in TRACKER_TITLES.items():
+        if c.get(f"enable_{tool}_log") and c.get("offline") and c.get(f"{tool}_mode") == "online":
+            p.append(field_problem(f"{tool}_mode", Msg("validation.rule.tracker_offline",
+                                                       tracker=title, field=f"{tool}_mode")))
     return p
 
 

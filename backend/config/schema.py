@@ -79,6 +79,9 @@ MODELS_DIR_ENV = "ZEROLORA_MODELS_DIR"
 SAMPLE_SCALE_RANGE = (-4.0, 4.0)
 
 BIG = 10**12
+# SLURM names (partition, account, QoS) and node features, as they go into #SBATCH lines.
+SLURM_NAME = r"^[A-Za-z0-9_.+,-]+$"
+SLURM_CONSTRAINT = r"^[A-Za-z0-9_.&|,*:()\[\]!-]+$"
 LOKR_FACTOR_ALLOWED = Msg("validation.allowed.lokr_factor")
 # The reference trainer's --customized_optimizer names a class by dotted path; only these
 # are understood, each mapped onto an ``optimizer`` choice (nothing is ever imported from a
@@ -149,6 +152,52 @@ class RunConfig(BaseModel):
         None, "Folders the stages may write files into (besides the run's own folder); set "
         "by the web server for signed-in users who are not admins, never by users. Empty: "
         "no restriction (backend/core/writegate.py).", "run", ui="hidden")
+    # --- tracking (backend/training/tracking.py): keys only from the environment ---------
+    enable_tensorboard_log: bool = F(
+        True, "Log the training metrics and the samples to TensorBoard (the tensorboard "
+        "package), in a folder beside the checkpoints.", "run", ui="advanced")
+    enable_wandb_log: bool = F(
+        False, "Log the training metrics (loss, held-out loss, learning rate, step time, GPU "
+        "memory) and the samples to Weights & Biases (the wandb package). Its key comes "
+        "from WANDB_API_KEY in the server's environment, never from a file.", "run",
+        ui="advanced")
+    wandb_project: str = F("zerolora", "W&B: the project the run goes to.", "run",
+                           ui="advanced", max_length=128,
+                           extra={"show_if": {"enable_wandb_log": [True]}})
+    wandb_entity: Optional[str] = F(
+        None, "W&B: the team or user the run belongs to (empty: the key's default).", "run",
+        ui="advanced", max_length=128, extra={"show_if": {"enable_wandb_log": [True]}})
+    wandb_run_name: Optional[str] = F(
+        None, "W&B: the run's name (empty: run_name, else the run folder's name).", "run",
+        ui="advanced", max_length=200, extra={"show_if": {"enable_wandb_log": [True]}})
+    wandb_mode: Literal["online", "offline"] = F(
+        "online", "W&B: online sends the metrics as it trains; offline writes them beside "
+        "the checkpoints only, to send later with wandb sync (no network needed).", "run",
+        ui="advanced", extra={"show_if": {"enable_wandb_log": [True]}})
+    enable_swanlab_log: bool = F(
+        False, "Log the training metrics and the samples to SwanLab (the swanlab package). "
+        "Its key comes from SWANLAB_API_KEY in the server's environment, never from a "
+        "file.", "run", ui="advanced")
+    swanlab_project: str = F("zerolora", "SwanLab: the project the run goes to.", "run",
+                             ui="advanced", max_length=100,
+                             extra={"show_if": {"enable_swanlab_log": [True]}})
+    swanlab_workspace: Optional[str] = F(
+        None, "SwanLab: the workspace (a team or user) the run belongs to (empty: the key's "
+        "own).", "run", ui="advanced", max_length=25,
+        extra={"show_if": {"enable_swanlab_log": [True]}})
+    swanlab_run_name: Optional[str] = F(
+        None, "SwanLab: the experiment's name (empty: run_name, else the run folder's "
+        "name).", "run", ui="advanced", max_length=200,
+        extra={"show_if": {"enable_swanlab_log": [True]}})
+    swanlab_mode: Literal["online", "offline"] = F(
+        "online", "SwanLab: online sends the metrics as it trains; offline writes them "
+        "beside the checkpoints only, to send later with swanlab sync (no network needed).",
+        "run", ui="advanced", extra={"show_if": {"enable_swanlab_log": [True]}})
+    enable_csv_log: bool = F(
+        False, "Write the metrics to a CSV file beside the checkpoints: step, loss, val_loss, "
+        "lr, step_time_s, gpu_memory_gib, gpu_memory_peak_gib (GPU columns on CUDA only), a "
+        "row per optimizer step and per validation.",
+        "run", ui="advanced")
 
     # --- model -------------------------------------------------------------------------
     model_family: FamilyName = F(
@@ -211,6 +260,12 @@ class RunConfig(BaseModel):
     num_frames: int = F(81, "Video families: frames per training clip (4k+1: the VAE groups "
                         "frames by 4 after the first; 1 trains on single frames). Images "
                         "are one-frame clips.", "data", ui="advanced", ge=1, le=1025)
+    frame_buckets: list[int] = F([], "Video families: frame counts clips train at instead of "
+                                 "num_frames (each 4k+1, e.g. 17, 33, 81): each clip takes "
+                                 "the largest it fills at frame_stride or video_fps, and a "
+                                 "batch holds clips of one count and size. A clip shorter "
+                                 "than the smallest is refused, naming its row. Empty: "
+                                 "num_frames.", "data", ui="advanced", max_length=16)
     frame_stride: int = F(1, "Video families: take every N-th frame of a clip (1: every "
                           "frame).", "data", ui="advanced", ge=1, le=1000)
     video_fps: Optional[float] = F(None, "Video families: sample a clip's frames at this rate "
@@ -349,6 +404,53 @@ class RunConfig(BaseModel):
                                            "without DeepSpeed; with DeepSpeed 'auto', which "
                                            "accelerate sets to 1.0).", "distributed",
                                            ui="advanced", gt=0, le=10000)
+
+    # --- where the stages run (backend/jobs/executor.py; SLURM: backend/jobs/slurm.py) ---
+    executor: Literal["local", "slurm"] = F(
+        "local", "Where the stages run: local, this server's own queue and GPUs; slurm, one "
+        "sbatch job on the SLURM cluster (an srun step per stage; the run folder must be on "
+        "storage the nodes share).", "distributed", ui="advanced")
+    slurm_partition: Optional[str] = F(
+        None, "SLURM: the partition (empty: the server's --slurm-partition, else the "
+        "cluster's default).", "distributed", ui="advanced", max_length=200,
+        pattern=SLURM_NAME, extra={"show_if": {"executor": ["slurm"]}})
+    slurm_account: Optional[str] = F(
+        None, "SLURM: the account the job is charged to (empty: your default).",
+        "distributed", ui="advanced", max_length=200, pattern=SLURM_NAME,
+        extra={"show_if": {"executor": ["slurm"]}})
+    slurm_qos: Optional[str] = F(
+        None, "SLURM: the quality of service (empty: the default).", "distributed",
+        ui="advanced", max_length=200, pattern=SLURM_NAME,
+        extra={"show_if": {"executor": ["slurm"]}})
+    slurm_time_limit: Optional[str] = F(
+        None, "SLURM: the job's time limit: minutes, HH:MM:SS or D-HH:MM:SS (empty: the "
+        "partition's default). Training saves its state when the limit is reached.",
+        "distributed", ui="advanced", max_length=32,
+        extra={"show_if": {"executor": ["slurm"]}})
+    slurm_constraint: Optional[str] = F(
+        None, "SLURM: node features the nodes must have, e.g. a100&ib (empty: any node).",
+        "distributed", ui="advanced", max_length=200, pattern=SLURM_CONSTRAINT,
+        extra={"show_if": {"executor": ["slurm"]}})
+    slurm_gpus_per_node: int = F(
+        0, "SLURM: GPUs per node (0: the stages run on CPUs; set it to the processes per "
+        "machine, num_processes / num_machines).", "distributed", ui="advanced", ge=0, le=64,
+        extra={"show_if": {"executor": ["slurm"]}})
+    slurm_cpus_per_task: Optional[int] = F(
+        None, "SLURM: CPUs per node (one task per node; empty: the partition's default).",
+        "distributed", ui="advanced", ge=1, le=4096,
+        extra={"show_if": {"executor": ["slurm"]}})
+    slurm_mem_per_task: Optional[str] = F(
+        None, "SLURM: host memory per node (one task per node), e.g. 256G (empty: the "
+        "partition's default).", "distributed", ui="advanced", max_length=32,
+        extra={"show_if": {"executor": ["slurm"]}})
+    slurm_setup_lines: list[str] = F(
+        [], "SLURM: shell lines the job runs before the stages (module loads, the environment "
+        "to activate), one per line.", "distributed", ui="advanced",
+        extra={"show_if": {"executor": ["slurm"]}})
+    slurm_nccl_env: list[str] = F(
+        [], "SLURM: NCCL variables for the job, one NAME=value per line (e.g. "
+        "NCCL_SOCKET_IFNAME=ib0).", "distributed", ui="advanced",
+        extra={"show_if": {"executor": ["slurm"]}})
 
     # --- stages ------------------------------------------------------------------------
     split_training: bool = F(True, "Cache text/VAE outputs first (stage 1), then train "

@@ -9,6 +9,7 @@ below and fails on any other module that writes one)::
         accelerate_<stage>.yaml          accelerate's launch config per launched stage
         deepspeed_<stage>.json           DeepSpeed's config (stages under ZeRO)
         commands.sh                      the exact commands, shell-quoted, for people
+        slurm.sbatch                     the SLURM job script (a run sent to SLURM)
         logs/<stage>.log                 each stage's stdout and stderr (appended per attempt)
         logs/supervisor.log              the run's supervisor process
         progress.jsonl                   progress events (backend/core/progress.py)
@@ -18,6 +19,9 @@ below and fails on any other module that writes one)::
         output/state/                    the full training state, for resume
         output/export/                   checkpoints in other key formats (backend/models/export.py)
         output/tensorboard/              TensorBoard events
+        output/metrics.csv               the metrics as CSV (enable_csv_log)
+        output/wandb/                    Weights & Biases' run files (enable_wandb_log)
+        output/swanlab/                  SwanLab's run files (enable_swanlab_log)
         output/training_args.json        the arguments of the train stage
         samples/                         rendered samples and their index.json
         captioned.txt                    a caption job: the images it has captioned (resume)
@@ -43,6 +47,7 @@ from pathlib import Path
 # Files in the run folder. "{stage}" stands for a stage name (data_process, train, sample).
 RUN_YAML = "run.yaml"
 COMMANDS = "commands.sh"
+SBATCH = "slurm.sbatch"  # the sbatch script of a run sent to SLURM (backend/jobs/slurm.py)
 PROGRESS = "progress.jsonl"
 ACCELERATE_YAML = "accelerate_{stage}.yaml"
 DEEPSPEED_JSON = "deepspeed_{stage}.json"
@@ -59,6 +64,11 @@ SUPERVISOR = "supervisor"  # the supervisor's log is logs/supervisor.log (never 
 STATE = "state"
 EXPORT = "export"
 TENSORBOARD = "tensorboard"
+# The trackers (backend/training/tracking.py): the metrics CSV, and the folders of W&B
+# (it names its folder itself inside the one it is given) and SwanLab.
+METRICS_CSV = "metrics.csv"
+WANDB = "wandb"
+SWANLAB = "swanlab"
 TRAINING_ARGS = "training_args.json"
 CHECKPOINT_SUFFIX = ".safetensors"
 CHECKPOINT_KINDS = ("step", "epoch")
@@ -88,14 +98,17 @@ RUNS = "runs"
 # Left out of the whole-run zip (paths relative to the run folder).
 ZIP_SKIP = (CACHE, f"{OUTPUT}/{STATE}", DOWNLOADS)
 # What a run writes into its folder (globs): deleted with a run whose folder is not its own.
-ARTIFACTS = (LOGS, CACHE, OUTPUT, SAMPLES, PROGRESS, RUN_YAML, COMMANDS, CAPTION_JOURNAL,
+ARTIFACTS = (LOGS, CACHE, OUTPUT, SAMPLES, PROGRESS, RUN_YAML, COMMANDS, SBATCH,
+             CAPTION_JOURNAL,
              ACCELERATE_YAML.format(stage="*"), DEEPSPEED_JSON.format(stage="*"))
 
 # Every name above that a test looks for outside this module: file names (matched inside
 # any string) and folder names (matched as a path component).
-FILE_NAMES = (RUN_YAML, COMMANDS, PROGRESS, ACCELERATE_YAML, DEEPSPEED_JSON, TRAINING_ARGS,
+FILE_NAMES = (RUN_YAML, COMMANDS, SBATCH, PROGRESS, ACCELERATE_YAML, DEEPSPEED_JSON, TRAINING_ARGS,
               SAMPLES_INDEX, f"{SUPERVISOR}.log", CAPTION_JOURNAL, EMA_STATE, EMA_STATE_SHARD)
 FOLDER_NAMES = (RUNS, LOGS, CACHE, OUTPUT, SAMPLES, DOWNLOADS, STATE, EXPORT, TENSORBOARD)
+FILE_NAMES += (METRICS_CSV,)
+FOLDER_NAMES += (WANDB, SWANLAB)
 
 
 def new_run_id() -> str:
@@ -204,6 +217,11 @@ class RunDir:
         return self.run_dir / COMMANDS
 
     @property
+    def sbatch(self) -> Path:
+        """``slurm.sbatch``: the run's SLURM job script (runs sent to SLURM only)."""
+        return self.run_dir / SBATCH
+
+    @property
     def progress(self) -> Path:
         return self.run_dir / PROGRESS
 
@@ -224,7 +242,8 @@ class RunDir:
     def config_files(self) -> list[Path]:
         """The run's configs and commands that exist: run.yaml, commands.sh, then the
         accelerate YAMLs and the DeepSpeed JSONs."""
-        files = [self.run_yaml, self.commands] + self.accelerate_yamls() + self.deepspeed_jsons()
+        files = [self.run_yaml, self.commands, self.sbatch] + self.accelerate_yamls() + \
+            self.deepspeed_jsons()
         return [p for p in files if p.is_file()]
 
     # -- logs

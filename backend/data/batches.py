@@ -40,10 +40,12 @@ def hold_out(items: list, n: int, what: str) -> tuple[list, list]:
     return (items[:-n], items[-n:]) if n else (items, [])
 
 
-def cached_sizes(cache_dir: str | Path, files: list[Path], gate) -> list[tuple[int, int]]:
-    """Training size (width, height) of each cached sample file, from the manifest."""
+def cached_sizes(cache_dir: str | Path, files: list[Path], gate) -> list[tuple[int, ...]]:
+    """Bucket of each cached sample file, from the manifest: its training size (width,
+    height), and a clip's frame count after them (width, height, frames)."""
     manifest = read_manifest_gated(Path(cache_dir), gate) or {}
     by_file = {str(e.get("file")): (int(e["width"]), int(e["height"]))
+               + ((int(e["frames"]),) if "frames" in e else ())
                for e in manifest.get("samples", []) if "width" in e and "height" in e}
     missing = [p.name for p in files if p.name not in by_file]
     if missing:

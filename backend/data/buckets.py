@@ -14,6 +14,11 @@ batches; a bucket's last, incomplete batch is padded with images of the same buc
 shuffled. With several processes that accelerate does not shard for us, each takes every
 ``world``-th batch (the list wrapped so every process gets as many).
 
+Clips (video families) are keyed by (width, height, frames): each clip trains at the
+largest of ``frame_buckets`` it fills (``backend.data.video.bucket_frames``), so a batch never
+mixes frame counts any more than sizes. A key is a (width, height) or (width, height,
+frames) tuple; everything here takes either.
+
 ``bucket_plan`` is the summary the Dataset tab's check shows: per bucket the images, the
 batches per epoch and how many images are padded or dropped (for a config's dataset:
 ``backend.data.dataset.dataset_bucket_plan``). It imports only the messages.
@@ -57,33 +62,44 @@ def bucket_size(width: int, height: int, max_pixels: int, multiple: int = 16
     return nearest_bucket(width, height, bucket_sizes(max_pixels, multiple))
 
 
-def group_by_size(sizes: list[tuple[int, int]]) -> dict[tuple[int, int], list[int]]:
-    groups: dict[tuple[int, int], list[int]] = {}
+def group_by_size(sizes: list[tuple[int, ...]]) -> dict[tuple[int, ...], list[int]]:
+    """Indices by bucket key: (width, height), or (width, height, frames) for clips."""
+    groups: dict[tuple[int, ...], list[int]] = {}
     for i, s in enumerate(sizes):
         groups.setdefault(tuple(s), []).append(i)
     return groups
 
 
-def bucket_plan(sizes: list[tuple[int, int]], batch_size: int, remainder: str = "pad"
+def bucket_plan(sizes: list[tuple[int, ...]], batch_size: int, remainder: str = "pad"
                 ) -> list[dict[str, Any]]:
-    """One row per bucket, largest first: size [w, h], images, batches (per epoch),
-    padded (images repeated to fill the last batch), dropped (images left out)."""
+    """One row per bucket, largest first (then fewest frames, smallest): size [w, h],
+    frames (clips' buckets only), images, batches (per epoch), padded (images repeated to
+    fill the last batch), dropped (images left out)."""
     rows = []
-    for size, idx in sorted(group_by_size(sizes).items(), key=lambda kv: -len(kv[1])):
+    for key, idx in sorted(group_by_size(sizes).items(),
+                           key=lambda kv: (-len(kv[1]), kv[0][2:], kv[0][:2])):
         n = len(idx)
         full, rest = divmod(n, batch_size)
         if remainder == "pad" and rest:
             batches, padded, dropped = full + 1, batch_size - rest, 0
         else:
             batches, padded, dropped = full, 0, rest
-        rows.append({"size": list(size), "images": n, "batches": batches, "padded": padded,
-                     "dropped": dropped})
+        rows.append({"size": list(key[:2]), **({"frames": key[2]} if len(key) > 2 else {}),
+                     "images": n, "batches": batches, "padded": padded, "dropped": dropped})
     return rows
 
 
+def bucket_name(row: dict[str, Any]) -> str:
+    """A plan row's bucket as the log and the Dataset tab write it: ``WxH``, or
+    ``F×WxH`` (frames first) for clips."""
+    size = f"{row['size'][0]}x{row['size'][1]}"
+    return f"{row['frames']}×{size}" if "frames" in row else size
+
+
 def plan_text(rows: list[dict[str, Any]], batch_size: int) -> str:
-    """The plan as lines for the log and the Dataset tab."""
-    lines = [f"{r['size'][0]}x{r['size'][1]}: {r['images']} image(s), {r['batches']} "
+    """The plan as lines for the log and the Dataset tab (clips' buckets as frames×size)."""
+    lines = [f"{bucket_name(r)}: {r['images']} {'clip' if 'frames' in r else 'image'}(s), "
+             f"{r['batches']} "
              f"batch(es) of {batch_size}" + (f", {r['padded']} padded" if r["padded"] else "")
              + (f", {r['dropped']} dropped" if r["dropped"] else "") for r in rows]
     total = sum(r["batches"] for r in rows)
@@ -93,7 +109,7 @@ def plan_text(rows: list[dict[str, Any]], batch_size: int) -> str:
 class BucketBatchSampler:
     """Batches of dataset indices, each from one size bucket; see the module docstring."""
 
-    def __init__(self, sizes: list[tuple[int, int]], batch_size: int, seed: int,
+    def __init__(self, sizes: list[tuple[int, ...]], batch_size: int, seed: int,
                  remainder: str = "pad", rank: int = 0, world: int = 1):
         self.sizes = [tuple(s) for s in sizes]
         self.batch_size, self.seed, self.remainder = batch_size, seed, remainder

@@ -434,8 +434,8 @@ def dataset_bucket_plan(cfg: RunConfig, findings: list[dict[str, Any]] | None = 
     already; images with an error are left out, as training would refuse them."""
     if findings is None:
         findings = validate_dataset(cfg)
-    sizes = [tuple(f["size"]) for f in findings if f.get("file") and f.get("size")
-             and f.get("level") != "error"]
+    sizes = [tuple(f["size"]) + ((f["frames"],) if f.get("frames") else ())  # clips: frames
+             for f in findings if f.get("file") and f.get("size") and f.get("level") != "error"]
     held = min(cfg.validation_samples, max(len(sizes) - 1, 0))
     train = sizes[: len(sizes) - held] * cfg.dataset_repeat
     rows = bucket_plan(train, cfg.batch_size, cfg.bucket_remainder)

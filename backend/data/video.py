@@ -12,12 +12,18 @@ Without a metadata file every video in ``dataset_base_path`` with a same-named `
 caption is a sample. A column named ``image`` is read like ``video``.
 
 Frames: ``num_frames`` frames (4k+1, the VAE's temporal grouping) are taken from the start
-of a clip, every ``frame_stride``-th frame, or -- with ``video_fps`` -- the frames nearest to
-1/video_fps apart in the clip's own time. A clip with fewer frames is an error naming the
-row, and so is a frames folder whose clip frames differ in size (naming the frame and both
-sizes). Sizes follow the image rules (``backend.data.dataset.target_size``: fixed ``height`` x
-``width``, or ``max_pixels``), applied to every frame (cover-resize, centre-crop). Pixels map
-to [-1, 1]; a clip is the tensor [1, 3, F, H, W].
+of a clip, every ``frame_stride``-th frame, or -- with ``video_fps``, for a video file -- the
+frames nearest to 1/video_fps apart in the clip's own time (so clips of any frame rate are
+resampled to the model's; a frames folder has no rate of its own and takes every
+``frame_stride``-th frame). With ``frame_buckets`` (a list of 4k+1 counts) each clip is taken
+at the largest count it fills that way (``bucket_frames``), and stage 2 batches by
+(width, height, frames) (``clip_buckets``, ``backend.data.buckets``). A clip with fewer
+frames than the (smallest) count is an error naming the row, and so is a frames folder
+whose clip frames differ in size (naming the frame and both sizes). An image is a
+one-frame clip whatever the counts. Sizes follow the image rules
+(``backend.data.dataset.target_size``: fixed ``height`` x ``width``, or ``max_pixels``),
+applied to every frame (cover-resize, centre-crop). Pixels map to [-1, 1]; a clip is the
+tensor [1, 3, F, H, W].
 
 Every file is opened through the run's read gate (``backend.core.readgate``): PyAV reads from the
 gate's file object, never from a path of its own.
@@ -128,30 +134,85 @@ def _decode(path: Path, gate: readgate.ReadGate, cfg: RunConfig, headers_only: b
     return [first.to_image()] + [_Header((first.width, first.height))] * (packets - 1), rate
 
 
+def frame_counts(cfg: RunConfig) -> list[int]:
+    """The frame counts a clip may train at, smallest first: ``frame_buckets``, else
+    ``num_frames`` alone."""
+    return sorted(set(cfg.frame_buckets)) or [cfg.num_frames]
+
+
 def _indices(available: int, fps: float, cfg: RunConfig, wanted: int) -> list[int] | None:
-    """Which of ``available`` frames make the clip, or None when there are too few."""
-    if cfg.video_fps:
-        step = max(fps, 1e-6) / float(cfg.video_fps)
+    """Which of ``available`` frames make a clip of ``wanted`` frames, or None when there are
+    too few: at ``video_fps`` in the clip's own time when it has one (a video file), else
+    every ``frame_stride``-th frame."""
+    if cfg.video_fps and fps:
+        step = fps / float(cfg.video_fps)
         idx = [int(round(i * step)) for i in range(wanted)]
     else:
         idx = [i * cfg.frame_stride for i in range(wanted)]
     return idx if idx and idx[-1] < available else None
 
 
-def frames_needed(cfg: RunConfig, fps: float = 0.0) -> int:
-    """Source frames a clip of ``num_frames`` frames reaches into."""
+def bucket_frames(available: int, fps: float, cfg: RunConfig) -> int | None:
+    """The frame count a clip of ``available`` source frames (at ``fps``; 0: a frames
+    folder) trains at: the largest of ``frame_counts`` it fills, or None when it is too
+    short for the smallest."""
+    return next((n for n in reversed(frame_counts(cfg))
+                 if _indices(available, fps, cfg, n) is not None), None)
+
+
+def frames_needed(cfg: RunConfig, fps: float = 0.0, frames: int | None = None) -> int:
+    """Source frames a clip of ``frames`` frames (default: the largest of ``frame_counts``)
+    reaches into."""
+    n = frames or frame_counts(cfg)[-1]
     if cfg.video_fps and fps:
-        return int(round((cfg.num_frames - 1) * fps / float(cfg.video_fps))) + 1
-    return (cfg.num_frames - 1) * cfg.frame_stride + 1
+        return int(round((n - 1) * fps / float(cfg.video_fps))) + 1
+    return (n - 1) * cfg.frame_stride + 1
+
+
+def _too_short(n: int, fps: float, cfg: RunConfig) -> Msg:
+    """Why a clip of ``n`` source frames (at ``fps``; 0: a frames folder) is too short."""
+    smallest = frame_counts(cfg)[0]
+    short = dict(n=n, needed=frames_needed(cfg, fps, smallest))
+    if cfg.frame_buckets:
+        short["buckets"] = frame_counts(cfg)
+        if not fps:
+            return Msg("data.too_short_bucket_frames", stride=cfg.frame_stride, **short)
+        if cfg.video_fps:
+            return Msg("data.too_short_bucket_video", fps=fps, video_fps=cfg.video_fps,
+                       **short)
+        return Msg("data.too_short_bucket_video_stride", fps=fps, stride=cfg.frame_stride,
+                   **short)
+    short["num"] = smallest
+    if not fps:
+        return Msg("data.too_short_frames", stride=cfg.frame_stride, **short)
+    if cfg.video_fps:
+        return Msg("data.too_short_video", fps=fps, video_fps=cfg.video_fps, **short)
+    return Msg("data.too_short_video_stride", fps=fps, stride=cfg.frame_stride, **short)
 
 
 def read_frames(path: str | Path, cfg: RunConfig, *, headers_only: bool = False
                 ) -> tuple[list[Any], list[str]]:
     """(the clip's PIL RGB frames at the training size, notes) of a video, frames folder or
-    image, opened through the run's read gate. Raises ``ValueError`` saying what is wrong
-    (too short, unreadable, no frames). ``headers_only`` asks the same questions from
-    image headers and a video's first frame and packets (a check before a run is
-    accepted, ``backend.planning.preflight``) and returns no frames."""
+    image, opened through the run's read gate: as many frames as ``bucket_frames`` gives it
+    (an image is one frame). Raises ``ValueError`` saying what is wrong (too short,
+    unreadable, no frames). ``headers_only`` asks the same questions from image headers and
+    a video's first frame and packets (a check before a run is accepted,
+    ``backend.planning.preflight``) and returns no frames."""
+    frames, notes, (w, h) = _select(path, cfg, headers_only)
+    if headers_only:
+        return [], notes
+    return [cover_crop(fr, w, h) for fr in frames], notes
+
+
+def clip_shape(path: str | Path, cfg: RunConfig) -> tuple[int, int, int]:
+    """(width, height, frames) a clip trains at, from headers (``read_frames``'s checks)."""
+    frames, _, (w, h) = _select(path, cfg, headers_only=True)
+    return w, h, len(frames)
+
+
+def _select(path: str | Path, cfg: RunConfig, headers_only: bool
+            ) -> tuple[list[Any], list[str], tuple[int, int]]:
+    """(the clip's frames as read, PIL images or ``_Header``s; notes; the training size)."""
     from PIL import Image
 
     gate = readgate.for_config(cfg)
@@ -171,10 +232,10 @@ def read_frames(path: str | Path, cfg: RunConfig, *, headers_only: bool = False
         if not files:
             raise ValueError(Msg("data.no_frames_folder", exts=", ".join(IMAGE_EXTS),
                                  name=path.name))
-        idx = _indices(len(files), 0.0, cfg, cfg.num_frames)
-        if idx is None:
-            raise ValueError(Msg("data.too_short_frames", n=len(files), needed=frames_needed(cfg),
-                                 num=cfg.num_frames, stride=cfg.frame_stride))
+        wanted = bucket_frames(len(files), 0.0, cfg)
+        if wanted is None:
+            raise ValueError(_too_short(len(files), 0.0, cfg))
+        idx = _indices(len(files), 0.0, cfg, wanted)
         frames = []
         for i in idx:
             with gate.open(files[i], "image") as f, Image.open(f) as im:
@@ -197,15 +258,11 @@ def read_frames(path: str | Path, cfg: RunConfig, *, headers_only: bool = False
                                  why=" ".join(str(e).split()))) from None
         if not frames_all:
             raise ValueError(Msg("data.no_frames_video", name=path.name))
-        idx = _indices(len(frames_all), fps, cfg, cfg.num_frames)
-        if idx is None:
-            short = dict(n=len(frames_all), fps=fps, needed=frames_needed(cfg, fps),
-                         num=cfg.num_frames)
-            raise ValueError(Msg("data.too_short_video", video_fps=cfg.video_fps, **short)
-                             if cfg.video_fps else
-                             Msg("data.too_short_video_stride", stride=cfg.frame_stride,
-                                 **short))
-        frames = [frames_all[i].convert("RGB") for i in idx]
+        wanted = bucket_frames(len(frames_all), fps, cfg)
+        if wanted is None:
+            raise ValueError(_too_short(len(frames_all), fps, cfg))
+        frames = [frames_all[i].convert("RGB") for i in _indices(len(frames_all), fps, cfg,
+                                                                 wanted)]
     else:
         raise ValueError(Msg("data.not_a_clip", name=path.name,
                              exts=", ".join(VIDEO_EXTS + IMAGE_EXTS)))
@@ -217,9 +274,7 @@ def read_frames(path: str | Path, cfg: RunConfig, *, headers_only: bool = False
     up = upscale_note(*frames[0].size, w, h)
     if up:
         notes.append(up)
-    if headers_only:
-        return [], notes
-    return [cover_crop(fr, w, h) for fr in frames], notes
+    return frames, notes, (w, h)
 
 
 def load_clip(path: str | Path, cfg: RunConfig):
@@ -376,9 +431,13 @@ def inspect_clip_mask(rec: Record, cfg: RunConfig, mask, size, *, headers_only: 
     if mask is None or size is None or mask == masks.ALPHA:
         return False, [], []
     try:
+        at = at_clip_frames(rec, cfg)
+    except (OSError, ValueError):  # the clip's own check names it
+        return False, [], []
+    try:
         got = source_size(Path(mask), readgate.for_config(cfg))
         if got == tuple(size) and kind_of(Path(mask), readgate.for_config(cfg)) != "image":
-            read_frames(mask, cfg, headers_only=True)  # enough frames
+            read_frames(mask, at, headers_only=True)  # enough frames
     except Exception as e:  # noqa: BLE001 - PyAV's and PIL's own errors say what
         said = messages.said(e)
         return False, [Msg("diagnosis.mask_unreadable", name=Path(mask).name,
@@ -399,6 +458,15 @@ def check_clip_masks(cfg: RunConfig, records: list[Record], log=None, *,
                              inspect=inspect_clip_mask, headers_only=headers_only)
 
 
+def at_clip_frames(rec: Record, cfg: RunConfig) -> RunConfig:
+    """``cfg`` for reading ``rec``'s mask frame for frame with its clip: with
+    ``frame_buckets``, the one count the clip trains at (a mask video or frames folder as
+    short as that is enough; one longer is cut there as the clip is)."""
+    if not cfg.frame_buckets:
+        return cfg
+    return cfg.model_copy(update={"frame_buckets": [clip_shape(rec.image, cfg)[2]]})
+
+
 def load_clip_mask(rec: Record, cfg: RunConfig):
     """The mask of a clip record at its training size: [1, F, H, W] float32 in [0, 1]
     (F: the clip's frames, or 1 for one mask over the whole clip), or None (weight 1)."""
@@ -407,7 +475,7 @@ def load_clip_mask(rec: Record, cfg: RunConfig):
 
     if rec.mask is None:
         return None
-    frames, _ = read_frames(rec.mask, cfg)
+    frames, _ = read_frames(rec.mask, at_clip_frames(rec, cfg))
     arr = np.stack([np.asarray(f.convert("L"), dtype=np.float32) for f in frames])
     return (torch.from_numpy(arr) / 255.0).unsqueeze(0)
 
@@ -446,7 +514,9 @@ def _digest(path: Path, gate: readgate.ReadGate) -> str:
 
 def plan_clips(cfg: RunConfig, records: list[Record], model_fp: list) -> list[dict[str, Any]]:
     """Manifest entries of a video dataset (``backend.data.cache.plan`` for clips): the key
-    covers the clip's bytes, caption, frame settings, size and the encoder files."""
+    covers the clip's bytes, caption, frame settings (with ``frame_buckets``, the buckets
+    and the count the clip trains at), size and the encoder files. Each entry's ``frames``
+    is its clip's frame count, which stage 2 batches by (``clip_buckets``)."""
     gate = readgate.for_config(cfg)
     entries = []
     for rec in records:
@@ -458,11 +528,19 @@ def plan_clips(cfg: RunConfig, records: list[Record], model_fp: list) -> list[di
                    "resize": [cfg.height, cfg.width, cfg.max_pixels],
                    "sampling": [cfg.num_frames, cfg.frame_stride, cfg.video_fps],
                    "model": model_fp, "loading": VIDEO_LOADING}
+        if cfg.frame_buckets:  # the counts a clip chose from (its own: ``frames``)
+            payload["frame_buckets"] = frame_counts(cfg)
         key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         entries.append({"key": key, "file": f"{key[:32]}.safetensors", "image": str(rec.image),
                         "prompt": rec.prompt, "width": size[0], "height": size[1],
                         "frames": len(frames)})
     return entries
+
+
+def clip_buckets(records: list[Record], cfg: RunConfig) -> list[tuple[int, int, int]]:
+    """The bucket (width, height, frames) of each record's clip, from headers: a batch
+    (``backend.data.buckets.BucketBatchSampler``) holds clips of one bucket only."""
+    return [clip_shape(rec.image, cfg) for rec in records]
 
 
 # ------------------------------------------------------------------------------------------

@@ -9,7 +9,9 @@ succeeded. Two exist:
   (a detached supervisor per run on the machine that serves the page, the per-GPU queue, the
   SQLite history). A thin adapter: the runner is unchanged.
 - ``SlurmExecutor`` (``backend.jobs.slurm``): an ``sbatch`` job on a SLURM cluster; the
-  scheduler's queue replaces the local one.
+  scheduler's queue replaces the local one. The app's runner sends runs there and follows
+  them in its history through ``backend.jobs.slurm_runs.SlurmRunner`` (``launch.py
+  --executor slurm``).
 
 The interface (``Executor``), which a Kubernetes Jobs or Ray executor would implement as one
 more module of ``backend/jobs/``:

@@ -1,7 +1,8 @@
 """The run history: one SQLite file per workspace (``{workspace}/zerolora.sqlite``).
 
 Tables: ``runs`` (one row per run: status, GPU set, folder, the resolved config as YAML,
-supervisor identity, stop request, failure reason, attempt), ``stages`` (argv, environment,
+supervisor identity, stop request, failure reason, attempt; ``slurm_job_id``: the SLURM job
+of a run sent there, its current attempt's, else NULL), ``stages`` (argv, environment,
 status, process identity, log path of each stage; ``adopted_at``: when the server took over
 watching a stage whose supervisor had died), ``attempts`` (earlier attempts of a
 resumed run) and ``settings`` (what the last ``Runner`` set: queue limit, free-disk floor).
@@ -58,7 +59,8 @@ CREATE TABLE IF NOT EXISTS runs (
     attempt INTEGER NOT NULL DEFAULT 1,
     stop_reason_msg TEXT,
     failure_reason_msg TEXT,
-    note_msg TEXT
+    note_msg TEXT,
+    slurm_job_id TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status, seq);
 CREATE TABLE IF NOT EXISTS stages (
@@ -118,7 +120,8 @@ ADDED_COLUMNS = [("runs", "secret_keys", "TEXT"), ("runs", "waiter_pid", "INTEGE
                  ("runs", "waiter_start", "REAL"), ("stages", "adopted_at", "REAL"),
                  ("runs", "stop_reason_msg", "TEXT"), ("runs", "failure_reason_msg", "TEXT"),
                  ("runs", "note_msg", "TEXT"), ("stages", "note_msg", "TEXT"),
-                 ("attempts", "failure_reason_msg", "TEXT"), ("attempts", "note_msg", "TEXT")]
+                 ("attempts", "failure_reason_msg", "TEXT"), ("attempts", "note_msg", "TEXT"),
+                 ("runs", "slurm_job_id", "TEXT")]
 # The text columns whose message a ``<column>_msg`` column holds (see the module docstring).
 MSG_COLUMNS = ("stop_reason", "failure_reason", "note")
 

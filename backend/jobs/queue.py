@@ -56,11 +56,13 @@ def ready_runs(conn: sqlite3.Connection, max_running: int) -> list[sqlite3.Row]:
     A run starts when fewer than ``max_running`` running (or just chosen) runs use a GPU set
     that overlaps its own and no earlier queued run waiting for an overlapping set is ahead.
     """
+    # Runs sent to SLURM (a job id) wait in SLURM's queue, not in this one.
     occupied = [r["gpu_ids"] for r in conn.execute(
-        "SELECT gpu_ids FROM runs WHERE status = 'running'")]
+        "SELECT gpu_ids FROM runs WHERE status = 'running' AND slurm_job_id IS NULL")]
     waiting: list[str] = []
     chosen = []
-    for run in conn.execute("SELECT * FROM runs WHERE status = 'queued' ORDER BY seq"):
+    for run in conn.execute("SELECT * FROM runs WHERE status = 'queued' "
+                            "AND slurm_job_id IS NULL ORDER BY seq"):
         gpus = run["gpu_ids"]
         busy = sum(gpu_sets_overlap(gpus, other) for other in occupied)
         blocked = any(gpu_sets_overlap(gpus, other) for other in waiting)

@@ -230,8 +230,12 @@ class Runner:
     def submit_stages(self, stages: list[StagePlan], run_dir: Path, config_yaml: str,
                       owner: str | None = None, name: str | None = None,
                       gpu_ids: str = "all", run_id: str | None = None,
-                      secret_env: dict[str, str] | None = None) -> str:
+                      secret_env: dict[str, str] | None = None,
+                      slurm_job_id: str | None = None) -> str:
         """Queue a run of ``stages`` in ``run_dir``; returns its id. Starts it when it can.
+
+        ``slurm_job_id``: the run was submitted to SLURM as that job
+        (``backend.jobs.slurm_runs``); it is recorded, never started by the local queue.
 
         ``secret_env`` (e.g. ``{"HF_TOKEN": token}`` typed into the UI) reaches this run's
         stages only and is never written anywhere: the run's supervisor starts now and holds
@@ -284,9 +288,10 @@ class Runner:
                 seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs").fetchone()[0]
                 conn.execute(
                     "INSERT INTO runs(id, seq, name, owner, status, gpu_ids, created_at, "
-                    "run_dir, config_yaml, stop_grace_s) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                    "run_dir, config_yaml, stop_grace_s, slurm_job_id) "
+                    "VALUES(?,?,?,?,?,?,?,?,?,?,?)",
                     (run_id, seq, name, owner, "queued", gpus, now, str(run_dir), config_yaml,
-                     self.stop_grace_s))
+                     self.stop_grace_s, slurm_job_id))
                 for i, st in enumerate(stages):
                     conn.execute(
                         "INSERT INTO stages(run_id, idx, name, argv, env, status, log_path) "
@@ -312,6 +317,8 @@ class Runner:
         refusal = disk_refusal(self.workspace, self.min_free_disk_bytes)
         if refusal:
             raise RunnerError(refusal)
+        if getattr(cfg, "executor", "local") != "local":  # backend.jobs.slurm_runs does
+            raise RunnerError(Msg("slurm.local_runner", executor=cfg.executor))
         check_before_start(cfg)
 
         run_id = new_run_id()
@@ -411,7 +418,8 @@ class Runner:
         only, when nothing needs doing (an adopted stage that still runs included)."""
         conn = self._db()
         try:
-            running = conn.execute("SELECT * FROM runs WHERE status = 'running'").fetchall()
+            running = conn.execute("SELECT * FROM runs WHERE status = 'running' "
+                                   "AND slurm_job_id IS NULL").fetchall()
         finally:
             conn.close()
         for run in running:
@@ -558,9 +566,9 @@ class Runner:
                                  "'running' ORDER BY idx LIMIT 1", (run_id,)).fetchone()
         finally:
             conn.close()
-        if run["status"] != "running" or process_alive(run["supervisor_pid"],
-                                                       run["supervisor_start"]):
-            return
+        if run["status"] != "running" or run["slurm_job_id"] or process_alive(
+                run["supervisor_pid"], run["supervisor_start"]):
+            return  # (a SLURM job is followed by backend.jobs.slurm_runs)
         sup = Msg("note.supervisor", pid=run["supervisor_pid"])
         leader = stage is not None and process_alive(stage["pid"], stage["proc_start"])
         if leader and not run["stop_requested"]:

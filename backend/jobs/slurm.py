@@ -44,10 +44,9 @@ database), then ``scontrol show job`` (recently ended jobs). Before submission
 GPUs as asked for per node (``scontrol show partition`` / ``show node``, what ``sinfo``
 reports); ``sbatch`` missing from the PATH is refused first.
 
-Left for later steps: the SLURM fields in the run schema and the form (these options are a
-dataclass here, not yet ``backend/config/schema.py`` fields), the job id in the runner's
-history, the script's name in ``backend/core/rundir.py`` and ``commands.sh``, the background
-probe for shared storage, and per-user ownership of cluster jobs in the web UI.
+The run's ``slurm_*`` fields become ``SlurmOptions`` (``SlurmOptions.from_config``); the
+app's runner follows these jobs in its history (``backend.jobs.slurm_runs``). Left for later:
+the background probe for shared storage, a time limit checked against the estimate.
 """
 from __future__ import annotations
 
@@ -59,11 +58,13 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
+from backend.config.rules import SLURM_MEMORY, SLURM_TIME
+from backend.config.schema import RunConfig
 from backend.core.messages import Msg
 from backend.core.rundir import RunDir
 from backend.jobs import diagnosis
@@ -73,16 +74,12 @@ from backend.jobs.processes import REPO_ROOT, RUN_MARKER, child_env, start_stage
 from backend.jobs.watch import LOG_PREFIX, end_reason, last_end_event, read_tail
 from backend.planning.plan import LAUNCH, StagePlan
 
-SBATCH_SCRIPT = "slurm.sbatch"  # in the run folder (to move into backend/core/rundir.py)
 BATCH_LOG = "slurm"  # the job's own output: RunDir.log(BATCH_LOG), beside the stage logs
 LAUNCH_MODULE = "backend.jobs.slurm_launch"
 TOOL_TIMEOUT_S = 30.0
 # A stage that exits with this code was stopped on request (SIGTERM; see backend/core/exits).
 STOPPED_EXIT = 143
 
-_TIME = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|"
-                   r"\d+-\d+:\d{1,2}:\d{1,2}|INFINITE|UNLIMITED)$")
-_MEMORY = re.compile(r"^\d+[KMGT]?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _JOB_ID = re.compile(r"^(\d+)(;\S+)?$", re.M)
 
@@ -101,8 +98,8 @@ class SlurmError(ExecutorError):
 class SlurmOptions:
     """How a run is asked of SLURM (the ``#SBATCH`` lines and what the script sets up).
 
-    Not yet fields of the run schema (``backend/config/schema.py``): a later step adds
-    them to the form and the presets."""
+    A run's come from its ``slurm_*`` fields (``backend/config/schema.py``) on top of the
+    server's (``launch.py --slurm-partition``, ``--slurm-setup``): ``from_config``."""
 
     partition: str | None = None       # None: the cluster's default partition
     account: str | None = None
@@ -118,18 +115,36 @@ class SlurmOptions:
     requeue: bool = True               # preempted: back in the queue, resumed by itself
     stop_grace_s: float = 120.0        # Stop: seconds after SIGTERM before scancel
 
+    @classmethod
+    def from_config(cls, cfg: RunConfig, server: "SlurmOptions | None" = None
+                    ) -> "SlurmOptions":
+        """A run's options: its ``slurm_*`` fields, each empty one the server's; set-up lines
+        the server's first, then the run's; NCCL variables the server's, the run's on top."""
+        base = server or cls()
+        env = dict(base.nccl_env)
+        env.update(line.split("=", 1) for line in cfg.slurm_nccl_env if "=" in line)
+        return replace(
+            base, partition=cfg.slurm_partition or base.partition,
+            account=cfg.slurm_account or base.account, qos=cfg.slurm_qos or base.qos,
+            time_limit=cfg.slurm_time_limit or base.time_limit,
+            constraint=cfg.slurm_constraint or base.constraint,
+            gpus_per_node=cfg.slurm_gpus_per_node or base.gpus_per_node,
+            cpus_per_task=cfg.slurm_cpus_per_task or base.cpus_per_task,
+            mem_per_task=cfg.slurm_mem_per_task or base.mem_per_task,
+            setup_lines=list(base.setup_lines) + list(cfg.slurm_setup_lines), nccl_env=env)
+
     def problems(self) -> list[Msg]:
         """What is wrong with the options themselves, every problem at once."""
         found: list[Msg] = []
-        if self.time_limit is not None and not _TIME.match(str(self.time_limit)):
+        if self.time_limit is not None and not SLURM_TIME.match(str(self.time_limit)):
             found.append(Msg("slurm.bad_time_limit", got=self.time_limit))
-        if self.mem_per_task is not None and not _MEMORY.match(str(self.mem_per_task)):
+        if self.mem_per_task is not None and not SLURM_MEMORY.match(str(self.mem_per_task)):
             found.append(Msg("slurm.bad_memory", got=self.mem_per_task))
         if self.gpus_per_node < 0:
-            found.append(Msg("slurm.bad_count", field="gpus_per_node", least=0,
+            found.append(Msg("slurm.bad_count", field="slurm_gpus_per_node", least=0,
                              got=self.gpus_per_node))
         if self.cpus_per_task is not None and self.cpus_per_task < 1:
-            found.append(Msg("slurm.bad_count", field="cpus_per_task", least=1,
+            found.append(Msg("slurm.bad_count", field="slurm_cpus_per_task", least=1,
                              got=self.cpus_per_task))
         found += [Msg("slurm.bad_env_name", got=k) for k in self.nccl_env
                   if not _ENV_NAME.match(k)]
@@ -332,7 +347,7 @@ def sbatch_script(stages: list[StagePlan], run_dir: Path, options: SlurmOptions,
 
 
 def sbatch_path(run_dir: Path) -> Path:
-    return Path(run_dir) / SBATCH_SCRIPT
+    return RunDir(Path(run_dir)).sbatch
 
 
 def write_sbatch(stages: list[StagePlan], run_dir: Path, options: SlurmOptions,
@@ -422,22 +437,22 @@ def scheduler_diagnosis(state: str, facts: dict[str, str], options: SlurmOptions
         return Diagnosis("slurm_timeout", Msg("slurm.timeout"),
                          Msg("slurm.timeout_explained", limit=limit),
                          [Msg("slurm.fix_time_limit", limit=limit), Msg("slurm.fix_fewer_steps")],
-                         settings=["time_limit", "max_train_steps", "save_steps"])
+                         settings=["slurm_time_limit", "max_train_steps", "save_steps"])
     if state == "NODE_FAIL":
         return Diagnosis("slurm_node_fail", Msg("slurm.node_fail"),
                          Msg("slurm.node_fail_explained"),
                          [Msg("slurm.fix_resume_saved"), Msg("slurm.fix_bad_node")],
-                         settings=["save_steps", "constraint"])
+                         settings=["save_steps", "slurm_constraint"])
     if state == "OUT_OF_MEMORY":
         return Diagnosis("slurm_oom", Msg("slurm.oom"), Msg("slurm.oom_explained", mem=mem),
                          [Msg("slurm.fix_more_memory", mem=mem), Msg("slurm.fix_less_ram")],
-                         settings=["mem_per_task", "offload_param_device",
+                         settings=["slurm_mem_per_task", "offload_param_device",
                                    "offload_optimizer_device", "dataset_num_workers"])
     if state == "PREEMPTED":
         return Diagnosis("slurm_preempted", Msg("slurm.preempted"),
                          Msg("slurm.preempted_explained"),
                          [Msg("slurm.fix_resume"), Msg("slurm.fix_no_preempt")],
-                         settings=["partition", "qos"])
+                         settings=["slurm_partition", "slurm_qos"])
     return None
 
 

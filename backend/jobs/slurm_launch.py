@@ -24,7 +24,9 @@ skipped (exit 0), and the ``train`` stage continues from ``output/state`` when a
 saved (``--resume_from``), so a job requeued after preemption picks up where it was.
 
 SIGTERM / SIGINT (``scancel --signal=TERM``) are passed to the stage's process group: the
-stage saves and ends, and the launcher exits with the stage's code (143 when stopped).
+stage saves and ends, and the launcher exits with the stage's code (143 when stopped) once
+every process of the group has ended (the training process outlives ``accelerate launch``
+while it saves).
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from pathlib import Path
 
 from backend.core.messages import Msg
 from backend.core.rundir import RunDir
-from backend.jobs.processes import child_env, start_stage
+from backend.jobs.processes import become_subreaper, child_env, group_alive, start_stage
 from backend.jobs.runner import with_resume_from
 from backend.jobs.slurm import SlurmError, hostnames, is_accelerate_launch
 from backend.jobs.watch import LOG_PREFIX, STAGE_HEADER, last_end_event
@@ -47,6 +49,7 @@ from backend.planning.plan import LAUNCH
 RANK_FLAGS = ("--num_machines", "--machine_rank", "--main_process_ip", "--main_process_port")
 PORT_BASE = 20000
 PORT_SPAN = 40000
+LEFTOVER_S = 10.0  # what a stage that ended by itself left running, before SIGKILL
 
 
 def step_facts(environ: dict[str, str]) -> dict:
@@ -149,9 +152,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{time.strftime('%Y-%m-%d %H:%M:%S')} on {', '.join(facts['hosts'])}: "
               f"{' '.join(run)}", flush=True)
     sys.stdout.flush()
+    become_subreaper()  # the stage's orphans (accelerate's workers) stay ours to wait for
     proc = start_stage(run, child_env(extra), sys.stdout.buffer)
+    stopping: list[int] = []
 
     def forward(signum, _frame) -> None:
+        stopping.append(signum)
         try:
             os.killpg(proc.pid, signum)
         except ProcessLookupError:
@@ -160,6 +166,19 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
         signal.signal(sig, forward)
     rc = proc.wait()
+    # accelerate launch ends at once on SIGTERM while its training process, in the same
+    # group, saves the state: wait for the whole group (the step ends when we do, and SLURM
+    # kills what is left), as the local supervisor does. Leftovers of a stage that ended by
+    # itself get LEFTOVER_S.
+    since = time.monotonic()
+    while group_alive(proc.pid):
+        if not stopping and time.monotonic() - since > LEFTOVER_S:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            break
+        time.sleep(0.2)
     if first:
         print(f"{LOG_PREFIX} stage {opts.stage!r} exit code {rc}", flush=True)
     return 128 - rc if rc < 0 else rc

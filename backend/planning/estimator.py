@@ -511,6 +511,12 @@ def image_tokens(height: int, width: int) -> int:
     return (height // 16) * (width // 16)
 
 
+def train_frames(cfg) -> int:
+    """The frames of the longest training clip: the largest of ``frame_buckets``, else
+    ``num_frames`` (the peak memory is the longest clip's)."""
+    return max(cfg.frame_buckets, default=cfg.num_frames)
+
+
 def clip_tokens(cfg, height: int, width: int, frames: int) -> int:
     """Tokens of one training item: an image's, or for a video family a clip's (latent
     frames x latent area, the family's count)."""
@@ -577,7 +583,7 @@ def estimate_memory(cfg, model_config: dict[str, Any] | None = None, *,
     if not cfg.split_training:
         planned = [s for s in planned if s != "data_process"]
     return Estimate(stages=stages, device=device, height=h, width=w,
-                    image_tokens=clip_tokens(cfg, h, w, cfg.num_frames),
+                    image_tokens=clip_tokens(cfg, h, w, train_frames(cfg)),
                     text_tokens=text_tokens,
                     checkpointing=checkpointing_mode(cfg),
                     params={"transformer": tr.params, "text_encoder": te.params,
@@ -630,7 +636,7 @@ def _train(cfg, tr: TransformerStats, lora: int, h: int, w: int, text_tokens: in
     zs = cfg.zero_stage
     p_off = zs == 3 and cfg.offload_param_device != "none"
     o_off = ds and cfg.offload_optimizer_device != "none"
-    n_tok = (clip_tokens(cfg, h, w, cfg.num_frames) + text_tokens
+    n_tok = (clip_tokens(cfg, h, w, train_frames(cfg)) + text_tokens
              + input_image_tokens(cfg, h, w))
     unit = n_tok * tr.dim * b * cfg.batch_size  # activations grow with the micro-batch
     n = tr.num_layers

@@ -305,8 +305,11 @@ def plan_run(cfg: RunConfig, run_dir: str | os.PathLike, *, cuda: bool | None = 
                 str(files.accelerate_yaml(stage)))
         plans.append(StagePlan(stage, stage_argv(cfg, stage, files),
                                stage_env(cfg, stage, cuda=cuda)))
-    others = _other_nodes(cfg, files, cuda)
-    files.commands.write_text(commands_script(plans, others, files.run_dir), encoding="utf-8")
+    # Under SLURM one sbatch job runs the stages on every node (backend/jobs/slurm.py).
+    others = _other_nodes(cfg, files, cuda) if cfg.executor != "slurm" else []
+    files.commands.write_text(commands_script(plans, others, files.run_dir,
+                                              sbatch=files.sbatch if cfg.executor == "slurm"
+                                              else None), encoding="utf-8")
     return plans
 
 
@@ -375,13 +378,21 @@ def shell_line(plan: StagePlan, python: str | None = None) -> str:
     return " \\\n    ".join(lines)
 
 
-def commands_script(plans: list[StagePlan], others: list[StagePlan], run_dir: Path) -> str:
+def commands_script(plans: list[StagePlan], others: list[StagePlan], run_dir: Path,
+                    sbatch: Path | None = None) -> str:
+    """``commands.sh``; ``sbatch``: the job script of a run sent to SLURM, named first."""
     out = [
         "#!/usr/bin/env bash",
         f"# ZeroLoRA run {run_dir}",
         "# The exact commands of this run, in order. The job runner starts each as an",
         "# argument list (never through a shell) from the ZeroLoRA folder; this file shows",
         "# them shell-quoted, for people.",
+    ]
+    if sbatch is not None:
+        out += [f"# This run goes to SLURM: sbatch {shlex.quote(str(sbatch))} runs these stages",
+                "# as one job, an srun step per stage (backend/jobs/slurm.py; the script is",
+                "# written when the run is submitted)."]
+    out += [
         "set -euo pipefail",
         f"cd {shlex.quote(str(REPO_ROOT))}",
         "",

@@ -44,7 +44,8 @@ or ``step-{N}.safetensors`` (every ``save_steps`` plus a final one) -- with
 ``backend/training/ema.py``),
 ``training_args.json``,
 ``state/`` (full resume state: LoRA, optimizer, step; ``--resume_from <output>/state``),
-``tensorboard/``, and progress events to ``progress_file`` (default
+``tensorboard/`` (and the trackers the run asks for: ``metrics.csv``, ``wandb/``, ``swanlab/``;
+backend/training/tracking.py), and progress events to ``progress_file`` (default
 ``output_path/progress.jsonl``; rank 0 only). Stage 1 writes the cache (backend/data/cache.py).
 
 Options the launch decides: ``--mixed_precision`` given here (or in ``--config``) is
@@ -102,9 +103,10 @@ from backend.training.launched import (accelerator_kwargs, launch_description, l
 from backend.training.loop import (STATE_DIR, Checkpointer, StageError, StepPlan, Stopper,
                                    check_processes, check_resume, check_resume_options,
                                    current_lr, is_main_process, load_trainable_transformer, log,
-                                   make_tensorboard, maybe_render_samples, one_line,
+                                   maybe_render_samples, one_line,
                                    process_info, read_trainer_state, step_generator,
                                    stop_requested, weight_dtype)
+from backend.training.tracking import Trackers, check_trackers, device_metrics
 from backend.training.optimizers import OptimizerError
 from backend.training.sources import DataSource, data_source
 from backend.stages import end_fields, reason_of
@@ -190,7 +192,9 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     class_records = preservation.check_class_dataset(cfg, family, log)
     if family.media == "video":  # clips decoded with PyAV (backend/data/video.py)
         media = {"planner": plan_clips, "loader": load_clip, "mask_loader": load_clip_mask}
-        log(f"[data_process] video clips: num_frames {cfg.num_frames}, "
+        log("[data_process] video clips: "
+            + (f"frame_buckets {sorted(cfg.frame_buckets)}, " if cfg.frame_buckets
+               else f"num_frames {cfg.num_frames}, ")
             + (f"video_fps {cfg.video_fps:g}" if cfg.video_fps
                else f"frame_stride {cfg.frame_stride}"))
     components = family.spec.stage_components("data_process")
@@ -256,6 +260,7 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
         raise StageError(Msg("note.lora_checkpoint_missing", got=repr(cfg.lora_checkpoint)))
     dirs = resolve_component_dirs(cfg, source.components)
     check_target_modules(cfg, dirs[trained] / "config.json")
+    check_trackers(cfg)  # a tracker's package missing: refused before any model loads
     launch = Launch.start(cfg, given or {})
     accelerator, ds_plugin, ds_config = launch.accelerator, launch.ds_plugin, launch.ds_config
     out = Path(cfg.output_path)
@@ -264,6 +269,9 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
         f"{'ZeRO-%d' % launch.zero_stage if ds_config else 'no DeepSpeed'}, weights "
         f"{launch.dtype}, mixed precision {launch.ran['mixed_precision']}; launched with "
         f"{launch.description}")
+    # TensorBoard, the CSV, W&B, SwanLab (backend/training/tracking.py): rank 0 logs; a
+    # tracker that does not start refuses the run before the model loads
+    trackers = Trackers.start(cfg, out) if launch.rank == 0 else Trackers()
 
     # --- model ---
     transformer = load_trainable_transformer(cfg, family, dirs[trained], launch.dtype,
@@ -331,14 +339,14 @@ def run_train(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
             f"{ckpt.ema.device}" + (" (each rank its shard)" if ckpt.ema.sharded else ""))
     if launch.rank == 0:
         write_json_atomic(out / rundir.TRAINING_ARGS, launch.training_args(cfg, dirs))
-    tb = make_tensorboard(out / rundir.TENSORBOARD) if launch.rank == 0 else None
 
     # --- loop ---
     trainer = Trainer(
         cfg=cfg, launch=launch, family=family, source=source, transformer=transformer,
         unwrapped=unwrapped, params=params, optimizer=optimizer, lr_scheduler=lr_scheduler,
         schedule=schedule, dataloader=dataloader, sampler=sampler, validation=validation,
-        empty_caption=empty_caption, ckpt=ckpt, steps=steps, progress=progress, tb=tb,
+        empty_caption=empty_caption, ckpt=ckpt, steps=steps, progress=progress,
+        trackers=trackers,
         stopper=stopper, step=global_step, preservation=extra)
     trainer.begin(samples=len(dataset))
     stopped = trainer.train()
@@ -437,7 +445,7 @@ class Launch:
 @dataclass
 class Trainer:
     """The loop of one run: micro-steps, what follows each optimizer step (progress,
-    TensorBoard, checkpoints, validation, samples), epoch ends, stopping. ``step`` is the
+    the trackers, checkpoints, validation, samples), epoch ends, stopping. ``step`` is the
     optimizer steps done (from the resume state at first)."""
     cfg: RunConfig
     launch: Launch
@@ -456,7 +464,7 @@ class Trainer:
     ckpt: Checkpointer
     steps: StepPlan
     progress: ProgressWriter
-    tb: Any
+    trackers: Trackers  # every metric goes through its log (backend/training/tracking.py)
     stopper: Stopper
     step: int = 0
     preservation: Any = None  # the extra loss terms (backend/training/preservation.py)
@@ -483,6 +491,7 @@ class Trainer:
 
         self.transformer.train()
         self.t_start, self.steps_timed = time.time(), 0
+        self.t_step = self.t_start  # when the current optimizer step's micro-steps began
         self.loss_sum = torch.zeros((), dtype=torch.float32)
         for epoch in range(self.epoch, self.steps.epochs):
             self.epoch = epoch
@@ -533,9 +542,10 @@ class Trainer:
         return loss
 
     def after_optimizer_step(self, epoch: int) -> None:
-        """The step event and TensorBoard scalars; then what is due at this step: the EMA's
-        update, a checkpoint (``save_steps``), validation, samples."""
+        """The step event and the metrics (to every tracker); then what is due at this step:
+        the EMA's update, a checkpoint (``save_steps``), validation, samples."""
         cfg, steps = self.cfg, self.steps
+        step_time = time.time() - self.t_step
         lr = current_lr(self.lr_scheduler, cfg)
         self.lr_scheduler.step()
         self.step += 1
@@ -548,9 +558,9 @@ class Trainer:
             lr=lr, samples_per_s=round(steps.accum * self.launch.world * cfg.batch_size
                                        / per_step, 3),
             eta_s=round(per_step * (steps.total - self.step), 1))
-        if self.tb is not None:
-            self.tb.add_scalar("train/loss", step_loss, self.step)
-            self.tb.add_scalar("train/lr", lr, self.step)
+        self.trackers.log({"train/loss": step_loss, "train/lr": lr,
+                           "train/step_time_s": step_time,
+                           **device_metrics(self.launch.accelerator.device)}, self.step)
         if self.ckpt.ema is not None:  # every rank (under ZeRO-3 it may gather the LoRA)
             self.ckpt.ema.step(self.step)
         if cfg.save_steps and self.step % cfg.save_steps == 0:
@@ -562,8 +572,10 @@ class Trainer:
             path = self.ckpt.weights_path(f"step-{self.step}")
             if self.last_saved != self.step or not cfg.save_steps:
                 path = self.ckpt.save_weights(f"step-{self.step}", self.step)
-            maybe_render_samples(cfg, path, self.step, self.progress)
+            self.trackers.log_samples(maybe_render_samples(cfg, path, self.step, self.progress),
+                                      self.step)
             self.launch.accelerator.wait_for_everyone()
+        self.t_step = time.time()  # the next step's time leaves out what was due at this one
 
     def end_epoch(self, epoch: int) -> None:
         """Without ``save_steps``, a finished epoch saves ``epoch-{i}`` (and validates)."""
@@ -581,16 +593,15 @@ class Trainer:
 
     def save_last(self) -> None:
         """The final step's LoRA, state and validation where no save or validation had it
-        yet; TensorBoard closed."""
+        yet; the trackers finished."""
         if self.last_saved != self.step:
             self.save(f"step-{self.step}", self.epoch)
         if self.validated_at != self.step:
             self.validate()
-        if self.tb is not None:
-            self.tb.close()
+        self.trackers.close()
 
     def validate(self) -> None:
-        """The held-out loss at this step (event, TensorBoard, log); nothing without
+        """The held-out loss at this step (event, trackers, log); nothing without
         held-out samples."""
         self.validated_at = self.step
         validation = self.validation
@@ -599,8 +610,7 @@ class Trainer:
         value = validation.loss(self.unwrapped, self.launch.accelerator)
         self.progress.emit("validation", step=self.step, val_loss=round(value, 6),
                            samples=len(validation.samples))
-        if self.tb is not None:
-            self.tb.add_scalar("validation/loss", value, self.step)
+        self.trackers.log({"validation/loss": value}, self.step)
         log(f"[train] validation loss at step {self.step}: {value:.6f} "
             f"({len(validation.samples)} held-out samples)")
 

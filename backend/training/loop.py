@@ -324,26 +324,21 @@ def prune_checkpoints(out: Path, keep: int | None) -> None:
             p.unlink(missing_ok=True)
 
 
-def make_tensorboard(folder: Path):
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
-        log("[train] TensorBoard logging off: install the `tensorboard` package")
-        return None
-    return SummaryWriter(log_dir=str(folder))
-
-
 def maybe_render_samples(cfg: RunConfig, checkpoint: Path, step: int,
-                         progress: ProgressWriter) -> None:
+                         progress: ProgressWriter) -> list[tuple[Path, dict]]:
     """Samples during training (``sample_every_n_steps``), on the main process, through the
-    sample stage's ``render_samples``; a failure is logged, never fatal."""
+    sample stage's ``render_samples``; a failure is logged, never fatal. Returns each
+    image file with its index entry (for the trackers; none on the other processes)."""
     if not is_main_process():
-        return
+        return []
+    folder = Path(cfg.output_path).parent / rundir.SAMPLES
     try:
-        samples.render_samples(cfg, [checkpoint], Path(cfg.output_path).parent / rundir.SAMPLES,
-                       progress=progress, step=step)
+        entries = samples.render_samples(cfg, [checkpoint], folder, progress=progress,
+                                         step=step)
     except Exception as e:  # noqa: BLE001
         log(f"[train] samples at step {step} failed: {one_line(e, with_type=True)}")
+        return []
+    return [(folder / e["image"], e) for e in entries]
 
 
 

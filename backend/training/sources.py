@@ -24,7 +24,8 @@ from backend.data.cache import (CachedDataset, cached_files, check_cache, load_s
                                 read_manifest_gated)
 from backend.data.dataset import IMAGE_EXTS, ImageDataset, PairDataset
 from backend.data.masks import latent_mask, load_image_mask
-from backend.data.video import VIDEO_EXTS, ClipDataset, check_stage_dataset, load_clip_mask
+from backend.data.video import (VIDEO_EXTS, ClipDataset, check_stage_dataset, clip_buckets,
+                                load_clip_mask)
 from backend.models.quantize import quantize_frozen
 from backend.training.loop import EpochSampler, StageError, first_item, load_frozen_encoder, log
 
@@ -171,6 +172,8 @@ class EncodeEachStep(DataSource):
                                                                     ""))
 
     def sizes(self, dataset):
+        if self.family.media == "video":  # (width, height, frames) of each clip
+            return clip_buckets(dataset.records, self.cfg)
         return data_options.record_sizes(dataset.records, self.cfg)
 
     collate = staticmethod(list)  # raw items, encoded in the step (on the device)

@@ -270,7 +270,8 @@ def _check_config(form, data: dict) -> tuple[object | None, dict, list[str]]:
         problems += e.problems
     data_problems = [p for p in problems if p.split(":", 1)[0] in
                      ("dataset_base_path", "dataset_metadata_path", "trigger_word",
-                      "max_pixels", "height", "width", "data_file_keys")]
+                      "max_pixels", "height", "width", "data_file_keys",
+                      "frame_buckets")]
     if data_problems:
         return None, cfg_dict, data_problems
     # problems elsewhere in the form: check the data with what we have
@@ -369,7 +370,8 @@ def prompt_suggestion(sample_prompts: list[str], captions: list[str], trigger: s
 
 
 _DATA_KEYS = ("dataset_base_path", "dataset_metadata_path", "data_file_keys", "trigger_word",
-              "max_pixels", "height", "width", "dataset_repeat", "dataset_num_workers")
+              "max_pixels", "height", "width", "dataset_repeat", "dataset_num_workers",
+              "frame_buckets")
 
 
 # ---------------------------------------------------------------------- writing captions
@@ -678,7 +680,7 @@ def bucket_plan_section(cfg, cfg_dict: dict, findings: list[dict]) -> str:
         if rebucket:  # the training sizes change with aspect_buckets
             from backend.data.video import validate_any_dataset
             findings = validate_any_dataset(cfg)
-    if cfg.batch_size <= 1 and not cfg.aspect_buckets:
+    if cfg.batch_size <= 1 and not cfg.aspect_buckets and not cfg.frame_buckets:
         return ""
     return "\n\n" + bucket_plan_markdown(dataset_bucket_plan(cfg, findings),
                                           cfg.bucket_remainder)
@@ -692,11 +694,14 @@ def bucket_plan_markdown(plan: dict, remainder: str) -> str:
     total = sum(r["batches"] for r in rows)
     lines = [bilingual(Msg("bucket.head", batch_size=plan["batch_size"], remainder=remainder,
                            batches=total)), ""]
-    heads = (Msg("bucket.col_bucket"), Msg("bucket.col_images"), Msg("bucket.col_batches"),
-             Msg("bucket.col_padded"), Msg("bucket.col_dropped"))
+    clips = any("frames" in r for r in rows)  # video buckets: (frames, size)
+    heads = ((Msg("bucket.col_frames"),) * clips + (Msg("bucket.col_bucket"),
+             Msg("bucket.col_images"), Msg("bucket.col_batches"), Msg("bucket.col_padded"),
+             Msg("bucket.col_dropped")))
     lines += ["| " + " | ".join(bilingual_plain(h) for h in heads) + " |",
-              "|---|---:|---:|---:|---:|"]
-    lines += [f"| {r['size'][0]}×{r['size'][1]} | {r['images']} | {r['batches']} | "
+              "|" + "---:|" * clips + "---|---:|---:|---:|---:|"]
+    lines += [f"| {str(r.get('frames', '')) + ' | ' if clips else ''}"
+              f"{r['size'][0]}×{r['size'][1]} | {r['images']} | {r['batches']} | "
               f"{r['padded']} | {r['dropped']} |" for r in rows]
     dropped = sum(r["dropped"] for r in rows)
     if rows and not total:

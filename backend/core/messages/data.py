@@ -72,6 +72,15 @@ EN: dict[str, str] = {
                             "num_frames {num} (video_fps {video_fps:g})",
     "data.too_short_video_stride": "too short: {n} frames at {fps:g} fps, {needed} needed "
                                    "for num_frames {num} (frame_stride {stride})",
+    "data.too_short_bucket_frames": "too short: {n} frames, {needed} needed for the "
+                                    "smallest of frame_buckets {buckets} (frame_stride "
+                                    "{stride})",
+    "data.too_short_bucket_video": "too short: {n} frames at {fps:g} fps, {needed} needed "
+                                   "for the smallest of frame_buckets {buckets} (video_fps "
+                                   "{video_fps:g})",
+    "data.too_short_bucket_video_stride": "too short: {n} frames at {fps:g} fps, {needed} "
+                                          "needed for the smallest of frame_buckets "
+                                          "{buckets} (frame_stride {stride})",
     "data.frame_size": "frame {name} is {w}x{h}, the clip's first frame {first} is "
                        "{w0}x{h0} (allowed frames of one size in a frames folder)",
     "data.cannot_decode": "cannot decode video {name}: {why:q}",
@@ -179,6 +188,13 @@ ZH: dict[str, str] = {
                             "帧（`video_fps` {video_fps:g}）",
     "data.too_short_video_stride": "太短：{n} 帧（{fps:g} `fps`），`num_frames` {num} 需要 "
                                    "{needed} 帧（`frame_stride` {stride}）",
+    "data.too_short_bucket_frames": "太短：{n} 帧，`frame_buckets` {buckets} 中最小的帧数"
+                                    "需要 {needed} 帧（`frame_stride` {stride}）",
+    "data.too_short_bucket_video": "太短：{n} 帧（{fps:g} `fps`），`frame_buckets` {buckets} "
+                                   "中最小的帧数需要 {needed} 帧（`video_fps` {video_fps:g}）",
+    "data.too_short_bucket_video_stride": "太短：{n} 帧（{fps:g} `fps`），`frame_buckets` "
+                                          "{buckets} 中最小的帧数需要 {needed} 帧"
+                                          "（`frame_stride` {stride}）",
     "data.frame_size": "帧 {name} 为 {w}x{h}，片段首帧 {first} 为 {w0}x{h0}"
                        "（帧文件夹中的帧须尺寸一致）",
     "data.cannot_decode": "无法解码视频 {name}（{why:q}）",

@@ -19,6 +19,7 @@ EN: dict[str, str] = {
     "bucket.head": "**Bucket plan** (`batch_size` {batch_size}, `bucket_remainder` "
                    "{remainder}): {batches} batch(es) per epoch",
     "bucket.col_bucket": "bucket (W×H)",
+    "bucket.col_frames": "frames",
     "bucket.col_images": "images",
     "bucket.col_batches": "batches",
     "bucket.col_padded": "padded",
@@ -109,6 +110,7 @@ ZH: dict[str, str] = {
     "bucket.head": "**分桶计划**（`batch_size` {batch_size}，`bucket_remainder` "
                    "{remainder}）：每个 epoch {batches} 个批次",
     "bucket.col_bucket": "分桶（宽×高）",
+    "bucket.col_frames": "帧数",
     "bucket.col_images": "图片",
     "bucket.col_batches": "批次",
     "bucket.col_padded": "补齐",

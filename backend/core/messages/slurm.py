@@ -17,26 +17,27 @@ EN: dict[str, str] = {
     "slurm.tool_failed": "{tool} failed (exit code {exit}): {why:q}",
     "slurm.tool_timeout": "{tool} did not answer within {seconds:g} s (is slurmctld up?)",
     "slurm.no_partition":
-        "partition: no such partition on this cluster (got '{got}'; allowed {known}, as "
+        "slurm_partition: no such partition on this cluster (got '{got}'; allowed {known}, as "
         "sinfo lists them)",
     "slurm.no_default_partition":
-        "partition: the cluster has no default partition (got none; allowed {known}, as "
+        "slurm_partition: the cluster has no default partition (got none; allowed {known}, as "
         "sinfo lists them)",
     "slurm.too_many_gpus":
-        "gpus_per_node: more GPUs than a node of partition '{partition}' has (got {got}; "
+        "slurm_gpus_per_node: more GPUs than a node of partition '{partition}' has (got {got}; "
         "allowed at most {most}; sinfo: {nodes})",
     "slurm.too_many_nodes":
         "num_machines: more nodes than partition '{partition}' has (got {got}; allowed at "
         "most {most}; sinfo: {nodes})",
     "slurm.bad_time_limit":
-        "time_limit: not a SLURM time (got '{got}'; allowed minutes, MM:SS, HH:MM:SS, "
+        "slurm_time_limit: not a SLURM time (got '{got}'; allowed minutes, MM:SS, HH:MM:SS, "
         "D-HH, D-HH:MM or D-HH:MM:SS)",
-    "slurm.bad_memory": "mem_per_task: not a SLURM size (got '{got}'; allowed e.g. 64G, 500M)",
+    "slurm.bad_memory":
+        "slurm_mem_per_task: not a SLURM size (got '{got}'; allowed e.g. 64G, 500M)",
     "slurm.bad_count": "{field}: must be {least} or more (got {got})",
     "slurm.bad_env_name":
-        "nccl_env: not an environment variable name (got '{got}'; allowed letters, digits "
+        "slurm_nccl_env: not an environment variable name (got '{got}'; allowed letters, digits "
         "and _, not starting with a digit)",
-    "slurm.bad_setup_line": "setup_lines: one command a line (got a line with a line break)",
+    "slurm.bad_setup_line": "slurm_setup_lines: one command a line (got a line with a line break)",
     "slurm.submit_refused": "sbatch refused the job: {why:q}",
     "slurm.no_job_id": "sbatch gave no job id: {why:q}",
     "slurm.unknown_job":
@@ -44,6 +45,24 @@ EN: dict[str, str] = {
     "slurm.cannot_resume": "job {job} is {status:@status}: only a stopped or failed job resumes",
     "slurm.not_in_step":
         "not inside a SLURM job step: {name} is not set (run it under srun)",
+    # ---------------------------------------------------------------- the app's runner
+    "slurm.local_runner":
+        "executor: this server runs the stages itself (got '{executor}'; allowed local, or "
+        "start the server with launch.py --executor slurm)",
+    "slurm.no_secret_env":
+        "a token typed for one run cannot reach a SLURM job without being written down "
+        "(got {keys}); set it in the environment the server starts with, which the job "
+        "inherits, or leave the field empty",
+    "slurm.setup_admins_only":
+        "slurm_setup_lines: shell lines of a SLURM job are an admin's to set (got {n} "
+        "line(s); allowed none: the server's --slurm-setup lines apply)",
+    "slurm.nccl_only":
+        "slurm_nccl_env: only NCCL variables (got '{got}'; allowed names that start with "
+        "NCCL_)",
+    "slurm.job_lost":
+        "SLURM no longer knows job {job} (squeue, sacct and scontrol list none): its end "
+        "was not seen; the logs in the run folder say how far it got",
+    "slurm.resubmit_failed": "the new SLURM job was refused: {why}",
     # ---------------------------------------------------------------- where a job stands
     "slurm.queued": "waiting in SLURM's queue (job {job}; reason: {reason:q})",
     "slurm.running": "running as SLURM job {job} on {nodes}",
@@ -55,7 +74,7 @@ EN: dict[str, str] = {
         "then SIGKILL after the cluster's KillWait. Training saves its state on SIGTERM, so "
         "Resume continues from the last saved state.",
     "slurm.fix_time_limit":
-        "Raise time_limit (now {limit}), within the partition's MaxTime (scontrol show "
+        "Raise slurm_time_limit (now {limit}), within the partition's MaxTime (scontrol show "
         "partition).",
     "slurm.fix_fewer_steps":
         "Or train fewer steps per job (max_train_steps) and Resume for the rest; save more "
@@ -70,13 +89,13 @@ EN: dict[str, str] = {
         "one is saved).",
     "slurm.fix_bad_node":
         "If it happens again on the same node, ask the cluster's admins (sinfo -R lists why "
-        "nodes are down) or keep to other nodes (constraint).",
+        "nodes are down) or keep to other nodes (slurm_constraint).",
     "slurm.oom": "The job went over its memory limit (OUT_OF_MEMORY)",
     "slurm.oom_explained":
         "SLURM's memory enforcement killed the stage for using more host memory (RAM, not "
-        "GPU memory) than the job asked for (mem_per_task now {mem}).",
+        "GPU memory) than the job asked for (slurm_mem_per_task now {mem}).",
     "slurm.fix_more_memory":
-        "Ask for more memory (mem_per_task now {mem}), up to what a node has (sinfo -o "
+        "Ask for more memory (slurm_mem_per_task now {mem}), up to what a node has (sinfo -o "
         "'%N %m').",
     "slurm.fix_less_ram":
         "Keep less in RAM: ZeRO CPU offload keeps parameters and optimizer states in RAM; "
@@ -89,7 +108,7 @@ EN: dict[str, str] = {
         "cancels, or requeue is off).",
     "slurm.fix_resume": "Resume the run: it continues from its last saved state.",
     "slurm.fix_no_preempt":
-        "Or send it to a partition or QoS that is not preempted (partition, qos).",
+        "Or send it to a partition or QoS that is not preempted (slurm_partition, slurm_qos).",
 }
 
 ZH: dict[str, str] = {
@@ -102,28 +121,44 @@ ZH: dict[str, str] = {
     "slurm.tool_failed": "{tool} 失败（退出码 {exit}）：{why:q}",
     "slurm.tool_timeout": "{tool} 在 {seconds:g} 秒内没有回应（`slurmctld` 在运行吗？）",
     "slurm.no_partition":
-        "`partition`：集群中没有这个分区（得到 '{got}'；可选 {known}，即 `sinfo` 列出的分区）",
+        "`slurm_partition`：集群中没有这个分区（得到 '{got}'；可选 {known}，即 `sinfo` 列出的分区）",
     "slurm.no_default_partition":
-        "`partition`：集群没有默认分区（未填写；可选 {known}，即 `sinfo` 列出的分区）",
+        "`slurm_partition`：集群没有默认分区（未填写；可选 {known}，即 `sinfo` 列出的分区）",
     "slurm.too_many_gpus":
-        "`gpus_per_node`：超过分区 '{partition}' 中一个节点的 GPU 数（得到 {got}；最多 {most}；"
+        "`slurm_gpus_per_node`：超过分区 '{partition}' 中一个节点的 GPU 数（得到 {got}；最多 {most}；"
         "`sinfo`：{nodes}）",
     "slurm.too_many_nodes":
         "`num_machines`：超过分区 '{partition}' 的节点数（得到 {got}；最多 {most}；"
         "`sinfo`：{nodes}）",
     "slurm.bad_time_limit":
-        "`time_limit`：不是 `SLURM` 的时间格式（得到 '{got}'；可用分钟数、`MM:SS`、`HH:MM:SS`、"
+        "`slurm_time_limit`：不是 `SLURM` 的时间格式（得到 '{got}'；可用分钟数、`MM:SS`、`HH:MM:SS`、"
         "`D-HH`、`D-HH:MM` 或 `D-HH:MM:SS`）",
-    "slurm.bad_memory": "`mem_per_task`：不是 `SLURM` 的容量格式（得到 '{got}'；例如 `64G`、`500M`）",
+    "slurm.bad_memory": "`slurm_mem_per_task`：不是 `SLURM` 的容量格式（得到 '{got}'；例如 `64G`、`500M`）",
     "slurm.bad_count": "{field}：必须不小于 {least}（得到 {got}）",
     "slurm.bad_env_name":
-        "`nccl_env`：不是环境变量名（得到 '{got}'；只能用字母、数字和 `_`，且不能以数字开头）",
-    "slurm.bad_setup_line": "`setup_lines`：每行一条命令（有一行含有换行符）",
+        "`slurm_nccl_env`：不是环境变量名（得到 '{got}'；只能用字母、数字和 `_`，且不能以数字开头）",
+    "slurm.bad_setup_line": "`slurm_setup_lines`：每行一条命令（有一行含有换行符）",
     "slurm.submit_refused": "`sbatch` 拒绝了该作业：{why:q}",
     "slurm.no_job_id": "`sbatch` 没有给出作业号：{why:q}",
     "slurm.unknown_job": "作业 {job}：`SLURM` 中没有这个作业（`squeue`、`sacct` 和 `scontrol` 都查不到）",
     "slurm.cannot_resume": "作业 {job} {status:@status}：只有已停止或失败的作业可以恢复",
     "slurm.not_in_step": "不在 `SLURM` 的作业步骤中：没有设置 {name}（请在 `srun` 下运行）",
+    # ---------------------------------------------------------------- the app's runner
+    "slurm.local_runner":
+        "`executor`：本服务器自己运行各阶段（得到 '{executor}'；可选 `local`，或用 "
+        "`launch.py --executor slurm` 启动服务器）",
+    "slurm.no_secret_env":
+        "为单次运行输入的令牌无法在不写入文件的情况下交给 `SLURM` 作业（得到 {keys}）；请把它设在服务器"
+        "启动时的环境中（作业会继承），或者留空",
+    "slurm.setup_admins_only":
+        "`slurm_setup_lines`：`SLURM` 作业的命令行只能由管理员设置（得到 {n} 行；允许：不填，使用服务器的 "
+        "`--slurm-setup` 命令行）",
+    "slurm.nccl_only":
+        "`slurm_nccl_env`：只能设置 `NCCL` 变量（得到 '{got}'；允许：以 `NCCL_` 开头的名称）",
+    "slurm.job_lost":
+        "`SLURM` 已不再记得作业 {job}（`squeue`、`sacct` 和 `scontrol` 都查不到）：没有看到它的结束；"
+        "运行文件夹中的日志说明它进行到了哪里",
+    "slurm.resubmit_failed": "新的 `SLURM` 作业被拒绝：{why}",
     # ---------------------------------------------------------------- where a job stands
     "slurm.queued": "在 `SLURM` 队列中等待（作业 {job}；原因：{reason:q}）",
     "slurm.running": "作为 `SLURM` 作业 {job} 在 {nodes} 上运行",
@@ -134,7 +169,7 @@ ZH: dict[str, str] = {
         "作业的时间上限（{limit}）用完时 `SLURM` 结束了它：该阶段先收到 `SIGTERM`，过了集群的 "
         "`KillWait` 后收到 `SIGKILL`。训练在收到 `SIGTERM` 时保存状态，所以恢复会从最后保存的状态继续。",
     "slurm.fix_time_limit":
-        "调大 `time_limit`（现为 {limit}），不超过分区的 `MaxTime`（`scontrol show partition`）。",
+        "调大 `slurm_time_limit`（现为 {limit}），不超过分区的 `MaxTime`（`scontrol show partition`）。",
     "slurm.fix_fewer_steps":
         "或者每个作业少训练一些步（`max_train_steps`），余下的用恢复继续；更频繁地保存（`save_steps`），"
         "时间用完时损失更少。",
@@ -145,12 +180,12 @@ ZH: dict[str, str] = {
     "slurm.fix_resume_saved": "恢复运行：训练从最后保存的状态继续（`save_steps` 决定多久保存一次）。",
     "slurm.fix_bad_node":
         "如果同一个节点再次出现这种情况，请联系集群管理员（`sinfo -R` 列出节点停用的原因），"
-        "或者避开这些节点（`constraint`）。",
+        "或者避开这些节点（`slurm_constraint`）。",
     "slurm.oom": "作业超过了内存上限（`OUT_OF_MEMORY`）",
     "slurm.oom_explained":
-        "该阶段使用的主机内存（RAM，不是显存）超过了作业申请的量（`mem_per_task` 现为 {mem}），"
+        "该阶段使用的主机内存（RAM，不是显存）超过了作业申请的量（`slurm_mem_per_task` 现为 {mem}），"
         "被 `SLURM` 的内存限制终止。",
-    "slurm.fix_more_memory": "申请更多内存（`mem_per_task` 现为 {mem}），不超过节点的内存（`sinfo -o '%N %m'`）。",
+    "slurm.fix_more_memory": "申请更多内存（`slurm_mem_per_task` 现为 {mem}），不超过节点的内存（`sinfo -o '%N %m'`）。",
     "slurm.fix_less_ram":
         "少占用内存：ZeRO 的 CPU 卸载把参数和优化器状态放在内存中；改为卸载到 NVMe（"
         "`offload_param_device` / `offload_optimizer_device`：`nvme`），或减少 DataLoader 的"
@@ -160,5 +195,5 @@ ZH: dict[str, str] = {
         "集群为另一个作业抢占了本作业。重新排队的作业会自动从最后保存的状态继续；本作业没有重新排队"
         "（分区的 `PreemptMode` 是取消，或者关闭了重新排队）。",
     "slurm.fix_resume": "恢复运行：从最后保存的状态继续。",
-    "slurm.fix_no_preempt": "或者提交到不会被抢占的分区或 `QoS`（`partition`、`qos`）。",
+    "slurm.fix_no_preempt": "或者提交到不会被抢占的分区或 `QoS`（`slurm_partition`、`slurm_qos`）。",
 }

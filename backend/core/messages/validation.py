@@ -222,6 +222,10 @@ EN: dict[str, str] = {
     "validation.rule.scales_range": "scales must lie between {lo:g} and {hi:g} (got {got}; "
                                     "allowed e.g. 0, 0.5, 1)",
     "validation.rule.frames_4k1": "must be 4k+1 (got {n}; allowed e.g. {lo} or {hi})",
+    "validation.rule.frame_bucket_range": "each count must lie between {lo} and {hi} (got "
+                                          "{got}; allowed e.g. 17, 33, 81)",
+    "validation.rule.frame_bucket_repeated": "each count once (got {got}; allowed distinct "
+                                             "counts, e.g. 17, 33, 81)",
     "validation.rule.timestep_order": "must be below max_timestep_boundary (got {lo:g} with "
                                       "max_timestep_boundary {hi:g}; allowed e.g. 0 to 0.358 "
                                       "for a high-noise expert, 0.358 to 1 for a low-noise "
@@ -282,6 +286,26 @@ EN: dict[str, str] = {
     "validation.rule.preservation_split": "prior preservation and DOP read what stage 1 "
                                           "caches (the class samples, the DOP captions) "
                                           "(got split_training false; allowed true)",
+    "validation.rule.slurm_needs_executor": "a SLURM option of a run that does not go to SLURM "
+                                            "(got {got} with executor local; allowed "
+                                            "{default}, or executor slurm)",
+    "validation.rule.slurm_time_limit": "not a SLURM time (got {got}; allowed minutes, "
+                                        "MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)",
+    "validation.rule.slurm_memory": "not a SLURM size (got {got}; allowed a number with K, "
+                                    "M, G or T, e.g. 64G)",
+    "validation.rule.slurm_env_line": "not a NAME=value line (got {got}; allowed a variable "
+                                      "name of letters, digits and _, then = and its value)",
+    "validation.rule.slurm_setup_line": "one command a line (got a line with a line break or "
+                                        "a NUL character; allowed one line each)",
+    "validation.rule.wandb_name": "not a name Weights & Biases accepts (got {got}; allowed "
+                                  "1 to 128 characters without / \\ # ? % :)",
+    "validation.rule.swanlab_project": "not a project name SwanLab accepts (got {got}; "
+                                       "allowed 1 to 100 letters, digits and _ - + .)",
+    "validation.rule.swanlab_workspace": "not a workspace name SwanLab accepts (got {got}; "
+                                         "allowed 1 to 25 letters, digits, _ and -)",
+    "validation.rule.tracker_offline": "{tracker} online needs the network, and this run "
+                                       "never touches it (got {field} online with offline "
+                                       "true; allowed {field} offline, or offline false)",
     "validation.rule.loraplus_lokr": "LoRA+ sets lora_B's learning rate against lora_A's, "
                                      "and a LoKr has neither (got {got} with lora_type "
                                      "lokr; allowed empty, or lora_type lora | dora)",
@@ -656,6 +680,10 @@ ZH: dict[str, str] = {
     "validation.rule.scales_range": "强度必须在 {lo:g} 到 {hi:g} 之间（当前：{got}；允许：例如 "
                                     "0, 0.5, 1）",
     "validation.rule.frames_4k1": "必须是 4k+1（当前：{n}；允许：例如 {lo} 或 {hi}）",
+    "validation.rule.frame_bucket_range": "每个帧数都必须在 {lo} 到 {hi} 之间（当前：{got}；"
+                                          "允许：例如 17、33、81）",
+    "validation.rule.frame_bucket_repeated": "每个帧数只能出现一次（当前：{got}；允许：互不相同的"
+                                             "帧数，例如 17、33、81）",
     "validation.rule.timestep_order": "必须小于 max_timestep_boundary（当前：{lo:g}，"
                                       "max_timestep_boundary 为 {hi:g}；允许：例如高噪声专家用 "
                                       "0 到 0.358，低噪声专家用 0.358 到 1）",
@@ -711,6 +739,27 @@ ZH: dict[str, str] = {
                                        "此项为空（当前：空；允许：一个词或短语）",
     "validation.rule.preservation_split": "先验保持和 DOP 读取阶段 1 缓存的内容（类别样本、DOP "
                                           "描述）（当前：split_training 为 false；允许：true）",
+    "validation.rule.slurm_needs_executor": "这是 `SLURM` 的选项，但本次运行不交给 `SLURM`（当前："
+                                            "{got}，executor 为 `local`；允许：`{default}`，"
+                                            "或 executor 设为 `slurm`）",
+    "validation.rule.slurm_time_limit": "不是 `SLURM` 的时间格式（当前：{got}；允许：分钟数、"
+                                        "`MM:SS`、`HH:MM:SS`、`D-HH`、`D-HH:MM` 或 "
+                                        "`D-HH:MM:SS`）",
+    "validation.rule.slurm_memory": "不是 `SLURM` 的容量格式（当前：{got}；允许：数字加 `K`、`M`、"
+                                    "`G` 或 `T`，例如 `64G`）",
+    "validation.rule.slurm_env_line": "不是 `NAME=value` 格式的行（当前：{got}；允许：由字母、数字和 "
+                                      "`_` 组成的变量名，接着是 `=` 和它的值）",
+    "validation.rule.slurm_setup_line": "每行一条命令（当前：有一行含有换行符或 `NUL` 字符；允许："
+                                        "每条一行）",
+    "validation.rule.wandb_name": "不是 `Weights & Biases` 接受的名称（当前：{got}；允许：1 到 128 "
+                                  "个字符，不含 `/ \\ # ? % :`）",
+    "validation.rule.swanlab_project": "不是 `SwanLab` 接受的项目名（当前：{got}；允许：1 到 100 "
+                                       "个字母、数字和 `_ - + .`）",
+    "validation.rule.swanlab_workspace": "不是 `SwanLab` 接受的工作区名（当前：{got}；允许：1 到 25 "
+                                         "个字母、数字、`_` 和 `-`）",
+    "validation.rule.tracker_offline": "`{tracker}` 在线模式需要网络，而本次运行从不联网（当前："
+                                       "{field} 为 `online`，offline 为 true；允许：{field} 设为 "
+                                       "`offline`，或 offline 设为 false）",
     "validation.rule.loraplus_lokr": "`LoRA+` 按 `lora_A` 的学习率设定 `lora_B` 的学习率，而 "
                                      "`LoKr` 两者都没有（当前：{got}，lora_type 为 lokr；允许："
                                      "留空，或 lora_type 设为 lora | dora）",
