@@ -201,7 +201,7 @@ def test_save_component_refuses_a_disk_without_room_before_writing(tmp_path, tin
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_runs_full_checkpoint_downloads_as_one_zip_of_its_folder(tmp_path, tiny_model_dir):
+def test_a_runs_full_checkpoint_downloads_as_a_zip_or_one_file(tmp_path, tiny_model_dir):
     import zipfile
 
     import torch
@@ -225,6 +225,20 @@ def test_a_runs_full_checkpoint_downloads_as_one_zip_of_its_folder(tmp_path, tin
         assert {"step-2/config.json", "step-2/" + full.INDEX_NAME} <= names
         assert zf.getinfo("step-2/config.json").file_size > 0
     assert names == {f"step-2/{p.name}" for p in (out / "step-2").iterdir()}
+    # one file for ComfyUI and the reference trainer: every weight, bit for bit
+    from safetensors.torch import load_file
+
+    weights = {k: v for k, v in model.state_dict().items()}
+    for fmt, name in (("comfyui", "step-2.comfyui.safetensors"),
+                      ("reference", "step-2.safetensors")):
+        path = jobs.lora_download(run, "step-2", fmt)
+        assert path == out / "export" / name
+        got = load_file(str(path))
+        assert set(got) == set(weights), fmt  # this family's names are diffusers' own
+        assert all(torch.equal(got[k], weights[k]) for k in weights), fmt
+    with pytest.raises(ValueError) as e:
+        jobs.lora_download(run, "step-3", "comfyui")
+    assert e.value.args[0].code == "runs.not_a_checkpoint" and "step-2, step-4" in str(e.value)
 
 
 # ------------------------------------------------------------------------------------------

@@ -530,7 +530,7 @@ def test_every_run_and_runs_tab_sentence_reads_as_chinese():
                "icon": "■", "extras": [Msg("runtab.stopping")], "note": "stopped",
                "lines": [], "time": "3m 02s", "stage": "train", "step": 1, "total": 2,
                "pct": 50.0, "epoch": 1, "loss": 0.25, "eta": "1m 00s", "speed": 2.0,
-               "idx": 0, "used": 1.0, "util": 5}
+               "idx": 0, "used": 1.0, "util": 5, "got": "step-3", "allowed": "step-2"}
     for code in EN:
         if code.startswith(("runtab.", "runs.")):
             m = Msg(code, **{k: samples[k] for k in placeholders(EN[code])})
@@ -544,6 +544,7 @@ def test_the_area_s_codes_are_written_in_its_files():
     files = [*(ROOT / "backend" / "jobs").glob("*.py"), *(ROOT / "backend" / "stages").glob("*.py"),
              ROOT / "backend" / "training" / "launched.py", ROOT / "backend" / "data" / "dataset.py",
              ROOT / "webui" / "tabs" / "run.py", ROOT / "webui" / "tabs" / "runs.py",
+             ROOT / "webui" / "jobs.py",
              ROOT / "backend" / "families" / "qwen3_vl.py",  # a captioner's refusal
              ROOT / "backend" / "data" / "masks.py", ROOT / "backend" / "data" / "video.py",
              ROOT / "backend" / "training" / "preservation.py"]

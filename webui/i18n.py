@@ -150,9 +150,12 @@ EN: dict[str, str] = {
     "runs.select": "Run",
     "runs.open": "Show in the Run tab",
     "runs.reuse": "Use these settings",
-    "runs.format": "LoRA key format",
+    "runs.format": "Key format",
     "runs.format_info": "reference: as trained; diffusers: loads with pipe.load_lora_weights; "
-                        "comfyui: loads in ComfyUI's LoRA loader.",
+                        "comfyui: loads in ComfyUI's LoRA loader. A full fine-tune's "
+                        "checkpoint: diffusers is its folder as a zip (from_pretrained); "
+                        "comfyui and reference one .safetensors file (ComfyUI's Load "
+                        "Diffusion Model; the reference trainer's step-N file).",
     "runs.checkpoint": "Checkpoint",
     "runs.extract_rank": "LoRA rank to extract",
     "runs.extract_rank_info": "From a full fine-tune's checkpoint: the change of each linear layer, kept to this rank (SVD).",
@@ -302,9 +305,12 @@ ZH: dict[str, str] = {
     "runs.select": "运行",
     "runs.open": "在“运行”页查看",
     "runs.reuse": "使用这些设置",
-    "runs.format": "LoRA 键名格式",
+    "runs.format": "键名格式",
     "runs.format_info": "reference：训练原样；diffusers：可用 pipe.load_lora_weights 加载；"
-                        "comfyui：可在 ComfyUI 的 LoRA 加载器中使用。",
+                        "comfyui：可在 ComfyUI 的 LoRA 加载器中使用。全量微调的检查点：diffusers "
+                        "为整个文件夹的 zip（from_pretrained 可加载）；comfyui 和 reference 为单个 "
+                        ".safetensors 文件（ComfyUI 的 `Load Diffusion Model`；参考训练器的 step-N "
+                        "文件）。",
     "runs.checkpoint": "检查点",
     "runs.extract_rank": "提取的 LoRA 秩",
     "runs.extract_rank_info": "从全量微调的检查点中：把每个线性层的变化（奇异值分解）保留到这个秩。",

@@ -155,16 +155,23 @@ def grid(run: dict, sample_set: str | None = None, lang: str | None = None
 
 # ---------------------------------------------------------------------- downloads
 def lora_download(run: dict, name: str | None, fmt: str) -> Path:
-    """The chosen checkpoint (default: the latest) in ``fmt`` (exports: output/export/)."""
+    """The chosen checkpoint (default: the latest) in ``fmt`` (exports: output/export/). A
+    full fine-tune's checkpoint: ``diffusers`` is its folder as one zip (``from_pretrained``
+    loads it unpacked); ``comfyui`` and ``reference`` one ``.safetensors`` file of the
+    component (``backend.models.full_export``)."""
     found = checkpoints(run)
     if not found:
-        raise ValueError(f"checkpoint: run {run['id']} has no LoRA checkpoint yet")
+        raise ValueError(Msg("runs.no_checkpoint_yet", id=run["id"]))
     by_name = {p.name: p for p in found}
     src = by_name.get(name) if name else found[-1]
     if src is None:
-        raise ValueError(f"checkpoint: not a checkpoint of run {run['id']} (got {name!r}; "
-                         f"allowed {', '.join(by_name)})")
-    if is_full_checkpoint(src):  # a full fine-tune's component folder, one zip of it
+        raise ValueError(Msg("runs.not_a_checkpoint", id=run["id"], got=name,
+                             allowed=", ".join(by_name)))
+    if is_full_checkpoint(src):
+        if fmt != "diffusers":
+            from backend.models.full_export import export_full  # as export_lora below
+
+            return export_full(src, fmt, log=lambda _: None)
         return _zip([(p, f"{src.name}/{p.relative_to(src).as_posix()}")
                      for p in _files_under(src)],
                     src.parent / rundir.EXPORT / f"{run['id']}-{src.name}.zip")

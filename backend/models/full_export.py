@@ -77,7 +77,7 @@ class FullExportError(ValueError):
     def __init__(self, problems: list[Any]):
         self.problems = list(problems)
         self.message = Msg("fullexport.refused", lines=self.problems)
-        super().__init__(str(self.message))
+        super().__init__(self.message)
 
 
 @dataclass(frozen=True)

@@ -353,6 +353,9 @@ EN: dict[str, str] = {
     "runs.summary": "Run `{id}` — **{status:@status}** · folder `{folder}` · disk {disk}",
     "runs.checkpoints": "Checkpoints: {names}",
     "runs.no_checkpoints": "Checkpoints: none yet",
+    "runs.no_checkpoint_yet": "checkpoint: run {id} has no checkpoint yet",
+    "runs.not_a_checkpoint": "checkpoint: not a checkpoint of run {id} (got {got!r}; allowed "
+                             "{allowed})",
     "runs.failure": "Failure: {why:q}",
     "runs.choose_first": "Choose a run first.",
     "runs.choose_first_x": "✗ Choose a run first.",
@@ -657,6 +660,9 @@ ZH: dict[str, str] = {
     "runs.summary": "运行 `{id}` — **{status:@status}** · 文件夹 `{folder}` · 磁盘 {disk}",
     "runs.checkpoints": "检查点：{names}",
     "runs.no_checkpoints": "检查点：还没有",
+    "runs.no_checkpoint_yet": "`checkpoint`：运行 {id} 还没有检查点",
+    "runs.not_a_checkpoint": "`checkpoint`：不是运行 {id} 的检查点（当前：{got!r}；可用："
+                             "{allowed}）",
     "runs.failure": "失败原因：{why:q}",
     "runs.choose_first": "请先选择一个运行。",
     "runs.choose_first_x": "✗ 请先选择一个运行。",
