@@ -13,6 +13,7 @@ from PIL import Image
 
 from backend.config.schema import RunConfig
 from backend.data.dataset import DatasetError
+from tests.harness.masks import masked_dataset
 from tests.harness.stages import (assert_ok, check_progress, make_dataset, run_stage,
                                   train_args)
 
@@ -157,27 +158,6 @@ def test_latent_mask_is_the_area_average_and_groups_frames_as_the_vae():
 # ------------------------------------------------------------------------------------------
 # Reading and checking masks
 # ------------------------------------------------------------------------------------------
-def masked_dataset(folder):
-    """Three 64x64 images: a.png with a mask in masks/, b.png with a mask column, c.png with
-    an alpha channel (left half transparent). Masks: left half black."""
-    folder.mkdir(parents=True)
-    (folder / "masks").mkdir()
-    half = np.full((64, 64), 255, np.uint8)
-    half[:, :32] = 0
-    for name in ("a.png", "b.png"):
-        Image.new("RGB", (64, 64), (200, 30, 30)).save(folder / name)
-    Image.fromarray(half).save(folder / "masks" / "a.png")
-    Image.fromarray(half).save(folder / "b_mask.png")
-    rgba = np.zeros((64, 64, 4), np.uint8)
-    rgba[..., 1] = 200
-    rgba[..., 3] = half
-    Image.fromarray(rgba, "RGBA").save(folder / "c.png")
-    (folder / "metadata.csv").write_text(
-        "image,prompt,mask\na.png,a red square,\nb.png,a red square,b_mask.png\n"
-        "c.png,a green square,\n", encoding="utf-8")
-    return folder
-
-
 def cfg_for(data, **kw) -> RunConfig:
     return RunConfig(dataset_base_path=str(data),
                      dataset_metadata_path=str(data / "metadata.csv"), masked_loss=True,
@@ -197,6 +177,31 @@ def test_each_source_gives_the_mask_resized_as_its_image(tmp_path):
         m = load_image_mask(rec, cfg)
         assert m.shape == (1, 32, 32)
         assert m[0, :, :15].max() == 0 and m[0, :, 17:].min() == 1
+
+
+def test_the_dataset_tab_shows_each_mask_over_its_image(tmp_path):
+    """The check's previews: each image at its training size, its weight-1 half as it is,
+    its weight-0 half tinted; one per image that has a mask, named by its file."""
+    from backend.data.masks import MASKED_BLEND, MASKED_TINT
+    from backend.data.video import mask_findings
+
+    data = masked_dataset(tmp_path / "d")
+    cfg = cfg_for(data, mask_path=str(data / "masks"), alpha_mask=True, height=32, width=32)
+    findings, _, shown = mask_findings(cfg, previews=24)
+    assert findings == [] and [name for _, name in shown] == ["a.png", "b.png", "c.png"]
+    for (im, name), colour in zip(shown, ((200, 30, 30), (200, 30, 30), (255, 255, 255))):
+        arr = np.asarray(im).astype(int)
+        assert im.size == (32, 32)
+        # c.png: its transparent pixels composited on white, as training reads them
+        right = colour if name != "c.png" else (0, 200, 0)
+        assert (arr[:, 17:] == right).all(), name
+        tinted = [round(c + (t - c) * MASKED_BLEND) for c, t in zip(colour, MASKED_TINT)]
+        assert np.abs(arr[:, :15] - tinted).max() <= 1, name
+    # only as many as asked; none while a mask has a problem
+    assert len(mask_findings(cfg, previews=2)[2]) == 2
+    Image.new("L", (48, 64), 255).save(data / "masks" / "a.png")
+    findings, _, shown = mask_findings(cfg, previews=24)
+    assert findings and shown == []
 
 
 def test_refusals_name_the_row_and_the_field(tmp_path):
@@ -223,7 +228,7 @@ def test_refusals_name_the_row_and_the_field(tmp_path):
         check_stage_dataset(cfg, family)
     assert len(e.value.problems) == 1 and "row 1" in str(e.value.problems[0])
     Image.new("L", (64, 64), 255).save(data / "masks" / "a.png")
-    findings, count = mask_findings(cfg)
+    findings, count, _ = mask_findings(cfg)
     assert [f["level"] for f in findings] == ["warning"]  # the cell naming no file
     assert count == "2 of 3 item(s) without a mask (weight_one)."
     assert "没有遮罩" in count.text("zh")

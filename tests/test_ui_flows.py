@@ -149,6 +149,27 @@ def test_an_edit_dataset_shows_its_pairs_and_instructions(page, tmp_path):
     assert widths[0] == widths[1] < widths[2], widths
 
 
+def test_the_dataset_check_shows_each_mask_over_its_image(page, tmp_path):
+    """masked_loss on, masks from a folder, a column and alpha: the check shows the three
+    images with their masks over them."""
+    from tests.harness.masks import masked_dataset
+
+    data = masked_dataset(tmp_path / "masked")
+    tab(page, "dataset")
+    field(page, "dataset_base_path").fill(str(data))
+    field(page, "dataset_metadata_path").fill(str(data / "metadata.csv"))
+    field(page, "dataset_metadata_path").press("Tab")
+    show_field(page, "masked_loss").check()
+    show_field(page, "alpha_mask").check()
+    mask_path = show_field(page, "mask_path")
+    mask_path.fill(str(data / "masks"))
+    mask_path.press("Tab")
+    tab(page, "dataset")
+    page.click("#data-check")
+    expect(page.locator("#mask-preview img")).to_have_count(3, timeout=STEP_S * 1000)
+    expect(page.locator("#mask-preview")).to_contain_text("weight 0")
+
+
 # ---------------------------------------------------------------------- training tab
 def test_low_vram_import_keeps_zero3_then_the_target_gpu_apply(page):
     """One preset load (a form-wide update is the slow part in a browser) for both:

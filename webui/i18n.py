@@ -75,6 +75,7 @@ EN: dict[str, str] = {
     "data.validate": "Check dataset",
     "data.report": "Dataset check",
     "data.preview": "Images",
+    "data.masks": "Masks over their images (tinted red: weight 0, not trained on)",
     # dataset tab: writing captions
     "caption.intro": "Caption the images of the dataset folder with a vision-language model: "
                      "the model family's own text encoder (no second download), or a "
@@ -236,6 +237,7 @@ ZH: dict[str, str] = {
     "data.validate": "检查数据集",
     "data.report": "数据集检查结果",
     "data.preview": "图片",
+    "data.masks": "遮罩叠加在图像上（红色：权重为 0，不参与训练）",
     "data.pairs": "编辑样本对：输入图片 → 目标图片，下方为指令（在描述列中编辑）",
     "train.generated": "生成的文件（随输入实时更新）",
     "train.import": "导入命令",

@@ -34,7 +34,7 @@ from backend.core.media_types import IMAGE_EXTS, VIDEO_EXTS
 from backend.core.messages import Msg
 from backend.config.schema import RunConfig
 from backend.data.dataset import (DatasetError, Record, _to_rgb, cover_crop, header_size,
-                                  read_metadata_rows, target_size, upright_size)
+                                  load_image, read_metadata_rows, target_size, upright_size)
 
 MASK_KEY = "mask"
 ALPHA = "alpha"
@@ -321,3 +321,40 @@ def mask_report(cfg: RunConfig, records: list[Record], *, clips: bool = False,
         per.append((has, where, warned))
         out.append(replace(rec, mask=mask if has else None))
     return {"records": out, "problems": problems, "per_record": per, "without": without}
+
+
+# ------------------------------------------------------------------------------------------
+# Masks over their images (the Dataset tab)
+# ------------------------------------------------------------------------------------------
+# What a weight-0 pixel is blended toward in a preview, and how far.
+MASKED_TINT = (220, 30, 60)
+MASKED_BLEND = 0.65
+
+
+def overlay(rec: Record, cfg: RunConfig):
+    """``rec``'s image at its training size with its mask over it (``rec.mask`` set), as
+    the trainer sees them: a pixel of weight 1 as it is, one of weight 0 blended
+    ``MASKED_BLEND`` of the way toward ``MASKED_TINT``, grey levels in between. None when
+    the record has no mask (it trains with weight 1) or its alpha channel is opaque."""
+    from PIL import Image
+
+    weights = load_image_mask(rec, cfg)
+    if weights is None:
+        return None
+    image, _ = load_image(rec.image, cfg)
+    tinted = Image.blend(image, Image.new("RGB", image.size, MASKED_TINT), MASKED_BLEND)
+    grey = Image.fromarray((weights[0].numpy() * 255.0).round().astype("uint8"), "L")
+    return Image.composite(image, tinted, grey)
+
+
+def mask_previews(cfg: RunConfig, records: list[Record], limit: int = 24) -> list[tuple]:
+    """(image with its mask over it, the record's name) of the first ``limit`` records of an
+    image dataset that have a mask (``check_masks``'s records)."""
+    out = []
+    for rec in records:
+        if len(out) >= limit:
+            break
+        shown = overlay(rec, cfg)
+        if shown is not None:
+            out.append((shown, rec.name or rec.image.name))
+    return out

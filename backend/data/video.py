@@ -480,16 +480,19 @@ def load_clip_mask(rec: Record, cfg: RunConfig):
     return (torch.from_numpy(arr) / 255.0).unsqueeze(0)
 
 
-def mask_findings(cfg: RunConfig) -> tuple[list[dict[str, Any]], Any]:
+def mask_findings(cfg: RunConfig, previews: int = 0
+                  ) -> tuple[list[dict[str, Any]], Any, list[tuple]]:
     """The Dataset tab's findings about masks (every problem as an error naming the row,
-    ``validate_dataset``'s form) and the count of items without one (a message; None when
-    ``masked_loss`` is off or nothing could be checked)."""
+    ``validate_dataset``'s form), the count of items without one (a message; None when
+    ``masked_loss`` is off or nothing could be checked) and up to ``previews`` images with
+    their masks over them (``masks.mask_previews``; images only, none while a mask has a
+    problem)."""
     if not cfg.masked_loss:
-        return [], None
+        return [], None, []
     clips = get_family(cfg.model_family).media == "video"
     records, problems = (read_video_records if clips else read_records)(cfg)
     if problems or not records:
-        return [], None
+        return [], None, []
     report = masks.mask_report(
         cfg, records, clips=clips, sizes=clip_sizes(records, cfg) if clips else None,
         inspect=inspect_clip_mask if clips else None)
@@ -501,8 +504,10 @@ def mask_findings(cfg: RunConfig) -> tuple[list[dict[str, Any]], Any]:
     findings = [finding("error", m) for m in report["problems"]]
     for _, errs, warns in report["per_record"]:
         findings += [finding("error", m) for m in errs] + [finding("warning", m) for m in warns]
+    shown = [] if clips or not previews or any(f["level"] == "error" for f in findings) \
+        else masks.mask_previews(cfg, report["records"], previews)
     return findings, Msg("diagnosis.mask_count", without=report["without"], n=len(records),
-                         then=cfg.mask_missing)
+                         then=cfg.mask_missing), shown
 
 
 # ------------------------------------------------------------------------------------------

@@ -53,6 +53,9 @@ def create_ui(ctx: Ctx) -> None:
         c["sample_suggest_btn"] = gr.Button(T("data.suggest_btn"), size="sm",
                                             elem_id="sample-suggest-btn", scale=0)
     c["sample_suggestion"] = gr.State([])
+    c["mask_preview"] = gr.Gallery(label=T("data.masks"), columns=8, height=220,
+                                   elem_id="mask-preview", visible=False, type="pil",
+                                   buttons=[], object_fit="contain", allow_preview=True)
     c["data_report"] = gr.Dataframe(headers=REPORT_HEADERS, label=T("data.report"),
                                     datatype=["str", "html", "str", "html", "html"],
                                     interactive=False, wrap=True, elem_id="data-report",
@@ -322,7 +325,8 @@ def _bind_check(ctx: Ctx) -> None:
                                         models_dir=ctx.models_dir, runner=ctx.runner)
         findings = validate_any_dataset(cfg)  # every file through the read gate
         findings += validate_input_images(cfg)  # edit models: the rows' input images
-        masks, without = mask_findings(cfg)  # masked_loss: each mask, and how many lack one
+        # masked_loss: each mask, how many lack one, and the masks over their images
+        masks, without, overlays = mask_findings(cfg, previews=24)
         findings += masks
         head = bilingual(_report_head(findings)) + bucket_plan_section(cfg, cfg_dict, findings)
         if without is not None:
@@ -331,11 +335,13 @@ def _bind_check(ctx: Ctx) -> None:
                                   [f.get("caption") or "" for f in findings], cfg.trigger_word)
         return {c["data_msg"]: head,
                 c["data_report"]: gr.Dataframe(value=_report_rows(findings), visible=True),
+                c["mask_preview"]: gr.Gallery(value=overlays or None, visible=bool(overlays)),
                 **_suggestion_outputs(c, offer)}
 
     suggest_outputs = [c["sample_suggest_row"], c["sample_suggest"], c["sample_suggestion"]]
     c["data_check"].click(check, inputs=form.inputs,
-                          outputs=[c["data_msg"], c["data_report"]] + suggest_outputs,
+                          outputs=[c["data_msg"], c["data_report"], c["mask_preview"]]
+                          + suggest_outputs,
                           show_progress_on=[c["data_msg"]], api_visibility="private")
 
     def use_suggestion(data: dict):
