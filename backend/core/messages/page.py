@@ -49,7 +49,7 @@ EN: dict[str, str] = {
     "caption.none_to_stop": "No caption run to stop.",
     "caption.stopping": "○ Stopping caption run `{run}`…",
     # -- Results tab: the grid and renders (webui/tabs/results.py, webui/jobs.py)
-    "results.no_checkpoint": "This run has no LoRA checkpoint yet.",
+    "results.no_checkpoint": "This run has no checkpoint yet.",
     "results.columns": "Columns: **{titles:join=** | **}** — one row per prompt",
     "results.no_samples": "No samples yet.",
     "results.base_model": "base model",
@@ -134,7 +134,7 @@ ZH: dict[str, str] = {
     "caption.ended": "✗ 描述任务 `{run}` {status:@status}。",
     "caption.none_to_stop": "没有可停止的描述任务。",
     "caption.stopping": "○ 正在停止描述任务 `{run}`……",
-    "results.no_checkpoint": "这个运行还没有 LoRA 检查点。",
+    "results.no_checkpoint": "这个运行还没有检查点。",
     "results.columns": "列：**{titles:join=** | **}** —— 每条提示词一行",
     "results.no_samples": "还没有样图。",
     "results.base_model": "基础模型",
