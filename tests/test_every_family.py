@@ -35,8 +35,8 @@ from backend.training.samples import _render as render
 from backend.training.samples import component_dirs, load_pipeline, read_index
 from webui import jobs as results
 from tests.harness.families import (ODD_CLIP, ODD_IMAGE, RANK, adjusted, build_models, cases,
-                                    family_cases, odd_dataset, run_config, run_stage_here,
-                                    sigterm_after_step, write_run_config)
+                                    clip_frames, family_cases, odd_dataset, run_config,
+                                    run_stage_here, sigterm_after_step, write_run_config)
 from tests.harness.stages import REPO, stage_env
 
 CASES = cases()
@@ -57,7 +57,7 @@ def test_one_step_from_a_size_no_multiple_divides(case, tmp_path):
     # A distilled variant (Turbo) trains directly here on purpose: the check is its sizes.
     variant = family_spec(case.family).variant(case.variant)
     raw = run_config(case, models, data, out, task="sft", num_epochs=1, dataset_repeat=1,
-                     lora_rank=2, seed=0, mixed_precision="no", num_frames=5,
+                     lora_rank=2, seed=0, mixed_precision="no", num_frames=clip_frames(case),
                      dataset_num_workers=0, save_steps=1,
                      train_distilled=bool(variant and variant.distilled_from))
     cfg = validate(raw)

@@ -231,7 +231,7 @@ def test_chinese_page_shows_no_english(browser, server):
                                                                  timeout=240_000)
     found: dict[str, list[str]] = {}
     opened = 0
-    for name in ("model", "dataset", "training", "run", "results", "runs"):
+    for name in ("model", "dataset", "training", "run", "results", "runs", "models"):
         if name != "model":  # the tab the page opens on
             tab(page, name)
         if name == "training":

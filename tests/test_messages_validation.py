@@ -134,6 +134,7 @@ RULE_CASES = (
     {"alpha_mask": True}, {"masked_loss": True},
     {"prior_preservation": True}, {"prior_preservation": True, "class_data_path": "/no/such"},
     {"class_data_path": "x", "dop_weight": 2.0},
+    {"prior_preservation": True, "class_data_path": ".", "num_class_images": 5},
     {"diff_output_preservation": True, "split_training": False, "stages": ["train"]},
     {"enable_wandb_log": True, "wandb_project": "team/project", "offline": True},
     {"enable_swanlab_log": True, "swanlab_project": "my project", "swanlab_workspace": "a b"},

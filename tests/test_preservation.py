@@ -342,3 +342,194 @@ def test_a_class_folder_without_images_is_refused_naming_the_field(tmp_path):
     assert len(preservation.check_class_dataset(
         cfg.model_copy(update={"class_data_path": str(classes)}),
         get_family("qwen_image"))) == len(CAPTIONS)
+
+
+# ------------------------------------------------------------------------------------------
+# Class images rendered from class_prompt (backend/training/class_images.py)
+# ------------------------------------------------------------------------------------------
+CLASS_PROMPT = "a shape on a plain background"
+
+
+@pytest.mark.parametrize("over, text", [
+    ({"prior_preservation": True},
+     "class_data_path: prior preservation needs a class dataset (got neither class_data_path "
+     "nor class_prompt"),
+    ({"prior_preservation": True, "class_prompt": CLASS_PROMPT, "num_class_images": 0},
+     "num_class_images: input should be greater than or equal to 1"),
+    ({"prior_preservation": True, "class_prompt": CLASS_PROMPT, "num_class_images": 10001},
+     "num_class_images: input should be less than or equal to 10000"),
+    ({"prior_preservation": True, "class_data_path": ".", "num_class_images": 5},
+     "num_class_images: a number of class images to render without a class_prompt"),
+    ({"class_prompt": CLASS_PROMPT}, "class_prompt: a prior preservation option without"),
+])
+def test_class_image_refusals_name_the_field(over, text):
+    with pytest.raises(ConfigError) as e:
+        validate(over, require_inputs=False)
+    assert text in str(e.value)
+
+
+def test_a_class_prompt_alone_is_a_class_set():
+    validate({"prior_preservation": True, "class_prompt": CLASS_PROMPT,
+              "num_class_images": 3}, require_inputs=False)
+
+
+def test_the_plan_renders_class_images_in_a_stage_of_their_own_before_stage_1(tmp_path):
+    from backend.core.rundir import RunDir
+    from backend.planning.plan import plan_run
+
+    run = (tmp_path / "run").resolve()
+    files = RunDir(run)
+    cfg = validate({"dataset_base_path": "data/set", "prior_preservation": True,
+                    "class_prompt": CLASS_PROMPT})
+    plans = plan_run(cfg, run, cuda=False)
+    assert [p.name for p in plans] == ["class_images", "data_process", "train", "sample"]
+    assert plans[0].argv[1:] == ["-m", "backend.stages.class_images", "--config",
+                                 str(files.run_yaml), "--output_dir", str(files.classes)]
+    stage1 = plans[1].argv
+    assert stage1[stage1.index("--class_images_dir") + 1] == str(files.classes)
+    assert "--class_images_dir" not in plans[2].argv
+    assert "backend.stages.class_images" in files.commands.read_text()
+    # A class folder alone, or no data_process stage: nothing to render before it.
+    for over in ({"class_prompt": "", "class_data_path": str(tmp_path)},
+                 {"stages": ["train"]}):
+        plans = plan_run(cfg.model_copy(update=over), tmp_path / "other", cuda=False)
+        assert "class_images" not in [p.name for p in plans]
+        assert all("--class_images_dir" not in p.argv for p in plans)
+
+
+def test_stage1_takes_the_first_rendered_images_and_refuses_missing_ones(tmp_path):
+    from backend.families import get_family
+    from backend.training import class_images
+
+    cfg = RunConfig(dataset_base_path=str(tmp_path), prior_preservation=True,
+                    class_prompt=CLASS_PROMPT, num_class_images=3, sample_seed=7)
+    family = get_family("qwen_image")
+    assert [(i.index, i.seed) for i in class_images.to_render(cfg, given=1)] == [(0, 7), (1, 8)]
+    assert class_images.to_render(cfg, given=5) == []
+    with pytest.raises(StageError, match="class_prompt: 3 class image.*--class_images_dir"):
+        class_images.rendered_records(cfg, family, None, 0)
+    folder = tmp_path / "classes"
+    with pytest.raises(StageError) as e:
+        class_images.rendered_records(cfg, family, folder, 0)
+    assert "3 of the 3 class images to render are not in" in str(e.value)
+    assert "class-0000-seed7.png" in str(e.value)
+    assert "类别图片" in e.value.args[0].text("zh")
+    from PIL import Image
+
+    folder.mkdir()
+    for item in class_images.to_render(cfg, 0):
+        Image.new("RGB", (32, 32), "white").save(item.image(folder))
+        item.caption(folder).write_text(CLASS_PROMPT)
+    records = class_images.rendered_records(cfg, family, folder, given=1)
+    assert [Path(r.image).name for r in records] == ["class-0000-seed7.png",
+                                                    "class-0001-seed8.png"]
+    assert all(r.prompt == CLASS_PROMPT for r in records)
+
+
+def test_a_class_prompt_for_a_video_model_is_refused_naming_it(tmp_path):
+    from backend.data.dataset import DatasetError
+    from backend.families import get_family
+
+    cfg = RunConfig(dataset_base_path=str(tmp_path), prior_preservation=True,
+                    class_prompt=CLASS_PROMPT, model_family="wan",
+                    model_id_with_origin_paths="Wan-AI/Wan2.1-T2V-1.3B:"
+                                               "diffusion_pytorch_model*.safetensors")
+    family = get_family("wan").for_config(cfg)
+    with pytest.raises(DatasetError) as e:
+        preservation.check_class_dataset(cfg, family)
+    assert str(e.value.problems[0]).startswith("class_prompt: ")
+
+
+def run_planned(plan) -> "subprocess.CompletedProcess":
+    """A planned stage's exact command, run here (one plain process: ``run_stage_here``)."""
+    import subprocess
+
+    from tests.harness.stages import run_stage_here
+
+    module = next(a for a in plan.argv if a.startswith("backend.stages."))
+    args = plan.argv[plan.argv.index(module) + 1:]
+    code, out, err = run_stage_here(module.rsplit(".", 1)[1], args)
+    return subprocess.CompletedProcess(plan.argv, code, out, err)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_class_images_are_rendered_cached_and_trained_on(tmp_path, models_root):
+    """A split run with class_prompt and no class folder: the class_images stage renders
+    num_class_images into the run folder, stage 1 caches them, stage 2 trains with the prior
+    term (its losses differ from the same run at prior_loss_weight 0); the run planned again
+    over the same folder renders nothing; a class folder with fewer images gets the rest
+    rendered into the run folder, its own folder untouched."""
+    from backend.core.rundir import RunDir
+    from backend.planning.plan import plan_run
+    from tests.harness.stages import read_progress
+
+    data = make_dataset(tmp_path / "images")
+    run = RunDir((tmp_path / "run").resolve())
+    steps = 4
+    values = {"dataset_base_path": str(data), "dataset_metadata_path": str(data / "metadata.csv"),
+              "models_dir": str(models_root), "offline": True, "stages": ["data_process", "train"],
+              "prior_preservation": True, "class_prompt": CLASS_PROMPT, "num_class_images": 3,
+              "sample_steps": 2, "sample_height": 64, "sample_width": 64, "sample_seed": 5,
+              "lora_rank": 4, "learning_rate": 2e-2, "max_train_steps": steps,
+              "save_steps": steps, "seed": 0}
+    cfg = validate(values)
+    plans = plan_run(cfg, run.run_dir, cuda=False)
+    assert [p.name for p in plans] == ["class_images", "data_process", "train"]
+    for plan in plans:
+        assert_ok(run_planned(plan))
+    events = read_progress(run.progress)
+    rendered = [e for e in events if e.get("stage") == "class_images"]
+    assert [e["event"] for e in rendered] == ["start", "step", "step", "step", "end"], rendered
+    assert rendered[-1]["status"] == "succeeded" and rendered[-1]["rendered"] == 3
+    names = sorted(p.name for p in run.classes.iterdir())
+    assert names == [f"class-000{k}-seed{5 + k}.{x}" for k in range(3) for x in ("png", "txt")]
+    assert all((run.classes / n).read_text().strip() == CLASS_PROMPT
+               for n in names if n.endswith(".txt"))
+    manifest = json.loads((run.cache / "class" / "manifest.json").read_text())
+    assert sorted(Path(s["image"]).name for s in manifest["samples"]) == names[::2]
+    assert {s["prompt"] for s in manifest["samples"]} == {CLASS_PROMPT}
+    losses = [e["loss"] for e in events if e.get("stage") == "train" and e["event"] == "step"]
+    assert len(losses) == steps
+    # The same run without the prior term's weight: a plain run, other losses.
+    plain = tmp_path / "plain"
+    proc = run_stage(["--config", run.run_yaml, "--task", "sft:train", "--dataset_base_path",
+                      run.cache, "--dataset_metadata_path", "none", "--output_path", plain,
+                      "--progress_file", plain / "progress.jsonl", "--prior_loss_weight", "0"])
+    assert_ok(proc)
+    plain_losses = [e["loss"] for e in check_progress(plain, total=steps)
+                    if e["event"] == "step"]
+    assert plain_losses != losses, (plain_losses, losses)
+
+    # Planned again over the same folder: nothing rendered, nothing encoded again.
+    stamps = {n: (run.classes / n).stat().st_mtime_ns for n in names}
+    cached = {p: p.stat().st_mtime_ns for p in (run.cache / "class").glob("*.safetensors")}
+    plans = plan_run(cfg, run.run_dir, cuda=False)
+    for plan in plans[:2]:
+        assert_ok(run_planned(plan))
+    again = [e for e in read_progress(run.progress) if e.get("stage") == "class_images"]
+    assert again[-1]["rendered"] == 0 and again[-1]["reused"] == 3, again[-1]
+    assert {n: (run.classes / n).stat().st_mtime_ns for n in names} == stamps
+    stage1_end = [e for e in read_progress(run.progress)
+                  if e.get("stage") == "data_process" and e["event"] == "end"][-1]
+    assert stage1_end["status"] == "succeeded" and stage1_end["encoded"] == 0, stage1_end
+    assert {p: p.stat().st_mtime_ns
+            for p in (run.cache / "class").glob("*.safetensors")} == cached and len(cached) == 3
+
+    # Two images of the user's own: the third is rendered into the run folder, not theirs.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name in ("red.png", "green.png"):
+        (mine / name).write_bytes((data / name).read_bytes())
+        (mine / name).with_suffix(".txt").write_text("a shape")
+    other = RunDir((tmp_path / "run2").resolve())
+    plans = plan_run(validate({**values, "class_data_path": str(mine)}), other.run_dir,
+                     cuda=False)
+    for plan in plans[:2]:
+        assert_ok(run_planned(plan))
+    assert sorted(p.name for p in mine.iterdir()) == ["green.png", "green.txt", "red.png",
+                                                     "red.txt"]
+    assert sorted(p.name for p in other.classes.iterdir()) == ["class-0000-seed5.png",
+                                                              "class-0000-seed5.txt"]
+    manifest = json.loads((other.cache / "class" / "manifest.json").read_text())
+    assert len(manifest["samples"]) == 3

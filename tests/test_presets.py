@@ -23,6 +23,7 @@ BUNDLED = ["cpu_demo", "cpu_demo_zero3", "flux2_dev_low_vram", "flux2_dev_single
            "qwen_image_edit_2509_low_vram", "qwen_image_edit_2509_single_gpu",
            "qwen_image_edit_2511_low_vram", "qwen_image_edit_2511_single_gpu",
            "krea2_raw_low_vram", "krea2_raw_single_gpu",
+           "ltx2_t2v_low_vram", "ltx2_t2v_single_gpu",
            "qwen_image_21_low_vram", "qwen_image_21_single_gpu",
            "wan_14b_zero3_offload", "wan_1_3b_12gb", "wan_2_1_i2v_14b_zero3_offload",
            "wan_2_2_t2v_a14b_low_noise_zero3_offload", "wan_2_2_ti2v_5b_24gb",
@@ -235,6 +236,6 @@ def test_a_user_preset_cannot_take_a_bundled_name(tmp_path):
     (own / "cpu_demo.yaml").write_text("schema_version: 1\nlora_rank: 4\n")  # by hand
     assert [n for n, _ in list_presets(tmp_path, "bob")].count("cpu_demo") == 1
     api = build_config("", "cpu_demo", tmp_path, "bob")
-    ui = preset_config(SimpleNamespace(workspace=tmp_path, models_dir=None), "cpu_demo",
+    ui = preset_config(SimpleNamespace(workspace=tmp_path, models_dir=None, runner=None), "cpu_demo",
                        "bob")
     assert api.lora_rank == ui["lora_rank"] == load_preset("cpu_demo").lora_rank == 8

@@ -231,6 +231,23 @@ def test_the_script_of_a_two_node_run(tmp_path):
     assert f"-m backend.jobs.slurm_launch --run-dir {run_dir} --stage train" in text
 
 
+def test_machines_packed_onto_one_node(tmp_path):
+    """``machines_per_node``: two launchers (two srun tasks, two machine ranks) on one
+    node, for CPU runs; with GPUs it is refused (each launcher would see every GPU)."""
+    stages, run_dir = low_vram_two_nodes(tmp_path)
+    packed = SlurmOptions(partition="debug", machines_per_node=2)
+    assert packed.problems() == [] and packed.job_nodes(2) == 1 and packed.job_nodes(3) == 2
+    text = sbatch_script(stages, run_dir, packed, "packed").splitlines()
+    assert "#SBATCH --nodes=1" in text and "#SBATCH --ntasks-per-node=2" in text
+    assert any(ln.startswith("srun --nodes=1 --ntasks=2 --ntasks-per-node=2 ") and
+               "--job-name=train" in ln for ln in text)
+    assert any(ln.startswith("srun --nodes=1 --ntasks=1 --ntasks-per-node=1 ") and
+               "--job-name=data_process" in ln for ln in text)
+    (problem,) = SlurmOptions(machines_per_node=2, gpus_per_node=8).problems()
+    assert problem.code == "slurm.packed_gpus" and str(problem).startswith("machines_per_node:")
+    assert [p.code for p in SlurmOptions(machines_per_node=0).problems()] == ["slurm.bad_count"]
+
+
 @pytest.mark.slow
 def test_sbatch_test_only_accepts_the_two_node_eight_gpu_script(slurm_cluster, tmp_path):
     stages, run_dir = low_vram_two_nodes(tmp_path)
@@ -352,6 +369,12 @@ def test_scheduler_end_states_are_explained_with_what_to_change():
     assert "time_limit (now 04:00:00)" in timeout.fixes[0]
     assert "mem_per_task now 64G" in scheduler_diagnosis("OUT_OF_MEMORY", {}, opts).fixes[0]
     assert scheduler_diagnosis("FAILED", {}, opts) is None
+    # Ended from outside the app: cancelled, or its stage killed (scancel --signal=KILL).
+    assert scheduler_diagnosis("CANCELLED", {}, opts, job="7").kind == "slurm_cancelled"
+    assert scheduler_diagnosis("FAILED", {}, opts, exit_code=143).kind == "slurm_cancelled"
+    killed = scheduler_diagnosis("FAILED", {}, opts, exit_code=137, job="7")
+    assert killed.kind == "slurm_killed" and "FAILED" in killed.title
+    assert "sacct -j 7" in killed.fixes[-1] and "`sacct -j 7`" in killed.fixes[-1].text("zh")
 
 
 def test_options_report_every_problem():

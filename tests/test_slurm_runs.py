@@ -6,6 +6,7 @@ its logs tailed from the run folder, stopped with its state saved and resumed to
 step, its samples rendered."""
 from __future__ import annotations
 
+import re
 import sqlite3
 import sys
 import time
@@ -27,6 +28,8 @@ from backend.jobs.slurm_runs import SlurmRunner
 from backend.planning.plan import plan_run
 from tests.harness.slurm import slurm_cluster  # noqa: F401  (the session's cluster fixture)
 from webui import jobs, services
+from webui.app import create_app
+from webui.tabs import training
 
 PY = sys.executable
 SLURM_RUN = {"executor": "slurm", "slurm_partition": "gpu", "slurm_account": "lab",
@@ -116,6 +119,52 @@ def test_without_sbatch_a_slurm_run_is_refused_and_nothing_is_kept(tmp_path, mon
     args = launch.build_parser().parse_args(["--executor", "slurm", "--slurm-partition", "gpu"])
     assert (args.executor, args.slurm_partition) == ("slurm", "gpu")
     assert launch.slurm_runner(args, ws) is None
+
+
+def test_the_form_follows_the_servers_executor(tmp_path, monkeypatch):
+    """On a ``--executor slurm`` server the page's form starts at executor slurm with the
+    server's partition (its ``slurm_*`` fields shown) and the Training tab shows the job's
+    ``slurm.sbatch`` beside the accelerate and DeepSpeed files; on a local server choosing
+    slurm is refused under ``executor`` before anything is submitted."""
+    monkeypatch.setenv("GRADIO_ANALYTICS_ENABLED", "False")
+    ws = tmp_path / "ws"
+    runner = SlurmRunner(ws, executor="slurm", server=SlurmOptions(partition="debug"))
+    app = create_app(runner, ws)
+    ctx = app.zerolora_ctx
+    form, c = ctx.form, ctx.c
+    assert (form.defaults["executor"], form.defaults["slurm_partition"]) == ("slurm", "debug")
+    assert form.components["executor"].value == "slurm"
+    assert form.components["slurm_partition"].visible
+    assert form.components["slurm_partition"].value == "debug"
+    assert c["gen_tab_sbatch"].visible
+    cfg = demo(tmp_path)  # what a preset fills in: the server's executor is added on send
+    files = training.preview_files(cfg, ws, runner)
+    script = files[training.GEN_SBATCH]
+    assert "#SBATCH --partition=debug" in script.splitlines()
+    assert f"--run-dir {training.RUN_PLACEHOLDER} --stage train" in script
+    assert "zerolora-<run_id>" in script and training.GEN_ACCELERATE in files
+    assert f"sbatch {training.RUN_PLACEHOLDER}/{training.GEN_SBATCH}" in \
+        files[training.GEN_COMMANDS]
+    # The form's own check: a SLURM server without sbatch on its PATH says so.
+    slurm_cfg = demo(tmp_path, executor="slurm")
+    assert form.server_check(slurm_cfg) == []
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert [p.code for p in form.server_check(slurm_cfg)] == ["slurm.no_sbatch"]
+    monkeypatch.undo()
+
+    local = Runner(tmp_path / "ws2")
+    app = create_app(local, tmp_path / "ws2")
+    form, c = app.zerolora_ctx.form, app.zerolora_ctx.c
+    assert form.defaults["executor"] == "local" and not form.components["slurm_partition"].visible
+    assert not c["gen_tab_sbatch"].visible
+    values = {n: comp.value for n, comp in form.components.items()}
+    assert form.check(form.event_inputs(values))[2] == []
+    values.update(executor="slurm", slurm_partition="gpu")
+    cfg, _, problems = form.check(form.event_inputs(values))
+    assert cfg is None and [p.code for p in problems] == ["slurm.local_runner"]
+    assert problems[0].startswith("executor: this server runs the stages itself")
+    assert "--executor slurm" in problems[0] and "`executor`" in problems[0].text("zh")
+    assert training.GEN_SBATCH not in training.preview_files(demo(tmp_path), tmp_path, local)
 
 
 def test_an_older_history_gains_the_job_id_column(tmp_path):
@@ -219,3 +268,99 @@ def test_the_cpu_demo_through_slurm_from_the_page_services(slurm_cluster, tmp_pa
     images, titles, cols = jobs.grid(done)
     assert images and cols >= 2, titles
     assert all(Path(p).is_file() for p, _ in images)
+
+
+def task_lines(log_text: str) -> list[tuple[int, int, int, int]]:
+    """(SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, machine_rank) of each task's line."""
+    return sorted((int(m[1]), int(m[2]), int(m[3]), int(m[4])) for m in re.finditer(
+        r"task SLURM_PROCID=(\d+) SLURM_LOCALID=(\d+) SLURM_NODEID=(\d+) on \S+: "
+        r"machine_rank (\d+) of 2", log_text))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_two_process_zero3_training_runs_through_srun_on_the_one_node(slurm_cluster,
+                                                                        tmp_path):
+    """Two machines of one process each, packed onto the one node (``machines_per_node``):
+    one ``srun`` step of two tasks, each an ``accelerate launch`` whose machine rank is its
+    SLURM_PROCID, join one ZeRO-3 training (gloo, CPU). Most of its time is two processes
+    importing DeepSpeed (and building its CPU ops when ~/.cache/torch_extensions lacks them):
+    the 4 steps take about 10 s."""
+    ws = tmp_path / "ws"
+    runner = SlurmRunner(ws, server=SlurmOptions(partition="debug", machines_per_node=2))
+    cfg = demo(tmp_path, executor="slurm", num_machines=2, num_processes=2, zero_stage=3,
+               dataset_repeat=1, num_epochs=1, stages=["data_process", "train"])
+    run_id = runner.submit(cfg, owner="alice")
+    done = runner.wait(run_id, timeout=540)
+    files = RunDir(Path(done["run_dir"]))
+    train_log = files.log("train").read_text()
+    assert done["status"] == "succeeded", (done, train_log[-3000:])
+    script = files.sbatch.read_text().splitlines()
+    assert "#SBATCH --nodes=1" in script and "#SBATCH --ntasks-per-node=2" in script
+    assert any(ln.startswith("srun --nodes=1 --ntasks=2 --ntasks-per-node=2 ") and
+               "--job-name=train" in ln for ln in script)
+    # Two tasks on the one node, told apart by SLURM: each is its own machine rank.
+    assert task_lines(train_log) == [(0, 0, 0, 0), (1, 1, 0, 1)], train_log[-3000:]
+    assert "2 process(es) on cpu, ZeRO-3" in train_log
+    (first,) = train_steps(files.run_dir)
+    assert first == [1, 2, 3, 4]  # 8 images / 2 processes
+    events, _ = read_events(files.progress)
+    start = next(e for e in events if e.get("stage") == "train" and e["event"] == "start")
+    assert start["num_processes"] == 2
+    assert (files.output / "epoch-0.safetensors").is_file()
+
+
+def train_step_of(cluster, job: str) -> str:
+    """The job's running ``train`` step (``<job>.<step>``), from squeue."""
+    out = cluster.run(["squeue", "-h", "-s", "-j", job, "-o", "%i %j"]).stdout
+    return next(line.split()[0] for line in out.splitlines() if line.split()[1:] == ["train"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_stage_killed_with_scancel_kill_is_diagnosed_and_resumes_to_the_end(
+        slurm_cluster, tmp_path):
+    ws = tmp_path / "ws"
+    runner = SlurmRunner(ws, server=SlurmOptions(partition="debug"))
+    # 16 steps, a checkpoint (LoRA + resume state) every 4; no samples.
+    cfg = demo(tmp_path, executor="slurm", dataset_repeat=2, num_epochs=1, save_steps=4,
+               stages=["data_process", "train"])
+    run_id = runner.submit(cfg, owner="alice")
+    files = RunDir(Path(runner.get_run(run_id)["run_dir"]))
+    wait_for(lambda: files.has_state() and (runner.progress(run_id).get("step") or 0) >= 6,
+             400, "training past its first checkpoint")
+    job = runner.get_run(run_id)["slurm_job_id"]
+    slurm_cluster.run(["scancel", "--signal=KILL", train_step_of(slurm_cluster, job)])
+
+    failed = runner.wait(run_id, timeout=120)
+    assert failed["status"] == "failed", failed
+    assert [s["status"] for s in failed["stages"]] == ["succeeded", "failed"]
+    assert failed["resumable"]
+    facts = runner.failure_summary(run_id)
+    assert (facts["job_id"], facts["scheduler_state"], facts["exit_code"]) == \
+        (job, "FAILED", 137)
+    kinds = [d["kind"] for d in facts["diagnoses"]]
+    assert kinds[0] == "slurm_killed" and "killed" not in kinds, kinds
+    first = facts["diagnoses"][0]
+    assert "SLURM killed the job's stage with SIGKILL (the job ended FAILED)" in \
+        facts["headline"]
+    assert any("Resume" in f for f in first["fixes"]) and any(
+        "scancel --signal=TERM" in f for f in first["fixes"])
+    assert first["settings"] == ["save_steps", "slurm_mem_per_task"]
+    assert "`SIGKILL`" in facts["headline"].text("zh")
+    assert str(failed["failure_reason"]) == str(facts["headline"])
+    (before,) = train_steps(files.run_dir)
+    events, _ = read_events(files.progress)
+    saved = max(e["step"] for e in events if e.get("stage") == "train"
+                and e["event"] == "checkpoint")
+    assert saved % 4 == 0 and saved < before[-1] < 16
+
+    runner.resume(run_id)
+    assert runner.get_run(run_id)["slurm_job_id"] != job
+    done = runner.wait(run_id, timeout=420)
+    assert done["status"] == "succeeded", (done, runner.last_lines(run_id, "train", 30))
+    assert [s["status"] for s in done["stages"]] == ["succeeded"] * 2
+    _, later = train_steps(files.run_dir)
+    assert later[0] == saved + 1 and later[-1] == 16, (before, later)
+    assert "already succeeded (an earlier job): skipped" in \
+        files.log("slurm").read_text() + files.log("data_process").read_text()

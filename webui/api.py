@@ -40,6 +40,14 @@ Endpoints (all take ``run_id`` as text where they concern one run):
   Hub the server points at (its ``HF_ENDPOINT``; never the caller's choice). ``token`` is
   kept in memory for the call; empty: the server's own, for admins only. ``dry_run``: the
   card and the file list, nothing sent. ``existing``: add a commit to your repository.
+- ``/list_models() -> list[{model_id, source, bytes, files, status, missing, ...}]``: the
+  server's models folder; ``/download_models(target, source) -> record`` fetches what a
+  family (``family:<name>[:<variant>]``) or preset (``preset:<name>``) lacks, from
+  ``source`` (modelscope | huggingface; empty: its own; a mirror is for admins);
+  ``/download_progress(download_id) -> record`` (empty id: the latest; ``status``,
+  ``bytes_done``, ``bytes_total``, ``speed``); ``/verify_model(model_id) -> {ok, problems}``;
+  ``/delete_model(model_id) -> {deleted, bytes}`` (admins only when sign-in is on)
+  (``webui/tabs/models.py``).
 
 Refusals (unknown or someone else's run, paths outside the run, bad configs, and -- with
 sign-in on, for non-admins -- server paths outside the user's datasets, the models folder
@@ -64,11 +72,14 @@ from backend.config.presets import list_presets, read_preset
 from backend.config.validation import validate_layers
 from backend.core.rundir import RunDir
 from webui import publishing, security, services
+from webui.tabs import models as models_tab
 
 __all__ = ["add_api_endpoints", "ENDPOINTS"]
 
 ENDPOINTS = ("start_run", "start_caption", "run_status", "run_progress", "stop_run", "resume_run", "list_runs",
-             "list_outputs", "fetch_output", "run_log", "list_presets", "publish_run")
+             "list_outputs", "fetch_output", "run_log", "list_presets", "publish_run",
+             "list_models", "download_models", "download_progress", "delete_model",
+             "verify_model")
 # Which environment variable carries a token for each download source.
 RUN_FIELDS = ("id", "name", "owner", "status", "created_at", "started_at", "ended_at",
               "failure_reason", "stop_reason", "note", "attempt", "current_stage", "gpu_ids")
@@ -195,7 +206,8 @@ def add_api_endpoints(runner, workspace: str | os.PathLike,
     fns = {}
     for fn in (*_start_endpoints(where, who), *_run_endpoints(where, who, checked_run),
                *_read_endpoints(where, who, checked_run),
-               *_publish_endpoints(who, checked_run)):
+               *_publish_endpoints(who, checked_run),
+               *models_tab.api_endpoints(where, who, _Fail)):
         fns[fn.__name__] = gr.api(fn, api_name=fn.__name__)
     fns["fetch_output"] = _add_fetch_output(where, who)
     return fns

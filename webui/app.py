@@ -12,6 +12,7 @@ Launch with the UI's launch settings (translations, styles)::
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -22,16 +23,18 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import gradio as gr  # noqa: E402
 
+from backend.jobs import slurm_runs  # noqa: E402
 from webui.context import Ctx, persistent_secret  # noqa: E402
 from webui.form import Form  # noqa: E402
 from webui.i18n import EN, I18N, ZH, T  # noqa: E402
 from webui.messages import LANG_CSS  # noqa: E402
-from webui.tabs import dataset, model, results, run, runs, training  # noqa: E402
+from webui.tabs import dataset, model, models, results, run, runs, training  # noqa: E402
 from webui.timing import instrument  # noqa: E402
 
 TABS = (("tab-model", "tab.model", model), ("tab-dataset", "tab.dataset", dataset),
         ("tab-training", "tab.training", training), ("tab-run", "tab.run", run),
-        ("tab-results", "tab.results", results), ("tab-runs", "tab.runs", runs))
+        ("tab-results", "tab.results", results), ("tab-runs", "tab.runs", runs),
+        ("tab-models", "tab.models", models))
 
 CSS = """
 .zl-header {align-items: center;}
@@ -110,7 +113,8 @@ def create_app(runner, workspace: Path, models_dir: Path | None = None,
               models_dir=Path(models_dir).expanduser().resolve() if models_dir else None,
               user_getter=user_getter)
     initial_name, initial = model.initial_config(ctx)
-    ctx.form = Form(defaults=initial)
+    ctx.form = Form(defaults=initial,
+                    server_check=functools.partial(slurm_runs.executor_problems, runner))
     c = ctx.c
     with gr.Blocks(title="ZeroLoRA", analytics_enabled=False) as demo:
         c["demo"] = demo

@@ -173,9 +173,13 @@ def from_widget_value(name: str, value: Any) -> tuple[Any, str | None]:
 class Form:
     """The components of the run form, keyed by schema field name."""
 
-    def __init__(self, defaults: dict[str, Any] | None = None):
+    def __init__(self, defaults: dict[str, Any] | None = None,
+                 server_check: typing.Callable[[RunConfig], list] | None = None):
+        """``server_check(cfg)``: what this server refuses of a valid config (a run sent
+        to SLURM by a server that runs its stages itself), shown as the schema's problems."""
         self.defaults = RunConfig().to_dict()
         self.defaults.update(defaults or {})
+        self.server_check = server_check
         self.components: dict[str, gr.components.Component] = {}
         self.errors: dict[str, gr.Markdown] = {}
 
@@ -317,6 +321,9 @@ class Form:
             return None, cfg_dict, problems + list(e.problems)
         if problems:
             return None, cfg_dict, problems
+        refused = list(self.server_check(cfg)) if self.server_check else []
+        if refused:
+            return None, cfg_dict, refused
         return cfg, cfg_dict, []
 
     # ------------------------------------------------------------------ filling and editing

@@ -169,6 +169,8 @@ FIELD_LABELS: dict[str, str] = {
     "prior_preservation": "Prior preservation (class dataset)",
     "class_data_path": "Class dataset folder",
     "prior_loss_weight": "Prior loss weight",
+    "class_prompt": "Class prompt (rendered class images)",
+    "num_class_images": "Number of class images",
     "diff_output_preservation": "Differential output preservation (DOP)",
     "dop_class": "DOP class word",
     "dop_weight": "DOP weight",

@@ -328,24 +328,27 @@ def stage_problems(c: dict[str, Any], require_inputs: bool = True) -> list[Msg]:
 
 
 def video_field_problems(c: dict[str, Any]) -> list[Msg]:
-    """Video options: frame counts the VAE's temporal grouping accepts (4k+1)."""
+    """Video options: frame counts the family's VAE takes (k * ``frame_multiple`` + 1:
+    4k+1, or the family's own)."""
     p: list[Msg] = []
+    family = c.get("model_family")
+    m = family_spec(family).frame_multiple if family in family_names() else 4
     for name in ("num_frames", "sample_num_frames"):
         n = c.get(name)
-        if isinstance(n, int) and (n - 1) % 4:
-            lo = (n - 1) // 4 * 4 + 1
-            p.append(field_problem(name, Msg("validation.rule.frames_4k1", n=n, lo=lo,
-                                             hi=lo + 4)))
+        if isinstance(n, int) and (n - 1) % m:
+            lo = (n - 1) // m * m + 1
+            p.append(field_problem(name, Msg("validation.rule.frame_count", m=m, n=n, lo=lo,
+                                             hi=lo + m)))
     buckets = c.get("frame_buckets") or []
     out_of_range = [n for n in buckets if isinstance(n, int) and not 1 <= n <= 1025]
     if out_of_range:
         p.append(field_problem("frame_buckets", Msg("validation.rule.frame_bucket_range",
                                                     got=out_of_range, lo=1, hi=1025)))
     for n in (n for n in buckets if isinstance(n, int) and n not in out_of_range
-              and (n - 1) % 4):
-        lo = (n - 1) // 4 * 4 + 1
-        p.append(field_problem("frame_buckets", Msg("validation.rule.frames_4k1", n=n, lo=lo,
-                                                    hi=lo + 4)))
+              and (n - 1) % m):
+        lo = (n - 1) // m * m + 1
+        p.append(field_problem("frame_buckets", Msg("validation.rule.frame_count", m=m, n=n,
+                                                    lo=lo, hi=lo + m)))
     if len(set(buckets)) < len(buckets):
         p.append(field_problem("frame_buckets", Msg("validation.rule.frame_bucket_repeated",
                                                     got=list(buckets))))
@@ -404,14 +407,17 @@ def mask_problems(c: dict[str, Any]) -> list[Msg]:
 
 
 # Prior preservation's and DOP's own options, which mean nothing without their switch.
-PRIOR_OPTIONS = {"class_data_path": None, "prior_loss_weight": 1.0}
+PRIOR_OPTIONS = {"class_data_path": None, "prior_loss_weight": 1.0, "class_prompt": "",
+                 "num_class_images": 100}
 DOP_OPTIONS = {"dop_class": "", "dop_weight": 1.0}
 
 
 def preservation_problems(c: dict[str, Any]) -> list[Msg]:
     """Regularization against drift (``backend/training/preservation.py``): each method's
     options only beside its switch; prior preservation needs an existing class dataset
-    folder (where the run reads raw data: not a train-only stage, which reads the cache);
+    folder (where the run reads raw data: not a train-only stage, which reads the cache) or
+    a ``class_prompt`` to render one from (``backend/training/class_images.py``), and
+    ``num_class_images`` only beside that prompt;
     DOP needs the trigger word it replaces and the class word it puts there. Both need
     stage 1 (``split_training``), which caches the class samples and the DOP captions."""
     p: list[Msg] = []
@@ -421,11 +427,16 @@ def preservation_problems(c: dict[str, Any]) -> list[Msg]:
                               lambda **k: Msg("validation.rule.prior_needs_switch", **k))
     else:
         folder = c.get("class_data_path")
-        if not folder:
+        prompt = str(c.get("class_prompt") or "").strip()
+        if not folder and not prompt:
             p.append(field_problem("class_data_path", Msg("validation.rule.class_data_required")))
-        elif c.get("task") != "sft:train" and not Path(folder).expanduser().is_dir():
+        elif folder and c.get("task") != "sft:train" and not Path(folder).expanduser().is_dir():
             p.append(field_problem("class_data_path", Msg("validation.rule.class_data_missing",
                                                           got=bounded.short(folder))))
+        count, default = c.get("num_class_images", 100), PRIOR_OPTIONS["num_class_images"]
+        if not prompt and count != default:
+            p.append(field_problem("num_class_images", Msg(
+                "validation.rule.class_count_needs_prompt", got=count, default=default)))
     if not dop:
         p += options_left_set(c, DOP_OPTIONS,
                               lambda **k: Msg("validation.rule.dop_needs_switch", **k))

@@ -257,11 +257,12 @@ class RunConfig(BaseModel):
         "weight_one", "An image without a mask: weight_one (trains on the whole image) or "
         "refuse (named before any stage).", "data", ui="advanced")
     # --- video datasets and clips (video families) -------------------------------------
-    num_frames: int = F(81, "Video families: frames per training clip (4k+1: the VAE groups "
-                        "frames by 4 after the first; 1 trains on single frames). Images "
+    num_frames: int = F(81, "Video families: frames per training clip (k*m+1, m the family's "
+                        "VAE grouping after the first frame, e.g. 4k+1 or 8k+1; "
+                        "1 trains on single frames). Images "
                         "are one-frame clips.", "data", ui="advanced", ge=1, le=1025)
     frame_buckets: list[int] = F([], "Video families: frame counts clips train at instead of "
-                                 "num_frames (each 4k+1, e.g. 17, 33, 81): each clip takes "
+                                 "num_frames (each k*m+1 as num_frames, e.g. 17, 33, 81): each clip takes "
                                  "the largest it fills at frame_stride or video_fps, and a "
                                  "batch holds clips of one count and size. A clip shorter "
                                  "than the smallest is refused, naming its row. Empty: "
@@ -282,7 +283,7 @@ class RunConfig(BaseModel):
         0.0, "Video families: train only on the schedule's timesteps from this fraction of "
         "them on, counted from the noisiest (the reference's flag; 0: from the start).",
         "training", ui="advanced", ge=0.0, le=1.0)
-    sample_num_frames: int = F(81, "Video families: frames of a sample clip (4k+1).",
+    sample_num_frames: int = F(81, "Video families: frames of a sample clip (k*m+1 as num_frames).",
                                "samples", ui="advanced", ge=1, le=1025)
     sample_fps: int = F(16, "Video families: frames per second of a sample clip.",
                         "samples", ui="advanced", ge=1, le=120)
@@ -672,6 +673,19 @@ class RunConfig(BaseModel):
     prior_loss_weight: float = F(
         1.0, "Prior preservation: the weight of the class sample's loss (0: cached, not "
         "trained on).", "training", ui="advanced", ge=0, le=100,
+        extra={"show_if": {"prior_preservation": [True]}})
+    class_prompt: str = F(
+        "", "Prior preservation: a prompt the base model renders class images from (no "
+        "LoRA, with the sample settings), in a stage of its own before stage 1, into the run "
+        "folder's classes/ (never into class_data_path), each with the prompt as its caption: "
+        "as many as class_data_path lacks of num_class_images, or all of them without it.",
+        "training", ui="advanced", max_length=2000,
+        extra={"show_if": {"prior_preservation": [True]}})
+    num_class_images: int = F(
+        100, "Prior preservation: how many class images the class set holds at least; those "
+        "class_data_path lacks are rendered from class_prompt (image k with seed sample_seed "
+        "+ k, so a rerun renders only what is not there yet). Needs class_prompt.",
+        "training", ui="advanced", ge=1, le=10000,
         extra={"show_if": {"prior_preservation": [True]}})
     diff_output_preservation: bool = F(
         False, "Differential output preservation (ai-toolkit's): each step the LoRA's "

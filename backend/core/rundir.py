@@ -14,6 +14,8 @@ below and fails on any other module that writes one)::
         logs/supervisor.log              the run's supervisor process
         progress.jsonl                   progress events (backend/core/progress.py)
         cache/                           the stage-1 cache (backend/data/cache.py)
+        classes/                         class images the base model rendered from class_prompt
+                                         (prior preservation; backend/training/class_images.py)
         output/                          LoRA checkpoints: step-<N>.safetensors, epoch-<N>...
                                          (their EMA twins step-<N>-ema.safetensors ...)
         output/state/                    the full training state, for resume
@@ -54,6 +56,7 @@ DEEPSPEED_JSON = "deepspeed_{stage}.json"
 # Folders in the run folder.
 LOGS = "logs"
 CACHE = "cache"
+CLASSES = "classes"  # class images rendered from class_prompt (stage class_images)
 OUTPUT = "output"
 SAMPLES = "samples"
 DOWNLOADS = "downloads"
@@ -98,7 +101,7 @@ RUNS = "runs"
 # Left out of the whole-run zip (paths relative to the run folder).
 ZIP_SKIP = (CACHE, f"{OUTPUT}/{STATE}", DOWNLOADS)
 # What a run writes into its folder (globs): deleted with a run whose folder is not its own.
-ARTIFACTS = (LOGS, CACHE, OUTPUT, SAMPLES, PROGRESS, RUN_YAML, COMMANDS, SBATCH,
+ARTIFACTS = (LOGS, CACHE, CLASSES, OUTPUT, SAMPLES, PROGRESS, RUN_YAML, COMMANDS, SBATCH,
              CAPTION_JOURNAL,
              ACCELERATE_YAML.format(stage="*"), DEEPSPEED_JSON.format(stage="*"))
 
@@ -109,6 +112,7 @@ FILE_NAMES = (RUN_YAML, COMMANDS, SBATCH, PROGRESS, ACCELERATE_YAML, DEEPSPEED_J
 FOLDER_NAMES = (RUNS, LOGS, CACHE, OUTPUT, SAMPLES, DOWNLOADS, STATE, EXPORT, TENSORBOARD)
 FILE_NAMES += (METRICS_CSV,)
 FOLDER_NAMES += (WANDB, SWANLAB)
+FOLDER_NAMES += (CLASSES,)
 
 
 def new_run_id() -> str:
@@ -272,6 +276,12 @@ class RunDir:
     @property
     def cache(self) -> Path:
         return self.run_dir / CACHE
+
+    @property
+    def classes(self) -> Path:
+        """``classes/``: the class images rendered from ``class_prompt`` (prior
+        preservation), read by stage 1 beside ``class_data_path``."""
+        return self.run_dir / CLASSES
 
     @property
     def output(self) -> Path:

@@ -124,6 +124,9 @@ class FamilySpec:
     # The multiple every image side is resized to (the VAE's downsampling times the
     # transformer's patch size); a variant may declare its own (``Variant``).
     resolution_multiple: int = 16
+    # A video family's clip lengths: frame counts of k * frame_multiple + 1 (the VAE keeps
+    # the first frame and groups the rest by this many).
+    frame_multiple: int = 4
     # Adapters that bind one run, ``"module:Class"``, tried in order by
     # ``Family.for_config``: subclasses of the family's adapter whose classmethod
     # ``for_run(base, cfg)`` returns one bound to the run (an edit model, image-to-video),

@@ -44,6 +44,11 @@ database), then ``scontrol show job`` (recently ended jobs). Before submission
 GPUs as asked for per node (``scontrol show partition`` / ``show node``, what ``sinfo``
 reports); ``sbatch`` missing from the PATH is refused first.
 
+A job is ``stopped`` only when the app asked (``stop`` writes ``stop requested by the app``
+into ``logs/slurm.log`` first); one cancelled or sent SIGTERM from outside (``CANCELLED``, a
+stage's 143) or whose stage was killed (``scancel --signal=KILL <job>.<step>``: ``FAILED``
+with 137) is ``failed``, explained by ``scheduler_diagnosis``, and resumes as any failed run.
+
 The run's ``slurm_*`` fields become ``SlurmOptions`` (``SlurmOptions.from_config``); the
 app's runner follows these jobs in its history (``backend.jobs.slurm_runs``). Left for later:
 the background probe for shared storage, a time limit checked against the estimate.
@@ -74,7 +79,8 @@ from backend.jobs.processes import REPO_ROOT, RUN_MARKER, child_env, start_stage
 from backend.jobs.watch import LOG_PREFIX, end_reason, last_end_event, read_tail
 from backend.planning.plan import LAUNCH, StagePlan
 
-BATCH_LOG = "slurm"  # the job's own output: RunDir.log(BATCH_LOG), beside the stage logs
+BATCH_LOG = "slurm"
+STOP_LINE = ": stop requested by the app"  # after "[zerolora] job <id>" in logs/slurm.log  # the job's own output: RunDir.log(BATCH_LOG), beside the stage logs
 LAUNCH_MODULE = "backend.jobs.slurm_launch"
 TOOL_TIMEOUT_S = 30.0
 # A stage that exits with this code was stopped on request (SIGTERM; see backend/core/exits).
@@ -114,6 +120,10 @@ class SlurmOptions:
     python: str = sys.executable       # the Python on the nodes (after the set-up lines)
     requeue: bool = True               # preempted: back in the queue, resumed by itself
     stop_grace_s: float = 120.0        # Stop: seconds after SIGTERM before scancel
+    # The run's machines (accelerate's num_machines) that share a node: 1, one launcher per
+    # node (a cluster); 2+ packs that many launchers, each its own srun task with its own
+    # SLURM_PROCID / SLURM_LOCALID, onto a node (CPU runs: a one-node test cluster).
+    machines_per_node: int = 1
 
     @classmethod
     def from_config(cls, cfg: RunConfig, server: "SlurmOptions | None" = None
@@ -150,7 +160,18 @@ class SlurmOptions:
                   if not _ENV_NAME.match(k)]
         if any("\n" in line or "\r" in line for line in self.setup_lines):
             found.append(Msg("slurm.bad_setup_line"))
+        if self.machines_per_node < 1:
+            found.append(Msg("slurm.bad_count", field="machines_per_node", least=1,
+                             got=self.machines_per_node))
+        elif self.machines_per_node > 1 and self.gpus_per_node:
+            found.append(Msg("slurm.packed_gpus", n=self.machines_per_node,
+                             gpus=self.gpus_per_node))
         return found
+
+    def job_nodes(self, machines: int) -> int:
+        """The nodes ``machines`` launchers take (``machines_per_node`` to a node)."""
+        per = max(1, self.machines_per_node)
+        return -(-max(1, machines) // per)
 
 
 # ----------------------------------------------------------------------------- commands
@@ -294,13 +315,15 @@ def sbatch_script(stages: list[StagePlan], run_dir: Path, options: SlurmOptions,
                   run_id: str) -> str:
     """The ``sbatch`` script of a run (see the module docstring)."""
     files = RunDir(Path(run_dir))
-    nodes = max([stage_nodes(p) for p in stages] or [1])
+    machines = max([stage_nodes(p) for p in stages] or [1])
+    nodes = options.job_nodes(machines)
+    per_node = min(machines, max(1, options.machines_per_node))
     head = ["#!/bin/bash",
             f"# ZeroLoRA run {run_id}: {', '.join(p.name for p in stages)} as one SLURM job,",
             "# one srun step per stage (backend/jobs/slurm.py). Submit: sbatch <this file>",
             f"#SBATCH --job-name=zerolora-{run_id}",
             f"#SBATCH --nodes={nodes}",
-            "#SBATCH --ntasks-per-node=1",
+            f"#SBATCH --ntasks-per-node={per_node}",
             f"#SBATCH --output={files.log(BATCH_LOG)}",
             "#SBATCH --open-mode=append",
             f"#SBATCH --chdir={REPO_ROOT}",
@@ -332,7 +355,8 @@ def sbatch_script(stages: list[StagePlan], run_dir: Path, options: SlurmOptions,
                  f"# ---- stage {plan.name}",
                  f"echo \"{LOG_PREFIX} job $SLURM_JOB_ID (restart ${{SLURM_RESTART_COUNT:-0}}): "
                  f"stage {plan.name} starts\"",
-                 f"srun --nodes={n} --ntasks={n} --ntasks-per-node=1{cpus} "
+                 f"srun --nodes={options.job_nodes(n)} --ntasks={n} "
+                 f"--ntasks-per-node={min(n, max(1, options.machines_per_node))}{cpus} "
                  f"--job-name={shlex.quote(plan.name)} --kill-on-bad-exit=1 \\",
                  f"    \"$PYTHON\" -m {LAUNCH_MODULE} --run-dir {shlex.quote(str(files.run_dir))} "
                  f"--stage {shlex.quote(plan.name)}{env} -- \\",
@@ -410,7 +434,16 @@ def job_facts(job_id: str) -> dict[str, str] | None:
 
 def _batch_lines(run_dir: Path, job_id: str) -> list[str]:
     text = read_tail(RunDir(Path(run_dir)).log(BATCH_LOG), 256 * 1024)
-    return [ln for ln in text.splitlines() if ln.startswith(f"{LOG_PREFIX} job {job_id}")]
+    head = f"{LOG_PREFIX} job {job_id}"
+    return [ln for ln in text.splitlines()
+            if ln.startswith(head) and ln[len(head):len(head) + 1] in (" ", ":")]
+
+
+def stop_requested(run_dir: Path, job_id: str) -> bool:
+    """Whether the app asked the job to stop (``SlurmExecutor.stop`` says so in
+    ``logs/slurm.log``): a job SLURM cancelled or ended with SIGTERM without that request
+    was ended from outside (``scancel``, an admin) and counts as failed, with a diagnosis."""
+    return any(ln.endswith(STOP_LINE) for ln in _batch_lines(run_dir, job_id))
 
 
 def stage_of(run_dir: Path, job_id: str) -> tuple[str | None, int | None]:
@@ -428,11 +461,25 @@ def stage_of(run_dir: Path, job_id: str) -> tuple[str | None, int | None]:
 
 
 # ----------------------------------------------------------------------------- diagnosis
-def scheduler_diagnosis(state: str, facts: dict[str, str], options: SlurmOptions
-                        ) -> Diagnosis | None:
-    """The plain-language diagnosis of an end state the scheduler imposed."""
+def scheduler_diagnosis(state: str, facts: dict[str, str], options: SlurmOptions, *,
+                        exit_code: int | None = None, job: str = "?") -> Diagnosis | None:
+    """The plain-language diagnosis of an end state the scheduler imposed, or of a job
+    ended from outside the app: cancelled or sent SIGTERM without a stop request
+    (``CANCELLED``, a stage's 143), or its stage killed with SIGKILL (a stage's 137:
+    ``scancel --signal=KILL <job>.<step>``, a step's memory limit)."""
     limit = facts.get("TimeLimit") or options.time_limit or "?"
     mem = options.mem_per_task or "?"
+    if state == "CANCELLED" or (state == "FAILED" and exit_code == STOPPED_EXIT):
+        return Diagnosis("slurm_cancelled", Msg("slurm.cancelled", state=state),
+                         Msg("slurm.cancelled_explained", job=job),
+                         [Msg("slurm.fix_resume"), Msg("slurm.fix_stop_from_page")],
+                         settings=["save_steps"])
+    if state == "FAILED" and exit_code in (137, -9):
+        return Diagnosis("slurm_killed", Msg("slurm.killed", state=state),
+                         Msg("slurm.killed_explained", job=job),
+                         [Msg("slurm.fix_resume_saved"), Msg("slurm.fix_stop_from_page"),
+                          Msg("slurm.fix_who_killed", job=job, mem=mem)],
+                         settings=["save_steps", "slurm_mem_per_task"])
     if state == "TIMEOUT":
         return Diagnosis("slurm_timeout", Msg("slurm.timeout"),
                          Msg("slurm.timeout_explained", limit=limit),
@@ -476,7 +523,7 @@ class SlurmExecutor(Executor):
         if missing:
             return [missing]
         return self.options.problems() + check_cluster(
-            self.options, max([stage_nodes(p) for p in stages] or [1]))
+            self.options, self.options.job_nodes(max([stage_nodes(p) for p in stages] or [1])))
 
     def submit(self, stages: list[StagePlan], run_dir: Path, *, run_id: str) -> Job:
         problems = self.refusals(stages)
@@ -516,9 +563,12 @@ class SlurmExecutor(Executor):
             code = stage_code
         if state == "COMPLETED" and (code or 0) == 0:
             status = "succeeded"
-        elif state == "CANCELLED" or code == STOPPED_EXIT:
+        elif (state == "CANCELLED" or code == STOPPED_EXIT) and \
+                stop_requested(job.run_dir, job.job_id):
             status = "stopped"
         else:
+            # Cancelled or sent SIGTERM from outside the app, a scheduler's end state
+            # (TIMEOUT ...), a stage that failed: failed, with a diagnosis (``failure``).
             status = "failed"
         shown = code if code is not None else "?"
         return JobStatus(job.job_id, status, state, None, nodes, code, sig, stage,
@@ -535,6 +585,10 @@ class SlurmExecutor(Executor):
         st = self.status(job)
         if st.ended:
             return
+        batch_log = RunDir(job.run_dir).log(BATCH_LOG)
+        batch_log.parent.mkdir(parents=True, exist_ok=True)
+        with batch_log.open("a", encoding="utf-8") as f:
+            f.write(f"{LOG_PREFIX} job {job.job_id}{STOP_LINE}\n")
         if st.status == "queued":
             _checked(["scancel", job.job_id])
         else:
@@ -581,9 +635,13 @@ class SlurmExecutor(Executor):
         end = last_end_event(RunDir(job.run_dir).progress, stage)
         summary = diagnosis.summarize(stage, st.exit_code, log_text,
                                       end_reason=end_reason(end))
-        found = scheduler_diagnosis(st.scheduler_state or "", facts, self.options)
+        found = scheduler_diagnosis(st.scheduler_state or "", facts, self.options,
+                                    exit_code=st.exit_code, job=job.job_id)
         if found is not None:
-            summary["diagnoses"] = [found.to_dict()] + summary["diagnoses"]
+            # SLURM's account of a kill replaces the generic "killed from outside" one.
+            summary["diagnoses"] = [found.to_dict()] + [
+                d for d in summary["diagnoses"]
+                if not (found.kind == "slurm_killed" and d.get("kind") == "killed")]
             summary["headline"] = Msg("diagnosis.headline_title", stage=stage,
                                       how=summary["exit_text"], title=found.title)
         summary.update(job_id=job.job_id, run_id=job.run_id, scheduler_state=st.scheduler_state,

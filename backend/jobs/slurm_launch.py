@@ -9,7 +9,9 @@
     srun -n 2 python -m backend.jobs.slurm_launch --dry-run --run-dir R --stage train -- ...
 
 It reads ``SLURM_PROCID`` (this task's rank in the step: the machine rank, one task per
-node), ``SLURM_NTASKS`` (the machines), ``SLURM_NODEID`` / ``SLURM_LOCALID`` (reported) and
+node, or one of the tasks packed onto a node: ``SlurmOptions.machines_per_node``),
+``SLURM_NTASKS`` (the machines), ``SLURM_NODEID`` / ``SLURM_LOCALID`` (reported, one line per
+task in the stage's log) and
 the step's node list (``SLURM_STEP_NODELIST``, else ``SLURM_JOB_NODELIST``, expanded with
 ``scontrol show hostnames``: the first host is the main process's address). The port is
 the same on every node without talking: ``20000 + (job id x 16 + step id) mod 40000``.
@@ -34,6 +36,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -146,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({**{k: v for k, v in facts.items() if k != "hosts"},
                           "hosts": facts["hosts"], "argv": run, "env": extra}), flush=True)
         return 0
+    # Every task says where it is and which machine it is (two tasks packed onto one node
+    # differ in SLURM_PROCID and SLURM_LOCALID, two nodes in SLURM_NODEID).
+    print(f"{LOG_PREFIX} task SLURM_PROCID={facts['rank']} SLURM_LOCALID={facts['local_id']} "
+          f"SLURM_NODEID={facts['node_id']} on {socket.gethostname()}: machine_rank "
+          f"{facts['rank']} of {facts['num_machines']}", flush=True)
     if first:
         print(f"{STAGE_HEADER} '{opts.stage}' (SLURM job {facts['job_id']} step "
               f"{facts['step_id']}, restart {facts['restart']}) started "

@@ -52,12 +52,55 @@ from backend.jobs.executor import Job, JobStatus
 from backend.jobs.history import TERMINAL, msg_json, transaction
 from backend.jobs.queue import disk_refusal
 from backend.jobs.runner import Runner, RunnerError, check_before_start
-from backend.jobs.slurm import SlurmError, SlurmExecutor, SlurmOptions, run_tool
-from backend.planning.plan import plan_run
+from backend.jobs.slurm import SlurmError, SlurmExecutor, SlurmOptions, run_tool, write_sbatch
+from backend.planning.plan import StagePlan, plan_run
 
 EXECUTORS = ("local", "slurm")
 # How often get_run / list_runs ask SLURM about a run that has not ended (seconds).
 SYNC_EVERY_S = 2.0
+
+
+def sends_to_slurm(runner: Runner) -> bool:
+    """Whether the server sends every run to SLURM (``launch.py --executor slurm``)."""
+    return isinstance(runner, SlurmRunner) and runner.executor == "slurm"
+
+
+def form_defaults(runner: Runner) -> dict[str, Any]:
+    """What the run form starts from on this server, over the schema's defaults: on a
+    ``--executor slurm`` server, ``executor: slurm`` (so the ``slurm_*`` fields show) and
+    the server's partition."""
+    if not sends_to_slurm(runner):
+        return {}
+    out: dict[str, Any] = {"executor": "slurm"}
+    if runner.server.partition:
+        out["slurm_partition"] = runner.server.partition
+    return out
+
+
+def executor_problems(runner: Runner, cfg: RunConfig) -> list[Msg]:
+    """Why this server cannot run ``cfg`` where it asks to run (the form shows it under
+    ``executor`` as soon as it is chosen): SLURM on a server that runs the stages itself,
+    or on one without ``sbatch`` on its PATH."""
+    if cfg.executor != "slurm":
+        return []
+    if not isinstance(runner, SlurmRunner):
+        return [Msg("slurm.local_runner", executor=cfg.executor)]
+    missing = SlurmExecutor.available()
+    return [missing] if missing else []
+
+
+def plan_as_run(runner: Runner, cfg: RunConfig, run_dir: Path, *, cuda: bool,
+                run_id: str) -> list[StagePlan]:
+    """The run folder as this server would start ``cfg`` (the Training tab's preview):
+    ``plan_run``, and for a run sent to SLURM its ``sbatch`` script too (planned for the
+    nodes' GPUs, ``slurm_gpus_per_node``, rather than this machine's)."""
+    if isinstance(runner, SlurmRunner):
+        cfg = runner.resolved(cfg)
+        if cfg.executor == "slurm":
+            stages = plan_run(cfg, run_dir, cuda=cfg.slurm_gpus_per_node > 0)
+            write_sbatch(stages, run_dir, runner.options(cfg), run_id)
+            return stages
+    return plan_run(cfg, run_dir, cuda=cuda)
 
 
 def refused(problems: list[Any]) -> RunnerError:

@@ -176,6 +176,18 @@ def _allow_patterns(src: Source) -> list[str]:
     return [src.pattern, f"{folder}/*.json" if folder else "*.json"]
 
 
+def local_state(base: Path, src: Source) -> tuple[list[Path], bool]:
+    """(the files of hub source ``src`` already in its model folder ``base``, whether they
+    are complete); never downloads (the Models tab, ``backend/models/inventory.py``)."""
+    found = _local_matches(base, src)
+    return found, _complete(found, src)
+
+
+def download_patterns(src: Source) -> list[str]:
+    """The hub file patterns ``resolve_source`` downloads for ``src``."""
+    return _allow_patterns(src)
+
+
 def download(cfg: RunConfig, model_id: str, allow_patterns: list[str], local_dir: Path) -> None:
     """Fetch files of ``model_id`` matching ``allow_patterns`` into ``local_dir``."""
     local_dir.mkdir(parents=True, exist_ok=True)

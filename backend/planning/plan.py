@@ -9,7 +9,10 @@
   ``activation_checkpointing`` block when DeepSpeed checkpointing is on);
 - ``commands.sh``: the same commands shell-quoted, for people (the runner never runs it);
 
-and returns one ``StagePlan`` per stage in ``cfg.stages``. Rules:
+and returns one ``StagePlan`` per stage in ``cfg.stages``, with ``class_images`` before
+``data_process`` when prior preservation renders class images from ``class_prompt`` (a
+stage the options imply, not one of ``stages``: ``backend/training/class_images.py`` says
+why it is a stage of its own; stage 1 gets its folder with ``--class_images_dir``). Rules:
 
 - stage 1 (data_process) never runs under DeepSpeed: it has no optimizer and ZeRO wraps
   crash it. It runs plain on the main machine with that machine's processes.
@@ -51,6 +54,7 @@ from backend.config.paths import REPO_ROOT, resolve_paths
 from backend.config.schema import RunConfig, effective_optimizer
 from backend.config.validation import validate
 from backend.core.rundir import RunDir
+from backend.training import class_images
 
 # The name of the run-folder layout before backend.core.rundir (kept for older imports).
 RunFiles = RunDir
@@ -58,6 +62,7 @@ RunFiles = RunDir
 LAUNCH = ("-m", "accelerate.commands.launch")
 TRAIN_MODULE = "backend.stages.train"
 SAMPLE_MODULE = "backend.stages.sample"
+CLASS_IMAGES_MODULE = "backend.stages.class_images"
 STAGE_TASKS = {"data_process": "sft:data_process", "train": "sft:train"}
 
 
@@ -244,6 +249,9 @@ def stage_env(cfg: RunConfig, stage: str, *, cuda: bool) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------
 def stage_argv(cfg: RunConfig, stage: str, files: RunDir, machine_rank: int = 0) -> list[str]:
     """The exact argv of a stage (``machine_rank`` > 0: train on another machine)."""
+    if stage == class_images.STAGE:
+        return [sys.executable, "-m", CLASS_IMAGES_MODULE, "--config", str(files.run_yaml),
+                "--output_dir", str(files.classes)]
     if stage == "sample":
         argv = [sys.executable, "-m", SAMPLE_MODULE, "--config", str(files.run_yaml),
                 "--output_dir", str(files.samples)]
@@ -261,6 +269,8 @@ def stage_argv(cfg: RunConfig, stage: str, files: RunDir, machine_rank: int = 0)
     argv += ["-m", TRAIN_MODULE, "--config", str(files.run_yaml)]
     if stage == "data_process":
         argv += ["--task", "sft:data_process", "--output_path", str(files.cache)]
+        if class_images.wanted(cfg):
+            argv += [class_images.DIR_FLAG, str(files.classes)]
     elif cfg.split_training:
         argv += ["--task", "sft:train"]
         if "data_process" in cfg.stages:
@@ -270,6 +280,17 @@ def stage_argv(cfg: RunConfig, stage: str, files: RunDir, machine_rank: int = 0)
         argv += ["--task", "sft", "--output_path", str(files.output)]
     argv += ["--progress_file", str(files.progress)]
     return argv
+
+
+def planned_stages(cfg: RunConfig) -> list[str]:
+    """``cfg.stages``, with the class images stage before stage 1 when it renders class
+    images (``class_images.wanted``)."""
+    out: list[str] = []
+    for stage in cfg.stages:
+        if stage == "data_process" and class_images.wanted(cfg):
+            out.append(class_images.STAGE)
+        out.append(stage)
+    return out
 
 
 def resolved_config(cfg: RunConfig, run_dir: str | os.PathLike) -> RunConfig:
@@ -294,7 +315,7 @@ def plan_run(cfg: RunConfig, run_dir: str | os.PathLike, *, cuda: bool | None = 
         stale.unlink()
     cfg.save(files.run_yaml)
     plans: list[StagePlan] = []
-    for stage in cfg.stages:
+    for stage in planned_stages(cfg):
         if stage in STAGE_TASKS:
             ds_file = None
             if launch_settings(cfg, stage)["deepspeed"]:

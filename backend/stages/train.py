@@ -96,7 +96,7 @@ from backend.families.common import configure_deepspeed_checkpointing
 from backend.models.hub import HubError, fingerprint, resolve_component_dirs
 from backend.models.lora import shown_model_file, target_module_problems, write_json_atomic
 from backend.models.quantize import keep_out_unneeded, quantize_frozen
-from backend.training import optimizers, preservation, timesteps
+from backend.training import class_images, optimizers, preservation, timesteps
 from backend.training.ema import make_ema
 from backend.training.launched import (accelerator_kwargs, launch_description, launch_problems,
                                        what_ran)
@@ -132,7 +132,8 @@ def _flag_value(argv: list[str], flag: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        cfg, ns = parse_stage_args(argv, prog="backend.stages.train")
+        cfg, ns = parse_stage_args(argv, prog="backend.stages.train",
+                                   extra=class_images.stage1_parser())
         cfg = resolve_paths(cfg)
     except ConfigError as e:
         print(e, file=sys.stderr, flush=True)
@@ -153,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     stopper.install()
     try:
         if cfg.task == "sft:data_process":
-            status, fields = run_data_process(cfg, progress, stopper, given)
+            status, fields = run_data_process(cfg, progress, stopper, given,
+                                              classes_dir=ns.class_images_dir)
         else:
             status, fields = run_train(cfg, progress, stopper, given)
     except ConfigError as e:  # an option that contradicts the launch: nothing was trained
@@ -183,13 +185,16 @@ def main(argv: list[str] | None = None) -> int:
 # Stage 1
 # ------------------------------------------------------------------------------------------
 def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
-                     given: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
+                     given: dict[str, str] | None = None,
+                     classes_dir: str | None = None) -> tuple[str, dict[str, Any]]:
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
         raise StageError(Msg("note.data_process_deepspeed"))
     family = get_family(cfg.model_family).for_config(cfg)
     media: dict[str, Any] = {}
     records = check_stage_dataset(cfg, family, log)  # before any model is touched
     class_records = preservation.check_class_dataset(cfg, family, log)
+    class_records += class_images.rendered_records(cfg, family, classes_dir,  # class_prompt
+                                                   len(class_records), log)
     if family.media == "video":  # clips decoded with PyAV (backend/data/video.py)
         media = {"planner": plan_clips, "loader": load_clip, "mask_loader": load_clip_mask}
         log("[data_process] video clips: "

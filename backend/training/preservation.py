@@ -11,7 +11,10 @@ stage's ``Trainer.micro_step`` after the training loss):
   the dataset). Each micro-step adds ``prior_loss_weight`` x the family's training loss on
   one class sample, the next of a fixed permutation per pass over the class set (seed and
   micro-step decide which, and its noise: a resumed run draws what an uninterrupted one
-  would).
+  would). With ``class_prompt`` the base model renders the class images ``class_data_path``
+  lacks of ``num_class_images`` (all of them without it) into the run folder, in a stage of
+  its own before stage 1 (``backend/training/class_images.py``); stage 1 caches them with
+  the folder's.
 - **Differential output preservation** (``diff_output_preservation``; ai-toolkit's): each
   sample's DOP caption is its caption with ``trigger_word`` replaced by ``dop_class``.
   Stage 1 encodes every DOP caption (stage 2 loads no text encoder) into the cache's
@@ -65,14 +68,18 @@ def enabled(cfg: RunConfig) -> bool:
 # ------------------------------------------------------------------------------------------
 # Stage 1: the class dataset's cache and the DOP captions' embeddings
 # ------------------------------------------------------------------------------------------
-def class_config(cfg: RunConfig) -> RunConfig:
-    """The run's options with the class dataset as the dataset and ``<cache>/class`` as
-    the output: no trigger word, no masks, nothing held out."""
-    folder = Path(str(cfg.class_data_path))
+def class_config(cfg: RunConfig, folder: str | Path | None = None) -> RunConfig:
+    """The run's options with the class dataset (``folder``: another folder of class
+    images, the rendered ones) as the dataset and ``<cache>/class`` as the output: no
+    trigger word, no masks, nothing held out."""
+    source = cfg.class_data_path if folder is None else folder
+    folder = Path(str(source)) if source else None  # None: only rendered class images
     gate = read_gate(cfg)
-    meta = next((folder / n for n in METADATA_NAMES if gate.is_file(folder / n)), None)
+    meta = next((folder / n for n in METADATA_NAMES if gate.is_file(folder / n)),
+                None) if folder else None
     return cfg.model_copy(update={
-        "dataset_base_path": str(folder), "dataset_metadata_path": str(meta) if meta else None,
+        "dataset_base_path": str(folder or cfg.dataset_base_path),
+        "dataset_metadata_path": str(meta) if meta else None,
         "output_path": str(Path(cfg.output_path) / CLASS_CACHE), "trigger_word": "",
         "masked_loss": False, "mask_path": None, "alpha_mask": False,
         "validation_samples": 0})
@@ -80,8 +87,14 @@ def class_config(cfg: RunConfig) -> RunConfig:
 
 def check_class_dataset(cfg: RunConfig, family, log=None, headers_only: bool = False) -> list:
     """The class dataset's records (stage 1; the preflight with ``headers_only``), its
-    problems refused naming ``class_data_path``; [] without prior preservation."""
+    problems refused naming ``class_data_path``; [] without prior preservation or without
+    a class folder (``class_prompt`` alone). A ``class_prompt`` for a model that does not
+    render a still image from a prompt alone (a video or edit model) is refused."""
     if not cfg.prior_preservation:
+        return []
+    if cfg.class_prompt.strip() and (family.media == "video" or family.input_images):
+        raise DatasetError([Msg("note.class_prompt_family", model=family.title)])
+    if not cfg.class_data_path:
         return []
     try:
         return check_stage_dataset(class_config(cfg), family, log, headers_only=headers_only)

@@ -163,6 +163,11 @@ def odd_dataset(folder: Path, case: Case) -> Path:
     return folder
 
 
+def clip_frames(case: Case) -> int:
+    """The shortest clip length above one frame the case's family takes (4k+1: 5)."""
+    return family_spec(case.family).frame_multiple + 1
+
+
 def adjusted(size: tuple[int, int], multiple: int) -> tuple[int, int]:
     """A side cut down to the multiple, as training sizes a sample within its budget."""
     return size[0] // multiple * multiple, size[1] // multiple * multiple
@@ -212,7 +217,8 @@ class FamilyRuns:
 
     def config(self, case: Case, out: Path, **changes) -> dict:
         """The case's run on its dataset at the test sizes, ``changes`` on top."""
-        sizes = ({"num_frames": 5, "height": 32, "width": 32, "sample_num_frames": 5}
+        frames = clip_frames(case)
+        sizes = ({"num_frames": frames, "height": 32, "width": 32, "sample_num_frames": frames}
                  if case.media == "video" else {})
         return run_config(case, self.models(case), self.dataset(case), out, lora_rank=RANK,
                           seed=0, mixed_precision="no", dataset_num_workers=0,

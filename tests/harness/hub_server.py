@@ -19,6 +19,20 @@ YAML mapping between ``---`` lines; ``license`` one of the Hub's ids (or ``other
 merge, quantized, finetune (and only with ``base_model``); ``tags`` a list of strings;
 ``widget`` a list of mappings with ``text`` and an ``output.url``; ``instance_prompt`` a
 string.
+
+It also serves models for downloads (``huggingface_hub.snapshot_download``, the Models tab):
+``add_model(repo_id, folder)`` publishes a folder's files (``*.safetensors`` as LFS files,
+the rest as regular ones), answered without a token:
+
+- ``GET /api/models/<owner>/<name>/revision/<rev>``    the repository and its commit
+- ``GET /api/models/<owner>/<name>/tree/<rev>``        every file: size, git blob id, LFS sha256
+- ``HEAD|GET /<owner>/<name>/resolve/<rev>/<path>``     a file, with ``Range: bytes=N-``
+
+``rate`` (bytes per second, 0: no limit) slows file bodies down so a progress bar has time
+to move; ``cut`` (path -> bytes) closes the connection after that many bytes of the next
+full GET of a file, once (a dropped connection: the client resumes with a range request);
+``fail_files`` (path -> status) answers GETs of a file with that status until removed.
+``downloads`` keeps (path, Range header or "") of every file body sent.
 """
 from __future__ import annotations
 
@@ -27,6 +41,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
@@ -77,6 +92,11 @@ def card_problems(content: str) -> list[str]:
     return problems
 
 
+def _git_sha1(data: bytes) -> str:
+    """A file's git blob id (what the Hub's tree lists as ``oid``)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 class HubServer:
     """The local Hub on a free port: ``with HubServer(token, user) as hub: hub.url``."""
 
@@ -86,6 +106,11 @@ class HubServer:
         self.private: dict[str, bool] = {}
         self.requests: list[tuple[str, str, bytes]] = []
         self.fail: dict[str, int] = {}
+        self.models: dict[str, dict[str, bytes]] = {}
+        self.rate = 0
+        self.cut: dict[str, int] = {}
+        self.fail_files: dict[str, int] = {}
+        self.downloads: list[tuple[str, str]] = []
         self.lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
@@ -98,6 +123,25 @@ class HubServer:
     def __exit__(self, *exc) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+    def add_model(self, repo_id: str, folder) -> dict[str, bytes]:
+        """Serve every file under ``folder`` as model ``repo_id``; returns them by path."""
+        from pathlib import Path
+
+        root = Path(folder)
+        files = {p.relative_to(root).as_posix(): p.read_bytes()
+                 for p in sorted(root.rglob("*")) if p.is_file()
+                 and not any(part.startswith(".") for part in p.relative_to(root).parts)}
+        with self.lock:
+            self.models[repo_id] = files
+        return files
+
+    def commit_of(self, repo_id: str) -> str:
+        return hashlib.sha1(repo_id.encode()).hexdigest()
+
+    @staticmethod
+    def is_lfs(path: str) -> bool:
+        return path.endswith(".safetensors")
 
     def body_bytes(self) -> bytes:
         """Every request body that arrived, one after the other."""
@@ -119,6 +163,72 @@ class HubServer:
                     self.send_header("X-Error-Message", payload.get("error", ""))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def do_GET(self):
+                self._model_get(head=False)
+
+            def do_HEAD(self):
+                self._model_get(head=True)
+
+            def _model_get(self, head: bool):
+                path = self.path.split("?")[0]
+                m = re.match(r"^/api/models/([^/]+/[^/]+)/(revision|tree)/([^/]+)", path)
+                r = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
+                repo_id = (m or r).group(1) if (m or r) else None
+                files = hub.models.get(repo_id) if repo_id else None
+                if files is None:
+                    return self._send(404, {"error": "Repository not found"})
+                commit = hub.commit_of(repo_id)
+                if m and m.group(2) == "revision":
+                    return self._send(200, {"id": repo_id, "modelId": repo_id, "sha": commit,
+                                            "private": False, "siblings": [
+                                                {"rfilename": f} for f in files]})
+                if m:
+                    return self._send(200, [self._entry(p, data) for p, data in files.items()])
+                from urllib.parse import unquote
+
+                name = unquote(r.group(3))
+                if name not in files:
+                    return self._send(404, {"error": "Entry not found"},)
+                data = files[name]
+                if not head and name in hub.fail_files:
+                    return self._send(hub.fail_files[name], {"error": f"refused {name}"})
+                etag = (hashlib.sha256(data).hexdigest() if hub.is_lfs(name)
+                        else _git_sha1(data))
+                rng = self.headers.get("Range") or ""
+                start = int(re.match(r"bytes=(\d+)-", rng).group(1)) if rng else 0
+                self.send_response(206 if start else 200)
+                self.send_header("X-Repo-Commit", commit)
+                self.send_header("ETag", f'"{etag}"')
+                self.send_header("Content-Length", str(len(data) - start))
+                if start:
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.end_headers()
+                if head:
+                    return
+                with hub.lock:
+                    hub.downloads.append((name, rng))
+                    cut = hub.cut.pop(name, None) if not start else None
+                body = data[start:] if cut is None else data[start:start + cut]
+                step = max(1, hub.rate // 10) if hub.rate else len(body) or 1
+                for i in range(0, len(body), step):
+                    self.wfile.write(body[i:i + step])
+                    self.wfile.flush()
+                    if hub.rate:
+                        time.sleep(step / hub.rate)
+                if cut is not None:  # the connection drops mid-file
+                    self.close_connection = True
+                    try:
+                        self.connection.shutdown(2)
+                    except OSError:
+                        pass
+
+            def _entry(self, path: str, data: bytes) -> dict:
+                out = {"type": "file", "path": path, "size": len(data), "oid": _git_sha1(data)}
+                if hub.is_lfs(path):
+                    out["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data),
+                                  "pointerSize": 134}
+                return out
 
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)

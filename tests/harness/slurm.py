@@ -233,12 +233,23 @@ class SlurmCluster:
         self.stop()
 
 
+_RUNNING: list[SlurmCluster] = []
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):
     """The session's SLURM cluster (``SlurmCluster``); skipped, saying why, where one cannot
-    start (not root, packages missing)."""
+    start (not root, packages missing). Each test module that imports the fixture defines
+    its own: the first starts the cluster, the others share it (one set of ports)."""
     reason = why_not()
     if reason:
         pytest.skip(reason)
+    if _RUNNING:
+        yield _RUNNING[0]
+        return
     with SlurmCluster(tmp_path_factory.mktemp("slurm")) as cluster:
-        yield cluster
+        _RUNNING.append(cluster)
+        try:
+            yield cluster
+        finally:
+            _RUNNING.clear()

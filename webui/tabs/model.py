@@ -9,6 +9,7 @@ from backend.config.presets import diff_configs, list_presets, load_preset, save
 from backend.config.schema import RunConfig
 from backend.config.validation import validate
 from backend.core.messages import Msg
+from backend.jobs import slurm_runs
 from webui.messages import bilingual, refusal
 from webui import security
 from webui.context import Ctx
@@ -18,8 +19,11 @@ DEFAULT_PRESET = "cpu_demo"
 
 
 def base_config(ctx: Ctx) -> RunConfig:
-    """Schema defaults, with the app's models folder when it was given one."""
-    return RunConfig(models_dir=str(ctx.models_dir)) if ctx.models_dir else RunConfig()
+    """Schema defaults, with the app's models folder when it was given one and where this
+    server runs the stages (``--executor slurm``: executor slurm, the server's partition)."""
+    server = slurm_runs.form_defaults(ctx.runner)
+    return RunConfig(models_dir=str(ctx.models_dir), **server) if ctx.models_dir \
+        else RunConfig(**server)
 
 
 def preset_names(ctx: Ctx, user: str | None = None) -> list[str]:

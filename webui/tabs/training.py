@@ -14,6 +14,7 @@ from backend.config.errors import ConfigError
 from backend.core.messages import Msg
 from backend.config.schema import RunConfig
 from backend.config.validation import validate
+from backend.jobs import slurm_runs
 from backend.jobs.processes import gpu_memory_totals_gb
 from backend.core.rundir import RunDir
 from webui.context import Ctx
@@ -30,6 +31,7 @@ GEN_ACCELERATE_STAGE1 = PREVIEW.accelerate_yaml("data_process").name
 GEN_DEEPSPEED = PREVIEW.deepspeed_json("train").name
 GEN_COMMANDS = PREVIEW.commands.name
 GEN_RUN_YAML = PREVIEW.run_yaml.name
+GEN_SBATCH = PREVIEW.sbatch.name  # executor slurm: the job's script
 
 
 def create_ui(ctx: Ctx) -> None:
@@ -74,6 +76,12 @@ def create_ui(ctx: Ctx) -> None:
                     c["gen_deepspeed"] = gr.Code(language="json", elem_id="gen-deepspeed",
                                                  label=GEN_DEEPSPEED,
                                                  interactive=False, max_lines=30)
+                with gr.Tab(GEN_SBATCH, id="gen-tab-sbatch", elem_id="gen-tab-sbatch",
+                            visible=form.defaults.get("executor") == "slurm") as tab:
+                    c["gen_tab_sbatch"] = tab
+                    c["gen_sbatch"] = gr.Code(language="shell", elem_id="gen-sbatch",
+                                              label=GEN_SBATCH, interactive=False,
+                                              max_lines=40)
                 with gr.Tab(GEN_COMMANDS, id="gen-tab-commands", elem_id="gen-tab-commands"):
                     c["gen_commands"] = gr.Code(language="shell", elem_id="gen-commands",
                                                 label=GEN_COMMANDS,
@@ -100,17 +108,16 @@ def form_fields(group: str, level: str):
 
 
 # ---------------------------------------------------------------------- preview
-def preview_files(cfg: RunConfig, workspace: Path) -> dict[str, str]:
-    """The files ``plan_run`` writes for ``cfg``, rendered in a throw-away folder, with
-    that folder's path shown as a placeholder for the real run folder."""
-    from backend.planning.plan import plan_run
-
+def preview_files(cfg: RunConfig, workspace: Path, runner=None) -> dict[str, str]:
+    """The files ``plan_run`` writes for ``cfg`` (and, for a run this server sends to SLURM,
+    its ``sbatch`` script), rendered in a throw-away folder, with that folder's path shown
+    as a placeholder for the real run folder."""
     tmp = Path(tempfile.mkdtemp(prefix="zerolora-preview-"))
     try:
-        plan_run(cfg, tmp, cuda=has_cuda())
+        slurm_runs.plan_as_run(runner, cfg, tmp, cuda=has_cuda(), run_id="<run_id>")
         out = {}
         for name in (GEN_ACCELERATE, GEN_DEEPSPEED, GEN_COMMANDS, GEN_RUN_YAML,
-                     GEN_ACCELERATE_STAGE1):
+                     GEN_ACCELERATE_STAGE1, GEN_SBATCH):
             p = tmp / name
             if p.is_file():
                 out[name] = p.read_text(encoding="utf-8").replace(str(tmp.resolve()),
@@ -275,11 +282,12 @@ def bind_events(ctx: Ctx) -> None:
         if cfg is None:
             note = "# fix the problems in the form to see this file"
             out.update({c["gen_accelerate"]: note, c["gen_deepspeed"]: note,
-                        c["gen_commands"]: note, c["gen_run_yaml"]: note})
+                        c["gen_commands"]: note, c["gen_run_yaml"]: note,
+                        c["gen_sbatch"]: note})
             out.update(estimate_outputs(estimate_config(cfg, cfg_dict), data))
             return out
         try:
-            files = preview_files(cfg, ctx.workspace)
+            files = preview_files(cfg, ctx.workspace, ctx.runner)
         except (ConfigError, ValueError, OSError) as e:
             files = {}
             out[c["problems"]] = problems_markdown(said(e))
@@ -289,12 +297,15 @@ def bind_events(ctx: Ctx) -> None:
             "// zero_stage is 0: the train stage runs without DeepSpeed")
         out[c["gen_commands"]] = files.get(GEN_COMMANDS, "")
         out[c["gen_run_yaml"]] = files.get(GEN_RUN_YAML, "")
+        out[c["gen_sbatch"]] = files.get(GEN_SBATCH, "")
+        out[c["gen_tab_sbatch"]] = gr.Tab(visible=GEN_SBATCH in files)
         out.update(estimate_outputs(cfg, data))
         return out
 
     outputs = form.error_outputs + [c["problems"], c["run_problems"], c["preset_diff"],
                                     c["gen_accelerate"], c["gen_deepspeed"],
-                                    c["gen_commands"], c["gen_run_yaml"], c["estimate"],
+                                    c["gen_commands"], c["gen_run_yaml"], c["gen_sbatch"],
+                                    c["gen_tab_sbatch"], c["estimate"],
                                     c["method_changes"], c["apply_method"], c["train_batch"]]
     inputs = form.inputs | {c["loaded"], c["loaded_name"], c["target_gpu"], c["target_bus"],
                             form.errors_shown}

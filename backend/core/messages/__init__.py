@@ -33,7 +33,7 @@ from typing import Any
 
 # One module per area, each with EN and ZH dicts of the same keys.
 AREAS = ("common", "validation", "estimate", "jobs", "page", "data", "publish", "slurm",
-         "tracking", "fullexport")
+         "tracking", "fullexport", "models")
 
 LANGS = ("en", "zh")
 EN: dict[str, str] = {}

@@ -281,6 +281,23 @@ EN: dict[str, str] = {
     "note.preservation_one_shot": "prior_preservation, diff_output_preservation: they read "
                                   "what stage 1 caches (got task sft; allowed sft:data_process "
                                   "then sft:train)",
+    "note.class_prompt_family": "class_prompt: {model} does not render a still image from a "
+                                "prompt alone (a video or edit model), so it cannot render "
+                                "class images (allowed class_prompt empty, with a class dataset "
+                                "in class_data_path)",
+    "note.class_images_dir_missing": "class_prompt: {n} class image(s) are rendered by the "
+                                     "class_images stage before stage 1, and no folder of them "
+                                     "was given (got no {flag}; allowed {flag} DIR after "
+                                     "python -m backend.stages.class_images --config RUN_YAML "
+                                     "--output_dir DIR)",
+    "note.class_images_missing": "class_prompt: {n} of the {total} class images to render are "
+                                 "not in {folder}, e.g. {first} (allowed the folder the "
+                                 "class_images stage rendered into: python -m "
+                                 "backend.stages.class_images --config RUN_YAML --output_dir "
+                                 "{folder})",
+    "note.class_images_output_dir": "output_dir: required (got none; allowed the folder for "
+                                    "the class images, the run folder's classes/)",
+    "note.class_images_stopped": "stopped by signal {signal}; {n} class images rendered",
     "note.caption_text_encoder_incomplete":
         "{folder}: the text encoder lacks {missing} (a Qwen3VLModel saved without its LM "
         "head, which it does not tie to its embeddings), so it cannot write captions; set "
@@ -592,6 +609,21 @@ ZH: dict[str, str] = {
     "note.preservation_one_shot": "prior_preservation、diff_output_preservation：它们读取阶段 1 "
                                   "的缓存（当前：task 为 sft；允许：先 sft:data_process 再 "
                                   "sft:train）",
+    "note.class_prompt_family": "class_prompt：{model} 不能只凭提示词渲染单张图片（视频模型或编辑"
+                                "模型），所以无法渲染类别图片（允许：class_prompt 留空，并在 "
+                                "class_data_path 中提供类别数据集）",
+    "note.class_images_dir_missing": "class_prompt：有 {n} 张类别图片由阶段 1 之前的 "
+                                     "class_images 阶段渲染，但没有给出它们所在的文件夹（当前："
+                                     "没有 {flag}；允许：先运行 `python -m "
+                                     "backend.stages.class_images --config RUN_YAML "
+                                     "--output_dir DIR`，再加上 `{flag} DIR`）",
+    "note.class_images_missing": "class_prompt：要渲染的 {total} 张类别图片中有 {n} 张不在 "
+                                 "{folder} 中，例如 {first}（允许：class_images 阶段渲染到的"
+                                 "文件夹：`python -m backend.stages.class_images --config "
+                                 "RUN_YAML --output_dir` {folder}）",
+    "note.class_images_output_dir": "output_dir：必须设置（当前：未设置；允许：存放类别图片的"
+                                    "文件夹，即运行文件夹中的 `classes/`）",
+    "note.class_images_stopped": "被信号 `{signal}` 停止；已渲染 {n} 张类别图片",
     "note.caption_text_encoder_incomplete":
         "{folder}：文本编码器缺少 {missing}（保存为 Qwen3VLModel 时没有带语言模型输出层，"
         "且该层不与词嵌入共享权重），所以不能写描述；请把 captioner_path 设为一个 Qwen3-VL "

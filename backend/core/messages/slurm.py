@@ -38,6 +38,10 @@ EN: dict[str, str] = {
         "slurm_nccl_env: not an environment variable name (got '{got}'; allowed letters, digits "
         "and _, not starting with a digit)",
     "slurm.bad_setup_line": "slurm_setup_lines: one command a line (got a line with a line break)",
+    "slurm.packed_gpus":
+        "machines_per_node: several launchers share a node only on CPU (got {n} with "
+        "slurm_gpus_per_node {gpus}; allowed 1 when the run uses GPUs: each launcher would "
+        "see every GPU of the node)",
     "slurm.submit_refused": "sbatch refused the job: {why:q}",
     "slurm.no_job_id": "sbatch gave no job id: {why:q}",
     "slurm.unknown_job":
@@ -109,6 +113,22 @@ EN: dict[str, str] = {
     "slurm.fix_resume": "Resume the run: it continues from its last saved state.",
     "slurm.fix_no_preempt":
         "Or send it to a partition or QoS that is not preempted (slurm_partition, slurm_qos).",
+    "slurm.cancelled": "The job was ended from outside the app ({state})",
+    "slurm.cancelled_explained":
+        "SLURM job {job} was cancelled, or its stage sent SIGTERM, without a Stop from this "
+        "page: scancel by a person or a script, or a cluster admin. Training saves its state "
+        "on SIGTERM, so little or nothing is lost.",
+    "slurm.fix_stop_from_page":
+        "To stop a run, use Stop on the page (scancel --signal=TERM: the stage saves its "
+        "state first) rather than scancel or scancel --signal=KILL.",
+    "slurm.killed": "SLURM killed the job's stage with SIGKILL (the job ended {state})",
+    "slurm.killed_explained":
+        "A step of SLURM job {job} got SIGKILL (scancel --signal=KILL on the job's step, "
+        "or slurmd enforcing a limit): the stage could not save, so the steps since its "
+        "last checkpoint are lost; the job's later stages did not run.",
+    "slurm.fix_who_killed":
+        "If nobody sent it, ask SLURM why (sacct -j {job}, the node's slurmd log): a step "
+        "over its memory is killed too; ask for more (slurm_mem_per_task now {mem}).",
 }
 
 ZH: dict[str, str] = {
@@ -138,6 +158,9 @@ ZH: dict[str, str] = {
     "slurm.bad_env_name":
         "`slurm_nccl_env`：不是环境变量名（得到 '{got}'；只能用字母、数字和 `_`，且不能以数字开头）",
     "slurm.bad_setup_line": "`slurm_setup_lines`：每行一条命令（有一行含有换行符）",
+    "slurm.packed_gpus":
+        "`machines_per_node`：只有在 `CPU` 上多个启动器才能共用一个节点（得到 {n}，"
+        "`slurm_gpus_per_node` 为 {gpus}；使用 `GPU` 时只允许 1：每个启动器都会看到节点上的所有 `GPU`）",
     "slurm.submit_refused": "`sbatch` 拒绝了该作业：{why:q}",
     "slurm.no_job_id": "`sbatch` 没有给出作业号：{why:q}",
     "slurm.unknown_job": "作业 {job}：`SLURM` 中没有这个作业（`squeue`、`sacct` 和 `scontrol` 都查不到）",
@@ -196,4 +219,19 @@ ZH: dict[str, str] = {
         "（分区的 `PreemptMode` 是取消，或者关闭了重新排队）。",
     "slurm.fix_resume": "恢复运行：从最后保存的状态继续。",
     "slurm.fix_no_preempt": "或者提交到不会被抢占的分区或 `QoS`（`slurm_partition`、`slurm_qos`）。",
+    "slurm.cancelled": "作业在本应用之外被结束（`{state}`）",
+    "slurm.cancelled_explained":
+        "`SLURM` 作业 {job} 被取消，或者它的阶段收到了 `SIGTERM`，但不是通过本页面的停止按钮："
+        "某个人或脚本执行了 `scancel`，或者集群管理员结束了它。训练在收到 `SIGTERM` 时会保存状态，"
+        "所以几乎没有损失。",
+    "slurm.fix_stop_from_page":
+        "要停止运行，请使用页面上的停止按钮（`scancel --signal=TERM`：阶段先保存状态），"
+        "不要直接用 `scancel` 或 `scancel --signal=KILL`。",
+    "slurm.killed": "`SLURM` 用 `SIGKILL` 终止了作业的阶段（作业以 `{state}` 结束）",
+    "slurm.killed_explained":
+        "`SLURM` 作业 {job} 的一个步骤收到了 `SIGKILL`（对该作业步骤执行了 `scancel --signal=KILL`，"
+        "或者 `slurmd` 在执行某个限制）：阶段来不及保存，自上次检查点以来的步数丢失；作业后面的阶段没有运行。",
+    "slurm.fix_who_killed":
+        "如果没有人发送它，请查问 `SLURM` 原因（`sacct -j {job}`、节点的 `slurmd` 日志）：超出内存的步骤"
+        "也会被终止；可以申请更多内存（`slurm_mem_per_task` 现为 {mem}）。",
 }

@@ -221,7 +221,7 @@ EN: dict[str, str] = {
                                      "allowed one or more non-empty prompts)",
     "validation.rule.scales_range": "scales must lie between {lo:g} and {hi:g} (got {got}; "
                                     "allowed e.g. 0, 0.5, 1)",
-    "validation.rule.frames_4k1": "must be 4k+1 (got {n}; allowed e.g. {lo} or {hi})",
+    "validation.rule.frame_count": "must be {m}k+1 (got {n}; allowed e.g. {lo} or {hi})",
     "validation.rule.frame_bucket_range": "each count must lie between {lo} and {hi} (got "
                                           "{got}; allowed e.g. 17, 33, 81)",
     "validation.rule.frame_bucket_repeated": "each count once (got {got}; allowed distinct "
@@ -271,8 +271,13 @@ EN: dict[str, str] = {
                                           "preservation (got {got} with prior_preservation "
                                           "off; allowed {default}, or prior_preservation on)",
     "validation.rule.class_data_required": "prior preservation needs a class dataset (got "
-                                           "none; allowed a folder of class images with "
-                                           "their captions)",
+                                           "neither class_data_path nor class_prompt; "
+                                           "allowed a folder of class images with their "
+                                           "captions, or a class_prompt the base model "
+                                           "renders them from)",
+    "validation.rule.class_count_needs_prompt": "a number of class images to render without "
+                                                "a class_prompt to render them from (got "
+                                                "{got}; allowed {default}, or a class_prompt)",
     "validation.rule.class_data_missing": "class dataset folder not found (got {got}; allowed "
                                           "an existing folder of class images with their "
                                           "captions)",
@@ -679,7 +684,7 @@ ZH: dict[str, str] = {
                                      "非空提示词）",
     "validation.rule.scales_range": "强度必须在 {lo:g} 到 {hi:g} 之间（当前：{got}；允许：例如 "
                                     "0, 0.5, 1）",
-    "validation.rule.frames_4k1": "必须是 4k+1（当前：{n}；允许：例如 {lo} 或 {hi}）",
+    "validation.rule.frame_count": "必须是 {m}k+1（当前：{n}；允许：例如 {lo} 或 {hi}）",
     "validation.rule.frame_bucket_range": "每个帧数都必须在 {lo} 到 {hi} 之间（当前：{got}；"
                                           "允许：例如 17、33、81）",
     "validation.rule.frame_bucket_repeated": "每个帧数只能出现一次（当前：{got}；允许：互不相同的"
@@ -728,8 +733,13 @@ ZH: dict[str, str] = {
     "validation.rule.prior_needs_switch": "这是先验保持的选项，但没有开启先验保持（当前：{got}，"
                                           "prior_preservation 关闭；允许：`{default}`，或开启 "
                                           "prior_preservation）",
-    "validation.rule.class_data_required": "先验保持需要一个类别数据集（当前：未设置；允许：一个"
-                                           "包含类别图片及其描述的文件夹）",
+    "validation.rule.class_data_required": "先验保持需要一个类别数据集（当前：class_data_path 和 "
+                                           "class_prompt 都未设置；允许：一个包含类别图片及其"
+                                           "描述的文件夹，或一个供基础模型渲染类别图片的 "
+                                           "class_prompt）",
+    "validation.rule.class_count_needs_prompt": "这是要渲染的类别图片数量，但没有可供渲染的 "
+                                                "class_prompt（当前：{got}；允许：`{default}`，"
+                                                "或设置 class_prompt）",
     "validation.rule.class_data_missing": "找不到类别数据集文件夹（当前：{got}；允许：一个已存在的、"
                                           "包含类别图片及其描述的文件夹）",
     "validation.rule.dop_needs_switch": "这是 DOP 的选项，但没有开启差分输出保持（当前：{got}，"

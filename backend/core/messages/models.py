@@ -1,0 +1,147 @@
+"""Messages of the models area (the models folder: the Models tab, the API's
+``/list_models``, ``/download_models``, ``/delete_model``, ``/verify_model``,
+``backend/models/inventory.py``): each code in English and Chinese (see
+backend.core.messages).
+
+The table's words (columns, sources, statuses), refusals (a model id, a link, a folder
+outside the models folder, a download running, offline mode), what verify found and how a
+download is going. A hub client's own error line stays plain text, quoted in Chinese
+(``{why:q}``)."""
+
+EN: dict[str, str] = {
+    # ---------------------------------------------------------------- the table
+    "models.header": "{h:@models.col}",
+    "models.col.model": "model id",
+    "models.col.source": "source",
+    "models.col.size": "size",
+    "models.col.files": "files",
+    "models.col.status": "status",
+    "models.source_cell": "{s:@models.source}",
+    "models.source.huggingface": "Hugging Face",
+    "models.source.modelscope": "ModelScope",
+    "models.source.local": "local",
+    "models.status_cell": "{s:@models.status}",
+    "models.status.complete": "complete",
+    "models.status.other": "not read by any family",
+    "models.missing": "missing: {items:join=; }",
+    "models.need": "`{pattern}` ({users})",
+    "models.unfinished": "unfinished download: {size}",
+    "models.link": "a link to another folder",
+    "models.empty": "No models in the models folder yet.",
+    "models.folder": "Models folder: `{path}` ({n} models, {size})",
+    "models.count": "{n} models, {size}",
+    # ---------------------------------------------------------------- delete
+    "models.bad_id":
+        "model: not a model id (got {got}; allowed owner/name: letters, digits, '.', '_' "
+        "and '-')",
+    "models.not_found": "model: {id} has no folder in the models folder",
+    "models.is_link":
+        "model: {id} is a link to another folder; nothing was deleted (remove the link "
+        "itself on the server)",
+    "models.outside": "model: {id} leads outside the models folder; nothing was deleted",
+    "models.busy": "model: {id} is being downloaded; delete it when the download has ended",
+    "models.admin_only": "Only an admin may delete models on this server.",
+    "models.choose": "Choose a model first.",
+    "models.tick_box": "Tick the box to confirm, then press Delete again.",
+    "models.deleted": "Deleted {id} ({size} freed).",
+    # ---------------------------------------------------------------- verify
+    "models.verify_ok": "{id}: all {n} files match the sizes and hashes the hub listed.",
+    "models.verify_bad": "{id}: {n} of {total} files differ from what the hub listed:",
+    "models.verify_none":
+        "{id}: no hub records to check against (its files were made here or copied in); "
+        "nothing was checked.",
+    "models.verify_missing": "`{file}`: missing",
+    "models.verify_size": "`{file}`: {got} bytes on disk, the hub listed {want}",
+    "models.verify_hash": "`{file}`: its `{algo}` differs from the hub's",
+    # ---------------------------------------------------------------- download
+    "models.dl_unknown_target": "target: not a family or preset (got {got})",
+    "models.dl_bad_preset": "preset {name}: {why:q}",
+    "models.dl_unknown": "download: no such download (got {got})",
+    "models.dl_offline":
+        "Downloading needs the network, and offline mode is on ({why}): nothing was "
+        "downloaded.",
+    "models.dl_mirror_admin":
+        "hub_endpoint: a download mirror is for admins (got {got}; allowed: empty)",
+    "models.dl_running": "A download is running ({target}); start another when it has ended.",
+    "models.dl_nothing": "{target}: every file is already in the models folder.",
+    "models.dl_listing_failed": "Could not list the files of {id} on {source}: {why:q}",
+    "models.dl_failed":
+        "The download stopped: {why:q}. Press Download again to resume; finished files are "
+        "kept.",
+    "models.dl_done": "Downloaded {target}: {size} in {seconds} s.",
+    "models.dl_started": "Downloading {target} from {source:@models.source}…",
+    "models.dl_line": "{title} from {source:@models.source}: {state:@models.dl_state}",
+    "models.dl_state.running": "downloading",
+    "models.dl_state.succeeded": "done",
+    "models.dl_state.failed": "stopped by an error",
+    "models.dl_state.interrupted":
+        "interrupted (the server stopped); press Download again to resume",
+    "models.dl_progress": "{done} of {total} · {speed}/s",
+    "models.dl_listing": "listing the files on the hub…",
+    "models.need_present": "✓ `{spec}`",
+    "models.need_missing": "✗ `{spec}`: missing",
+    "models.needs_done": "Everything {target} reads is in the models folder.",
+    "models.needs_some": "{target}: {n} of {total} sources missing; Download fetches them.",
+}
+
+ZH: dict[str, str] = {
+    "models.header": "{h:@models.col}",
+    "models.col.model": "模型 ID",
+    "models.col.source": "来源",
+    "models.col.size": "大小",
+    "models.col.files": "文件",
+    "models.col.status": "状态",
+    "models.source_cell": "{s:@models.source}",
+    "models.source.huggingface": "Hugging Face 平台",
+    "models.source.modelscope": "ModelScope 平台",
+    "models.source.local": "本地",
+    "models.status_cell": "{s:@models.status}",
+    "models.status.complete": "完整",
+    "models.status.other": "没有模型系列读取它",
+    "models.missing": "缺少：{items:join=；}",
+    "models.need": "`{pattern}`（`{users}`）",
+    "models.unfinished": "未完成的下载：{size}",
+    "models.link": "指向其他文件夹的链接",
+    "models.empty": "模型文件夹里还没有模型。",
+    "models.folder": "模型文件夹：`{path}`（{n} 个模型，{size}）",
+    "models.count": "{n} 个模型，{size}",
+    "models.bad_id":
+        "`model`：不是模型 ID（当前：{got}；允许：`owner/name`，由字母、数字、`.`、`_` 和 `-` "
+        "组成）",
+    "models.not_found": "`model`：模型文件夹里没有 `{id}` 的文件夹",
+    "models.is_link": "`model`：`{id}` 是指向其他文件夹的链接；没有删除任何内容（请在服务器上删除该链接本身）",
+    "models.outside": "`model`：`{id}` 指向模型文件夹之外；没有删除任何内容",
+    "models.busy": "`model`：`{id}` 正在下载；请在下载结束后再删除",
+    "models.admin_only": "在此服务器上只有管理员可以删除模型。",
+    "models.choose": "请先选择一个模型。",
+    "models.tick_box": "请勾选确认框，然后再次点击“删除”。",
+    "models.deleted": "已删除 `{id}`（释放 {size}）。",
+    "models.verify_ok": "`{id}`：全部 {n} 个文件的大小和哈希与模型平台列出的一致。",
+    "models.verify_bad": "`{id}`：{total} 个文件中有 {n} 个与模型平台列出的不同：",
+    "models.verify_none": "`{id}`：没有可供核对的模型平台记录（文件是在这里生成或复制进来的）；未做任何检查。",
+    "models.verify_missing": "`{file}`：缺失",
+    "models.verify_size": "`{file}`：磁盘上为 {got} 字节，模型平台列出的是 {want}",
+    "models.verify_hash": "`{file}`：其 `{algo}` 与模型平台的不同",
+    "models.dl_unknown_target": "`target`：不是模型系列或预设（当前：{got}）",
+    "models.dl_bad_preset": "预设 `{name}`：{why:q}",
+    "models.dl_unknown": "`download`：没有这个下载（当前：{got}）",
+    "models.dl_offline": "下载需要网络，但离线模式已开启（{why}）：没有下载任何内容。",
+    "models.dl_mirror_admin": "`hub_endpoint`：下载镜像仅供管理员使用（当前：{got}；允许：留空）",
+    "models.dl_running": "已有下载在进行（`{target}`）；请在它结束后再开始新的下载。",
+    "models.dl_nothing": "`{target}`：所有文件都已在模型文件夹中。",
+    "models.dl_listing_failed": "无法在 {source} 上列出 `{id}` 的文件：{why:q}",
+    "models.dl_failed": "下载中断：{why:q}。再次点击“下载”即可继续；已完成的文件会保留。",
+    "models.dl_done": "已下载 `{target}`：{size}，用时 {seconds} 秒。",
+    "models.dl_started": "正在从 {source:@models.source} 下载 `{target}`…",
+    "models.dl_line": "`{title}`，来自 {source:@models.source}：{state:@models.dl_state}",
+    "models.dl_state.running": "下载中",
+    "models.dl_state.succeeded": "已完成",
+    "models.dl_state.failed": "因错误停止",
+    "models.dl_state.interrupted": "已中断（服务器停止了）；再次点击“下载”即可继续",
+    "models.dl_progress": "{done} / {total} · {speed}/秒",
+    "models.dl_listing": "正在模型平台上列出文件…",
+    "models.need_present": "✓ `{spec}`",
+    "models.need_missing": "✗ `{spec}`：缺失",
+    "models.needs_done": "`{target}` 读取的所有文件都已在模型文件夹中。",
+    "models.needs_some": "`{target}`：{total} 个来源中缺少 {n} 个；点击“下载”即可获取。",
+}

@@ -1,0 +1,152 @@
+"""Tiny real-architecture LTX-2 pipeline, built locally in seconds.
+
+The components are the real classes at toy sizes with random weights from fixed seeds:
+diffusers' ``LTX2VideoTransformer3DModel`` (video and audio streams), ``AutoencoderKLLTX2Video``
+in the released layout (4x4 pixel patches, then spatial, temporal and two spatiotemporal
+downsamplings: 32x in space, 8x in time, so clips take 8k+1 frames),
+``AutoencoderKLLTX2Audio``, ``LTX2TextConnectors`` (with the released 128 learnable
+registers) and ``LTX2Vocoder``; transformers' ``Gemma3ForConditionalGeneration`` (a
+two-layer text model and a one-layer SigLIP vision tower) and a Gemma tokenizer (a unigram
+model trained on a few sentences, ``<bos>`` first, padded on the left); the released
+scheduler settings. Saved in the hub layout of ``Lightricks/LTX-2``::
+
+    OUT_DIR/model_index.json
+    OUT_DIR/transformer/  text_encoder/  tokenizer/  connectors/  vae/  audio_vae/
+    OUT_DIR/vocoder/  scheduler/
+
+so ``LTX2Pipeline.from_pretrained(OUT_DIR)`` loads it. Weights are safetensors only.
+
+Run:
+    python -m backend.families.tiny OUT_DIR --family ltx2 [--seed 0]
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from backend.families.common import save_tiny_pipeline
+from backend.families.ltx2.published import SCHEDULER
+
+VOCAB_SENTENCES = [
+    "a red ball rolls from left to right on a white floor",
+    "a blue square slides up and down over a black background",
+    "a green dot moves in a circle, zlr style, zerolora",
+    "the camera pans slowly across a yellow field at sunset",
+    "red green blue yellow purple orange black white gray ball square dot circle",
+    "0 1 2 3 4 5 6 7 8 9 . , : ; ! ? ' \" ( ) - _",
+]
+TOKENIZER_VOCAB_SIZE = 160
+SPECIAL_TOKENS = ["<pad>", "<eos>", "<bos>", "<unk>"]
+MAX_LENGTH = 1024  # the pipeline's max_sequence_length (its prompts are padded to it)
+
+TEXT_CONFIG = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                   num_attention_heads=2, num_key_value_heads=1, head_dim=8,
+                   sliding_window=64, max_position_embeddings=MAX_LENGTH,
+                   query_pre_attn_scalar=8)
+VISION_CONFIG = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                     num_attention_heads=2, image_size=28, patch_size=14)
+# The released layout (4x4 patches; spatial, temporal, spatiotemporal x2 downsampling:
+# 32x in space, 8x in time) at 1/32 of its widths, 8 latent channels; the decoder pads with
+# zeros.
+VAE_CONFIG = dict(latent_channels=8, block_out_channels=(8, 16, 32, 64),
+                  decoder_block_out_channels=(8, 16, 32), layers_per_block=(1, 1, 1, 1, 1),
+                  decoder_layers_per_block=(1, 1, 1, 1), patch_size=4, patch_size_t=1,
+                  encoder_causal=True, decoder_causal=False,
+                  spatial_compression_ratio=32, temporal_compression_ratio=8,
+                  # The released decoder pads by reflection, which a 1x1 latent (a 32x32
+                  # test clip) cannot take.
+                  decoder_spatial_padding_mode="zeros")
+AUDIO_VAE_CONFIG = dict(base_channels=4, output_channels=2, ch_mult=(1,), num_res_blocks=1,
+                        attn_resolutions=None, in_channels=2, resolution=32,
+                        latent_channels=2, mel_bins=8, sample_rate=16000, mel_hop_length=160)
+VOCODER_CONFIG = dict(hidden_channels=32, out_channels=2, upsample_kernel_sizes=[4, 4],
+                      upsample_factors=[2, 2], resnet_kernel_sizes=[3],
+                      resnet_dilations=[[1, 3, 5]], output_sampling_rate=16000)
+# Video stream 2 x 8 wide, audio stream 2 x 4; the audio latents pack 2 channels x 2 mel bins.
+TRANSFORMER_CONFIG = dict(in_channels=8, out_channels=8, num_attention_heads=2,
+                          attention_head_dim=8, cross_attention_dim=16, audio_in_channels=4,
+                          audio_out_channels=4, audio_num_attention_heads=2,
+                          audio_attention_head_dim=4, audio_cross_attention_dim=8,
+                          num_layers=2, caption_channels=16)
+CONNECTORS_CONFIG = dict(caption_channels=16, text_proj_in_factor=3,
+                         video_connector_num_attention_heads=2,
+                         video_connector_attention_head_dim=8, video_connector_num_layers=1,
+                         audio_connector_num_attention_heads=2,
+                         audio_connector_attention_head_dim=8, audio_connector_num_layers=1)
+
+
+def build_tokenizer():
+    """A unigram tokenizer wrapped as ``GemmaTokenizerFast``: ``<bos>`` before every prompt,
+    ``<pad>`` (id 0) as the pad token."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from tokenizers import trainers
+    from transformers import GemmaTokenizerFast
+
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=TOKENIZER_VOCAB_SIZE,
+                                      special_tokens=SPECIAL_TOKENS, unk_token="<unk>",
+                                      show_progress=False)
+    tok.train_from_iterator(VOCAB_SENTENCES * 4, trainer=trainer)
+    bos = tok.token_to_id("<bos>")
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A",
+                                                       special_tokens=[("<bos>", bos)])
+    return GemmaTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>",
+                              bos_token="<bos>", unk_token="<unk>", padding_side="left",
+                              model_max_length=MAX_LENGTH)
+
+
+def build_text_encoder(tokenizer, seed: int):
+    """A two-layer ``Gemma3ForConditionalGeneration`` (the pipeline stacks every hidden
+    state of its text model) with a one-layer vision tower it never runs."""
+    import torch
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+
+    vocab = max(TOKENIZER_VOCAB_SIZE, len(tokenizer)) + 3
+    config = Gemma3Config(
+        text_config={**TEXT_CONFIG, "vocab_size": vocab, "pad_token_id": 0,
+                     "bos_token_id": tokenizer.bos_token_id,
+                     "eos_token_id": tokenizer.eos_token_id},
+        vision_config=VISION_CONFIG, mm_tokens_per_image=4, boi_token_index=vocab - 3,
+        eoi_token_index=vocab - 2, image_token_index=vocab - 1)
+    torch.manual_seed(seed)
+    return Gemma3ForConditionalGeneration(config).eval()
+
+
+def build_components(seed: int = 0) -> dict:
+    """The eight pipeline components, random-init from ``seed`` (float32)."""
+    import torch
+    from diffusers import (AutoencoderKLLTX2Audio, AutoencoderKLLTX2Video,
+                           FlowMatchEulerDiscreteScheduler, LTX2VideoTransformer3DModel)
+    from diffusers.pipelines.ltx2 import LTX2TextConnectors
+    from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
+
+    tokenizer = build_tokenizer()
+    text_encoder = build_text_encoder(tokenizer, seed * 1000 + 1)
+    torch.manual_seed(seed * 1000 + 2)
+    vae = AutoencoderKLLTX2Video(**VAE_CONFIG).eval()
+    # Per-channel statistics other than the class's zeros and ones, so that the latents'
+    # normalisation shows (the released VAE has its own).
+    vae.latents_mean.copy_(torch.randn(VAE_CONFIG["latent_channels"]) * 0.1)
+    vae.latents_std.copy_(torch.rand(VAE_CONFIG["latent_channels"]) + 0.5)
+    torch.manual_seed(seed * 1000 + 3)
+    transformer = LTX2VideoTransformer3DModel(**TRANSFORMER_CONFIG).eval()
+    torch.manual_seed(seed * 1000 + 4)
+    connectors = LTX2TextConnectors(**CONNECTORS_CONFIG).eval()
+    torch.manual_seed(seed * 1000 + 5)
+    audio_vae = AutoencoderKLLTX2Audio(**AUDIO_VAE_CONFIG).eval()
+    torch.manual_seed(seed * 1000 + 6)
+    vocoder = LTX2Vocoder(in_channels=AUDIO_VAE_CONFIG["output_channels"]
+                          * AUDIO_VAE_CONFIG["mel_bins"], **VOCODER_CONFIG).eval()
+    scheduler = FlowMatchEulerDiscreteScheduler(**SCHEDULER)
+    return dict(transformer=transformer, vae=vae, audio_vae=audio_vae, text_encoder=text_encoder,
+                tokenizer=tokenizer, connectors=connectors, vocoder=vocoder,
+                scheduler=scheduler)
+
+
+def build_tiny_ltx2(out_dir: str | Path, seed: int = 0) -> Path:
+    """Write a random-init tiny LTX-2 pipeline to ``out_dir``; return its path."""
+    from diffusers import LTX2Pipeline
+
+    return save_tiny_pipeline(LTX2Pipeline(**build_components(seed)), out_dir)
