@@ -243,8 +243,8 @@ def bootstrap(argv: list[str], no_bootstrap: bool) -> None:
         for cmd in install_commands(python, cpu_only=not has_nvidia_gpu()):
             say("running: " + " ".join(cmd[1:]))
             if subprocess.run(cmd, cwd=str(ROOT)).returncode != 0:
-                say(f"installing failed (see pip's message above); fix it and run "
-                    f"python3 launch.py again")
+                say("installing failed (see pip's message above); fix it and run "
+                    "python3 launch.py again")
                 sys.exit(1)
     env = dict(os.environ, ZEROLORA_BOOTSTRAPPED="1")
     say(f"starting inside {venv}")
