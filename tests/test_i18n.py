@@ -226,6 +226,8 @@ def test_chinese_page_shows_no_english(browser, server):
 
     page = new_page(browser, server[0])
     page.set_default_timeout(180_000)  # a page re-rendered in the other language
+    # the page's first refresh has landed: a click before its events are bound is lost
+    expect(md(page, "preset-diff")).to_contain_text("Same as preset", timeout=240_000)
     page.click("#lang-zh")
     expect(page.locator("#tab-training-button")).to_contain_text("训练设置",
                                                                  timeout=240_000)

@@ -90,6 +90,7 @@ def test_language_follows_the_browser_and_the_switch(browser, server):
         expect(page.locator("#tab-run-button")).not_to_contain_text("运行")
         page.reload()
         expect(page.locator("#tab-run-button")).to_contain_text("Run", timeout=120_000)
+        expect(md(page, "preset-diff")).to_contain_text("Same as preset", timeout=120_000)
         page.click("#lang-zh")
         expect(page.locator("#tab-training-button")).to_contain_text("训练设置",
                                                                      timeout=120_000)
