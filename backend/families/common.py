@@ -6,8 +6,10 @@ imported inside the functions).
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
+from backend.core.media import frame_strip, write_video
 from backend.families.base import SCHEDULER, TOKENIZER, Component
 
 
@@ -150,6 +152,33 @@ def load_partitioned(model_cls, folder, dtype, remote_device: str | None = None)
 # ------------------------------------------------------------------------------------------
 # Tiny pipelines (``build_tiny``): the parts every family's builder writes the same way
 # ------------------------------------------------------------------------------------------
+# What the tiny video families' tokenizers are trained on (clips' captions of the tests).
+CLIP_SENTENCES = [
+    "a red ball rolls from left to right on a white floor",
+    "a blue square slides up and down over a black background",
+    "a green dot moves in a circle, zlr style, zerolora",
+    "the camera pans slowly across a yellow field at sunset",
+    "red green blue yellow purple orange black white gray ball square dot circle",
+    "0 1 2 3 4 5 6 7 8 9 . , : ; ! ? ' \" ( ) - _",
+]
+
+
+def train_unigram(sentences: list[str], special_tokens: list[str], vocab_size: int = 160):
+    """A ``tokenizers`` unigram model (as a sentencepiece one: NFKC, Metaspace), trained on
+    ``sentences`` (four times over) up to ``vocab_size`` tokens, ``<unk>`` the unknown
+    token; the caller adds its post-processor and wraps it as its family's tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=special_tokens,
+                                      unk_token="<unk>", show_progress=False)
+    tok.train_from_iterator(list(sentences) * 4, trainer=trainer)
+    return tok
+
+
 def train_byte_level_bpe(sentences: list[str], vocab_size: int):
     """A ``tokenizers`` byte-level BPE with Qwen2's pre-tokenizer, trained on ``sentences``
     (four times over) up to ``vocab_size`` tokens; no special tokens added."""
@@ -327,6 +356,27 @@ class OffloadingEncoder:
                 if should_stop():
                     return
                 yield self.item_sample(parts, item)
+
+
+class VideoClips:
+    """What every video family's adapter does alike (a mixin before ``Family``): the
+    tokens a clip becomes, and a sample written as a clip beside its frame strip.
+    ``latent_patch``: latent cells per side of one token (the transformer's patch)."""
+    latent_patch = 1
+
+    def video_tokens(self, height: int, width: int, frames: int) -> int:
+        """Latent frames ((F - 1) / temporal factor + 1) x latent area / patch area."""
+        cell = self.vae_scale_factor * self.latent_patch
+        latent_frames = (max(int(frames), 1) - 1) // self.vae_temporal_factor + 1
+        return latent_frames * (height // cell) * (width // cell)
+
+    def save_sample(self, result, path, cfg) -> list[Path]:
+        """A sample clip and its frame strip (``<name>.strip.png``)."""
+        path = Path(path)
+        write_video(result, path, fps=cfg.sample_fps)
+        strip = path.with_name(path.name[: -len(path.suffix)] + ".strip.png")
+        frame_strip(result, 4).save(strip)
+        return [path, strip]
 
 
 def cached_sample(latents, pixels, **prompt) -> dict[str, Any]:

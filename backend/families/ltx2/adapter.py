@@ -29,10 +29,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from backend.core.media import frame_strip, write_video
 from backend.families.base import Family, Schedule
-from backend.families.common import (OffloadingEncoder, cached_sample, load_tokenizer,
-                                     noised, weighted_mse)
+from backend.families.common import (OffloadingEncoder, VideoClips, cached_sample,
+                                     load_tokenizer, noised, weighted_mse)
 from backend.families.ltx2 import tiny
 from backend.families.ltx2.native import from_native, to_native
 from backend.families.ltx2.published import CONFIGS
@@ -276,7 +275,7 @@ def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cf
 # ------------------------------------------------------------------------------------------
 # The contract
 # ------------------------------------------------------------------------------------------
-class Adapter(Family):
+class Adapter(VideoClips, Family):
     """LTX-2 text-to-video (video only) through the family contract
     (``backend/families/base.py``)."""
 
@@ -308,21 +307,6 @@ class Adapter(Family):
 
     def published_configs(self):
         return {k: dict(v) for k, v in CONFIGS.items()}
-
-    def video_tokens(self, height: int, width: int, frames: int) -> int:
-        """Tokens a clip becomes: latent frames ((F - 1) / 8 + 1) x latent area (the
-        transformer's patch is one latent cell)."""
-        cell = self.vae_scale_factor
-        latent_frames = (max(int(frames), 1) - 1) // self.vae_temporal_factor + 1
-        return latent_frames * (height // cell) * (width // cell)
-
-    def save_sample(self, result, path, cfg) -> list[Path]:
-        """A sample clip and its frame strip (``<name>.strip.png``)."""
-        path = Path(path)
-        write_video(result, path, fps=cfg.sample_fps)
-        strip = path.with_name(path.name[: -len(path.suffix)] + ".strip.png")
-        frame_strip(result, 4).save(strip)
-        return [path, strip]
 
     def build_tiny(self, out_dir, seed=0, variant=None):
         return tiny.build_tiny_ltx2(out_dir, seed)

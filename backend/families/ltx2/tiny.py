@@ -23,17 +23,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.families.common import save_tiny_pipeline
+from backend.families.common import CLIP_SENTENCES, save_tiny_pipeline, train_unigram
 from backend.families.ltx2.published import SCHEDULER
 
-VOCAB_SENTENCES = [
-    "a red ball rolls from left to right on a white floor",
-    "a blue square slides up and down over a black background",
-    "a green dot moves in a circle, zlr style, zerolora",
-    "the camera pans slowly across a yellow field at sunset",
-    "red green blue yellow purple orange black white gray ball square dot circle",
-    "0 1 2 3 4 5 6 7 8 9 . , : ; ! ? ' \" ( ) - _",
-]
+VOCAB_SENTENCES = CLIP_SENTENCES
 TOKENIZER_VOCAB_SIZE = 160
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<bos>", "<unk>"]
 MAX_LENGTH = 1024  # the pipeline's max_sequence_length (its prompts are padded to it)
@@ -77,18 +70,10 @@ CONNECTORS_CONFIG = dict(caption_channels=16, text_proj_in_factor=3,
 def build_tokenizer():
     """A unigram tokenizer wrapped as ``GemmaTokenizerFast``: ``<bos>`` before every prompt,
     ``<pad>`` (id 0) as the pad token."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    from tokenizers import trainers
+    from tokenizers import processors
     from transformers import GemmaTokenizerFast
 
-    tok = Tokenizer(models.Unigram())
-    tok.normalizer = normalizers.NFKC()
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
-    trainer = trainers.UnigramTrainer(vocab_size=TOKENIZER_VOCAB_SIZE,
-                                      special_tokens=SPECIAL_TOKENS, unk_token="<unk>",
-                                      show_progress=False)
-    tok.train_from_iterator(VOCAB_SENTENCES * 4, trainer=trainer)
+    tok = train_unigram(VOCAB_SENTENCES, SPECIAL_TOKENS, TOKENIZER_VOCAB_SIZE)
     bos = tok.token_to_id("<bos>")
     tok.post_processor = processors.TemplateProcessing(single="<bos> $A",
                                                        special_tokens=[("<bos>", bos)])

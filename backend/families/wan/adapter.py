@@ -26,10 +26,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from backend.core.media import frame_strip, write_video
 from backend.families.base import Family, Schedule, uniform_index_loss
-from backend.families.common import (OffloadingEncoder, cached_sample, noised, pipeline_loaders,
-                                     weighted_mse)
+from backend.families.common import (OffloadingEncoder, VideoClips, cached_sample, noised,
+                                     pipeline_loaders, weighted_mse)
 from backend.families.wan import checkpoint
 from backend.families.wan.native import from_native, to_native
 from backend.families.wan.published import CONFIGS, VARIANT_CONFIGS
@@ -300,8 +299,9 @@ def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cf
 # ------------------------------------------------------------------------------------------
 # The contract
 # ------------------------------------------------------------------------------------------
-class Adapter(Family):
+class Adapter(VideoClips, Family):
     """Wan 2.1 text-to-video through the family contract (``backend/families/base.py``)."""
+    latent_patch = 2  # the transformer's 2x2 patch of latent cells
 
     # ComfyUI loads Wan LoRAs under the original model's names only (``native.py``).
     export_prefixes = {"reference": "", "diffusers": "transformer.",
@@ -380,20 +380,6 @@ class Adapter(Family):
     def variant_configs(self, variant):
         chosen = VARIANT_CONFIGS.get(variant) or self.published_configs()
         return {k: dict(v) for k, v in chosen.items()}
-
-    def video_tokens(self, height: int, width: int, frames: int) -> int:
-        """Tokens a clip becomes: latent frames ((F - 1) / 4 + 1) x latent area / 2x2."""
-        cell = self.vae_scale_factor * 2
-        latent_frames = (max(int(frames), 1) - 1) // self.vae_temporal_factor + 1
-        return latent_frames * (height // cell) * (width // cell)
-
-    def save_sample(self, result, path, cfg) -> list[Path]:
-        """A sample clip and its frame strip (``<name>.strip.png``)."""
-        path = Path(path)
-        write_video(result, path, fps=cfg.sample_fps)
-        strip = path.with_name(path.name[: -len(path.suffix)] + ".strip.png")
-        frame_strip(result, 4).save(strip)
-        return [path, strip]
 
     def build_tiny(self, out_dir, seed=0, variant=None):
         from backend.families.wan import tiny

@@ -28,16 +28,10 @@ from pathlib import Path
 
 import torch
 
+from backend.families.common import CLIP_SENTENCES, train_unigram
 from backend.families.wan.published import VAE_22
 
-VOCAB_SENTENCES = [
-    "a red ball rolls from left to right on a white floor",
-    "a blue square slides up and down over a black background",
-    "a green dot moves in a circle, zlr style, zerolora",
-    "the camera pans slowly across a yellow field at sunset",
-    "red green blue yellow purple orange black white gray ball square dot circle",
-    "0 1 2 3 4 5 6 7 8 9 . , : ; ! ? ' \" ( ) - _",
-]
+VOCAB_SENTENCES = CLIP_SENTENCES
 TOKENIZER_VOCAB_SIZE = 160
 SPECIAL_TOKENS = ["<pad>", "</s>", "<unk>"]
 
@@ -60,18 +54,10 @@ SCHEDULER_CONFIG = dict(num_train_timesteps=1000, flow_shift=3.0,
 def build_tokenizer():
     """A unigram tokenizer (as UMT5's sentencepiece model) wrapped as ``T5TokenizerFast``:
     pads with ``<pad>`` (id 0) and ends every prompt with ``</s>``."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    from tokenizers import trainers
+    from tokenizers import processors
     from transformers import T5TokenizerFast
 
-    tok = Tokenizer(models.Unigram())
-    tok.normalizer = normalizers.NFKC()
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
-    trainer = trainers.UnigramTrainer(vocab_size=TOKENIZER_VOCAB_SIZE,
-                                      special_tokens=SPECIAL_TOKENS, unk_token="<unk>",
-                                      show_progress=False)
-    tok.train_from_iterator(VOCAB_SENTENCES * 4, trainer=trainer)
+    tok = train_unigram(VOCAB_SENTENCES, SPECIAL_TOKENS, TOKENIZER_VOCAB_SIZE)
     eos = tok.token_to_id("</s>")
     tok.post_processor = processors.TemplateProcessing(single="$A </s>",
                                                        special_tokens=[("</s>", eos)])
