@@ -128,6 +128,7 @@ def run_stage_here(stage: str, argv: list) -> tuple[int, str, str]:
     import signal
 
     import torch
+    from accelerate.state import AcceleratorState
 
     main = importlib.import_module(f"backend.stages.{stage}").main
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -141,6 +142,9 @@ def run_stage_here(stage: str, argv: list) -> tuple[int, str, str]:
         for s, h in handlers.items():  # the stage's stop handler belongs to its run
             signal.signal(s, h)
         torch.set_num_threads(threads)
+        # accelerate keeps one state per process: the next stage here starts as a launched
+        # one would (its own mixed precision), not with this one's
+        AcceleratorState._reset_state(reset_partial_state=True)
     return int(code or 0), out.getvalue(), err.getvalue()
 
 
