@@ -1,33 +1,24 @@
 """Runs sent to SLURM by the app's runner (``backend.jobs.slurm_runs``): the run schema's
-SLURM fields, the history's job id, the refusals; and, against the real one-node SLURM of
-``tests/harness/slurm.py``, the CPU demo submitted through the services the page calls
-(``webui.services.start_run`` / ``resume_run``, ``runner.stop``): followed from squeue/sacct,
-its logs tailed from the run folder, stopped with its state saved and resumed to its last
-step, its samples rendered."""
+SLURM fields, the history's job id, the refusals. The runs on the real one-node SLURM (the
+CPU demo through the services the page calls, two processes under srun, a killed step)
+are in ``tests/test_slurm.py``, beside the other cluster tests: one test worker starts the
+one cluster (its ports are fixed)."""
 from __future__ import annotations
 
-import re
 import sqlite3
 import sys
-import time
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 import launch
 from backend.config.errors import ConfigError
-from backend.config.presets import load_preset
-from backend.config.validation import validate
-from backend.core.progress import read_events
 from backend.core.rundir import RunDir
 from backend.jobs.history import connect, init_db
 from backend.jobs.runner import Runner, RunnerError
 from backend.jobs.slurm import SlurmOptions, sbatch_script
 from backend.jobs.slurm_runs import SlurmRunner
 from backend.planning.plan import plan_run
-from tests.harness.slurm import slurm_cluster  # noqa: F401  (the session's cluster fixture)
-from webui import jobs, services
+from tests.harness.slurm import demo
 from webui.app import create_app
 from webui.tabs import training
 
@@ -38,11 +29,6 @@ SLURM_RUN = {"executor": "slurm", "slurm_partition": "gpu", "slurm_account": "la
              "slurm_cpus_per_task": 32, "slurm_mem_per_task": "400G",
              "slurm_setup_lines": ["module load cuda/12.4"],
              "slurm_nccl_env": ["NCCL_SOCKET_IFNAME=ib0"]}
-
-
-def demo(tmp_path, **changes):
-    """The CPU demo preset with ``changes``, its dataset where the bundle has it."""
-    return validate({**load_preset("cpu_demo").to_dict(), **changes})
 
 
 # ----------------------------------------------------------------------- the schema
@@ -184,183 +170,3 @@ def test_an_older_history_gains_the_job_id_column(tmp_path):
 
 
 # ----------------------------------------------------------------------- the real cluster
-def train_steps(run_dir: Path) -> list[list[int]]:
-    """The train stage's step events, one list per start of the stage."""
-    events, _ = read_events(RunDir(run_dir).progress)
-    attempts: list[list[int]] = []
-    for ev in events:
-        if ev.get("stage") != "train":
-            continue
-        if ev["event"] == "start":
-            attempts.append([])
-        elif ev["event"] == "step" and attempts:
-            attempts[-1].append(ev["step"])
-    return attempts
-
-
-def wait_for(predicate, timeout: float, what: str, poll: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(poll)
-    raise AssertionError(f"not within {timeout:g} s: {what}")
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_the_cpu_demo_through_slurm_from_the_page_services(slurm_cluster, tmp_path):
-    ws = tmp_path / "ws"
-    runner = SlurmRunner(ws, executor="slurm", server=SlurmOptions(partition="debug"),
-                         stop_grace_s=90)
-    where = SimpleNamespace(runner=runner, workspace=ws, models_dir=None)
-    # The demo, shorter: 24 steps, a checkpoint every 8, small renders. Left at
-    # executor local, as the form sends it: the server sends it to SLURM.
-    cfg = demo(tmp_path, dataset_repeat=3, num_epochs=1, save_steps=8, sample_steps=4)
-    run_id = services.start_run(where, cfg, None, name="demo on slurm")
-    run = runner.get_run(run_id)
-    job = run["slurm_job_id"]
-    assert job and job.isdigit(), run
-    assert RunDir(Path(run["run_dir"])).sbatch.is_file()
-    assert "executor: slurm" in run["config_yaml"] and "slurm_partition: debug" in \
-        run["config_yaml"]
-    ids = slurm_cluster.run(["squeue", "-h", "-o", "%i"]).stdout.split() + \
-        slurm_cluster.run(["sacct", "--completion", "-n", "-X", "-o", "JobID"],
-                          check=False).stdout.split()
-    assert job in ids or runner.get_run(run_id)["status"] != "queued"
-
-    # Training runs on the node: its log tails from the run folder, progress counts steps.
-    wait_for(lambda: (runner.progress(run_id).get("stage") == "train"
-                      and (runner.progress(run_id).get("step") or 0) >= 3), 300,
-             "training to pass step 3")
-    live = runner.get_run(run_id)
-    assert live["status"] == "running" and live["current_stage"] == "train"
-    assert [s["status"] for s in live["stages"]] == ["succeeded", "running", "queued"]
-    assert "running as SLURM job" in str(live["note"])
-    text, offset = runner.tail_log(run_id, "train", 0)
-    assert f"SLURM job {job} step" in text and offset > 0
-
-    runner.stop(run_id, wait=True)  # what the Run tab's Stop calls
-    stopped = runner.get_run(run_id)
-    assert stopped["status"] == "stopped", (stopped, runner.last_lines(run_id, "train", 30))
-    assert [s["status"] for s in stopped["stages"]] == ["succeeded", "stopped", "skipped"]
-    assert stopped["stages"][1]["exit_code"] == 143 and stopped["resumable"]
-    files = RunDir(Path(stopped["run_dir"]))
-    assert files.has_state()
-    (first,) = train_steps(files.run_dir)
-    saved = first[-1]
-    assert 3 <= saved < 24
-
-    again = services.resume_run(where, stopped, None)
-    assert again == run_id
-    resumed = runner.get_run(run_id)
-    assert resumed["slurm_job_id"] not in (None, job) and resumed["attempt"] == 2
-    done = runner.wait(run_id, timeout=420)
-    assert done["status"] == "succeeded", (done, runner.last_lines(run_id, "train", 30),
-                                           runner.last_lines(run_id, "sample", 30))
-    assert [s["status"] for s in done["stages"]] == ["succeeded"] * 3
-    assert [(a["attempt"], a["status"]) for a in done["attempts"]] == [(1, "stopped")]
-    first, later = train_steps(files.run_dir)
-    assert later[0] == saved + 1 and later[-1] == 24, (first, later)
-    assert "already succeeded (an earlier job): skipped" in \
-        files.log("slurm").read_text() + files.log("data_process").read_text()
-    images, titles, cols = jobs.grid(done)
-    assert images and cols >= 2, titles
-    assert all(Path(p).is_file() for p, _ in images)
-
-
-def task_lines(log_text: str) -> list[tuple[int, int, int, int]]:
-    """(SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, machine_rank) of each task's line."""
-    return sorted((int(m[1]), int(m[2]), int(m[3]), int(m[4])) for m in re.finditer(
-        r"task SLURM_PROCID=(\d+) SLURM_LOCALID=(\d+) SLURM_NODEID=(\d+) on \S+: "
-        r"machine_rank (\d+) of 2", log_text))
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_a_two_process_zero3_training_runs_through_srun_on_the_one_node(slurm_cluster,
-                                                                        tmp_path):
-    """Two machines of one process each, packed onto the one node (``machines_per_node``):
-    one ``srun`` step of two tasks, each an ``accelerate launch`` whose machine rank is its
-    SLURM_PROCID, join one ZeRO-3 training (gloo, CPU). Most of its time is two processes
-    importing DeepSpeed (and building its CPU ops when ~/.cache/torch_extensions lacks them):
-    the 4 steps take about 10 s."""
-    ws = tmp_path / "ws"
-    runner = SlurmRunner(ws, server=SlurmOptions(partition="debug", machines_per_node=2))
-    cfg = demo(tmp_path, executor="slurm", num_machines=2, num_processes=2, zero_stage=3,
-               dataset_repeat=1, num_epochs=1, stages=["data_process", "train"])
-    run_id = runner.submit(cfg, owner="alice")
-    done = runner.wait(run_id, timeout=540)
-    files = RunDir(Path(done["run_dir"]))
-    train_log = files.log("train").read_text()
-    assert done["status"] == "succeeded", (done, train_log[-3000:])
-    script = files.sbatch.read_text().splitlines()
-    assert "#SBATCH --nodes=1" in script and "#SBATCH --ntasks-per-node=2" in script
-    assert any(ln.startswith("srun --nodes=1 --ntasks=2 --ntasks-per-node=2 ") and
-               "--job-name=train" in ln for ln in script)
-    # Two tasks on the one node, told apart by SLURM: each is its own machine rank.
-    assert task_lines(train_log) == [(0, 0, 0, 0), (1, 1, 0, 1)], train_log[-3000:]
-    assert "2 process(es) on cpu, ZeRO-3" in train_log
-    (first,) = train_steps(files.run_dir)
-    assert first == [1, 2, 3, 4]  # 8 images / 2 processes
-    events, _ = read_events(files.progress)
-    start = next(e for e in events if e.get("stage") == "train" and e["event"] == "start")
-    assert start["num_processes"] == 2
-    assert (files.output / "epoch-0.safetensors").is_file()
-
-
-def train_step_of(cluster, job: str) -> str:
-    """The job's running ``train`` step (``<job>.<step>``), from squeue."""
-    out = cluster.run(["squeue", "-h", "-s", "-j", job, "-o", "%i %j"]).stdout
-    return next(line.split()[0] for line in out.splitlines() if line.split()[1:] == ["train"])
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_a_stage_killed_with_scancel_kill_is_diagnosed_and_resumes_to_the_end(
-        slurm_cluster, tmp_path):
-    ws = tmp_path / "ws"
-    runner = SlurmRunner(ws, server=SlurmOptions(partition="debug"))
-    # 16 steps, a checkpoint (LoRA + resume state) every 4; no samples.
-    cfg = demo(tmp_path, executor="slurm", dataset_repeat=2, num_epochs=1, save_steps=4,
-               stages=["data_process", "train"])
-    run_id = runner.submit(cfg, owner="alice")
-    files = RunDir(Path(runner.get_run(run_id)["run_dir"]))
-    wait_for(lambda: files.has_state() and (runner.progress(run_id).get("step") or 0) >= 6,
-             400, "training past its first checkpoint")
-    job = runner.get_run(run_id)["slurm_job_id"]
-    slurm_cluster.run(["scancel", "--signal=KILL", train_step_of(slurm_cluster, job)])
-
-    failed = runner.wait(run_id, timeout=120)
-    assert failed["status"] == "failed", failed
-    assert [s["status"] for s in failed["stages"]] == ["succeeded", "failed"]
-    assert failed["resumable"]
-    facts = runner.failure_summary(run_id)
-    assert (facts["job_id"], facts["scheduler_state"], facts["exit_code"]) == \
-        (job, "FAILED", 137)
-    kinds = [d["kind"] for d in facts["diagnoses"]]
-    assert kinds[0] == "slurm_killed" and "killed" not in kinds, kinds
-    first = facts["diagnoses"][0]
-    assert "SLURM killed the job's stage with SIGKILL (the job ended FAILED)" in \
-        facts["headline"]
-    assert any("Resume" in f for f in first["fixes"]) and any(
-        "scancel --signal=TERM" in f for f in first["fixes"])
-    assert first["settings"] == ["save_steps", "slurm_mem_per_task"]
-    assert "`SIGKILL`" in facts["headline"].text("zh")
-    assert str(failed["failure_reason"]) == str(facts["headline"])
-    (before,) = train_steps(files.run_dir)
-    events, _ = read_events(files.progress)
-    saved = max(e["step"] for e in events if e.get("stage") == "train"
-                and e["event"] == "checkpoint")
-    assert saved % 4 == 0 and saved < before[-1] < 16
-
-    runner.resume(run_id)
-    assert runner.get_run(run_id)["slurm_job_id"] != job
-    done = runner.wait(run_id, timeout=420)
-    assert done["status"] == "succeeded", (done, runner.last_lines(run_id, "train", 30))
-    assert [s["status"] for s in done["stages"]] == ["succeeded"] * 2
-    _, later = train_steps(files.run_dir)
-    assert later[0] == saved + 1 and later[-1] == 16, (before, later)
-    assert "already succeeded (an earlier job): skipped" in \
-        files.log("slurm").read_text() + files.log("data_process").read_text()

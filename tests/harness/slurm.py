@@ -29,6 +29,9 @@ from pathlib import Path
 
 import pytest
 
+from backend.config.presets import load_preset
+from backend.config.validation import validate
+
 PACKAGES = "slurm-wlm munge"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "sinfo", "scancel",
            "scontrol", "sacct")
@@ -253,3 +256,8 @@ def slurm_cluster(tmp_path_factory):
             yield cluster
         finally:
             _RUNNING.clear()
+
+
+def demo(tmp_path=None, **changes):
+    """The CPU demo preset with ``changes`` (its dataset where the bundle has it)."""
+    return validate({**load_preset("cpu_demo").to_dict(), **changes})
