@@ -19,29 +19,17 @@ import re
 from typing import Mapping
 
 from backend.families.checkpoint_names import Names, renamed
+from backend.families.wan import native
 
-BLOCK = {
-    "attn1.to_q": "self_attn.q", "attn1.to_k": "self_attn.k", "attn1.to_v": "self_attn.v",
-    "attn1.to_out.0": "self_attn.o", "attn1.norm_q": "self_attn.norm_q",
-    "attn1.norm_k": "self_attn.norm_k",
-    "attn2.to_q": "cross_attn.q", "attn2.to_k": "cross_attn.k", "attn2.to_v": "cross_attn.v",
-    "attn2.to_out.0": "cross_attn.o", "attn2.norm_q": "cross_attn.norm_q",
-    "attn2.norm_k": "cross_attn.norm_k", "attn2.add_k_proj": "cross_attn.k_img",
-    "attn2.add_v_proj": "cross_attn.v_img", "attn2.norm_added_k": "cross_attn.norm_k_img",
-    "ffn.net.0.proj": "ffn.0", "ffn.net.2": "ffn.2", "norm2": "norm3",
-}
-OTHER = {
-    "condition_embedder.text_embedder.linear_1": "text_embedding.0",
-    "condition_embedder.text_embedder.linear_2": "text_embedding.2",
-    "condition_embedder.time_embedder.linear_1": "time_embedding.0",
-    "condition_embedder.time_embedder.linear_2": "time_embedding.2",
-    "condition_embedder.time_proj": "time_projection.1",
-    "condition_embedder.image_embedder.norm1": "img_emb.proj.0",
-    "condition_embedder.image_embedder.ff.net.0.proj": "img_emb.proj.1",
-    "condition_embedder.image_embedder.ff.net.2": "img_emb.proj.3",
-    "condition_embedder.image_embedder.norm2": "img_emb.proj.4",
-    "patch_embedding": "patch_embedding", "proj_out": "head.head",
-}
+# The LoRA export's module names (``native.py``) plus the tensors a LoRA never trains.
+BLOCK = {**native.BLOCK,
+         "attn1.norm_q": "self_attn.norm_q", "attn1.norm_k": "self_attn.norm_k",
+         "attn2.norm_q": "cross_attn.norm_q", "attn2.norm_k": "cross_attn.norm_k",
+         "attn2.norm_added_k": "cross_attn.norm_k_img", "norm2": "norm3"}
+OTHER = {**native.OTHER,
+         "condition_embedder.image_embedder.norm1": "img_emb.proj.0",
+         "condition_embedder.image_embedder.norm2": "img_emb.proj.4",
+         "patch_embedding": "patch_embedding"}
 _BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)\.(weight|bias)$")
 _BLOCK_TABLE = re.compile(r"^blocks\.(\d+)\.scale_shift_table$")
 _OTHER = re.compile(r"^(.+)\.(weight|bias)$")
