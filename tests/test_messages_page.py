@@ -384,7 +384,7 @@ def test_the_results_tab_lines(app, shown, tmp_path, monkeypatch):
     monkeypatch.setattr(ctx, "serve", lambda run_id, path, request: str(path))
     monkeypatch.setattr(ctx, "run", lambda run_id, request: run if run_id == "run-1" else None)
     out = results.show_run(ctx, "run-1", REQ, "zh")  # no checkpoint in output/
-    assert zh_page(out[c["res_status"]]) == "这个运行还没有 LoRA 检查点。"
+    assert zh_page(out[c["res_status"]]) == "这个运行还没有检查点。"
     header = out[c["res_columns"]]
     assert "Columns: **input images** | **step-10 × 0.5** — one row per prompt" in header
     assert zh_page(header) == "列：**输入图像** | **step-10 × 0.5** —— 每条提示词一行"
@@ -430,7 +430,7 @@ def test_the_results_tab_lines(app, shown, tmp_path, monkeypatch):
     assert zh_page(out[c["res_status"]]) == '✗ 渲染 `job-3` 失败："CUDA out of memory"'
     ctx.runner.summary = {"headline": Msg("results.no_checkpoint")}
     assert zh_page(watch(state, REQ)[c["res_status"]]) == \
-        "✗ 渲染 `job-3` 失败：这个运行还没有 LoRA 检查点。"
+        "✗ 渲染 `job-3` 失败：这个运行还没有检查点。"
     ctx.runner.summary = None
     job["status"] = "stopped"
     assert zh_page(watch(state, REQ)[c["res_status"]]) == "✗ 渲染 `job-3` 已停止："
