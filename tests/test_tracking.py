@@ -212,6 +212,40 @@ def test_every_tracker_gets_the_same_metrics_offline(tmp_path, monkeypatch):
     assert list((out / rundir.TENSORBOARD).glob("events.out.tfevents.*"))
 
 
+def test_a_resumed_run_continues_its_tracker_runs(tmp_path):
+    """Resume (or a requeued job) starts the trackers again in the same output folder: W&B
+    and SwanLab reopen the run ids kept in ``tracker_runs.json`` (offline: a second folder
+    with the same id, which ``sync`` sends to the one run); another run gets other ids."""
+    import json
+
+    def train(out, steps):
+        trackers = Trackers.start(offline(), out)
+        for step in steps:
+            trackers.log({"train/loss": 1.0 / step, "train/lr": 1e-3}, step)
+        trackers.close()
+
+    def ids(out):
+        wandb_ids = {p.name.rsplit("-", 1)[1] for p in out.glob("wandb/offline-run-*")}
+        swanlab_ids = {p.name.rsplit("-", 1)[1] for p in out.glob("swanlab/run-*")}
+        return wandb_ids, swanlab_ids
+
+    out = tmp_path / "run" / "output"
+    out.mkdir(parents=True)
+    train(out, (1, 2))
+    kept = json.loads((out / rundir.TRACKER_RUNS).read_text())
+    assert ids(out) == ({kept["wandb"]}, {kept["swanlab"]})
+    train(out, (3, 4))  # the resumed part
+    assert len(list(out.glob("wandb/offline-run-*"))) == 2
+    assert len(list(out.glob("swanlab/run-*"))) == 2
+    assert ids(out) == ({kept["wandb"]}, {kept["swanlab"]})
+    assert json.loads((out / rundir.TRACKER_RUNS).read_text()) == kept
+
+    other = tmp_path / "other" / "output"
+    other.mkdir(parents=True)
+    train(other, (1,))
+    assert ids(other)[0].isdisjoint(ids(out)[0]) and ids(other)[1].isdisjoint(ids(out)[1])
+
+
 def test_a_tracker_that_does_not_start_refuses_the_run(tmp_path, monkeypatch):
     """Online without a key: the library's reason, the option, the key's variable and the
     offline way out, and no key read from anywhere but the environment."""

@@ -31,6 +31,11 @@ network: the run is written into its folder, to send later (``wandb sync`` /
 ``swanlab sync``, the command is logged). Console capture is off in both (the stage's log
 is its own).
 
+A resumed run continues its tracker runs: the W&B and SwanLab run ids are chosen when the run
+first trains and kept in ``tracker_runs.json`` beside the metrics; a later start in the same
+output folder (Resume, a requeued job) opens them again with ``resume="allow"`` (offline,
+the resumed part is a second folder with the same id, and ``sync`` sends both to one run).
+
 ``check_trackers(cfg)`` runs before any model loads: a tracker whose package is missing
 refuses the run (``ConfigError`` naming the option and the package). A tracker that does
 not start refuses it too (``StageError``, the library's reason); one that fails later is
@@ -40,6 +45,9 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import json
+import secrets
+import string
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -94,6 +102,24 @@ def run_name(cfg: RunConfig, out: Path, given: str | None) -> str:
     """A tracker's run name: the one given for it, else ``run_name``, else the run folder's
     name (the output folder's, outside a run folder)."""
     return given or cfg.run_name or (out.parent.name if out.name == rundir.OUTPUT else out.name)
+
+
+def tracker_run_id(out: Path, tracker: str) -> str:
+    """The id of ``tracker``'s run for the run whose output folder is ``out``: the one kept
+    in ``tracker_runs.json`` (the run is resuming), else a new one (eight lowercase letters
+    and digits, as both services make them), kept there."""
+    path = out / rundir.TRACKER_RUNS
+    try:
+        ids = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        ids = {}
+    if not isinstance(ids, dict):
+        ids = {}
+    if not isinstance(ids.get(tracker), str):
+        ids[tracker] = "".join(secrets.choice(string.ascii_lowercase + string.digits)
+                                 for _ in range(8))
+        path.write_text(json.dumps(ids, indent=1), encoding="utf-8")
+    return ids[tracker]
 
 
 def sent_config(cfg: RunConfig) -> dict[str, Any]:
@@ -257,6 +283,7 @@ class _Wandb:
         out.mkdir(parents=True, exist_ok=True)
         try:
             self.run = wandb.init(
+                id=tracker_run_id(out, "wandb"), resume="allow",
                 project=cfg.wandb_project, entity=cfg.wandb_entity,
                 name=run_name(cfg, out, cfg.wandb_run_name), dir=str(out),
                 # online: as the environment says (WANDB_MODE), else online
@@ -302,6 +329,7 @@ class _SwanLab:
         self.path.mkdir(parents=True, exist_ok=True)
         try:
             self.run = swanlab.init(
+                id=tracker_run_id(out, "swanlab"), resume="allow",
                 project=cfg.swanlab_project, workspace=cfg.swanlab_workspace,
                 name=run_name(cfg, out, cfg.swanlab_run_name), log_dir=str(self.path),
                 # online: as the environment says (SWANLAB_MODE), else online
