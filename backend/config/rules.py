@@ -285,7 +285,7 @@ def full_training_problems(c: dict[str, Any]) -> list[Msg]:
         p.append(field_problem("trainable_models", Msg(
             "validation.rule.trainable_frozen", **params) if name in known else Msg(
             "validation.rule.trainable_unknown", **params)))
-    defaults = family_defaults(family)
+    defaults = family_defaults(*family_of(c))  # a variant's own targets are its default
     p += options_left_set(c, {name: defaults.get(name) for name in LORA_ONLY},
                           lambda **k: Msg("validation.rule.full_with_lora", **k))
     for name in FROZEN_BASE_ONLY:

@@ -34,6 +34,10 @@ from backend.families import family_spec
 from backend.families.base import MODEL, SCHEDULER, TOKENIZER
 
 
+# A tokenizer at a repository's root (``model_id:./``): the files fetched, never weights
+ROOT_FILES = ("*.json", "*.txt", "*.model", "*.tiktoken", "*.jinja")
+
+
 class HubError(RuntimeError):
     """Model files that cannot be found, fetched or recognised (the message names them)."""
 
@@ -48,6 +52,14 @@ class Source:
     @property
     def is_folder_pattern(self) -> bool:
         return bool(self.pattern) and self.pattern.endswith("/")
+
+    root_files_only: bool = False  # a tokenizer at the repository's root: no weights
+
+    @property
+    def is_root(self) -> bool:
+        """A tokenizer kept at a repository's root (``model_id:./``; the reference writes
+        ``model_id:``): the root folder's files, not its weights."""
+        return self.root_files_only
 
     def guess_component(self, components: Iterable[str]) -> str | None:
         """The component a pattern names by its first folder (``transformer/...``)."""
@@ -69,8 +81,10 @@ def models_dir(cfg: RunConfig) -> Path:
     return Path(value).expanduser().resolve()
 
 
-def parse_spec(spec: str) -> Source:
-    """One ``model_id:glob`` entry, or an existing local path."""
+def parse_spec(spec: str, tokenizer: bool = False) -> Source:
+    """One ``model_id:glob`` entry, or an existing local path. A ``tokenizer`` at the
+    repository's root (``model_id:./``, or the reference's ``model_id:``) is the root
+    folder's files without the weights beside them."""
     spec = spec.strip()
     local = Path(spec).expanduser()
     if local.exists():
@@ -79,6 +93,8 @@ def parse_spec(spec: str) -> Source:
         raise HubError(f"model source {spec!r}: neither an existing local path nor "
                        f"model_id:glob (e.g. org/model:transformer/*.safetensors)")
     model_id, pattern = spec.rsplit(":", 1)
+    if model_id and tokenizer and pattern.strip() in ("", ".", "./"):
+        return Source(spec, model_id=model_id, pattern="./", root_files_only=True)
     if not model_id or not pattern:
         raise HubError(f"model source {spec!r}: expected model_id:glob")
     return Source(spec, model_id=model_id, pattern=pattern)
@@ -154,6 +170,8 @@ def _local_matches(base: Path, src: Source) -> list[Path]:
         if any(ch in part for ch in "*?["):
             break
         check_readable(folder)
+    if src.is_root:
+        return [base] if any(p.is_file() for g in ROOT_FILES for p in base.glob(g)) else []
     if src.is_folder_pattern:
         folder = base / src.pattern
         return [folder] if folder.is_dir() and any(folder.iterdir()) else []
@@ -170,6 +188,8 @@ def _complete(paths: list[Path], src: Source) -> bool:
 
 
 def _allow_patterns(src: Source) -> list[str]:
+    if src.is_root:
+        return list(ROOT_FILES)
     if src.is_folder_pattern:
         return [src.pattern.rstrip("/") + "/*"]
     folder = os.path.dirname(src.pattern)
@@ -287,7 +307,7 @@ def _resolve_extra(cfg: RunConfig, spec: str | None, default: str, sibling: Path
     else ``default`` (a ``model_id:folder/`` resolved like the other files)."""
     if not spec and sibling is not None and sibling.is_dir():
         return sibling
-    src = parse_spec(spec or default)
+    src = parse_spec(spec or default, tokenizer=True)
     found = resolve_source(cfg, src)
     return found[0] if found[0].is_dir() else found[0].parent
 

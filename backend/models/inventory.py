@@ -143,7 +143,7 @@ def config_sources(cfg: RunConfig) -> list[Source]:
         if comp.kind == PROCESSOR and entry.rsplit(":", 1)[0] not in ids:
             continue
         extra.append(entry)
-    return sources + [hub.parse_spec(e) for e in dict.fromkeys(extra)]
+    return sources + [hub.parse_spec(e, tokenizer=True) for e in dict.fromkeys(extra)]
 
 
 @dataclass(frozen=True)

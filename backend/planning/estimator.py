@@ -1081,7 +1081,7 @@ def method_changes(cfg) -> list[tuple[str, Msg, dict[str, Any]]]:
     plain = {**plain, "trainable_models": None}
     # A full fine-tune (trainable_models): the LoRA's own options back at their defaults,
     # which the rules ask of it; nothing that needs a frozen base.
-    defaults = family_defaults(cfg.model_family)
+    defaults = family_defaults(*family_of(cfg.to_dict()))
     whole = {**plain, **{k: defaults[k] for k in LORA_ONLY}, "trainable_models": "dit",
              "preset_lora_path": None}
     lora_rows = [

@@ -746,7 +746,14 @@ def _assemble(trainers: list[_Command], notes: list[str]) -> dict[str, Any]:
 
 def _map_reference_files(data: dict[str, Any], notes: list[str]) -> None:
     """The reference's files of an original repository (pickles among them) named as the
-    same components of the family's diffusers-layout repository; never read."""
+    same components of the family's diffusers-layout repository; never read. Its tokenizer
+    at a repository's root, ``model_id:``, is written ``model_id:./``."""
+    tokenizer = data.get("tokenizer_path")
+    if isinstance(tokenizer, str) and tokenizer.strip().endswith(":") and \
+            tokenizer.strip() != ":":
+        data["tokenizer_path"] = tokenizer.strip() + "./"
+        notes.append(Msg("import.tokenizer_root", given=tokenizer,
+                         root=data["tokenizer_path"]))
     sources = data.get("model_id_with_origin_paths")
     if not isinstance(sources, str):
         return

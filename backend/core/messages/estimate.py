@@ -187,6 +187,8 @@ EN: dict[str, str] = {
                             "stage's value is used",
     "import.stage1_no_deepspeed": "{label}: stage 1 runs without DeepSpeed in ZeroLoRA (it has "
                                   "no optimizer); its DeepSpeed settings are not used",
+    "import.tokenizer_root": "tokenizer_path {given!r}: the tokenizer at the repository's root, "
+                             "written {root!r} (its files only, not the weights beside them)",
     "import.output_path": "output_path {path!r}: ZeroLoRA writes the cache, checkpoints and "
                           "samples into the run folder",
     "import.activation_no_effect": "{label}: the DeepSpeed activation_checkpointing block has "
@@ -376,6 +378,8 @@ ZH: dict[str, str] = {
                             "的值",
     "import.stage1_no_deepspeed": "{label}：ZeroLoRA 的阶段 1 不用 DeepSpeed（它没有优化器）；"
                                   "其 DeepSpeed 设置不使用",
+    "import.tokenizer_root": "`tokenizer_path` {given!r}：仓库根目录下的分词器，写作 {root!r}"
+                             "（只取其文件，不取旁边的权重）",
     "import.output_path": "output_path {path!r}：ZeroLoRA 把缓存、检查点和样图写进运行文件夹",
     "import.activation_no_effect": "{label}：没有 --use_gradient_checkpointing 时，DeepSpeed 的 "
                                    "activation_checkpointing 块不起作用",
