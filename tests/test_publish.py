@@ -1,21 +1,23 @@
-"""Publishing a run's LoRA (backend/publish) with huggingface_hub's real client.
+"""Publishing a run's LoRA or full checkpoint (backend/publish) with huggingface_hub's real
+client and ModelScope's (``modelscope.hub.api.HubApi``).
 
-No hub is reachable from the test machines, so a local HTTP server that speaks the Hub's
-endpoints (``tests/harness/hub_server.py``: create a repository, preupload, commit,
-validate a model card) stands in for it, as ``HF_ENDPOINT``. The run is a finished run's
+No hub is reachable from the test machines, so local HTTP servers that speak each hub's
+endpoints stand in for them: the Hugging Face Hub's (``tests/harness/hub_server.py``:
+create a repository, preupload, commit, validate a model card) as ``HF_ENDPOINT``,
+ModelScope's (``tests/harness/modelscope_server.py``: create a model, the LFS batch, blob
+uploads, commit) as ``MODELSCOPE_ENDPOINT``. The run is a finished run's
 folder as the stages leave it (``backend/core/rundir.py``'s names): its settings, progress
 events, a real LoRA of the tiny model with the metadata training writes (the base model's
 server path among it), the training arguments, samples with their index, logs. The server
 gets exactly the chosen files; the card validates with ``ModelCard.validate``; no byte that
 arrives holds the run folder's path, the workspace, the dataset's, the models folder's, the
-home folder's or the token; each refusal names why.
+home folder's or the token (``tests/harness/published.py``'s shared checks, on each
+server's ``arrived()``); each refusal names why. A full fine-tune's run is the same run
+with its checkpoint a folder written by ``backend.models.full.save_component`` (the tiny
+transformer, no training).
 """
 from __future__ import annotations
 
-import base64
-import json
-import os
-import re
 from pathlib import Path
 
 import pytest
@@ -26,9 +28,12 @@ from backend.publish import hub as pub
 from backend.publish.__main__ import main as cli
 from tests.harness.hub_server import HubServer
 from tests.harness.loras import RANK
-from tests.harness.published import PROMPTS, write_finished_run
+from tests.harness.modelscope_server import ModelScopeServer
+from tests.harness.published import (PROMPTS, assert_nothing_of_the_server, forbidden,
+                                     write_finished_run)
 
 TOKEN = "hf_" + "TestTokenNeverSent0123456789abcdef"
+MS_TOKEN = "ms-" + "TestTokenNeverSent-0123456789abcdef"
 USER = "alice"
 
 
@@ -54,33 +59,6 @@ def hub(monkeypatch):
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
         monkeypatch.delenv("HF_TOKEN", raising=False)
         yield server
-
-
-def forbidden(run_folder: Path, models_root: Path, demo_dataset: Path) -> dict[str, str]:
-    """What must never arrive, by what it is (computed here, not by the code under test)."""
-    home = os.path.expanduser("~")
-    return {"run folder": str(run_folder), "run folder (resolved)": str(run_folder.resolve()),
-            "workspace": str(run_folder.parent.parent), "models folder": str(models_root),
-            "dataset": str(demo_dataset), "home folder": home, "token": TOKEN}
-
-
-def arrived(server: HubServer) -> dict[str, bytes]:
-    """Every byte that arrived, by where: each committed file's content, and each request
-    body with the files' base64 content taken out (JSON and NDJSON as sent)."""
-    out = {}
-    for n, (_, path, body) in enumerate(server.requests):
-        text = body.decode("utf-8", "replace")
-        for line in text.splitlines() or [text]:
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(item, dict) and item.get("key") == "file":
-                v = item["value"]
-                out[f"file {v['path']}"] = base64.b64decode(v["content"])
-        out[f"request {n} {path}"] = re.sub(r'"content": ?"[A-Za-z0-9+/=]*"', '"content": ""',
-                                            text).encode()
-    return out
 
 
 def publish(run_folder, repo=f"{USER}/zlr-style", **kw):
@@ -109,9 +87,8 @@ def test_the_chosen_files_arrive_and_nothing_of_the_server(hub, run_folder, mode
     import io
     assert Image.open(io.BytesIO(repo["images/p00-lora.png"])).getpixel((0, 0)) == (200, 40, 40)
 
-    for where, data in arrived(hub).items():
-        for what, text in forbidden(run_folder, models_root, demo_dataset).items():
-            assert text.encode() not in data, f"{what} in {where}"
+    assert_nothing_of_the_server(hub.arrived(), forbidden(run_folder, models_root,
+                                                          demo_dataset, TOKEN))
 
     # the weights load, in their formats, without the server's paths in their metadata
     from safetensors import safe_open
@@ -317,3 +294,200 @@ def test_settings_and_metadata_lose_every_server_path(tmp_path):
     with safe_open(str(dst), "pt") as f:
         assert f.metadata() == {"rank": "4",
                                 "zerolora_verified_against": "the published module names"}
+
+
+# ---------------------------------------------------------------------------- ModelScope
+@pytest.fixture
+def ms(monkeypatch, tmp_path):
+    """The local ModelScope, as ``MODELSCOPE_ENDPOINT``; its client's own folders in the
+    test's, one retry of a failed connection."""
+    with ModelScopeServer(MS_TOKEN, USER) as server:
+        monkeypatch.setenv("MODELSCOPE_ENDPOINT", server.url)
+        monkeypatch.setenv("MODELSCOPE_HOME", str(tmp_path / "modelscope-home"))
+        monkeypatch.setenv("MODELSCOPE_CACHE", str(tmp_path / "modelscope-cache"))
+        monkeypatch.delenv("MODELSCOPE_API_TOKEN", raising=False)
+        monkeypatch.setattr(pub, "MS_RETRIES", 1)
+        yield server
+
+
+def ms_publish(run_folder, repo=f"{USER}/zlr-style", **kw):
+    kw.setdefault("token", MS_TOKEN)
+    kw.setdefault("formats", ["diffusers", "comfyui"])
+    return pub.publish(run_folder, repo, destination="modelscope", **kw)
+
+
+def front_matter(card: bytes | str) -> tuple[dict, str]:
+    import yaml
+
+    text = card.decode() if isinstance(card, bytes) else card
+    _, head, body = text.split("---\n", 2)
+    return yaml.safe_load(head), body
+
+
+def test_modelscope_gets_the_files_and_its_own_card_and_nothing_of_the_server(
+        ms, run_folder, models_root, demo_dataset):
+    said = []
+    done = ms_publish(run_folder, private=True, say=said.append)
+    repo = ms.repos[f"{USER}/zlr-style"]
+    assert sorted(repo) == ["README.md", "images/p00-base.png", "images/p00-lora.png",
+                            "images/p01-base.png", "images/p01-lora.png",
+                            "pytorch_lora_weights.safetensors",
+                            "zlr-style_comfyui.safetensors"]
+    assert ms.private[f"{USER}/zlr-style"] is True
+    assert done.url == f"{ms.url}/models/{USER}/zlr-style"
+    assert sorted(p for p, _ in done.files) == sorted(repo)
+    # the weights went as LFS blobs, each checked against its sha256 by the server
+    assert sum(1 for m, p, _ in ms.requests if m == "PUT") == 2
+    from safetensors.torch import load
+    assert all(k.startswith("transformer.") for k in load(repo["pytorch_lora_weights.safetensors"]))
+    codes = [m.code for m in said]
+    assert codes[:2] == ["publish.creating", "publish.uploading"]
+    assert codes[-1] == "publish.published" and "publish.sent" in codes
+    last = [m for m in said if m.code == "publish.sent"][-1]
+    assert last.params["percent"] == 100
+
+    data, body = front_matter(repo["README.md"])
+    assert data["frameworks"] == ["Pytorch"] and data["tasks"] == ["text-to-image-synthesis"]
+    assert data["base_model"] == ["Qwen/Qwen-Image"] and data["base_model_relation"] == "adapter"
+    assert "lora" in data["tags"] and "widget" not in data
+    assert "https://modelscope.cn/models/Qwen/Qwen-Image" in body
+    assert "snapshot_download('alice/zlr-style')" in body and "huggingface" not in body
+    assert "weight_name='pytorch_lora_weights.safetensors'" in body
+
+    assert_nothing_of_the_server(ms.arrived(), forbidden(run_folder, models_root,
+                                                         demo_dataset, MS_TOKEN))
+
+
+def test_modelscope_s_no_says_why_and_a_retry_adds_to_the_repository(ms, run_folder,
+                                                                      monkeypatch):
+    m = _refusal(lambda: ms_publish(run_folder, token="ms-wrongwrongwrongwrongwrong"))
+    assert m.code == "publish.ms_unauthorized"
+    m = _refusal(lambda: ms_publish(run_folder, "bob/zlr-style"))
+    assert m.code == "publish.ms_forbidden" and m.params["owner"] == "bob"
+    ms_publish(run_folder, formats=["reference"])
+    assert _refusal(lambda: ms_publish(run_folder)).code == "publish.ms_name_taken"
+    # the commit refused: the status of the failed batch, not the upload's summary
+    ms.fail["commit"] = 403
+    assert _refusal(lambda: ms_publish(run_folder, existing=True)).code == \
+        "publish.ms_forbidden"
+    del ms.fail["commit"]
+    done = ms_publish(run_folder, existing=True)  # the retry adds to the repository
+    assert done.url.endswith("/models/alice/zlr-style")
+    assert {"zlr-style.safetensors", "pytorch_lora_weights.safetensors"} <= \
+        set(ms.repos[f"{USER}/zlr-style"])
+    ms.fail["create"] = 422
+    m = _refusal(lambda: ms_publish(run_folder, f"{USER}/other"))
+    assert m.code == "publish.ms_http_failed" and m.params["status"] == 422
+    assert MS_TOKEN not in m and MS_TOKEN not in m.text("zh")
+    # the network, no token, the environment's token, a hub that is not one
+    m = _refusal(lambda: ms_publish(run_folder, endpoint="http://127.0.0.1:9"))
+    assert m.code == "publish.ms_network" and "127.0.0.1:9" in m
+    assert _refusal(lambda: ms_publish(run_folder, token=None)).code == "publish.ms_no_token"
+    monkeypatch.setenv("MODELSCOPE_API_TOKEN", MS_TOKEN)
+    del ms.fail["create"]
+    assert cli([str(run_folder), "--repo", f"{USER}/from-cli", "--destination", "modelscope",
+                "--formats", "reference"]) == 0
+    assert "from-cli.safetensors" in ms.repos[f"{USER}/from-cli"]
+    m = _refusal(lambda: pub.preview(run_folder, f"{USER}/x", destination="gitee"))
+    assert m.code == "publish.unknown_destination"
+
+
+# ---------------------------------------------------------------------------- full checkpoints
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory, tiny_model_dir, models_root, demo_dataset) -> Path:
+    """A finished full fine-tune of the tiny model: ``output/step-2/`` a real checkpoint
+    folder (its record naming the base model's server path), the token planted."""
+    workspace = tmp_path_factory.mktemp("full-workspace")
+    rd = RunDir.new(workspace, "20260101-130000-f0f0f0")
+    return write_finished_run(rd, tiny_model_dir, models_root, demo_dataset, planted=MS_TOKEN,
+                              full=True)
+
+
+def test_a_full_checkpoint_goes_to_modelscope_in_each_format_as_a_finetune(
+        ms, full_run, models_root, demo_dataset, tmp_path):
+    import torch
+    from safetensors.torch import load, load_file
+
+    from backend.models.full_export import export_full
+
+    ms_publish(full_run, "alice/zlr-full", formats=["diffusers", "comfyui", "reference"],
+               checkpoint="step-2")
+    repo = ms.repos["alice/zlr-full"]
+    src = full_run / "output" / "step-2"
+    shards = sorted(p.name for p in src.glob("*.safetensors"))
+    assert len(shards) > 1
+    assert sorted(repo) == sorted(
+        ["README.md", "zlr-full_comfyui.safetensors", "zlr-full.safetensors",
+         "transformer/config.json", "transformer/diffusion_pytorch_model.safetensors.index.json"]
+        + [f"transformer/{n}" for n in shards]
+        + [f"images/p0{i}-{r}.png" for i in (0, 1) for r in ("base", "lora")])
+    # the diffusers folder loads with from_pretrained and holds the checkpoint's weights
+    folder = tmp_path / "got" / "transformer"
+    folder.mkdir(parents=True)
+    for path, data in repo.items():
+        if path.startswith("transformer/"):
+            (folder / path.split("/", 1)[1]).write_bytes(data)
+    from diffusers import AutoModel
+    got = AutoModel.from_pretrained(str(folder)).state_dict()
+    want = {}
+    for n in shards:
+        want.update(load_file(str(src / n)))
+    assert set(got) == set(want) and all(torch.equal(got[k], want[k]) for k in want)
+    # the single files are what the Runs tab's download writes for the same checkpoint
+    for fmt, name in (("comfyui", "zlr-full_comfyui.safetensors"),
+                      ("reference", "zlr-full.safetensors")):
+        ref = load_file(str(export_full(src, fmt, tmp_path / f"{fmt}.safetensors",
+                                        log=lambda _: None)))
+        sent = load(repo[name])
+        assert set(sent) == set(ref) and all(torch.equal(sent[k], ref[k]) for k in ref), fmt
+
+    data, body = front_matter(repo["README.md"])
+    assert data["base_model_relation"] == "finetune" and data["base_model"] == ["Qwen/Qwen-Image"]
+    assert "full-finetune" in data["tags"] and "lora" not in data["tags"]
+    assert "A full fine-tune of [Qwen/Qwen-Image]" in body
+    assert "AutoModel.from_pretrained(tuned, subfolder='transformer'" in body
+    assert "LoRA rank" not in body and "`transformer/`" in body
+    assert_nothing_of_the_server(ms.arrived(), forbidden(full_run, models_root, demo_dataset,
+                                                         MS_TOKEN))
+    # the checkpoint's own record (the base model's server path) stays behind
+    assert not any(p.endswith("zerolora_checkpoint.json") for p in repo)
+
+
+def test_a_full_checkpoint_s_card_validates_on_the_hub_and_space_is_checked(
+        hub, full_run, monkeypatch):
+    from huggingface_hub import ModelCard
+
+    done = pub.publish(full_run, f"{USER}/zlr-full", token=TOKEN,
+                       formats=["diffusers", "comfyui"])
+    card = ModelCard(hub.repos[f"{USER}/zlr-full"]["README.md"].decode())
+    card.validate()
+    assert card.data.base_model_relation == "finetune"
+    assert "ComfyUI/models/diffusion_models/" in card.text
+    # a preview sizes the weights without writing them: the same files, about their sizes
+    shown = dict(pub.preview(full_run, f"{USER}/zlr-full", ["diffusers", "comfyui"]).files)
+    sent = dict(done.files)
+    assert sorted(shown) == sorted(sent)
+    for path, size in sent.items():
+        if path.endswith(".safetensors"):
+            assert abs(shown[path] - size) < 64 * 1024, path
+    # too little room to stage the files: refused before a byte is written or sent
+    n = len(hub.requests)
+    free = type("Usage", (), {"free": 1_000})()
+    monkeypatch.setattr(pub.shutil, "disk_usage", lambda path: free)
+    m = _refusal(lambda: pub.publish(full_run, f"{USER}/zlr-full-2", token=TOKEN))
+    assert m.code == "publish.no_space" and len(hub.requests) == n
+
+
+def test_a_config_loses_the_entries_that_name_a_server_path(tmp_path):
+    import json
+
+    from backend.publish.scrub import Secret, clean_json
+
+    src = tmp_path / "config.json"
+    src.write_text(json.dumps({"_class_name": "Model", "num_layers": 2,
+                               "_name_or_path": "/srv/models/base/transformer",
+                               "extra": {"cache": "/srv/zl/workspace/x"}}))
+    secret = [Secret("/srv/zl/workspace", Msg("publish.what_run_folder"))]
+    assert clean_json(src, tmp_path / "out.json", secret) == ["_name_or_path", "extra"]
+    assert json.loads((tmp_path / "out.json").read_text()) == {"_class_name": "Model",
+                                                              "num_layers": 2}

@@ -1,10 +1,11 @@
 """Publishing from the API (``/publish_run``) and the Runs tab, against ``launch.py`` with
 sign-in, as a script and a person use them.
 
-No hub is reachable from the test machines: the local stand-in of the Hub
-(``tests/harness/hub_server.py``) runs in this process and the app server's environment
-points at it (``HF_ENDPOINT``; the server's own ``HF_TOKEN`` is the Hub's token, for
-admins). The app server is this module's own (its environment is what is tested); its
+No hub is reachable from the test machines: the local stand-ins of the Hub
+(``tests/harness/hub_server.py``) and of ModelScope (``tests/harness/modelscope_server.py``)
+run in this process and the app server's environment points at them (``HF_ENDPOINT``,
+``MODELSCOPE_ENDPOINT``; the server's own ``HF_TOKEN`` / ``MODELSCOPE_API_TOKEN`` are the
+hubs' tokens, for admins). The app server is this module's own (its environment is what is tested); its
 workspace holds a finished run of the tiny model (``tests/harness/published.py``) owned by
 bob, registered in the run history as a run that ran.
 """
@@ -23,11 +24,13 @@ from backend.planning.plan import StagePlan
 from tests.harness.app import AppServer, launcher_env
 from tests.harness.browser import USERS
 from tests.harness.hub_server import HubServer
+from tests.harness.modelscope_server import ModelScopeServer
 from tests.harness.published import write_finished_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # an app server of its own
 
 TOKEN = "hf_" + "PublishFromThePage0123456789abcdef"
+MS_TOKEN = "ms-" + "PublishFromThePage-0123456789abcdef"
 HUB_USER = "alice"
 RUN_ID = "20260102-120000-b0b0b0"
 
@@ -39,7 +42,13 @@ def hub():
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory, hub, tiny_model_dir, models_root, demo_dataset):
+def ms():
+    with ModelScopeServer(MS_TOKEN, HUB_USER) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory, hub, ms, tiny_model_dir, models_root, demo_dataset):
     """``launch.py`` with sign-in (alice admin; bob, carol), the Hub at ``HF_ENDPOINT``,
     bob's finished run in its history."""
     tmp = tmp_path_factory.mktemp("publish-app")
@@ -54,7 +63,11 @@ def app(tmp_path_factory, hub, tiny_model_dir, models_root, demo_dataset):
     server = AppServer(tmp, "--auth", f"alice:{USERS['alice']}", "--auth-file",
                        str(auth_file), "--admin", "alice", "--models-dir", str(models_root),
                        env=launcher_env(HF_ENDPOINT=hub.url, HF_TOKEN=TOKEN,
-                                        HF_HUB_OFFLINE="", TRANSFORMERS_OFFLINE=""))
+                                        HF_HUB_OFFLINE="", TRANSFORMERS_OFFLINE="",
+                                        MODELSCOPE_ENDPOINT=ms.url,
+                                        MODELSCOPE_API_TOKEN=MS_TOKEN,
+                                        MODELSCOPE_HOME=str(tmp / "modelscope-home"),
+                                        MODELSCOPE_CACHE=str(tmp / "modelscope-cache")))
     server.tmp = tmp
     yield server
     server.stop()
@@ -161,14 +174,56 @@ def test_the_runs_tab_previews_the_card_and_publishes(app, hub, browser):
     ctx.close()
 
 
-def test_the_token_is_in_no_file_and_no_log(app, hub):
+def test_bob_publishes_to_modelscope_and_the_page_offers_it(app, ms, browser):
+    """The API's ``destination``: ModelScope's card in the preview, the files at the local
+    ModelScope, its own refusals; the page's hub choice."""
+    from playwright.sync_api import expect
+
+    from tests.harness.browser import md, tab
+
+    bob = client(app, "bob")
+    shown = publish(bob, f"{HUB_USER}/ms-lora", formats=["diffusers"], dry_run=True,
+                    destination="modelscope")
+    assert shown["url"] == f"{ms.url}/models/{HUB_USER}/ms-lora"
+    assert "tasks:\n- text-to-image-synthesis" in shown["card"]
+    assert ms.requests == []
+    with pytest.raises(AppError, match="your own ModelScope access token"):
+        publish(bob, f"{HUB_USER}/ms-lora", destination="modelscope")
+    done = publish(bob, f"{HUB_USER}/ms-lora", formats=["diffusers"], token=MS_TOKEN,
+                   destination="modelscope")
+    assert done["url"] == f"{ms.url}/models/{HUB_USER}/ms-lora"
+    assert sorted(ms.repos[f"{HUB_USER}/ms-lora"]) == sorted(f["file"] for f in done["files"])
+    with pytest.raises(AppError, match="already exists on ModelScope"):
+        publish(bob, f"{HUB_USER}/ms-lora", token=MS_TOKEN, destination="modelscope")
+    # the page: pick ModelScope, publish, the bytes sent and the address
+    ctx = browser.new_context(locale="en-US", viewport={"width": 1400, "height": 1000})
+    r = ctx.request.post(f"{app.url}/login", form={"username": "bob",
+                                                   "password": USERS["bob"]})
+    assert r.ok, r.text()
+    page = ctx.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(app.url)
+    expect(page.locator("#tab-model-button")).to_be_visible(timeout=120_000)
+    tab(page, "runs")
+    page.click("#publish-acc .label-wrap")
+    page.locator("#pub-destination label", has_text="modelscope").click()
+    page.locator("#pub-repo input, #pub-repo textarea").first.fill(f"{HUB_USER}/ms-page")
+    page.locator("#pub-token input").fill(MS_TOKEN)
+    page.click("#pub-send")
+    expect(md(page, "pub-msg")).to_contain_text(f"Published: {ms.url}/models/{HUB_USER}/ms-page")
+    expect(md(page, "pub-msg")).to_contain_text("(100%)")
+    assert "README.md" in ms.repos[f"{HUB_USER}/ms-page"]
+    ctx.close()
+
+
+def test_the_token_is_in_no_file_and_no_log(app, hub, ms):
     """After the tests above (typed in the API and the page, the server's own, refusals):
-    the token is in no byte of the workspace, the server's log or anything else the app
-    wrote, and in no request body that reached the Hub (only in its Authorization
-    header)."""
-    assert hub.repos, "nothing was published before this test"
-    secret = TOKEN.encode()
-    found = [str(p) for p in Path(app.tmp).rglob("*")
-             if p.is_file() and not p.is_symlink() and secret in p.read_bytes()]
-    assert found == []
-    assert secret not in hub.body_bytes()
+    the tokens are in no byte of the workspace, the server's log or anything else the app
+    wrote, and in no request body that reached a hub (only in its Authorization header)."""
+    assert hub.repos and ms.repos, "nothing was published before this test"
+    for token, server in ((TOKEN, hub), (MS_TOKEN, ms)):
+        secret = token.encode()
+        found = [str(p) for p in Path(app.tmp).rglob("*")
+                 if p.is_file() and not p.is_symlink() and secret in p.read_bytes()]
+        assert found == []
+        assert secret not in server.body_bytes()

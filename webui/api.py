@@ -34,12 +34,14 @@ Endpoints (all take ``run_id`` as text where they concern one run):
   ``/run_log(run_id, stage, offset) -> {text, offset}`` (tokens redacted; read through the
   run registry like downloads);
   ``/list_presets() -> list`` (bundled, shared and the caller's own presets).
-- ``/publish_run(run_id, repo_id, private, formats, checkpoint, token, dry_run, existing)
-  -> {sent, repo_id, url, files, card | commit_url}``: the run's LoRA (``formats`` of
-  ``checkpoint``; default all formats of the latest) with a model card to the Hugging Face
-  Hub the server points at (its ``HF_ENDPOINT``; never the caller's choice). ``token`` is
-  kept in memory for the call; empty: the server's own, for admins only. ``dry_run``: the
-  card and the file list, nothing sent. ``existing``: add a commit to your repository.
+- ``/publish_run(run_id, repo_id, private, formats, checkpoint, token, dry_run, existing,
+  destination) -> {sent, repo_id, url, files, card | commit_url}``: the run's LoRA, or a
+  full fine-tune's checkpoint (``formats`` of ``checkpoint``; default all formats of the
+  latest) with a model card to ``destination`` (``huggingface``, the default, or
+  ``modelscope``) at the address the server points at (its ``HF_ENDPOINT`` /
+  ``MODELSCOPE_ENDPOINT``; never the caller's choice). ``token`` is kept in memory for the
+  call; empty: the server's own, for admins only. ``dry_run``: the card and the file list,
+  nothing sent. ``existing``: add a commit to your repository.
 - ``/list_models() -> list[{model_id, source, bytes, files, status, missing, ...}]``: the
   server's models folder; ``/download_models(target, source) -> record`` fetches what a
   family (``family:<name>[:<variant>]``) or preset (``preset:<name>``) lacks, from
@@ -362,26 +364,29 @@ def _read_endpoints(where: SimpleNamespace, who: Callable,
 
 
 def _publish_endpoints(who: Callable, checked_run: Callable) -> tuple[Callable, ...]:
-    """``/publish_run``: the run's LoRA and model card to the server's Hub
-    (``webui/publishing.py``: the Hub is ``HF_ENDPOINT`` of the server's environment; the
-    token stays in memory)."""
+    """``/publish_run``: the run's LoRA or full checkpoint and model card to the chosen hub
+    (``webui/publishing.py``: its address is the server's ``HF_ENDPOINT`` /
+    ``MODELSCOPE_ENDPOINT``; the token stays in memory)."""
 
     def publish_run(run_id: str, repo_id: str, private: bool = False,
                     formats: list[str] | None = None, checkpoint: str = "", token: str = "",
                     dry_run: bool = False, existing: bool = False,
-                    request: gr.Request = None) -> dict:
-        """Publish a run's LoRA with its model card to the Hugging Face Hub (dry_run: the
-        card and the files; nothing is sent)."""
+                    destination: str = "huggingface", request: gr.Request = None) -> dict:
+        """Publish a run's LoRA (or full checkpoint) with its model card to the Hugging
+        Face Hub or ModelScope (dry_run: the card and the files; nothing is sent)."""
         run = checked_run(run_id, request)
         user = who(request)
         try:
             if dry_run:
-                staged = publishing.preview(run, repo_id, formats, checkpoint, token)
+                staged = publishing.preview(run, repo_id, formats, checkpoint, token,
+                                            destination)
                 return {"sent": False, "repo_id": staged.repo_id,
-                        "url": publishing.repo_url(staged.repo_id), "card": staged.card,
-                        "checkpoint": staged.checkpoint, "files": publishing.files_of(staged)}
+                        "url": publishing.repo_url(staged.repo_id, destination),
+                        "card": staged.card, "checkpoint": staged.checkpoint,
+                        "files": publishing.files_of(staged)}
             done = publishing.publish(run, user, repo_id, private=private, formats=formats,
-                                      checkpoint=checkpoint, token=token, existing=existing)
+                                      checkpoint=checkpoint, token=token, existing=existing,
+                                      destination=destination)
         except publishing.PublishError as e:
             raise _Fail(str(e.message)) from None
         except ConfigError as e:  # the run's settings file cannot be read

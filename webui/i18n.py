@@ -185,19 +185,24 @@ EN: dict[str, str] = {
     "runs.delete": "Delete run",
     "runs.disk": "Disk use",
     # runs tab: publish
-    "pub.title": "Publish to the Hugging Face Hub",
-    "pub.intro": "The picked run's LoRA with a model card (its samples, how to load it, its "
-                 "settings without any path of this server). Preview shows the card and the "
-                 "files first; nothing is sent until you press Publish.",
+    "pub.title": "Publish to the Hugging Face Hub or ModelScope",
+    "pub.intro": "The picked run's LoRA (or a full fine-tune's checkpoint) with a model card "
+                 "(its samples, how to load it, its settings without any path of this "
+                 "server). Preview shows the card and the files first; nothing is sent until "
+                 "you press Publish.",
+    "pub.destination": "Hub",
+    "pub.destination_info": "huggingface: the Hugging Face Hub; modelscope: ModelScope (its "
+                            "card's metadata and download code follow the hub).",
     "pub.repo": "Repository (owner/name)",
     "pub.private": "Private",
     "pub.existing": "Add to an existing repository",
     "pub.formats": "Formats",
-    "pub.formats_info": "diffusers: loads with pipe.load_lora_weights; comfyui: ComfyUI's "
-                        "keys; reference: as trained.",
-    "pub.token": "Hugging Face token (write permission)",
+    "pub.formats_info": "diffusers: loads with pipe.load_lora_weights (a full checkpoint: "
+                        "its folder); comfyui: ComfyUI's keys; reference: as trained.",
+    "pub.token": "Access token of the chosen hub (write permission)",
     "pub.token_info": "Kept in memory for this upload only; never written to a file or a log. "
-                      "Empty: the server's own token (admins only).",
+                      "Empty: the server's own token (HF_TOKEN / MODELSCOPE_API_TOKEN; admins "
+                      "only).",
     "pub.preview": "Preview card and files",
     "pub.send": "Publish",
     "pub.card": "Model card",
@@ -353,18 +358,21 @@ ZH: dict[str, str] = {
     "runs.delete_confirm": "确认删除此运行及其文件",
     "runs.delete": "删除运行",
     "runs.disk": "磁盘占用",
-    "pub.title": "发布到 Hugging Face 模型库",
-    "pub.intro": "把所选运行的 LoRA 连同模型卡片（样图、加载方法、去掉了本服务器所有路径的设置）"
-                 "发布出去。预览会先给出卡片和文件列表；按下“发布”之前不会发送任何内容。",
+    "pub.title": "发布到 Hugging Face 或魔搭模型库",
+    "pub.intro": "把所选运行的 LoRA（或全量训练的检查点）连同模型卡片（样图、加载方法、去掉了本服务器"
+                 "所有路径的设置）发布出去。预览会先给出卡片和文件列表；按下“发布”之前不会发送任何内容。",
+    "pub.destination": "模型库",
+    "pub.destination_info": "huggingface：Hugging Face 模型库；modelscope：魔搭"
+                            "（卡片的元数据和下载代码随所选模型库而定）。",
     "pub.repo": "仓库（owner/name）",
     "pub.private": "私有",
     "pub.existing": "追加到已有仓库",
     "pub.formats": "格式",
-    "pub.formats_info": "diffusers：可用 pipe.load_lora_weights 加载；comfyui：ComfyUI 的键名；"
-                        "reference：训练原样。",
-    "pub.token": "Hugging Face token（需要写入权限）",
+    "pub.formats_info": "diffusers：可用 pipe.load_lora_weights 加载（全量检查点：其文件夹）；"
+                        "comfyui：ComfyUI 的键名；reference：训练原样。",
+    "pub.token": "所选模型库的访问 token（需要写入权限）",
     "pub.token_info": "只在这次上传期间保存在内存中，从不写入文件或日志。留空：使用服务器自己的 "
-                      "token（仅限管理员）。",
+                      "token（`HF_TOKEN` / `MODELSCOPE_API_TOKEN`；仅限管理员）。",
     "pub.preview": "预览卡片和文件",
     "pub.send": "发布",
     "pub.card": "模型卡片",

@@ -11,6 +11,12 @@
 Never read or published: the dataset, the logs, the training state, ``training_args.json``
 (it holds the resolved model folders), any path of the server.
 
+One card, two hubs (``destination``): the Hugging Face Hub's metadata (``ModelCardData``:
+``base_model``, ``base_model_relation``, ``pipeline_tag``, the widget) or ModelScope's
+(its README front matter: ``frameworks``, ``tasks``, ``license``, ``base_model``,
+``base_model_relation``, ``tags``), the body's links and download code for that hub. A
+full fine-tune's checkpoint is a ``finetune`` of its base model, a LoRA an ``adapter``.
+
 The card is English content for the Hub, so its text is a template here, not a message.
 """
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
@@ -31,10 +37,14 @@ from backend.families import default_family, family_names, family_spec, get_fami
 from backend.publish.scrub import Secret, is_local_path, public_settings
 from backend.training.samples import read_index
 
-if TYPE_CHECKING:
-    from huggingface_hub import ModelCard
-
 IMAGES = "images"  # the card's sample images, in the repository
+HUGGINGFACE, MODELSCOPE = "huggingface", "modelscope"
+# Where a model's page is, per hub.
+MODEL_PAGES = {HUGGINGFACE: "https://huggingface.co/{id}",
+               MODELSCOPE: "https://modelscope.cn/models/{id}"}
+# ModelScope's task names (``modelscope.utils.constant.Tasks``) for the card's ``tasks``.
+MS_TASKS = {"text-to-image": "text-to-image-synthesis",
+            "text-to-video": "text-to-video-synthesis"}
 SHOWN_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif")
 # Settings of how this machine ran it, not of the training: left out of the card.
 NOT_TRAINING = ("schema_version", "offline", "download_source")
@@ -256,50 +266,84 @@ def _media(family: str) -> str:
 
 
 def build_card(f: RunFacts, repo_id: str, weights: dict[str, str], sizes: dict[str, int],
-               secrets: list[Secret]) -> "ModelCard":
-    """The card: ``weights`` maps each published format to its file in the repository,
-    ``sizes`` each file to its size."""
-    from huggingface_hub import ModelCard, ModelCardData
-
+               secrets: list[Secret], destination: str = HUGGINGFACE, full: bool = False
+               ) -> str:
+    """The card's text: ``weights`` maps each published format to its file (a folder,
+    ending in ``/``, for a full checkpoint's diffusers layout) in the repository, ``sizes``
+    each file to its size; ``full``: a full fine-tune's checkpoint, not a LoRA."""
     s = f.settings
     base = base_model_id(s, f.family)
     trigger = str(s.get("trigger_word") or "").strip()
     media = _media(f.family)
     task = "text-to-video" if media == "video" else "text-to-image"
     lora_type = str(s.get("lora_type") or "lora")
-    tags = ["lora", "zerolora", task, f.family.replace("_", "-")]
+    tags = ["full-finetune" if full else "lora", "zerolora", task,
+            f.family.replace("_", "-")]
     if "diffusers" in weights:
         tags += ["diffusers", "diffusers-training"]
-    if lora_type != "lora":
+    if lora_type != "lora" and not full:
         tags.append(lora_type)
     if "comfyui" in weights:
         tags.append("comfyui")
-    widget = [{"text": r.prompt, "output": {"url": r.repo_path("lora")}}
-              for r in f.rows if r.lora is not None]
-    data = ModelCardData(
-        base_model=base, base_model_relation="adapter" if base else None,
-        library_name="diffusers" if "diffusers" in weights else None,
-        license=f.license, tags=tags, pipeline_tag=task,
-        instance_prompt=trigger or None, widget=widget or None)
+    relation = "finetune" if full else "adapter"
+    if destination == MODELSCOPE:
+        head = _modelscope_metadata(f, base, relation, task, tags, weights)
+    else:
+        head = _hub_metadata(f, base, relation, task, tags, weights, trigger)
 
     name = repo_id.split("/")[-1]
+    page = MODEL_PAGES.get(destination, MODEL_PAGES[HUGGINGFACE])
+    what = "full fine-tune" if full else lora_type_title(lora_type)
     lines = [f"# {name}", ""]
-    lines.append(f"A {lora_type_title(lora_type)} for "
-                 + (f"[{base}](https://huggingface.co/{base})" if base else "its base model")
-                 + f", trained with ZeroLoRA (run `{f.run_id}`, checkpoint "
-                 f"`{f.checkpoint}`).")
+    lines.append(f"A {what} of " if full else f"A {what} for ")
+    lines[-1] += ((f"[{base}]({page.format(id=base)})" if base else "its base model")
+                  + f", trained with ZeroLoRA (run `{f.run_id}`, checkpoint "
+                  f"`{f.checkpoint}`).")
     lines.append("")
     if trigger:
         lines += ["## Trigger word", "", f"Put `{trigger}` in the prompt.", ""]
-    lines += _grid(f)
-    lines += _usage(f, repo_id, base, weights, trigger)
-    lines += _training(f, secrets)
+    lines += _grid(f, full)
+    lines += (_usage_full(f, repo_id, base, weights, destination) if full
+              else _usage(f, repo_id, base, weights, trigger, destination))
+    lines += _training(f, secrets, full)
+    titles = FULL_FORMAT_TITLES if full else FORMAT_TITLES
     lines += ["## Files", "", "| file | format | size |", "|---|---|---|"]
     for fmt, path in weights.items():
-        lines.append(f"| `{path}` | {FORMAT_TITLES.get(fmt, fmt)} | "
-                     f"{size_text(sizes.get(path, 0))} |")
+        size = sum(n for p, n in sizes.items() if p.startswith(path)) if path.endswith("/") \
+            else sizes.get(path, 0)
+        lines.append(f"| `{path}` | {titles.get(fmt, fmt)} | {size_text(size)} |")
     lines.append("")
-    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines))
+    return f"---\n{head}\n---\n\n" + "\n".join(lines)
+
+
+def _hub_metadata(f: RunFacts, base: str | None, relation: str, task: str, tags: list[str],
+                  weights: dict[str, str], trigger: str) -> str:
+    """The Hugging Face Hub's card metadata (YAML, without its ``---`` lines)."""
+    from huggingface_hub import ModelCardData
+
+    widget = [{"text": r.prompt, "output": {"url": r.repo_path("lora")}}
+              for r in f.rows if r.lora is not None]
+    return ModelCardData(
+        base_model=base, base_model_relation=relation if base else None,
+        library_name="diffusers" if "diffusers" in weights else None,
+        license=f.license, tags=tags, pipeline_tag=task,
+        instance_prompt=trigger or None, widget=widget or None).to_yaml()
+
+
+def _modelscope_metadata(f: RunFacts, base: str | None, relation: str, task: str,
+                         tags: list[str], weights: dict[str, str]) -> str:
+    """ModelScope's README front matter (YAML, without its ``---`` lines): the framework,
+    ModelScope's task name, the license, the base model and how this one relates to it."""
+    data: dict[str, Any] = {"frameworks": ["Pytorch"], "tasks": [MS_TASKS[task]]}
+    if f.license:
+        data["license"] = f.license
+    if base:
+        data["base_model"] = [base]
+        data["base_model_relation"] = relation
+    if "diffusers" in weights:
+        data["library_name"] = "diffusers"
+    data["tags"] = tags
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip()
 
 
 FORMAT_TITLES = {"diffusers": "diffusers (`transformer.` keys)",
@@ -307,19 +351,28 @@ FORMAT_TITLES = {"diffusers": "diffusers (`transformer.` keys)",
                  "reference": "DiffSynth-Studio (the reference trainer's keys)"}
 
 
+FULL_FORMAT_TITLES = {
+    "diffusers": "diffusers folder (`from_pretrained`, the trained component)",
+    "comfyui": "ComfyUI (one file for **Load Diffusion Model**)",
+    "reference": "DiffSynth-Studio (the reference trainer's full checkpoint)"}
+
+
 def lora_type_title(lora_type: str) -> str:
     return {"dora": "DoRA (LoRA with magnitudes)", "lokr": "LoKr (Kronecker LoRA)"}.get(
         lora_type, "LoRA")
 
 
-def _grid(f: RunFacts) -> list[str]:
+def _grid(f: RunFacts, full: bool = False) -> list[str]:
     rows = [r for r in f.rows if r.base is not None or r.lora is not None]
     if not rows:
         return []
     out = ["## Samples", ""]
     what = f"`{f.samples_of}`" if f.samples_of else "this checkpoint"
-    out.append(f"Each row is one prompt at one seed: the base model, then the LoRA of {what}.")
-    out += ["", "| prompt | base model | with this LoRA |", "|---|---|---|"]
+    model = "fine-tuned model" if full else "LoRA"
+    out.append(f"Each row is one prompt at one seed: the base model, then the {model} of "
+               f"{what}.")
+    out += ["", f"| prompt | base model | with this {'checkpoint' if full else 'LoRA'} |",
+            "|---|---|---|"]
     for r in rows:
         cells = []
         for role, src in (("base", r.base), ("lora", r.lora)):
@@ -331,16 +384,26 @@ def _grid(f: RunFacts) -> list[str]:
 
 
 def _usage(f: RunFacts, repo_id: str, base: str | None, weights: dict[str, str],
-           trigger: str) -> list[str]:
+           trigger: str, destination: str = HUGGINGFACE) -> list[str]:
     prompt = (f.rows[0].prompt if f.rows else "") or (trigger or "a photo")
+    ms = destination == MODELSCOPE
     out = ["## Use it", ""]
     if "diffusers" in weights:
         out += ["### diffusers", "", "```py", "import torch",
-                "from diffusers import DiffusionPipeline", "",
-                f"pipe = DiffusionPipeline.from_pretrained({base or 'BASE_MODEL'!r}, "
-                "torch_dtype=torch.bfloat16).to(\"cuda\")",
-                f"pipe.load_lora_weights({repo_id!r}, weight_name={weights['diffusers']!r})",
-                f"image = pipe({prompt!r}).images[0]", "```", ""]
+                "from diffusers import DiffusionPipeline"]
+        if ms:
+            out += ["from modelscope import snapshot_download", "",
+                    f"base = snapshot_download({base or 'BASE_MODEL'!r})",
+                    f"lora = snapshot_download({repo_id!r})",
+                    "pipe = DiffusionPipeline.from_pretrained(base, "
+                    "torch_dtype=torch.bfloat16).to(\"cuda\")",
+                    f"pipe.load_lora_weights(lora, weight_name={weights['diffusers']!r})"]
+        else:
+            out += ["", f"pipe = DiffusionPipeline.from_pretrained({base or 'BASE_MODEL'!r}, "
+                    "torch_dtype=torch.bfloat16).to(\"cuda\")",
+                    f"pipe.load_lora_weights({repo_id!r}, "
+                    f"weight_name={weights['diffusers']!r})"]
+        out += [f"image = pipe({prompt!r}).images[0]", "```", ""]
     if "comfyui" in weights:
         out += ["### ComfyUI", "",
                 f"Download `{weights['comfyui']}` into `ComfyUI/models/loras/` and apply it "
@@ -349,14 +412,60 @@ def _usage(f: RunFacts, repo_id: str, base: str | None, weights: dict[str, str],
     if "reference" in weights:
         out += ["### DiffSynth-Studio (the reference trainer)", "",
                 "The file has the keys training writes; load it into the pipeline of the base "
-                "model:", "", "```py", "from huggingface_hub import hf_hub_download", "",
-                f"path = hf_hub_download({repo_id!r}, {weights['reference']!r})",
+                "model:", "", "```py"] + _download(repo_id, weights["reference"], ms) + [
                 "pipe.load_lora(pipe.dit, path, alpha=1)  # pipe: DiffSynth-Studio's pipeline",
                 "```", ""]
     return out
 
 
-def _training(f: RunFacts, secrets: list[Secret]) -> list[str]:
+def _download(repo_id: str, file: str, ms: bool) -> list[str]:
+    """Code that downloads one file of the repository to ``path``."""
+    if ms:
+        return ["import os", "from modelscope import snapshot_download", "",
+                f"path = os.path.join(snapshot_download({repo_id!r}), {file!r})"]
+    return ["from huggingface_hub import hf_hub_download", "",
+            f"path = hf_hub_download({repo_id!r}, {file!r})"]
+
+
+def _usage_full(f: RunFacts, repo_id: str, base: str | None, weights: dict[str, str],
+                destination: str = HUGGINGFACE) -> list[str]:
+    """How to use a full fine-tune's checkpoint in each published format."""
+    trigger = str(f.settings.get("trigger_word") or "").strip()
+    prompt = (f.rows[0].prompt if f.rows else "") or (trigger or "a photo")
+    ms = destination == MODELSCOPE
+    out = ["## Use it", ""]
+    if "diffusers" in weights:
+        sub = weights["diffusers"].rstrip("/")
+        out += ["### diffusers", "", f"The fine-tuned `{sub}` replaces the base model's:", "",
+                "```py", "import torch", "from diffusers import AutoModel, DiffusionPipeline"]
+        if ms:
+            out += ["from modelscope import snapshot_download", "",
+                    f"base = snapshot_download({base or 'BASE_MODEL'!r})",
+                    f"tuned = snapshot_download({repo_id!r})"]
+        else:
+            out += ["", f"base, tuned = {base or 'BASE_MODEL'!r}, {repo_id!r}"]
+        out += [f"{sub} = AutoModel.from_pretrained(tuned, subfolder={sub!r}, "
+                "torch_dtype=torch.bfloat16)",
+                f"pipe = DiffusionPipeline.from_pretrained(base, {sub}={sub}, "
+                "torch_dtype=torch.bfloat16).to(\"cuda\")",
+                f"image = pipe({prompt!r}).images[0]", "```", ""]
+    if "comfyui" in weights:
+        out += ["### ComfyUI", "",
+                f"Download `{weights['comfyui']}` into `ComfyUI/models/diffusion_models/` and "
+                "load it with a **Load Diffusion Model** node in place of the base model's.",
+                ""]
+    if "reference" in weights:
+        out += ["### DiffSynth-Studio (the reference trainer)", "",
+                "The file is the trained model's state dict under the reference trainer's "
+                "names; load it into the pipeline of the base model:", "", "```py",
+                "from diffsynth import load_state_dict"] + \
+            _download(repo_id, weights["reference"], ms) + [
+                "pipe.dit.load_state_dict(load_state_dict(path))  # pipe: DiffSynth-Studio's "
+                "pipeline", "```", ""]
+    return out
+
+
+def _training(f: RunFacts, secrets: list[Secret], full: bool = False) -> list[str]:
     s, g = f.settings, f.figures
     alpha = s.get("lora_alpha")
     size = (f"{s.get('width')}x{s.get('height')}" if s.get("width") and s.get("height")
@@ -366,7 +475,7 @@ def _training(f: RunFacts, secrets: list[Secret]) -> list[str]:
         ("dataset size", f"{g.dataset_size} items" if g.dataset_size is not None else None),
         ("batch size per GPU", g.batch_size), ("GPUs", g.processes),
         ("LoRA rank / alpha", f"{s.get('lora_rank')} / {alpha or s.get('lora_rank')}"
-         if s.get("lora_rank") else None),
+         if s.get("lora_rank") and not full else None),
         ("learning rate", s.get("learning_rate")), ("optimizer", s.get("optimizer")),
         ("resolution", size), ("mixed precision", s.get("mixed_precision")),
         ("last training loss", f"{g.last_loss:.4f}" if g.last_loss is not None else None),

@@ -8,6 +8,9 @@ Three guards, each on what is about to be sent:
 - ``clean_safetensors``: a copy of a LoRA file whose metadata keeps only the entries that
   name no local path and hold no secret (training writes ``base_model_path``, an export
   ``zerolora_verified_against``: both server paths). The tensors are copied byte for byte.
+- ``clean_json``: a copy of a JSON file (a full checkpoint's ``config.json``, its shard
+  index) without the entries that name a local path or hold a secret (diffusers may keep
+  ``_name_or_path``, the folder a model was loaded from).
 - ``leaks``: the last check, on every byte of every staged file: the first secret found
   (the run folder's path, the home folder, an option's server path, the token) and where.
 
@@ -155,6 +158,32 @@ def clean_safetensors(src: Path, dst: Path, secrets: list[Secret]) -> list[str]:
         out.write(struct.pack("<Q", len(data)))
         out.write(data)
         shutil.copyfileobj(f, out, 1 << 20)
+    return removed
+
+
+def clean_json(src: Path, dst: Path, secrets: list[Secret]) -> list[str]:
+    """Copy the JSON file ``src`` to ``dst`` with the top-level entries that name a local
+    path or hold a secret left out (anywhere in their value); return their keys. Raises
+    ValueError for a file that is not a JSON mapping."""
+    try:
+        data = json.loads(Path(src).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{src.name}: not a JSON file ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{src.name}: not a JSON mapping")
+
+    def leaky(value: Any) -> bool:
+        if isinstance(value, str):
+            return _metadata_leaks(value, secrets)
+        if isinstance(value, dict):
+            return any(leaky(v) for v in value.values())
+        if isinstance(value, (list, tuple)):
+            return any(leaky(v) for v in value)
+        return False
+
+    removed = sorted(k for k, v in data.items() if leaky(v))
+    kept = {k: v for k, v in data.items() if k not in removed}
+    Path(dst).write_text(json.dumps(kept, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return removed
 
 

@@ -10,8 +10,8 @@ so a small ``http.server`` on 127.0.0.1 speaks the part of the Hub's HTTP protoc
 Every request needs ``Authorization: Bearer <token>`` with the server's token (else 401), and
 the owner must be the token's user (else 403). ``fail`` makes one endpoint answer a given
 status (``{"create": 409}``). ``requests`` keeps every request (method, path, body bytes)
-so a test can read every byte that arrived; ``repos`` the files of each repository as
-committed (path -> bytes).
+so a test can read every byte that arrived (``arrived()``); ``repos`` the files of each
+repository as committed (path -> bytes).
 
 The card check follows the Hub's documented rules for the metadata a LoRA's card uses: a
 YAML mapping between ``---`` lines; ``license`` one of the Hub's ids (or ``other``);
@@ -146,6 +146,24 @@ class HubServer:
     def body_bytes(self) -> bytes:
         """Every request body that arrived, one after the other."""
         return b"".join(body for _, _, body in self.requests)
+
+    def arrived(self) -> dict[str, bytes]:
+        """Every byte that arrived, by where: each committed file's content, and each
+        request body with the files' base64 content taken out (JSON and NDJSON as sent)."""
+        out = {}
+        for n, (_, path, body) in enumerate(self.requests):
+            text = body.decode("utf-8", "replace")
+            for line in text.splitlines() or [text]:
+                try:
+                    item = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(item, dict) and item.get("key") == "file":
+                    v = item["value"]
+                    out[f"file {v['path']}"] = base64.b64decode(v["content"])
+            out[f"request {n} {path}"] = re.sub(r'"content": ?"[A-Za-z0-9+/=]*"',
+                                                '"content": ""', text).encode()
+        return out
 
     def _handler(self):
         hub = self

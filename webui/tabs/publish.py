@@ -1,11 +1,14 @@
-"""Publish (the Runs tab's accordion): the picked run's LoRA with its model card to the
-Hugging Face Hub the server points at (``webui/publishing.py``, ``backend/publish``).
+"""Publish (the Runs tab's accordion): the picked run's LoRA (or a full fine-tune's
+checkpoint) with its model card to the Hugging Face Hub or ModelScope, at the address the
+server points at (``webui/publishing.py``, ``backend/publish``).
 
-The repository name, private or public, the formats, the checkpoint and a token (a password
-box: kept in the page and in memory for the call, never written). Preview stages exactly what
-would be sent and shows the card and the file list; nothing leaves the server. Publish shows
-each step as it happens and ends with the repository's address; a refusal says why in the
-page's language (the same name can be tried again, or added to with "existing").
+The hub, the repository name, private or public, the formats, the checkpoint and a token (a
+password box: kept in the page and in memory for the call, never written). Preview stages
+exactly what would be sent and shows the card and the file list; nothing leaves the server.
+Publish shows each step as it happens (on ModelScope, the bytes sent so far, one line that
+moves; huggingface_hub offers no progress hook, so there the size is said once) and ends
+with the repository's address; a refusal says why in the page's language (the same name can
+be tried again, or added to with "existing").
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import gradio as gr
 
 from backend.config.errors import ConfigError
 from backend.core.messages import Msg
-from backend.publish.hub import FORMATS
+from backend.publish.hub import DEFAULT_DESTINATION, DESTINATIONS, FORMATS
 from webui import jobs, publishing, security
 from webui.context import Ctx
 from webui.i18n import T
@@ -27,6 +30,10 @@ def create_ui(ctx: Ctx) -> None:
     c = ctx.c
     with gr.Accordion(T("pub.title"), open=False, elem_id="publish-acc"):
         gr.Markdown(T("pub.intro"))
+        c["pub_destination"] = gr.Radio(list(DESTINATIONS), value=DEFAULT_DESTINATION,
+                                        label=T("pub.destination"),
+                                        info=T("pub.destination_info"),
+                                        elem_id="pub-destination")
         with gr.Row(equal_height=False, elem_classes=["zl-bottom"]):
             c["pub_repo"] = gr.Textbox(label=T("pub.repo"), placeholder="you/my-lora",
                                        elem_id="pub-repo", scale=3)
@@ -66,7 +73,7 @@ def bind_events(ctx: Ctx) -> None:
                           show_progress="hidden", api_visibility="private")
 
     inputs = {c["runs_pick"], c["pub_repo"], c["pub_private"], c["pub_existing"],
-              c["pub_formats"], c["pub_checkpoint"], c["pub_token"]}
+              c["pub_formats"], c["pub_checkpoint"], c["pub_token"], c["pub_destination"]}
     outputs = [c["pub_msg"], c["pub_files"], c["pub_card"]]
 
     def preview(data: dict, request: gr.Request):
@@ -76,10 +83,12 @@ def bind_events(ctx: Ctx) -> None:
                     c["pub_card"]: ""}
         try:
             staged = publishing.preview(run, data[c["pub_repo"]], data[c["pub_formats"]],
-                                        data[c["pub_checkpoint"]], data[c["pub_token"]])
+                                        data[c["pub_checkpoint"]], data[c["pub_token"]],
+                                        data[c["pub_destination"]])
         except (publishing.PublishError, ConfigError) as e:
             return {c["pub_msg"]: refusal(e), c["pub_files"]: "", c["pub_card"]: ""}
-        return {c["pub_msg"]: bilingual(publishing.summary(staged)),
+        return {c["pub_msg"]: bilingual(publishing.summary(staged,
+                                                           data[c["pub_destination"]])),
                 c["pub_files"]: "\n".join(f"- {bilingual(m)}"
                                           for m in publishing.file_lines(staged)),
                 c["pub_card"]: publishing.card_markdown(staged.card)}
@@ -103,7 +112,7 @@ def bind_events(ctx: Ctx) -> None:
                     run, user, data[c["pub_repo"]], private=data[c["pub_private"]],
                     formats=data[c["pub_formats"]], checkpoint=data[c["pub_checkpoint"]],
                     token=data[c["pub_token"]], existing=data[c["pub_existing"]],
-                    say=said.put)
+                    destination=data[c["pub_destination"]], say=said.put)
             except (publishing.PublishError, ConfigError) as e:
                 outcome["refused"] = e
             except Exception as e:  # noqa: BLE001 - shown in the page, the token hidden
@@ -114,8 +123,14 @@ def bind_events(ctx: Ctx) -> None:
 
         threading.Thread(target=work, daemon=True, name="publish").start()
         lines: list[str] = []
+        last_sent = False
         while (m := said.get()) is not None:
-            lines.append(bilingual(m))
+            sent = isinstance(m, Msg) and m.code == "publish.sent"
+            if sent and lines and last_sent:  # the bytes sent: one line that moves
+                lines[-1] = bilingual(m)
+            else:
+                lines.append(bilingual(m))
+            last_sent = sent
             yield {c["pub_msg"]: "  \n".join(lines), c["pub_files"]: "", c["pub_card"]: ""}
         if "refused" in outcome:
             lines.append(refusal(outcome["refused"]))
