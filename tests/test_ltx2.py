@@ -1,4 +1,5 @@
-"""LTX-2 text-to-video, video only (the reference's no-audio variant), end to end on the tiny
+"""LTX-2 text-to-video, video only (the reference's no-audio variant) and with its sound
+(text-to-video-and-audio, ``extra_inputs: input_audio``), end to end on the tiny
 real-architecture model built by the family's code.
 
 - recognised from its model id and from a local pipeline's ``_class_name``; clips take 8k+1
@@ -12,12 +13,25 @@ real-architecture model built by the family's code.
   the ComfyUI names are the original checkpoint's, which diffusers' own LTX-2 converter
   reads back to every module.
 
-The model, the clips, the cache and the trained LoRA are the session's (``family_runs``,
-tests/harness/families.py), shared with the common checks of tests/test_every_family.py.
+With sound:
+
+- the mel front end puts a tone in its mel band, agrees with the audio VAE and vocoder
+  configs, and its latents are what ``LTX2Pipeline`` decodes (a round trip through the
+  audio VAE and the vocoder of the tiny model);
+- sound is read with PyAV from the clip or a separate file, resampled and cut to the clip;
+- a clip without sound is refused before any stage, naming the row (or trains on silence
+  with ``audio_missing: silence``); another sample rate is resampled, with a note;
+- stage 1 caches the audio latents, stage 2 trains the audio branch (a LoRA the video-only
+  loss leaves at zero), and a sample is an MP4 with an audio stream PyAV reads back.
+
+The video-only model, the clips, the cache and the trained LoRA are the session's
+(``family_runs``, tests/harness/families.py), shared with the common checks of
+tests/test_every_family.py; the run with sound is this module's (``t2av_run``).
 """
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +39,12 @@ from backend.families import family_spec, get_family, recognise
 from tests.harness.families import family_cases
 
 REPO_ID = "Lightricks/LTX-2"
-CASE = next(c for c in family_cases() if c.family == "ltx2")
+
+
+def ltx2_case():
+    return next(c for c in family_cases() if c.family == "ltx2")
+
+
 PROMPT = "a red ball rolls from left to right, zlr style"
 
 
@@ -126,8 +145,8 @@ def test_stage1_caches_what_the_pipeline_computes(family_runs):
     from backend.data.cache import load_cached_samples, read_manifest
     from backend.data.video import load_clip
 
-    cache = family_runs.cache(CASE)
-    models, data = family_runs.models(CASE), family_runs.dataset(CASE)
+    cache = family_runs.cache(ltx2_case())
+    models, data = family_runs.models(ltx2_case()), family_runs.dataset(ltx2_case())
     manifest = read_manifest(cache)
     assert manifest["family"] == "ltx2"
     samples = load_cached_samples(cache)
@@ -142,7 +161,7 @@ def test_stage1_caches_what_the_pipeline_computes(family_runs):
         assert torch.allclose(sample["audio_prompt_emb"], audio, atol=1e-5)
         assert torch.equal(sample["prompt_emb_mask"].bool(), mask.bool())
 
-    raw = family_runs.config(CASE, data / "unused")
+    raw = family_runs.config(ltx2_case(), data / "unused")
     cfg = validate({**raw, "dataset_base_path": str(data)}, require_inputs=False)
     index = next(i for i, e in enumerate(manifest["samples"]) if e["prompt"] == PROMPT)
     pixels = load_clip(data / "red.webm", cfg)
@@ -166,7 +185,7 @@ def test_zero3_offload_trains_a_lora_that_changes_the_transformer(family_runs):
     from backend.models.lora import load_lora, read_lora
     from backend.training.samples import component_dirs
 
-    path, raw, out = family_runs.trained(CASE)
+    path, raw, out = family_runs.trained(ltx2_case())
     assert "ZeRO-3" in out
     events, _ = read_events(f"{raw['output_path']}/progress.jsonl")
     losses = [e["loss"] for e in events if e["event"] == "step"]
@@ -182,7 +201,7 @@ def test_zero3_offload_trains_a_lora_that_changes_the_transformer(family_runs):
     family = get_family("ltx2")
     folder = component_dirs(cfg, ["transformer"])["transformer"]
     model = family.load_transformer(folder, torch.float32).eval()
-    sample = load_cached_samples(family_runs.cache(CASE))[0]
+    sample = load_cached_samples(family_runs.cache(ltx2_case()))[0]
     schedule = family.training_schedule()
     noise = torch.randn(sample["latents"].shape, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
@@ -201,9 +220,9 @@ def test_the_diffusers_export_renders_a_clip_through_the_pipeline(family_runs, t
     from backend.data.video import read_video_frames
     from backend.models.export import export_lora
 
-    path, raw, _ = family_runs.trained(CASE)
+    path, raw, _ = family_runs.trained(ltx2_case())
     cfg = validate(raw)
-    models = family_runs.models(CASE)
+    models = family_runs.models(ltx2_case())
     exported = export_lora(path, "diffusers", out_dir=tmp_path, family="ltx2",
                            transformer_config=models / REPO_ID / "transformer")
     family = get_family("ltx2")
@@ -224,3 +243,290 @@ def test_the_diffusers_export_renders_a_clip_through_the_pipeline(family_runs, t
     assert [p.name for p in written] == ["p00-seed0.webm", "p00-seed0.strip.png"]
     frames = read_video_frames(written[0])
     assert len(frames) == 9 and frames[0].shape == (32, 64, 3)
+
+
+# ------------------------------------------------------------------------------------------
+# Text-to-video-and-audio (extra_inputs: input_audio)
+# ------------------------------------------------------------------------------------------
+RELEASED_AUDIO_VAE = {"sample_rate": 16000, "mel_hop_length": 160, "mel_bins": 64,
+                      "in_channels": 2}  # the released audio VAE's config (diffusers layout)
+
+
+def sound_config(data, **changes):
+    """A validated LTX-2 run with sound on the dataset folder ``data``."""
+    from backend.config.validation import validate
+
+    raw = {"model_family": "ltx2", "task": "sft:data_process", "extra_inputs": "input_audio",
+           "data_file_keys": "video,input_audio", "num_frames": 9, "height": 32, "width": 32,
+           "dataset_base_path": str(data), "dataset_metadata_path": str(data / "metadata.csv")}
+    return validate({**raw, **changes}, require_inputs=False)
+
+
+def test_the_mel_front_end_puts_a_tone_in_its_band_and_fits_the_vocoder():
+    """A 440 Hz, 2 kHz and 6 kHz tone each peak in the mel band centred nearest them, at the
+    released settings (64 Slaney bands to 8 kHz, a hop of 160 at 16 kHz: N // 160 + 1
+    frames); every band of the filterbank has unit area; the released and tiny vocoders
+    write one hop of sound per mel frame, and one that does not is refused."""
+    import math
+
+    import torch
+
+    from backend.families.ltx2 import tiny
+    from backend.families.ltx2.audio import (MelSettings, mel_band_of, mel_filterbank,
+                                             mel_spectrogram)
+    from backend.families.ltx2.published import VOCODER
+
+    s = MelSettings.from_configs(RELEASED_AUDIO_VAE, VOCODER)
+    assert (s.sample_rate, s.hop_length, s.mel_bins, s.channels, s.n_fft) == \
+        (16000, 160, 64, 2, 1024)
+    t = torch.arange(8000) / 16000
+    peaks = {}
+    for freq in (440.0, 2000.0, 6000.0):
+        wave = (0.5 * torch.sin(2 * math.pi * freq * t)).repeat(2, 1)
+        mel = mel_spectrogram(wave, s)
+        assert mel.shape == (1, 2, 8000 // 160 + 1, 64)
+        peaks[freq] = int(mel[0, :, 5:-5].mean(dim=(0, 1)).argmax())
+        assert peaks[freq] == mel_band_of(freq, s), freq
+    assert peaks[440.0] < peaks[2000.0] < peaks[6000.0]
+    fb = mel_filterbank(s)
+    wide = (fb > 0).sum(dim=1) > 8  # bands wider than 8 FFT bins: their sum is their area
+    areas = fb.sum(dim=1) * (s.sample_rate / s.n_fft)
+    assert bool(wide.any()) and torch.allclose(areas[wide], torch.ones(int(wide.sum())),
+                                               atol=0.05)
+    assert float(torch.log(torch.tensor(1e-5))) == pytest.approx(
+        float(mel_spectrogram(torch.zeros(2, 1600), s).max()))  # silence: the log floor
+
+    MelSettings.from_configs(tiny.AUDIO_VAE_CONFIG,
+                             dict(tiny.VOCODER_CONFIG, in_channels=2 * 8))
+    with pytest.raises(ValueError, match="not one hop"):
+        MelSettings.from_configs(RELEASED_AUDIO_VAE, dict(VOCODER, upsample_factors=[6, 5, 2]))
+
+
+def test_audio_latents_round_trip_through_the_pipelines_decoder():
+    """On the tiny model: a tone's mel -> the audio VAE -> the cached latents have the shape
+    ``LTX2Pipeline`` gives a clip of 9 frames (its audio length, the transformer's audio
+    channels) and undo to the VAE's own posterior mode by the pipeline's denormalise and
+    unpack; decoded and vocoded as the pipeline does, the sound comes back at the VAE's
+    rate, one hop per decoded mel frame, and the front end reads it back to as many frames
+    (centred: one more) of the same bands."""
+    import torch
+    from diffusers import LTX2Pipeline, LTX2VideoTransformer3DModel
+
+    from backend.families.ltx2 import tiny
+    from backend.families.ltx2.adapter import audio_frames
+    from backend.families.ltx2.audio import MelSettings, mel_spectrogram
+    from backend.families.ltx2.t2av import sound_latents
+    from tests.harness.audio import tone
+
+    vae, vocoder = tiny.build_sound_components(0)
+    transformer = LTX2VideoTransformer3DModel.from_config(tiny.TRANSFORMER_CONFIG)
+    s = MelSettings.from_configs(vae.config, vocoder.config)
+    wave = torch.from_numpy(tone(440.0, s.sample_rate, 9 / 24))
+    latents = sound_latents(vae, s, wave, latent_frames=2)
+    length = audio_frames(transformer.config, 2)
+    assert length == round(9 / 24 * 16000 / 160 / 4) == 9
+    assert tuple(latents.shape) == (1, length, transformer.config.audio_in_channels)
+
+    with torch.no_grad():
+        mode = vae.encode(mel_spectrogram(wave, s)).latent_dist.mode()
+        assert mode.shape[2] >= length
+        back = LTX2Pipeline._unpack_audio_latents(
+            LTX2Pipeline._denormalize_audio_latents(latents, vae.latents_mean,
+                                                    vae.latents_std),
+            length, num_mel_bins=s.mel_bins // vae.mel_compression_ratio)
+        assert torch.allclose(back, mode[:, :, :length], atol=1e-5)
+        assert not torch.allclose(latents, LTX2Pipeline._pack_audio_latents(back))  # normalised
+        mel = vae.decode(back).sample
+        sound = vocoder(mel)
+    assert mel.shape == (1, 2, 4 * length - 3, s.mel_bins)
+    assert vocoder.config.output_sampling_rate == s.sample_rate
+    assert abs(sound.shape[-1] - mel.shape[2] * s.hop_length) < s.hop_length
+    again = mel_spectrogram(sound[0], s)
+    assert again.shape[1] == 2 and again.shape[3] == s.mel_bins
+    assert again.shape[2] in (mel.shape[2], mel.shape[2] + 1)
+
+
+def test_sound_is_read_with_pyav_resampled_and_cut_to_the_clip(tmp_path):
+    """A 44.1 kHz stereo tone in an MP4 comes back at 16 kHz, as long as asked (the clip's
+    duration), its peak still at 440 Hz, in the layout the VAE takes (stereo or mono); a
+    mono WAV is read as stereo; sound shorter than the clip is padded with silence."""
+    import numpy as np
+
+    from backend.families.ltx2.audio import MelSettings, probe_sound, read_sound
+    from tests.harness.audio import sine_clip, sine_wav
+
+    clip = sine_clip(tmp_path / "beep.mp4", freq=440.0, rate=44100, seconds=1.0)
+    stereo, mono = MelSettings(16000, 160, 64, 2), MelSettings(16000, 160, 64, 1)
+    with open(clip, "rb") as f:
+        assert probe_sound(f) == 44100
+    with open(clip, "rb") as f:
+        wave, rate = read_sound(f, stereo, 0.5)
+    assert rate == 44100 and tuple(wave.shape) == (2, 8000)
+    spectrum = np.abs(np.fft.rfft(wave[0, 2000:].numpy()))
+    assert abs(np.fft.rfftfreq(6000, 1 / 16000)[int(spectrum.argmax())] - 440) < 5
+    assert 0.3 < float(wave.abs().max()) < 0.7
+    with open(clip, "rb") as f:
+        assert tuple(read_sound(f, mono, 0.5)[0].shape) == (1, 8000)
+
+    wav = sine_wav(tmp_path / "voice.wav", freq=660.0, rate=16000, channels=1, seconds=0.25)
+    with open(wav, "rb") as f:
+        wave, rate = read_sound(f, stereo, 0.5)
+    assert rate == 16000 and tuple(wave.shape) == (2, 8000)
+    assert bool((wave[0] == wave[1]).all())
+    assert float(wave[:, :3900].abs().max()) > 0.3 and float(wave[:, 4100:].abs().max()) == 0
+
+
+def test_a_sound_run_refuses_a_clip_without_sound_naming_the_row(tmp_path):
+    """With ``extra_inputs: input_audio`` every row needs sound (its ``input_audio`` file or
+    the clip's own audio stream): a silent clip and a missing file are refused before any
+    model loads, each naming its row; ``audio_missing: silence`` trains the silent clip on
+    silence instead, said in the log, and a 44.1 kHz clip is resampled, said too. One-shot
+    ``sft`` (which encodes no sound) is refused; a run without sound checks nothing of it;
+    a family that makes no sound refuses the column."""
+    from backend.data.dataset import DatasetError
+    from backend.data.video import check_stage_dataset
+    from backend.families.ltx2.t2av import SoundAdapter
+    from tests.harness.audio import make_sound_dataset, silent_clip
+
+    data = make_sound_dataset(tmp_path / "data")
+    silent_clip(data / "mute.mp4")
+    rows = (data / "metadata.csv").read_text(encoding="utf-8")
+    (data / "metadata.csv").write_text(rows + 'mute.mp4,"a mute clip, zlr style",\n'
+                                       'quiet.mp4,"a clip, zlr style",nope.wav\n',
+                                       encoding="utf-8")
+    cfg = sound_config(data)
+    family = get_family("ltx2").for_config(cfg)
+    assert isinstance(family, SoundAdapter)
+    assert "audio_vae" in family.spec.stage_components("data_process")
+    assert "audio_vae" not in get_family("ltx2").spec.stage_components("data_process")
+    with pytest.raises(DatasetError) as refused:
+        check_stage_dataset(cfg, family)
+    problems = [str(p) for p in refused.value.problems]
+    assert problems == ["metadata.csv row 3: mute.mp4 has no audio stream (got none; allowed "
+                        "a clip with sound, an input_audio file, or audio_missing silence)",
+                        "metadata.csv row 4: input_audio: nope.wav not found"]
+
+    (data / "metadata.csv").write_text(rows + 'mute.mp4,"a mute clip, zlr style",\n',
+                                       encoding="utf-8")
+    said: list[str] = []
+    records = check_stage_dataset(sound_config(data, audio_missing="silence"), family,
+                                  said.append)
+    assert [r.sound.name if r.sound else None for r in records] == \
+        ["beep.mp4", "quiet.wav", None]
+    assert ("[data] note: metadata.csv row 1: the sound of beep.mp4 is 44100 Hz; resampled "
+            "to the model's 16000 Hz") in said
+    assert ("[data] note: metadata.csv row 3: mute.mp4 has no audio stream; it trains on "
+            "silence (audio_missing silence)") in said
+
+    with pytest.raises(DatasetError, match="task: one-shot training reads no sound"):
+        check_stage_dataset(sound_config(data, task="sft"), family)
+    with pytest.raises(DatasetError, match="task: one-shot training reads no sound"):
+        check_stage_dataset(sound_config(data, task="sft", split_training=False,
+                                        stages=["train"]), family,
+                            headers_only=True)
+    split_plan = sound_config(data, task="sft", audio_missing="silence")
+    assert len(check_stage_dataset(split_plan, family, headers_only=True)) == 3
+
+    plain = sound_config(data, extra_inputs="", data_file_keys="video")
+    assert [r.sound for r in check_stage_dataset(plain, get_family("ltx2").for_config(plain))] \
+        == [None, None, None]
+    wan = sound_config(data, model_family="wan", video_fps=24.0)
+    with pytest.raises(DatasetError, match="extra_inputs: .* makes no sound"):
+        check_stage_dataset(wan, get_family("wan").for_config(wan))
+
+
+@pytest.fixture(scope="module")
+def t2av_run(tmp_path_factory):
+    """The tiny LTX-2 under its model id, two clips with sound (a 44.1 kHz tone of the clip,
+    a WAV beside a silent clip), stage 1 and two steps of stage 2 with a sample at the end,
+    both in this process: (config of stage 2, cache folder, the LoRA, stage 2's output)."""
+    from backend.core.rundir import list_checkpoints
+    from tests.harness.audio import make_sound_dataset
+    from tests.harness.families import run_stage_here, write_run_config
+
+    root = tmp_path_factory.mktemp("t2av")
+    get_family("ltx2").build_tiny(root / "models" / REPO_ID)
+    data = make_sound_dataset(root / "data")
+    base = {"model_family": "ltx2", "models_dir": str(root / "models"), "offline": True,
+            "extra_inputs": "input_audio", "data_file_keys": "video,input_audio",
+            "num_frames": 9, "height": 32, "width": 32, "mixed_precision": "no",
+            "lora_rank": 4, "seed": 0, "dataset_num_workers": 0}
+    stage1 = dict(base, task="sft:data_process", dataset_base_path=str(data),
+                  dataset_metadata_path=str(data / "metadata.csv"),
+                  output_path=str(root / "cache"))
+    code, log = run_stage_here("train", ["--config", write_run_config(root / "s1.yaml",
+                                                                      stage1)])
+    assert code == 0, log[-4000:]
+    assert "resampled to the model's 16000 Hz" in log
+    stage2 = dict(base, task="sft:train", dataset_base_path=str(root / "cache"),
+                  output_path=str(root / "out"), max_train_steps=2, learning_rate=1e-2,
+                  sample_every_n_steps=2, sample_prompts=[PROMPT], sample_lora_scales=[1.0],
+                  sample_steps=2, sample_height=32, sample_width=32, sample_num_frames=9,
+                  sample_fps=24)
+    code, log = run_stage_here("train", ["--config", write_run_config(root / "s2.yaml",
+                                                                      stage2)])
+    assert code == 0, log[-4000:]
+    return stage2, root / "cache", list_checkpoints(root / "out")[-1], log
+
+
+@pytest.mark.slow
+def test_t2av_caches_sound_and_trains_the_audio_branch(t2av_run):
+    """Stage 1 caches each clip's audio latents at the pipeline's length for 9 frames (the
+    440 Hz and the 660 Hz clip apart); two steps of stage 2 give finite losses and move the
+    LoRA of the last block's video-to-audio attention, whose output reaches only the audio
+    prediction: a video-only loss leaves it at its zero start."""
+    import math
+
+    import torch
+
+    from backend.core.progress import read_events
+    from backend.data.cache import load_cached_samples
+    from backend.models.lora import read_lora
+
+    cfg, cache, lora, _ = t2av_run
+    samples = load_cached_samples(cache)
+    assert [tuple(s["audio_latents"].shape) for s in samples] == [(1, 9, 4), (1, 9, 4)]
+    assert not torch.allclose(samples[0]["audio_latents"], samples[1]["audio_latents"])
+    events, _ = read_events(f"{cfg['output_path']}/progress.jsonl")
+    losses = [e["loss"] for e in events if e["event"] == "step"]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+    tensors, _ = read_lora(lora)
+    last = "transformer_blocks.1.video_to_audio_attn.to_out.0.lora_B"
+    moved = [k for k in tensors if k.startswith(last)]
+    assert moved and all(float(tensors[k].abs().max()) > 0 for k in moved)
+
+
+@pytest.mark.slow
+def test_a_t2av_sample_is_an_mp4_with_an_audio_stream(t2av_run, tmp_path):
+    """The sample rendered in training keeps the pipeline's sound, and so does one rendered
+    with the run's adapter and written as its ``.mp4``: PyAV reads an AAC audio stream back
+    at the vocoder's rate, as long as the clip, beside the frames and a frame strip."""
+    import av
+    import torch
+    from diffusers import LTX2Pipeline
+
+    from backend.config.validation import validate
+    from backend.families.ltx2.audio import read_clip_sound
+
+    cfg_raw, _, _, log = t2av_run
+    trained = [p for p in Path(cfg_raw["output_path"]).parent.rglob("p00-*")
+               if p.suffix in (".mp4", ".webm")]
+    assert trained, log[-2000:]
+    with av.open(str(trained[0])) as container:
+        assert [s.type for s in container.streams] == ["video", "audio"]
+
+    cfg = validate({**cfg_raw, "dataset_base_path": "unused"}, require_inputs=False)
+    family = get_family("ltx2").for_config(cfg)
+    assert family.sample_suffix == ".mp4"
+    pipe = LTX2Pipeline.from_pretrained(str(Path(cfg.models_dir) / REPO_ID))
+    pipe.set_progress_bar_config(disable=True)
+    clip = family.render(pipe, PROMPT, negative_prompt="", steps=2, cfg=3.0, height=32,
+                         width=32, num_frames=9, generator=torch.Generator().manual_seed(0))
+    written = family.save_sample(clip, tmp_path / f"p00-seed0{family.sample_suffix}", cfg)
+    assert [p.name for p in written] == ["p00-seed0.mp4", "p00-seed0.strip.png"]
+    with av.open(str(written[0])) as container:
+        assert [(s.type, s.codec_context.name) for s in container.streams] == \
+            [("video", "h264"), ("audio", "aac")]
+    wave, rate = read_clip_sound(written[0])
+    assert rate == pipe.vocoder.config.output_sampling_rate == 16000
+    assert wave.shape[0] == 2 and abs(wave.shape[1] / rate - 9 / 24) < 0.15

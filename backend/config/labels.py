@@ -127,6 +127,7 @@ FIELD_LABELS: dict[str, str] = {
     "sample_num_frames": "Sample clip frames",
     "sample_fps": "Sample clip frame rate",
     "extra_inputs": "Extra model inputs",
+    "audio_missing": "Clips without sound",
     "zero_cond_t": "Zero timestep for input images",
     "sample_images": "Sample input images",
     "enable_model_cpu_offload": "Layer-wise weight offload",

@@ -507,8 +507,14 @@ class RunConfig(BaseModel):
         "", "Metadata columns passed to the model besides image and prompt: edit_image for "
         "edit models (one path or a list per row: the input images; the image column is "
         "the target); input_image for image-to-video models (the first frame of each clip "
-        "conditions it). Empty: text-to-image.", "data", ui="advanced",
-        pattern=r"^(edit_image|input_image)?$")
+        "conditions it); input_audio for audio-video models (each clip's sound is trained "
+        "beside its frames: the row's input_audio file, else the clip's own audio stream). "
+        "Empty: text-to-image.", "data", ui="advanced",
+        pattern=r"^(edit_image|input_image|input_audio)?$")
+    audio_missing: Literal["error", "silence"] = F(
+        "error", "Audio-video models (extra_inputs input_audio): a clip without sound (no "
+        "input_audio file and no audio stream of its own): error (named before any stage) "
+        "or silence (trains on silence).", "data", ui="advanced")
     zero_cond_t: bool = F(
         False, "Edit models: input-image tokens get timestep 0 in the transformer's "
         "modulation (a model whose config sets it uses it anyway; this forces it on).",

@@ -245,6 +245,10 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
             items = [(pixels, prompt, lambda rec=rec: [load_input_image(p, cfg)
                                                       for p in rec.inputs])
                      for (pixels, prompt), (rec, _) in zip(items, mine)]
+        sound = getattr(encoder, "load_sound", None)
+        if sound is not None:  # an audio-video model: each clip's sound beside its pixels
+            items = [(pixels, prompt, lambda rec=rec: sound(rec, cfg))
+                     for (pixels, prompt), (rec, _) in zip(items, mine)]
         t0 = time.time()
         i = 0
         for i, tensors in enumerate(encoder.encode_samples(items, should_stop, log), 1):

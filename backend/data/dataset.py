@@ -82,6 +82,10 @@ class Record:
     # masked_loss: the sample's mask, a path or "alpha" (None: weight 1), filled by
     # backend.data.masks.check_masks.
     mask: Any = None
+    # An audio-video run (extra_inputs: input_audio): the file the clip's sound is read from
+    # (the row's input_audio, or the clip itself; None: silence), filled by
+    # backend.data.video.check_clip_sound.
+    sound: Any = None
 
 
 # ------------------------------------------------------------------------------------------

@@ -28,6 +28,10 @@ tensor [1, 3, F, H, W].
 Every file is opened through the run's read gate (``backend.core.readgate``): PyAV reads from the
 gate's file object, never from a path of its own.
 
+A run that trains sound (``extra_inputs: input_audio``, an audio-video family) reads each
+row's ``input_audio`` file, else the clip's own audio stream (``check_clip_sound``: a clip
+with neither is an error naming the row); the family decodes it.
+
 Images or clips, by the config's family: ``check_stage_dataset(cfg, family)`` is what a stage
 reads, checked before any model is touched; ``validate_any_dataset(cfg)`` the Dataset tab's
 findings.
@@ -39,6 +43,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -380,11 +386,82 @@ def check_stage_dataset(cfg: RunConfig, family, log=None, *, headers_only: bool 
     is accepted)."""
     if family.media == "video":  # clips decoded with PyAV
         records = check_video_dataset(cfg, log, headers_only=headers_only)
-        return check_clip_masks(cfg, records, log, headers_only=headers_only)
+        records = check_clip_masks(cfg, records, log, headers_only=headers_only)
+        return check_clip_sound(cfg, records, family, log, headers_only=headers_only)
     records = check_dataset(cfg, log, headers_only=headers_only)
     records = check_input_images(cfg, records, family.input_images, family.title,
                                  headers_only=headers_only)
     return masks.check_masks(cfg, records, log, headers_only=headers_only)
+
+
+# ------------------------------------------------------------------------------------------
+# A clip's sound (an audio-video model: ``extra_inputs: input_audio``)
+# ------------------------------------------------------------------------------------------
+SOUND_KEY = "input_audio"
+
+
+def check_clip_sound(cfg: RunConfig, records: list[Record], family, log=None, *,
+                     headers_only: bool = False) -> list[Record]:
+    """``records`` with each one's sound source filled in (``Record.sound``) for a run that
+    trains sound (``extra_inputs`` names ``input_audio``): the row's ``input_audio`` file,
+    else the clip itself. Each source is opened through the run's read gate and asked for
+    an audio stream by the family (``probe_sound``; ``sound_rate`` the rate it trains at).
+    Raises ``DatasetError`` listing every problem, naming the row: a model that makes no
+    sound, one-shot ``sft`` (sound is encoded in stage 1 only), a missing or unreadable
+    file, no audio stream (unless ``audio_missing: silence``: then the clip trains on
+    silence, said in the log); sound at another rate is resampled, said in the log.
+    ``headers_only`` (a run checked before it is accepted): its task is the run plan's, one
+    shot when ``split_training`` is off."""
+    if SOUND_KEY not in [k.strip() for k in (cfg.extra_inputs or "").split(",")]:
+        return records
+    probe = getattr(family, "probe_sound", None)
+    if probe is None:
+        raise DatasetError([Msg("data.takes_no_sound", model=family.title,
+                                got=cfg.extra_inputs)])
+    one_shot = cfg.task == "sft" and (not cfg.split_training or not headers_only)
+    if one_shot:  # one-shot training encodes pixels and captions only
+        raise DatasetError([Msg("data.sound_needs_split", got=cfg.task)])
+    gate = readgate.for_config(cfg)
+    base = Path(cfg.dataset_base_path).expanduser()
+    rows = (read_metadata_rows(Path(cfg.dataset_metadata_path).expanduser(), gate)
+            if cfg.dataset_metadata_path else [])
+    problems: list[str] = []
+    notes: list[str] = []
+    out: list[Record] = []
+    for rec in records:
+        row = rows[rec.row - 1] if rec.row and rec.row <= len(rows) else {}
+        cell = row.get(SOUND_KEY) if isinstance(row, dict) else None
+        name = str(cell).strip() if cell is not None and str(cell).strip() else None
+        path = Path(os.path.abspath(base / name)) if name else rec.image
+        shown = name or rec.name or rec.image.name
+        rate = None
+        if name or kind_of(path, gate) == "video":  # a frames folder or an image: silent
+            if not gate.is_file(path):
+                problems.append(Msg("data.sound_not_found", where=rec.where, name=shown))
+                continue
+            try:
+                with gate.open(path, "audio") as f:
+                    rate = probe(f)
+            except Exception as e:  # noqa: BLE001 - PyAV's own errors say what
+                problems.append(Msg("data.cannot_read_sound", where=rec.where, name=shown,
+                                    why=" ".join(str(e).split())))
+                continue
+        if rate is None:
+            if cfg.audio_missing != "silence":
+                problems.append(Msg("data.no_sound", where=rec.where, name=shown))
+                continue
+            notes.append(Msg("data.silence", where=rec.where, name=shown))
+            out.append(replace(rec, sound=None))
+            continue
+        if rate != family.sound_rate:
+            notes.append(Msg("data.sound_resampled", where=rec.where, name=shown, rate=rate,
+                             to=family.sound_rate))
+        out.append(replace(rec, sound=path))
+    if problems:
+        raise DatasetError(problems)
+    for note in notes if log is not None else ():
+        log(f"[data] note: {note}")
+    return out
 
 
 # ------------------------------------------------------------------------------------------
@@ -535,6 +612,8 @@ def plan_clips(cfg: RunConfig, records: list[Record], model_fp: list) -> list[di
                    "model": model_fp, "loading": VIDEO_LOADING}
         if cfg.frame_buckets:  # the counts a clip chose from (its own: ``frames``)
             payload["frame_buckets"] = frame_counts(cfg)
+        if rec.sound is not None and rec.sound != rec.image:  # a separate sound file
+            payload["sound"] = gate.digest([rec.sound], "audio")
         key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         entries.append({"key": key, "file": f"{key[:32]}.safetensors", "image": str(rec.image),
                         "prompt": rec.prompt, "width": size[0], "height": size[1],

@@ -216,7 +216,7 @@ def plan_samples(cfg: RunConfig, checkpoints: list[Path]) -> list[Job]:
                            f"[0] for base images only)"])
 
     seed = cfg.sample_seed
-    ext = get_family(cfg.model_family).sample_suffix
+    ext = get_family(cfg.model_family).for_config(cfg).sample_suffix
     inputs = checked_sample_inputs(cfg)
     jobs: list[Job] = []
     if 0.0 in scales:
@@ -484,7 +484,7 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
         else:
             path = output_dir / job.image
             path.parent.mkdir(parents=True, exist_ok=True)
-            written = get_family(cfg.model_family).save_sample(image, path, cfg)
+            written = get_family(cfg.model_family).for_config(cfg).save_sample(image, path, cfg)
             entry = {"prompt": job.prompt, "prompt_index": job.prompt_index,
                      "checkpoint": str(job.checkpoint.resolve()) if job.checkpoint else None,
                      "checkpoint_name": job.checkpoint_name, "scale": job.scale,

@@ -104,6 +104,23 @@ EN: dict[str, str] = {
     "data.too_many_inputs": "{where}: edit_image: {n} input images, more than {model} takes "
                             "(got {n}; allowed 1 to {takes})",
     "data.cannot_read_input": "cannot read input image {name}: {why:q}",
+    # ---------------------------------------------------------------- a clip's sound
+    "data.takes_no_sound": "extra_inputs: {model} makes no sound (got {got!r}; allowed '' "
+                           "or the inputs it takes)",
+    "data.sound_needs_split": "task: one-shot training reads no sound (got {got!r}; allowed "
+                              "sft:data_process then sft:train with extra_inputs "
+                              "input_audio)",
+    "data.sound_not_found": "{where}: input_audio: {name} not found",
+    "data.cannot_read_sound": "{where}: cannot read the sound of {name}: {why:q}",
+    "data.no_sound": "{where}: {name} has no audio stream (got none; allowed a clip with "
+                     "sound, an input_audio file, or audio_missing silence)",
+    "data.silence": "{where}: {name} has no audio stream; it trains on silence "
+                    "(audio_missing silence)",
+    "data.sound_resampled": "{where}: the sound of {name} is {rate} Hz; resampled to the "
+                            "model's {to} Hz",
+    "data.cache_without_sound": "dataset_base_path: a cached sample has no sound (got a "
+                                "video-only cache; allowed a cache written by "
+                                "sft:data_process with extra_inputs input_audio)",
     # ---------------------------------------------------------------- the stage-1 cache
     "data.cache_bad_sample": "cache {manifest}: a sample that is not a file of the cache "
                              "folder (got {got!r}; allowed a name like <key>.safetensors)",
@@ -214,6 +231,21 @@ ZH: dict[str, str] = {
     "data.too_many_inputs": "{where}：`edit_image`：{n} 张输入图像，超过 {model} 可接受的数量"
                             "（当前：{n}；可用：1 到 {takes}）",
     "data.cannot_read_input": "无法读取输入图像 {name}（{why:q}）",
+    "data.takes_no_sound": "`extra_inputs`：{model} 不生成声音（当前：{got!r}；可用：留空，"
+                           "或它接受的输入）",
+    "data.sound_needs_split": "`task`：一次性训练不读取声音（当前：{got!r}；可用：先 "
+                              "`sft:data_process` 再 `sft:train`，并设置 "
+                              "`extra_inputs input_audio`）",
+    "data.sound_not_found": "{where}：`input_audio`：找不到 {name}",
+    "data.cannot_read_sound": "{where}：无法读取 {name} 的声音（{why:q}）",
+    "data.no_sound": "{where}：{name} 没有音频流（当前：无；可用：带声音的视频、"
+                     "`input_audio` 文件，或设置 `audio_missing: silence`）",
+    "data.silence": "{where}：{name} 没有音频流，将以静音训练（`audio_missing: silence`）",
+    "data.sound_resampled": "{where}：{name} 的声音采样率为 {rate} 赫兹，已重采样为模型的 "
+                            "{to} 赫兹",
+    "data.cache_without_sound": "`dataset_base_path`：有缓存样本没有声音（当前：仅视频的缓存；"
+                                "可用：用 `extra_inputs input_audio` 运行 "
+                                "`sft:data_process` 写入的缓存）",
     "data.cache_bad_sample": "缓存 {manifest}：有样本不是缓存文件夹中的文件（当前：{got!r}；"
                              "可用：形如 `<key>.safetensors` 的文件名）",
     "data.cache_bad_json": "缓存 {manifest}：不是有效的 `JSON`（{why:q}）；请重新运行 "

@@ -1,5 +1,5 @@
-"""LTX-2 text-to-video, video only (the reference's no-audio variant): diffusers'
-``LTX2Pipeline`` in the layout of ``Lightricks/LTX-2``.
+"""LTX-2 text-to-video, video only (the reference's no-audio variant) and with its sound
+(``t2av.py``): diffusers' ``LTX2Pipeline`` in the layout of ``Lightricks/LTX-2``.
 
 The family's data (read when the schema is built); the adapter is ``adapter.py``, the tiny
 real-architecture models ``tiny.py``, the published configs ``published.py``, the native
@@ -27,6 +27,12 @@ Split training on a GPU (``presets/ltx2_t2v_low_vram.yaml`` is this recipe as a 
       --dataset_base_path ./models/train/LTX2_cache --lora_rank 32 --learning_rate 1e-4 \\
       --lora_target_modules to_k,to_q,to_v,to_out.0 --num_epochs 5 --dataset_repeat 100 \\
       --use_gradient_checkpointing --initialize_model_on_cpu --output_path ./models/train/LTX2_lora
+
+With sound (text-to-video-and-audio, the reference's ``LTX-2-T2AV-splited.sh``; ``t2av.py``):
+the same two commands with ``--data_file_keys video,input_audio --extra_inputs input_audio``
+(``presets/ltx2_t2av_low_vram.yaml``): stage 1 also encodes each clip's sound (its
+``input_audio`` file, else its own audio stream) with the audio VAE, stage 2 trains both
+streams' flow. The reading, the mel front end and the muxing are ``audio.py``'s.
 
 CPU (the tiny model)::
 
@@ -87,4 +93,6 @@ SPEC = FamilySpec(
     # The video VAE compresses 32x in space (the transformer's patch is 1) and 8x in time.
     resolution_multiple=32,
     frame_multiple=8,
+    # extra_inputs input_audio: the clip's sound trained beside its frames (``t2av.py``).
+    run_adapters=("backend.families.ltx2.t2av:SoundAdapter",),
 )

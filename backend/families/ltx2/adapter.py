@@ -26,13 +26,16 @@ is the same on every call; its prediction is not in the loss.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backend.core.media import frame_strip
 from backend.families.base import Family, Schedule
 from backend.families.common import (OffloadingEncoder, VideoClips, cached_sample,
                                      load_tokenizer, noised, weighted_mse)
 from backend.families.ltx2 import tiny
+from backend.families.ltx2.audio import write_clip_with_sound
 from backend.families.ltx2.native import from_native, to_native
 from backend.families.ltx2.published import CONFIGS
 
@@ -217,11 +220,12 @@ def audio_noise(noise, shape):
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
 
 
-def predict(transformer, x_t, timestep, sample: dict[str, Any], audio, dtype):
-    """The video flow (noise - x0) the transformer predicts for latents ``x_t``
-    [B, C, F, H, W] at ``timestep`` with the audio stream's packed noisy latents ``audio``
-    [B, L, C_audio], called as ``LTX2Pipeline`` calls it (patchified tokens, the same
-    timestep and sigma for both streams, the pipeline's frame rate)."""
+def predict_streams(transformer, x_t, timestep, sample: dict[str, Any], audio, dtype):
+    """(the video flow [B, C, F, H, W], the audio flow [B, L, C_audio]) the transformer
+    predicts for video latents ``x_t`` [B, C, F, H, W] and the audio stream's packed noisy
+    latents ``audio`` [B, L, C_audio] at ``timestep``, called as ``LTX2Pipeline`` calls it
+    (patchified tokens, the same timestep and sigma for both streams, the pipeline's frame
+    rate)."""
     import torch
     from diffusers import LTX2Pipeline
 
@@ -232,14 +236,20 @@ def predict(transformer, x_t, timestep, sample: dict[str, Any], audio, dtype):
     t = timestep.to(device=device, dtype=torch.float32).expand(b)
     mask = sample.get("prompt_emb_mask")
     mask = mask.to(device) if mask is not None else None
-    out = transformer(
+    video, sound = transformer(
         hidden_states=tokens.to(dtype), audio_hidden_states=audio.to(device, dtype),
         encoder_hidden_states=sample["prompt_emb"].to(device, dtype),
         audio_encoder_hidden_states=sample["audio_prompt_emb"].to(device, dtype),
         timestep=t, sigma=t, encoder_attention_mask=mask, audio_encoder_attention_mask=mask,
         num_frames=f, height=h, width=w, fps=FRAME_RATE, audio_num_frames=audio.shape[1],
-        use_cross_timestep=True, return_dict=False)[0]
-    return LTX2Pipeline._unpack_latents(out, f, h, w, config.patch_size, config.patch_size_t)
+        use_cross_timestep=True, return_dict=False)
+    return (LTX2Pipeline._unpack_latents(video, f, h, w, config.patch_size,
+                                         config.patch_size_t), sound)
+
+
+def predict(transformer, x_t, timestep, sample: dict[str, Any], audio, dtype):
+    """The video flow (noise - x0) of ``predict_streams``."""
+    return predict_streams(transformer, x_t, timestep, sample, audio, dtype)[0]
 
 
 def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule, index: int,
@@ -258,18 +268,32 @@ def flow_matching_loss(transformer, sample: dict[str, Any], schedule: Schedule, 
 # ------------------------------------------------------------------------------------------
 # Samples
 # ------------------------------------------------------------------------------------------
+@dataclass
+class SoundClip:
+    """A rendered clip with its sound: ``frames`` [F, H, W, 3] floats in [0, 1],
+    ``waveform`` [channels, samples] floats in [-1, 1] at ``sample_rate``."""
+    frames: Any
+    waveform: Any
+    sample_rate: int
+
+
 def render(pipe, prompt: str, *, negative_prompt: str, generator, steps: int, cfg: float,
-           height: int, width: int, num_frames: int = 121):
-    """One clip: frames [F, H, W, 3] floats in [0, 1] (the pipeline's sound is not kept:
-    this variant trains video only). ``cfg`` is ``LTX2Pipeline``'s ``guidance_scale`` (the
-    video's; its other guidance settings are the pipeline's defaults)."""
+           height: int, width: int, num_frames: int = 121, sound: bool = False):
+    """One clip: frames [F, H, W, 3] floats in [0, 1]; with ``sound`` a ``SoundClip`` that
+    keeps the pipeline's sound too (the vocoder's waveform at its output rate). ``cfg`` is
+    ``LTX2Pipeline``'s ``guidance_scale`` (the video's; its other guidance settings, the
+    audio's among them, are the pipeline's defaults)."""
     import torch
 
     with torch.inference_mode():
-        return pipe(prompt=prompt, negative_prompt=negative_prompt or None,
-                    guidance_scale=float(cfg), num_inference_steps=steps, height=height,
-                    width=width, num_frames=num_frames, frame_rate=FRAME_RATE,
-                    generator=generator, output_type="np").frames[0]
+        out = pipe(prompt=prompt, negative_prompt=negative_prompt or None,
+                   guidance_scale=float(cfg), num_inference_steps=steps, height=height,
+                   width=width, num_frames=num_frames, frame_rate=FRAME_RATE,
+                   generator=generator, output_type="np")
+    if not sound:
+        return out.frames[0]
+    return SoundClip(out.frames[0], out.audio[0].float().cpu(),
+                     int(pipe.vocoder.config.output_sampling_rate))
 
 
 # ------------------------------------------------------------------------------------------
@@ -298,6 +322,18 @@ class Adapter(VideoClips, Family):
     training_schedule = staticmethod(training_schedule)
     loss_at = staticmethod(flow_matching_loss)
     render = staticmethod(render)
+
+    def save_sample(self, result, path, cfg) -> list[Path]:
+        """A clip and its frame strip; a ``SoundClip`` is written with its sound (H.264 +
+        AAC in ``.mp4``, VP9 + Opus in ``.webm``)."""
+        if not isinstance(result, SoundClip):
+            return super().save_sample(result, path, cfg)
+        path = Path(path)
+        write_clip_with_sound(result.frames, result.waveform, result.sample_rate, path,
+                              fps=cfg.sample_fps)
+        strip = path.with_name(path.name[: -len(path.suffix)] + ".strip.png")
+        frame_strip(result.frames, 4).save(strip)
+        return [path, strip]
 
     def export_module_name(self, module: str, fmt: str) -> str:
         return to_native(module) if fmt == "comfyui" else module

@@ -4,8 +4,9 @@ The components are the real classes at toy sizes with random weights from fixed 
 diffusers' ``LTX2VideoTransformer3DModel`` (video and audio streams), ``AutoencoderKLLTX2Video``
 in the released layout (4x4 pixel patches, then spatial, temporal and two spatiotemporal
 downsamplings: 32x in space, 8x in time, so clips take 8k+1 frames),
-``AutoencoderKLLTX2Audio``, ``LTX2TextConnectors`` (with the released 128 learnable
-registers) and ``LTX2Vocoder``; transformers' ``Gemma3ForConditionalGeneration`` (a
+``AutoencoderKLLTX2Audio`` (4x in time and in mel bands, as released),
+``LTX2TextConnectors`` (with the released 128 learnable registers) and ``LTX2Vocoder`` (one
+hop of sound per mel frame, as released); transformers' ``Gemma3ForConditionalGeneration`` (a
 two-layer text model and a one-layer SigLIP vision tower) and a Gemma tokenizer (a unigram
 model trained on a few sentences, ``<bos>`` first, padded on the left); the released
 scheduler settings. Saved in the hub layout of ``Lightricks/LTX-2``::
@@ -48,11 +49,16 @@ VAE_CONFIG = dict(latent_channels=8, block_out_channels=(8, 16, 32, 64),
                   # The released decoder pads by reflection, which a 1x1 latent (a 32x32
                   # test clip) cannot take.
                   decoder_spatial_padding_mode="zeros")
-AUDIO_VAE_CONFIG = dict(base_channels=4, output_channels=2, ch_mult=(1,), num_res_blocks=1,
-                        attn_resolutions=None, in_channels=2, resolution=32,
+# The released audio VAE's layout (two causal downsamplings: 4x in time and in mel bands) at
+# toy widths, 8 mel bands of 16 kHz sound at a hop of 160 samples; its latents pack 2
+# channels x 2 bands, the size of its per-channel statistics (``base_channels``).
+AUDIO_VAE_CONFIG = dict(base_channels=4, output_channels=2, ch_mult=(1, 2, 4),
+                        num_res_blocks=1, attn_resolutions=None, in_channels=2, resolution=32,
                         latent_channels=2, mel_bins=8, sample_rate=16000, mel_hop_length=160)
-VOCODER_CONFIG = dict(hidden_channels=32, out_channels=2, upsample_kernel_sizes=[4, 4],
-                      upsample_factors=[2, 2], resnet_kernel_sizes=[3],
+# One mel frame becomes 8 x 5 x 4 = 160 samples at 16 kHz: one hop of the audio VAE, as the
+# released vocoder's 240 samples at 24 kHz are.
+VOCODER_CONFIG = dict(hidden_channels=32, out_channels=2, upsample_kernel_sizes=[16, 10, 8],
+                      upsample_factors=[8, 5, 4], resnet_kernel_sizes=[3],
                       resnet_dilations=[[1, 3, 5]], output_sampling_rate=16000)
 # Video stream 2 x 8 wide, audio stream 2 x 4; the audio latents pack 2 channels x 2 mel bins.
 TRANSFORMER_CONFIG = dict(in_channels=8, out_channels=8, num_attention_heads=2,
@@ -99,13 +105,30 @@ def build_text_encoder(tokenizer, seed: int):
     return Gemma3ForConditionalGeneration(config).eval()
 
 
+def build_sound_components(seed: int = 0) -> tuple:
+    """(audio VAE, vocoder), random-init from ``seed`` as ``build_components`` makes them;
+    the VAE's per-channel statistics other than zeros and ones, so that the audio latents'
+    normalisation shows."""
+    import torch
+    from diffusers import AutoencoderKLLTX2Audio
+    from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
+
+    torch.manual_seed(seed * 1000 + 5)
+    audio_vae = AutoencoderKLLTX2Audio(**AUDIO_VAE_CONFIG).eval()
+    audio_vae.latents_mean.copy_(torch.randn(AUDIO_VAE_CONFIG["base_channels"]) * 0.1)
+    audio_vae.latents_std.copy_(torch.rand(AUDIO_VAE_CONFIG["base_channels"]) + 0.5)
+    torch.manual_seed(seed * 1000 + 6)
+    vocoder = LTX2Vocoder(in_channels=AUDIO_VAE_CONFIG["output_channels"]
+                          * AUDIO_VAE_CONFIG["mel_bins"], **VOCODER_CONFIG).eval()
+    return audio_vae, vocoder
+
+
 def build_components(seed: int = 0) -> dict:
     """The eight pipeline components, random-init from ``seed`` (float32)."""
     import torch
-    from diffusers import (AutoencoderKLLTX2Audio, AutoencoderKLLTX2Video,
-                           FlowMatchEulerDiscreteScheduler, LTX2VideoTransformer3DModel)
+    from diffusers import (AutoencoderKLLTX2Video, FlowMatchEulerDiscreteScheduler,
+                           LTX2VideoTransformer3DModel)
     from diffusers.pipelines.ltx2 import LTX2TextConnectors
-    from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
 
     tokenizer = build_tokenizer()
     text_encoder = build_text_encoder(tokenizer, seed * 1000 + 1)
@@ -119,11 +142,7 @@ def build_components(seed: int = 0) -> dict:
     transformer = LTX2VideoTransformer3DModel(**TRANSFORMER_CONFIG).eval()
     torch.manual_seed(seed * 1000 + 4)
     connectors = LTX2TextConnectors(**CONNECTORS_CONFIG).eval()
-    torch.manual_seed(seed * 1000 + 5)
-    audio_vae = AutoencoderKLLTX2Audio(**AUDIO_VAE_CONFIG).eval()
-    torch.manual_seed(seed * 1000 + 6)
-    vocoder = LTX2Vocoder(in_channels=AUDIO_VAE_CONFIG["output_channels"]
-                          * AUDIO_VAE_CONFIG["mel_bins"], **VOCODER_CONFIG).eval()
+    audio_vae, vocoder = build_sound_components(seed)
     scheduler = FlowMatchEulerDiscreteScheduler(**SCHEDULER)
     return dict(transformer=transformer, vae=vae, audio_vae=audio_vae, text_encoder=text_encoder,
                 tokenizer=tokenizer, connectors=connectors, vocoder=vocoder,
