@@ -450,6 +450,7 @@ def serve(args: argparse.Namespace, workspace: Path, models_dir: Path | None,
         runner = slurm_runner(args, workspace)
         if runner is None:
             return EXIT_NO_SLURM
+        runner.probe_storage()  # a tiny job checks the nodes share the runs folder
     else:
         runner = Runner(workspace)
     runner.watch()

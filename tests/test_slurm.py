@@ -10,26 +10,26 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from backend.config.presets import load_preset
 from backend.config.validation import validate
 from backend.core.progress import read_events
-from backend.core.rundir import RunDir
+from backend.core.rundir import ProbeFiles, RunDir
 from backend.jobs.slurm import (SlurmError, SlurmExecutor, SlurmOptions, check_cluster,
                                 gres_gpus, sbatch_script, sbatch_test_only,
                                 scheduler_diagnosis, stage_nodes, write_sbatch)
 from backend.jobs import slurm_launch
 from backend.jobs.slurm_launch import with_rank_flags
 from backend.planning.plan import StagePlan, plan_run
-from backend.jobs.slurm_runs import SlurmRunner
+from backend.jobs.slurm_runs import SlurmRunner, StorageProbe
 from tests.harness.slurm import demo, slurm_cluster  # noqa: F401  (the session's cluster fixture)
-from webui import jobs, services
+from webui import jobs
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[1]
@@ -236,6 +236,29 @@ def test_the_script_of_a_two_node_run(tmp_path):
     assert f"-m backend.jobs.slurm_launch --run-dir {run_dir} --stage train" in text
 
 
+def test_the_two_by_eight_preset_is_one_two_node_eight_gpu_job(tmp_path):
+    """``presets/qwen_image_slurm_2x8.yaml``: the low-VRAM recipe as one job of 2 nodes x 8
+    GPUs, its executor fields set; training on both nodes, the other stages on the first."""
+    cfg = validate({**load_preset("qwen_image_slurm_2x8").to_dict(),
+                    "dataset_base_path": str(tmp_path / "data")})
+    low = load_preset("qwen_image_low_vram")
+    assert (cfg.zero_stage, cfg.offload_param_device, cfg.offload_optimizer_device) == \
+        (low.zero_stage, low.offload_param_device, low.offload_optimizer_device)
+    opts = SlurmOptions.from_config(cfg, SlurmOptions(partition="gpu"))
+    assert opts.problems() == []
+    run_dir = (tmp_path / "run").resolve()
+    stages = plan_run(cfg, run_dir, cuda=True)
+    assert [stage_nodes(p) for p in stages] == [1, 2, 1]
+    text = sbatch_script(stages, run_dir, opts, "r2x8").splitlines()
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --partition=gpu",
+                 "#SBATCH --gpus-per-node=8", "#SBATCH --time=2-00:00:00",
+                 "#SBATCH --cpus-per-task=64", "#SBATCH --mem=256G", "#SBATCH --requeue",
+                 "#SBATCH --signal=TERM@120"):
+        assert line in text, line
+    assert any(ln.startswith("srun --nodes=2 --ntasks=2 --ntasks-per-node=1 ") and
+               "--job-name=train" in ln for ln in text)
+
+
 def test_machines_packed_onto_one_node(tmp_path):
     """``machines_per_node``: two launchers (two srun tasks, two machine ranks) on one
     node, for CPU runs; with GPUs it is refused (each launcher would see every GPU)."""
@@ -440,65 +463,84 @@ def train_steps(run_dir: Path) -> list[list[int]]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_the_cpu_demo_through_slurm_from_the_page_services(slurm_cluster, tmp_path):
-    ws = tmp_path / "ws"
-    runner = SlurmRunner(ws, executor="slurm", server=SlurmOptions(partition="debug"),
-                         stop_grace_s=90)
-    where = SimpleNamespace(runner=runner, workspace=ws, models_dir=None)
-    # The demo, shorter: 24 steps, a checkpoint every 8, small renders. Left at
-    # executor local, as the form sends it: the server sends it to SLURM.
-    cfg = demo(tmp_path, dataset_repeat=3, num_epochs=1, save_steps=8, sample_steps=4)
-    run_id = services.start_run(where, cfg, None, name="demo on slurm")
-    run = runner.get_run(run_id)
-    job = run["slurm_job_id"]
-    assert job and job.isdigit(), run
-    assert RunDir(Path(run["run_dir"])).sbatch.is_file()
-    assert "executor: slurm" in run["config_yaml"] and "slurm_partition: debug" in \
-        run["config_yaml"]
-    ids = slurm_cluster.run(["squeue", "-h", "-o", "%i"]).stdout.split() + \
-        slurm_cluster.run(["sacct", "--completion", "-n", "-X", "-o", "JobID"],
-                          check=False).stdout.split()
-    assert job in ids or runner.get_run(run_id)["status"] != "queued"
+@pytest.mark.timeout(900)
+def test_the_cpu_demo_through_slurm_in_the_browser(slurm_cluster, browser, tmp_path):
+    """A server started with ``launch.py --executor slurm --slurm-partition debug``, used in
+    Chromium as a person would: the Training tab shows the job script and the shared-storage
+    probe (ok: this node wrote, the server read back), Start sends the CPU demo (24 steps, a
+    checkpoint every 8, small renders) to SLURM as a job whose id the Run tab shows, its log
+    tails there, Stop saves the state at its step, Resume finishes at the last step in a new
+    job, the samples render."""
+    pytest.importorskip("playwright.sync_api")
+    from playwright.sync_api import expect
+    from tests.harness.app import AppServer
+    from tests.harness.browser import RUN_ID, STEP_S, field, md, new_page, tab
 
-    # Training runs on the node: its log tails from the run folder, progress counts steps.
-    wait_for(lambda: (runner.progress(run_id).get("stage") == "train"
-                      and (runner.progress(run_id).get("step") or 0) >= 3), 300,
-             "training to pass step 3")
-    live = runner.get_run(run_id)
-    assert live["status"] == "running" and live["current_stage"] == "train"
-    assert [s["status"] for s in live["stages"]] == ["succeeded", "running", "queued"]
-    assert "running as SLURM job" in str(live["note"])
-    text, offset = runner.tail_log(run_id, "train", 0)
-    assert f"SLURM job {job} step" in text and offset > 0
+    server = AppServer(tmp_path, "--executor", "slurm", "--slurm-partition", "debug")
+    page = new_page(browser, server.url)
+    run_id = None
+    try:
+        tab(page, "training")
+        # A tiny step takes well under a second: enough of them that Stop lands mid-run.
+        for name, value in (("max_train_steps", "400"), ("save_steps", "100"),
+                            ("sample_steps", "4")):
+            field(page, name).fill(value)
+            field(page, name).press("Tab")
+        expect(field(page, "max_train_steps")).to_have_value("400")
+        page.click("#gen-tab-sbatch-button")
+        expect(page.locator("#gen-sbatch")).to_contain_text("#SBATCH --partition=debug")
+        expect(md(page, "storage-probe")).to_contain_text(
+            "shared storage: ok, the file the probe job", timeout=STEP_S * 1000)
+        assert slurm_cluster.host in md(page, "storage-probe").inner_text()
 
-    runner.stop(run_id, wait=True)  # what the Run tab's Stop calls
-    stopped = runner.get_run(run_id)
-    assert stopped["status"] == "stopped", (stopped, runner.last_lines(run_id, "train", 30))
-    assert [s["status"] for s in stopped["stages"]] == ["succeeded", "stopped", "skipped"]
-    assert stopped["stages"][1]["exit_code"] == 143 and stopped["resumable"]
-    files = RunDir(Path(stopped["run_dir"]))
-    assert files.has_state()
-    (first,) = train_steps(files.run_dir)
-    saved = first[-1]
-    assert 3 <= saved < 24
+        tab(page, "run")
+        page.click("#run-start")
+        expect(md(page, "run-message")).to_contain_text("Started run", timeout=STEP_S * 1000)
+        run_id = RUN_ID.search(md(page, "run-message").inner_text()).group(0)
+        ws = server.workspace
+        run = SlurmRunner(ws, auto_start=False).get_run(run_id)
+        job = run["slurm_job_id"]
+        assert job and job.isdigit() and "executor: slurm" in run["config_yaml"]
+        assert "max_train_steps: 400" in run["config_yaml"]
+        expect(md(page, "run-current")).to_contain_text(f"SLURM job {job}",
+                                                        timeout=STEP_S * 1000)
+        page.wait_for_function(
+            "() => /stage train · step ([3-9]|[1-9]\\d+) \\//.test("
+            "document.querySelector('#run-progress .zl-stats')?.innerText || '')",
+            timeout=300_000)
+        expect(md(page, "run-current")).to_contain_text(f"running as SLURM job {job}")
+        assert f"SLURM job {job} step" in page.locator("#run-log textarea").input_value()
 
-    again = services.resume_run(where, stopped, None)
-    assert again == run_id
-    resumed = runner.get_run(run_id)
-    assert resumed["slurm_job_id"] not in (None, job) and resumed["attempt"] == 2
-    done = runner.wait(run_id, timeout=420)
-    assert done["status"] == "succeeded", (done, runner.last_lines(run_id, "train", 30),
-                                           runner.last_lines(run_id, "sample", 30))
-    assert [s["status"] for s in done["stages"]] == ["succeeded"] * 3
-    assert [(a["attempt"], a["status"]) for a in done["attempts"]] == [(1, "stopped")]
-    first, later = train_steps(files.run_dir)
-    assert later[0] == saved + 1 and later[-1] == 24, (first, later)
-    assert "already succeeded (an earlier job): skipped" in \
-        files.log("slurm").read_text() + files.log("data_process").read_text()
-    images, titles, cols = jobs.grid(done)
-    assert images and cols >= 2, titles
-    assert all(Path(p).is_file() for p, _ in images)
+        page.click("#run-stop")
+        expect(md(page, "run-message")).to_contain_text("Stopping", timeout=STEP_S * 1000)
+        expect(md(page, "run-current")).to_contain_text("stopped", timeout=300_000)
+        expect(md(page, "run-current")).to_contain_text("can be resumed", timeout=STEP_S * 1000)
+        files = RunDir(Path(run["run_dir"]))
+        assert files.has_state()
+        (first,) = train_steps(files.run_dir)
+        saved = first[-1]
+        assert 3 <= saved < 400
+
+        page.click("#run-resume")
+        expect(md(page, "run-message")).to_contain_text("Resumed run", timeout=STEP_S * 1000)
+        expect(md(page, "run-current")).to_contain_text("succeeded", timeout=420_000)
+        done = SlurmRunner(ws, auto_start=False).get_run(run_id)
+        assert done["slurm_job_id"] not in (None, job) and done["attempt"] == 2
+        assert [s["status"] for s in done["stages"]] == ["succeeded"] * 3
+        first, later = train_steps(files.run_dir)
+        assert later[0] == saved + 1 and later[-1] == 400, (first, later)
+        page.wait_for_function("() => document.querySelectorAll('#run-samples img').length >= 1",
+                               timeout=STEP_S * 1000)
+        images, titles, cols = jobs.grid(done)
+        assert images and cols >= 2 and all(Path(p).is_file() for p, _ in images), titles
+    except BaseException:
+        print(server.log()[-6000:])
+        raise
+    finally:
+        page.context.close()
+        server.stop()
+        if run_id:
+            slurm_cluster.run(["scancel", f"--name=zerolora-{run_id}"], check=False)
 
 
 def task_lines(log_text: str) -> list[tuple[int, int, int, int]]:
@@ -553,12 +595,13 @@ def test_a_stage_killed_with_scancel_kill_is_diagnosed_and_resumes_to_the_end(
         slurm_cluster, tmp_path):
     ws = tmp_path / "ws"
     runner = SlurmRunner(ws, server=SlurmOptions(partition="debug"))
-    # 16 steps, a checkpoint (LoRA + resume state) every 4; no samples.
-    cfg = demo(tmp_path, executor="slurm", dataset_repeat=2, num_epochs=1, save_steps=4,
+    # 200 steps (a tiny step takes well under a second), a checkpoint (LoRA + resume state)
+    # every 20; no samples.
+    cfg = demo(tmp_path, executor="slurm", max_train_steps=200, save_steps=20,
                stages=["data_process", "train"])
     run_id = runner.submit(cfg, owner="alice")
     files = RunDir(Path(runner.get_run(run_id)["run_dir"]))
-    wait_for(lambda: files.has_state() and (runner.progress(run_id).get("step") or 0) >= 6,
+    wait_for(lambda: files.has_state() and (runner.progress(run_id).get("step") or 0) >= 25,
              400, "training past its first checkpoint")
     job = runner.get_run(run_id)["slurm_job_id"]
     slurm_cluster.run(["scancel", "--signal=KILL", train_step_of(slurm_cluster, job)])
@@ -584,7 +627,7 @@ def test_a_stage_killed_with_scancel_kill_is_diagnosed_and_resumes_to_the_end(
     events, _ = read_events(files.progress)
     saved = max(e["step"] for e in events if e.get("stage") == "train"
                 and e["event"] == "checkpoint")
-    assert saved % 4 == 0 and saved < before[-1] < 16
+    assert saved % 20 == 0 and saved < before[-1] < 200
 
     runner.resume(run_id)
     assert runner.get_run(run_id)["slurm_job_id"] != job
@@ -592,6 +635,93 @@ def test_a_stage_killed_with_scancel_kill_is_diagnosed_and_resumes_to_the_end(
     assert done["status"] == "succeeded", (done, runner.last_lines(run_id, "train", 30))
     assert [s["status"] for s in done["stages"]] == ["succeeded"] * 2
     _, later = train_steps(files.run_dir)
-    assert later[0] == saved + 1 and later[-1] == 16, (before, later)
+    assert later[0] == saved + 1 and later[-1] == 200, (before, later)
     assert "already succeeded (an earlier job): skipped" in \
         files.log("slurm").read_text() + files.log("data_process").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_job_requeued_by_slurm_resumes_from_its_checkpoint_by_itself(slurm_cluster,
+                                                                        tmp_path):
+    """``scontrol requeue`` (what preemption with PreemptMode=REQUEUE does): SLURM sends the
+    steps SIGTERM (training saves its state), puts the job back in the queue and runs its
+    script again with SLURM_RESTART_COUNT=1; stage 1 is skipped and training continues from
+    the saved state to its last step, in the same job, without a Resume."""
+    ws = tmp_path / "ws"
+    runner = SlurmRunner(ws, server=SlurmOptions(partition="debug"))
+    # 200 steps (a tiny step takes well under a second), a checkpoint (LoRA + resume state)
+    # every 20; no samples.
+    cfg = demo(tmp_path, executor="slurm", max_train_steps=200, save_steps=20,
+               stages=["data_process", "train"], slurm_time_limit="30")
+    run_id = runner.submit(cfg, owner="alice")
+    files = RunDir(Path(runner.get_run(run_id)["run_dir"]))
+    assert "#SBATCH --requeue" in files.sbatch.read_text().splitlines()
+    assert "#SBATCH --signal=TERM@120" in files.sbatch.read_text().splitlines()
+    # No earlier SLURM run measured this setting: the limit is accepted, with a note.
+    note = runner.get_run(run_id)["stages"][1]["note"]
+    assert note.code == "slurm.time_unchecked" and "could not be checked" in note
+    wait_for(lambda: files.has_state() and (runner.progress(run_id).get("step") or 0) >= 25,
+             400, "training past its first checkpoint")
+    job = runner.get_run(run_id)["slurm_job_id"]
+    slurm_cluster.run(["scontrol", "requeue", job])
+
+    back = wait_for(lambda: (lambda r: r if r["status"] == "queued" else None)(
+        runner.get_run(run_id)), 60, "the run back in the queue", poll=0.5)
+    assert back["note"].code == "slurm.requeued", back["note"]
+    assert "requeued by SLURM (restart 1" in back["note"] and \
+        "resumes from its last saved state by itself" in back["note"]
+    assert [s["status"] for s in back["stages"]] == ["succeeded", "queued"]
+
+    done = runner.wait(run_id, timeout=420)
+    assert done["status"] == "succeeded", (done, runner.last_lines(run_id, "train", 30))
+    assert done["slurm_job_id"] == job and done["attempt"] == 1  # no Resume: the same job
+    assert done["note"].code == "slurm.ended_requeued" and "after 1 requeue(s)" in done["note"]
+    assert [s["status"] for s in done["stages"]] == ["succeeded"] * 2
+    before, later = train_steps(files.run_dir)
+    events, _ = read_events(files.progress)
+    checkpoints = [e["step"] for e in events if e.get("stage") == "train"
+                   and e["event"] == "checkpoint" and e["step"] <= before[-1]]
+    assert checkpoints and checkpoints[0] == 20
+    # From the state saved on SIGTERM (the step it reached) or, had the save not finished
+    # within KillWait, from the last checkpoint: never from the start.
+    assert later[0] - 1 in (before[-1], checkpoints[-1]) and later[0] > 20, (before, later)
+    assert later[-1] == 200
+    batch = files.log("slurm").read_text()
+    assert f"job {job} (restart 1): stage data_process starts" in batch
+    assert "already succeeded (an earlier job): skipped" in \
+        batch + files.log("data_process").read_text()
+    assert f"SLURM job {job} step" in files.log("train").read_text() and \
+        "restart 1) started" in files.log("train").read_text()
+
+
+@pytest.mark.slow
+def test_the_storage_probe_reads_back_what_a_node_wrote_or_warns(slurm_cluster, tmp_path):
+    """The probe job of the shared-storage check: pending while the only node is busy (the
+    page shows it), a warning when the job ran but its file is not there (its folder
+    removed before it ran, as on a node that does not mount it), ok when it reads back."""
+    ws = tmp_path / "ws"
+    blocker = slurm_cluster.run(["sbatch", "--parsable", "--exclusive", "-N", "1",
+                                 "-o", "/dev/null", "--wrap", "sleep 60"]).stdout.strip()
+    wait_for(lambda: slurm_cluster.run(["squeue", "-h", "-j", blocker, "-o", "%T"]
+                                       ).stdout.strip() == "RUNNING", 60, "the blocker runs")
+    probe = StorageProbe(ws, SlurmOptions(partition="debug"), poll_s=0.2, visible_wait_s=1)
+    assert probe.state()["state"] == "idle"
+    pending = wait_for(lambda: (lambda s: s if s["state"] == "pending" and s["text"].params
+                                .get("reason") != "submitted" else None)(probe.start().state()),
+                       30, "the probe waits in the queue")
+    assert pending["text"].code == "slurm.probe_pending" and pending["job_id"].isdigit()
+    assert "pending" in pending["text"] and "not held back" in pending["text"]
+    files = ProbeFiles.of(ws)
+    assert files.script.is_file() and "#SBATCH --partition=debug" in files.script.read_text()
+    shutil.rmtree(files.folder)  # the node will not find the folder
+    slurm_cluster.run(["scancel", blocker])
+    said = probe.wait(90)
+    assert said["state"] == "missing", said
+    assert said["text"].code == "slurm.probe_missing" and "Warning" in said["text"]
+    assert pending["path"] in said["text"] and str(ws / "runs") in said["text"]
+
+    again = StorageProbe(ws, SlurmOptions(partition="debug"), poll_s=0.2).start().wait(90)
+    assert again["state"] == "ok", again
+    assert again["node"] == slurm_cluster.host and slurm_cluster.host in again["text"]
+    assert not list(files.folder.glob("answer-*"))  # read back, then removed

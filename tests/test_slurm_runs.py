@@ -1,10 +1,11 @@
 """Runs sent to SLURM by the app's runner (``backend.jobs.slurm_runs``): the run schema's
-SLURM fields, the history's job id, the refusals. The runs on the real one-node SLURM (the
-CPU demo through the services the page calls, two processes under srun, a killed step)
-are in ``tests/test_slurm.py``, beside the other cluster tests: one test worker starts the
+SLURM fields, the history's job id, the refusals, the time limit against measured step
+times. The runs on the real one-node SLURM (the CPU demo in the browser, two processes under
+srun, a killed step, a requeued job, the storage probe) are in ``tests/test_slurm.py``, beside the other cluster tests: one test worker starts the
 one cluster (its ports are fixed)."""
 from __future__ import annotations
 
+import json
 import sqlite3
 import sys
 
@@ -15,8 +16,8 @@ from backend.config.errors import ConfigError
 from backend.core.rundir import RunDir
 from backend.jobs.history import connect, init_db
 from backend.jobs.runner import Runner, RunnerError
-from backend.jobs.slurm import SlurmOptions, sbatch_script
-from backend.jobs.slurm_runs import SlurmRunner
+from backend.jobs.slurm import SlurmOptions, sbatch_script, slurm_seconds
+from backend.jobs.slurm_runs import SlurmRunner, planned_steps, time_limit_check
 from backend.planning.plan import plan_run
 from tests.harness.slurm import demo
 from webui.app import create_app
@@ -123,6 +124,9 @@ def test_the_form_follows_the_servers_executor(tmp_path, monkeypatch):
     assert form.components["slurm_partition"].visible
     assert form.components["slurm_partition"].value == "debug"
     assert c["gen_tab_sbatch"].visible
+    # The shared-storage probe's line beside the job script (not started: no run yet).
+    assert "shared storage: not checked yet" in training.probe_markdown(runner)
+    assert "共享存储" in training.probe_markdown(runner)
     cfg = demo(tmp_path)  # what a preset fills in: the server's executor is added on send
     files = training.preview_files(cfg, ws, runner)
     script = files[training.GEN_SBATCH]
@@ -142,7 +146,7 @@ def test_the_form_follows_the_servers_executor(tmp_path, monkeypatch):
     app = create_app(local, tmp_path / "ws2")
     form, c = app.zerolora_ctx.form, app.zerolora_ctx.c
     assert form.defaults["executor"] == "local" and not form.components["slurm_partition"].visible
-    assert not c["gen_tab_sbatch"].visible
+    assert not c["gen_tab_sbatch"].visible and training.probe_markdown(local) == ""
     values = {n: comp.value for n, comp in form.components.items()}
     assert form.check(form.event_inputs(values))[2] == []
     values.update(executor="slurm", slurm_partition="gpu")
@@ -151,6 +155,70 @@ def test_the_form_follows_the_servers_executor(tmp_path, monkeypatch):
     assert problems[0].startswith("executor: this server runs the stages itself")
     assert "--executor slurm" in problems[0] and "`executor`" in problems[0].text("zh")
     assert training.GEN_SBATCH not in training.preview_files(demo(tmp_path), tmp_path, local)
+
+
+def measuring_run(runner: SlurmRunner, tmp_path, cfg, s_per_step: float) -> str:
+    """An earlier SLURM run in the history (recorded as the runner records one, job 4242)
+    whose progress file shows stage 1 taking 30 s, training starting 20 s before its first
+    step and 10 steps ``s_per_step`` apart."""
+    run_dir = tmp_path / "measured"
+    stages = plan_run(cfg, run_dir, cuda=False)
+    run_id = runner.submit_stages(stages, run_dir, RunDir(run_dir).run_yaml.read_text(),
+                                  owner="alice", slurm_job_id="4242")
+    t = 1_000_000.0
+    events = [("data_process", "start", t, {}), ("data_process", "end", t + 30,
+                                                 {"status": "succeeded"}),
+              ("train", "start", t + 31, {})]
+    events += [("train", "step", t + 51 + i * s_per_step, {"step": i + 1}) for i in range(10)]
+    RunDir(run_dir).progress.write_text("".join(
+        json.dumps({"time": at, "stage": stage, "event": kind, **more}) + "\n"
+        for stage, kind, at, more in events))
+    return run_id
+
+
+def test_a_time_limit_shorter_than_the_measured_steps_is_refused(tmp_path, monkeypatch):
+    """``slurm_time_limit`` against the seconds per step an earlier SLURM run of the same
+    family, resolution and DeepSpeed setting measured (its progress events): refused before
+    submission when shorter, naming the field and the figures; accepted with a note when
+    nothing like it was measured."""
+    ws = tmp_path / "ws"
+    runner = SlurmRunner(ws)
+    measured = measuring_run(runner, tmp_path, demo(tmp_path, executor="slurm"), 4.0)
+    # 100 steps x 4 s + 30 s stage 1 + 20 s start-up = 450 s (7.5 min).
+    short = demo(tmp_path, executor="slurm", max_train_steps=100, slurm_time_limit="7",
+                 stages=["data_process", "train"])
+    refusal, note = time_limit_check(ws, short)
+    assert note is None and refusal.code == "slurm.time_too_short"
+    assert refusal.startswith("slurm_time_limit: shorter than the run needs (got 7, 420 s;")
+    assert "about 00:07:30 or more: 100 steps x 4.0 s a step" in refusal
+    assert f"as run {measured} measured over 9 steps" in refusal and "plus 50 s" in refusal
+    assert "`slurm_time_limit`" in refusal.text("zh")
+    # Refused by the runner before anything is submitted, with the other problems.
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(RunnerError) as e:
+        runner.submit(short, owner="alice")
+    assert [p.code for p in e.value.problems] == ["slurm.no_sbatch", "slurm.time_too_short"]
+    monkeypatch.undo()
+
+    refusal, note = time_limit_check(ws, short.model_copy(update={"slurm_time_limit": "8"}))
+    assert refusal is None and note.code == "slurm.time_checked" and "about 00:07:30" in note
+    # Without stage 1 its 30 s are not counted: 7 minutes are enough.
+    trained_only = short.model_copy(update={"stages": ["train"]})
+    assert time_limit_check(ws, trained_only)[0] is None
+    # Another resolution, another DeepSpeed setting: not measured, accepted with a note.
+    for other in (demo(tmp_path, executor="slurm", max_train_steps=100, slurm_time_limit="7",
+                       height=128, width=128),
+                  demo(tmp_path, executor="slurm", max_train_steps=100, slurm_time_limit="7",
+                       zero_stage=2)):
+        refusal, note = time_limit_check(ws, other)
+        assert refusal is None and note.code == "slurm.time_unchecked"
+        assert note.startswith("slurm_time_limit 7 could not be checked")
+    # The steps follow from the dataset when max_train_steps is empty (8 images x 2).
+    assert planned_steps(demo(tmp_path, executor="slurm", dataset_repeat=2, num_epochs=1)) == 16
+    assert time_limit_check(ws, demo(tmp_path, executor="slurm")) == (None, None)  # no limit
+    assert [slurm_seconds(t) for t in ("90", "05:30", "1:00:00", "2-00", "1-01:02:03",
+                                       "UNLIMITED", "")] == \
+        [5400, 330, 3600, 172800, 90123, None, None]
 
 
 def test_an_older_history_gains_the_job_id_column(tmp_path):

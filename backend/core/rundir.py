@@ -98,6 +98,12 @@ RENDERS = "renders"  # samples/renders/<job id>/: one Results-tab render, with i
 CAPTION_JOURNAL = "captioned.txt"
 # In the workspace.
 RUNS = "runs"
+# In runs/: the SLURM storage probe (backend/jobs/slurm_runs.py): its job script, the job's
+# log and the file the job writes on a node, named by the probe's token.
+STORAGE_PROBE = ".storage_probe"
+PROBE_SCRIPT = "probe.sbatch"
+PROBE_LOG = "probe.log"
+PROBE_ANSWER = "answer-{token}.txt"
 
 # Left out of the whole-run zip (paths relative to the run folder).
 ZIP_SKIP = (CACHE, f"{OUTPUT}/{STATE}", DOWNLOADS)
@@ -124,6 +130,29 @@ def new_run_id() -> str:
 def runs_root(workspace: str | os.PathLike) -> Path:
     """``{workspace}/runs``: where the runner makes a folder per run."""
     return Path(workspace) / RUNS
+
+
+@dataclass(frozen=True)
+class ProbeFiles:
+    """The SLURM storage probe's files, in the runs folder the nodes must share:
+    ``{workspace}/runs/.storage_probe/``."""
+
+    folder: Path
+
+    @classmethod
+    def of(cls, workspace: str | os.PathLike) -> "ProbeFiles":
+        return cls(runs_root(workspace) / STORAGE_PROBE)
+
+    @property
+    def script(self) -> Path:
+        return self.folder / PROBE_SCRIPT
+
+    @property
+    def log(self) -> Path:
+        return self.folder / PROBE_LOG
+
+    def answer(self, token: str) -> Path:
+        return self.folder / PROBE_ANSWER.format(token=token)
 
 
 def workspace_downloads(workspace: str | os.PathLike) -> Path:

@@ -23,7 +23,8 @@ more module of ``backend/jobs/``:
 ``status(job)`` -> ``JobStatus``
     Where it stands, in the history's words (``queued`` / ``running`` / ``succeeded`` /
     ``failed`` / ``stopped``) plus the scheduler's own facts: its state word, why it waits,
-    the nodes it runs on, its exit code, the current stage.
+    the nodes it runs on, its exit code, the current stage, how often the scheduler
+    restarted it (a job requeued by preemption resumes from its saved state by itself).
 ``log_path(job, stage)`` -> ``Path``
     The stage's log. Every executor writes the stage's output to the run folder's
     ``RunDir.log(stage)`` (on storage the nodes share), so tailing, progress and diagnosis
@@ -90,6 +91,7 @@ class JobStatus:
     signal: int | None = None              # the signal that ended it, where one did
     stage: str | None = None               # the stage running now, or the last one that ran
     text: Msg | None = None                # one line for people
+    restarts: int = 0                      # times the scheduler restarted it (requeued)
 
     @property
     def ended(self) -> bool:

@@ -33,9 +33,15 @@ variables and one block per stage::
 on the first node. Each stage's output goes to ``logs/<stage>.log`` as locally, the job's
 own lines to ``logs/slurm.log``; the run folder must be on storage the nodes share.
 
-The job is requeued on preemption (``--requeue``): the script runs again, the launcher skips
-a stage whose progress file says it succeeded and starts training from ``output/state``, so
-the run resumes from its last checkpoint by itself. ``resume`` submits the same script again.
+The job is requeued on preemption (``--requeue``): the script runs again (SLURM sets
+``SLURM_RESTART_COUNT``), the launcher skips a stage whose progress file says it succeeded
+and starts training from ``output/state``, so the run resumes from its last checkpoint by
+itself; ``status`` counts the restarts (``JobStatus.restarts``, from ``scontrol``'s
+``Restarts`` and the ``(restart N)`` lines of ``logs/slurm.log``) and says so. SLURM sends
+a preempted or requeued job's steps SIGTERM and kills them after ``KillWait`` (preemption:
+the partition's ``GraceTime``): training saves its state on SIGTERM. Before the time limit,
+``--signal=TERM@<term_before_limit_s>`` sends the steps SIGTERM early enough to save.
+``resume`` submits the same script again.
 
 Status comes from ``squeue`` while the job is queued or running, then from ``sacct``
 (accounting, or the job completion log with ``--completion`` where there is no accounting
@@ -50,8 +56,9 @@ stage's 143) or whose stage was killed (``scancel --signal=KILL <job>.<step>``: 
 with 137) is ``failed``, explained by ``scheduler_diagnosis``, and resumes as any failed run.
 
 The run's ``slurm_*`` fields become ``SlurmOptions`` (``SlurmOptions.from_config``); the
-app's runner follows these jobs in its history (``backend.jobs.slurm_runs``). Left for later:
-the background probe for shared storage, a time limit checked against the estimate.
+app's runner follows these jobs in its history (``backend.jobs.slurm_runs``), checks the
+time limit against measured step times (``time_limit_check`` there) and the shared storage
+with a probe job (``StorageProbe`` there; its script: ``probe_script`` here).
 """
 from __future__ import annotations
 
@@ -85,6 +92,10 @@ LAUNCH_MODULE = "backend.jobs.slurm_launch"
 TOOL_TIMEOUT_S = 30.0
 # A stage that exits with this code was stopped on request (SIGTERM; see backend/core/exits).
 STOPPED_EXIT = 143
+# The launcher's line when a SIGTERM came with little time left (``--signal=TERM@N``, the
+# time limit near): the stage's log then explains a 143 as the time limit, not a scancel.
+TIME_NEAR_LINE = "SIGTERM with the job's time limit near"
+TIME_NEAR_S = 900
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _JOB_ID = re.compile(r"^(\d+)(;\S+)?$", re.M)
@@ -119,6 +130,9 @@ class SlurmOptions:
     nccl_env: dict[str, str] = field(default_factory=dict)  # NCCL_SOCKET_IFNAME=ib0 ...
     python: str = sys.executable       # the Python on the nodes (after the set-up lines)
     requeue: bool = True               # preempted: back in the queue, resumed by itself
+    # Seconds before the time limit at which the stages get SIGTERM (``--signal=TERM@N``):
+    # training saves its state and ends before SLURM kills it.
+    term_before_limit_s: int = 120
     stop_grace_s: float = 120.0        # Stop: seconds after SIGTERM before scancel
     # The run's machines (accelerate's num_machines) that share a node: 1, one launcher per
     # node (a cluster); 2+ packs that many launchers, each its own srun task with its own
@@ -328,6 +342,8 @@ def sbatch_script(stages: list[StagePlan], run_dir: Path, options: SlurmOptions,
             "#SBATCH --open-mode=append",
             f"#SBATCH --chdir={REPO_ROOT}",
             "#SBATCH --requeue" if options.requeue else "#SBATCH --no-requeue"]
+    if options.term_before_limit_s > 0:
+        head.append(f"#SBATCH --signal=TERM@{int(options.term_before_limit_s)}")
     for flag, value in (("partition", options.partition), ("account", options.account),
                         ("qos", options.qos), ("time", options.time_limit),
                         ("constraint", options.constraint),
@@ -370,6 +386,30 @@ def sbatch_script(stages: list[StagePlan], run_dir: Path, options: SlurmOptions,
     return "\n".join(head + body) + "\n"
 
 
+def probe_script(options: SlurmOptions, answer: Path, log: Path, token: str) -> str:
+    """The storage probe's job (``backend.jobs.slurm_runs.StorageProbe``): one task on one
+    node of the run's partition writes ``<token> <node> <time>`` into ``answer``."""
+    head = ["#!/bin/bash",
+            "# ZeroLoRA storage probe: can the nodes write where this server reads the runs?",
+            "#SBATCH --job-name=zerolora-storage-probe",
+            "#SBATCH --nodes=1",
+            "#SBATCH --ntasks=1",
+            f"#SBATCH --output={log}",
+            "#SBATCH --time=5",
+            "#SBATCH --no-requeue"]
+    for flag, value in (("partition", options.partition), ("account", options.account),
+                        ("qos", options.qos), ("constraint", options.constraint)):
+        if value:
+            head.append(f"#SBATCH --{flag}={value}")
+    target = shlex.quote(str(answer))
+    body = ["", "set -e",
+            f"printf '%s %s %s\\n' {shlex.quote(token)} \"$(hostname -s)\" "
+            f"\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" > {target}.part",
+            f"mv {target}.part {target}",
+            f"echo \"{LOG_PREFIX} storage probe $SLURM_JOB_ID wrote {answer} on $(hostname -s)\""]
+    return "\n".join(head + body) + "\n"
+
+
 def sbatch_path(run_dir: Path) -> Path:
     return RunDir(Path(run_dir)).sbatch
 
@@ -392,6 +432,24 @@ def sbatch_test_only(script: Path) -> tuple[bool, str]:
 
 
 # ----------------------------------------------------------------------------- job facts
+def slurm_seconds(limit: str | None) -> int | None:
+    """A SLURM time (``90``, ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``,
+    ``D-HH:MM:SS``) in seconds; None for none, ``UNLIMITED`` or a malformed one."""
+    text = str(limit or "").strip()
+    if not text or not SLURM_TIME.match(text) or not text[0].isdigit():
+        return None
+    days, _, rest = text.rpartition("-")
+    parts = [int(x) for x in rest.split(":")]
+    if days:  # D-HH, D-HH:MM, D-HH:MM:SS
+        h, m, s = (parts + [0, 0])[:3]
+        return int(days) * 86400 + h * 3600 + m * 60 + s
+    if len(parts) == 1:   # minutes
+        return parts[0] * 60
+    if len(parts) == 2:   # MM:SS
+        return parts[0] * 60 + parts[1]
+    return parts[0] * 3600 + parts[1] * 60 + parts[2]
+
+
 def _exit(code: str | None) -> tuple[int | None, int | None]:
     """SLURM's ``ExitCode=code:signal``."""
     m = re.match(r"^(\d+):(\d+)$", code or "")
@@ -428,8 +486,33 @@ def job_facts(job_id: str) -> dict[str, str] | None:
         f = _fields(out.splitlines()[0])
         return {"State": f.get("JobState", "UNKNOWN"), "Reason": f.get("Reason", ""),
                 "NodeList": f.get("NodeList", ""), "ExitCode": f.get("ExitCode", ""),
-                "TimeLimit": f.get("TimeLimit", ""), "source": "scontrol"}
+                "TimeLimit": f.get("TimeLimit", ""), "Restarts": f.get("Restarts", ""),
+                "source": "scontrol"}
     return None
+
+
+def time_left(job_id: str) -> int | None:
+    """Seconds before the job's time limit (``squeue -o %L``); None without one."""
+    try:
+        rc, out = run_tool(["squeue", "-h", "-j", str(job_id), "-o", "%L"])
+    except SlurmError:
+        return None
+    return slurm_seconds(out.strip()) if rc == 0 else None
+
+
+def scontrol_restarts(job_id: str) -> int:
+    """How often SLURM restarted the job's batch script (``scontrol``'s ``Restarts``:
+    requeued by preemption, ``scontrol requeue``, a node failure); 0 when unknown."""
+    rc, out = run_tool(["scontrol", "-o", "show", "job", job_id])
+    m = re.search(r"\bRestarts=(\d+)", out) if rc == 0 else None
+    return int(m[1]) if m else 0
+
+
+def log_restarts(run_dir: Path, job_id: str) -> int:
+    """The highest ``(restart N)`` the job's script wrote into ``logs/slurm.log``."""
+    found = [int(m[1]) for ln in _batch_lines(run_dir, job_id)
+             for m in [re.search(r"\(restart (\d+)\)", ln)] if m]
+    return max(found, default=0)
 
 
 def _batch_lines(run_dir: Path, job_id: str) -> list[str]:
@@ -552,13 +635,23 @@ class SlurmExecutor(Executor):
         nodes = hostnames(facts["NodeList"]) if facts.get("NodeList") not in \
             (None, "", "(null)", "None assigned") else []
         reason = facts.get("Reason") if facts.get("Reason") not in (None, "", "None") else None
+        live = state in QUEUED_STATES or state in RUNNING_STATES
+        restarts = max(log_restarts(job.run_dir, job.job_id),
+                       int(facts["Restarts"]) if facts.get("Restarts", "").isdigit() else 0,
+                       scontrol_restarts(job.job_id) if live and
+                       facts.get("source") != "scontrol" else 0)
         if state in QUEUED_STATES:
+            text = Msg("slurm.queued", job=job.job_id, reason=reason or state) \
+                if not restarts else Msg("slurm.requeued", job=job.job_id, n=restarts,
+                                         reason=reason or state)
             return JobStatus(job.job_id, "queued", state, reason, [], stage=stage,
-                             text=Msg("slurm.queued", job=job.job_id, reason=reason or state))
+                             text=text, restarts=restarts)
         if state in RUNNING_STATES:
+            where = ", ".join(nodes) or facts.get("NodeList", "")
+            text = Msg("slurm.running", job=job.job_id, nodes=where) if not restarts else \
+                Msg("slurm.running_requeued", job=job.job_id, nodes=where, n=restarts)
             return JobStatus(job.job_id, "running", state, None, nodes, stage=stage,
-                             text=Msg("slurm.running", job=job.job_id,
-                                      nodes=", ".join(nodes) or facts.get("NodeList", "")))
+                             text=text, restarts=restarts)
         if stage_code is not None and stage_code != 0:
             code = stage_code
         if state == "COMPLETED" and (code or 0) == 0:
@@ -571,8 +664,11 @@ class SlurmExecutor(Executor):
             # (TIMEOUT ...), a stage that failed: failed, with a diagnosis (``failure``).
             status = "failed"
         shown = code if code is not None else "?"
+        text = Msg("slurm.ended", job=job.job_id, state=state, exit=shown) if not restarts \
+            else Msg("slurm.ended_requeued", job=job.job_id, state=state, exit=shown,
+                     n=restarts)
         return JobStatus(job.job_id, status, state, None, nodes, code, sig, stage,
-                         text=Msg("slurm.ended", job=job.job_id, state=state, exit=shown))
+                         text=text, restarts=restarts)
 
     def log_path(self, job: Job, stage: str) -> Path:
         """A stage's log; ``"slurm"``: the job's own output (``logs/slurm.log``)."""
@@ -635,8 +731,11 @@ class SlurmExecutor(Executor):
         end = last_end_event(RunDir(job.run_dir).progress, stage)
         summary = diagnosis.summarize(stage, st.exit_code, log_text,
                                       end_reason=end_reason(end))
-        found = scheduler_diagnosis(st.scheduler_state or "", facts, self.options,
-                                    exit_code=st.exit_code, job=job.job_id)
+        state = st.scheduler_state or ""
+        if st.exit_code == STOPPED_EXIT and TIME_NEAR_LINE in log_text:
+            state = "TIMEOUT"  # ended by --signal=TERM before the limit, its state saved
+        found = scheduler_diagnosis(state, facts, self.options, exit_code=st.exit_code,
+                                    job=job.job_id)
         if found is not None:
             # SLURM's account of a kill replaces the generic "killed from outside" one.
             summary["diagnoses"] = [found.to_dict()] + [

@@ -25,8 +25,9 @@ Requeued or resumed jobs: a stage whose progress file already says ``end{succeed
 skipped (exit 0), and the ``train`` stage continues from ``output/state`` when a state was
 saved (``--resume_from``), so a job requeued after preemption picks up where it was.
 
-SIGTERM / SIGINT (``scancel --signal=TERM``) are passed to the stage's process group: the
-stage saves and ends, and the launcher exits with the stage's code (143 when stopped) once
+SIGTERM / SIGINT (``scancel --signal=TERM``; ``--signal=TERM@N`` before the time limit, then
+the launcher says so in the log: ``TIME_NEAR_LINE``) are passed to the stage's process
+group: the stage saves and ends, and the launcher exits with the stage's code (143 when stopped) once
 every process of the group has ended (the training process outlives ``accelerate launch``
 while it saves).
 """
@@ -45,7 +46,8 @@ from backend.core.messages import Msg
 from backend.core.rundir import RunDir
 from backend.jobs.processes import become_subreaper, child_env, group_alive, start_stage
 from backend.jobs.runner import with_resume_from
-from backend.jobs.slurm import SlurmError, hostnames, is_accelerate_launch
+from backend.jobs.slurm import (TIME_NEAR_LINE, TIME_NEAR_S, SlurmError, hostnames,
+                                is_accelerate_launch, time_left)
 from backend.jobs.watch import LOG_PREFIX, STAGE_HEADER, last_end_event
 from backend.planning.plan import LAUNCH
 
@@ -187,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
                 pass
             break
         time.sleep(0.2)
+    if first and stopping:
+        left = time_left(str(facts["job_id"]))
+        if left is not None and left <= TIME_NEAR_S:
+            print(f"{LOG_PREFIX} {TIME_NEAR_LINE} ({left} s left, --signal=TERM): the "
+                  f"stage saved its state; Resume continues from it", flush=True)
     if first:
         print(f"{LOG_PREFIX} stage {opts.stage!r} exit code {rc}", flush=True)
     return 128 - rc if rc < 0 else rc

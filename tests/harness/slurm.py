@@ -63,6 +63,9 @@ def slurm_conf(folder: Path, host: str, cpus: int, memory_mb: int) -> str:
         f"SlurmctldPort={CTLD_PORT}",
         f"SlurmdPort={SLURMD_PORT}",
         "AuthType=auth/munge",
+        # A requeued job may start again once its old credentials expire (cred_expire + 1 s;
+        # SLURM's default is 120 s): short here, so the requeue test waits seconds.
+        "AuthInfo=cred_expire=20",
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "SelectType=select/cons_tres",

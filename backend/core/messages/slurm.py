@@ -71,6 +71,46 @@ EN: dict[str, str] = {
     "slurm.queued": "waiting in SLURM's queue (job {job}; reason: {reason:q})",
     "slurm.running": "running as SLURM job {job} on {nodes}",
     "slurm.ended": "SLURM job {job} ended: {state}, exit code {exit}",
+    "slurm.requeued":
+        "requeued by SLURM (restart {n}: preempted, or requeued by an admin), waiting in the "
+        "queue (job {job}; reason: {reason:q}); it resumes from its last saved state by itself",
+    "slurm.running_requeued":
+        "running as SLURM job {job} on {nodes}, restart {n} after a requeue (preemption): "
+        "finished stages skipped, training resumed from its last saved state",
+    "slurm.ended_requeued":
+        "SLURM job {job} ended: {state}, exit code {exit}, after {n} requeue(s) (each "
+        "resumed from the last saved state)",
+    # ---------------------------------------------------------------- the time limit
+    "slurm.time_too_short":
+        "slurm_time_limit: shorter than the run needs (got {got}, {limit_s} s; allowed about "
+        "{need} or more: {steps} steps x {s_per_step} s a step, as run {run} measured over "
+        "{measured} steps with the same family, resolution and DeepSpeed setting, plus "
+        "{extra_s} s for stage 1, samples and start-up)",
+    "slurm.time_checked":
+        "slurm_time_limit {got} covers the estimate (about {need}: {steps} steps x "
+        "{s_per_step} s a step as run {run} measured, plus {extra_s} s for the other stages)",
+    "slurm.time_unchecked":
+        "slurm_time_limit {got} could not be checked: no earlier SLURM run with the same "
+        "family, resolution and DeepSpeed setting has measured seconds per step ({steps} "
+        "steps planned); this run measures them for the next",
+    "slurm.time_unchecked_steps":
+        "slurm_time_limit {got} could not be checked: the number of steps is not known "
+        "before the dataset can be read here (set max_train_steps to have it checked)",
+    # ---------------------------------------------------------------- the storage probe
+    "slurm.probe_idle": "shared storage: not checked yet (the first SLURM run checks it)",
+    "slurm.probe_pending":
+        "shared storage: pending, the probe job {job} waits in SLURM's queue (reason: "
+        "{reason:q}); runs are not held back for it",
+    "slurm.probe_running": "shared storage: the probe job {job} runs",
+    "slurm.probe_ok":
+        "shared storage: ok, the file the probe job {job} wrote on node {node} at {written} "
+        "is readable here",
+    "slurm.probe_missing":
+        "Warning: shared storage: the probe job {job} ran on {node} (ended {state}) but its "
+        "file {path} is not visible here. The nodes must mount the runs folder {folder} (and "
+        "the models folder) at the same path as this server, or runs sent to SLURM cannot "
+        "read their config, write logs or checkpoints where the page looks.",
+    "slurm.probe_refused": "shared storage: the probe job could not be submitted: {why}",
     # ---------------------------------------------------------------- end states explained
     "slurm.timeout": "The job reached its time limit (TIMEOUT)",
     "slurm.timeout_explained":
@@ -186,6 +226,38 @@ ZH: dict[str, str] = {
     "slurm.queued": "在 `SLURM` 队列中等待（作业 {job}；原因：{reason:q}）",
     "slurm.running": "作为 `SLURM` 作业 {job} 在 {nodes} 上运行",
     "slurm.ended": "`SLURM` 作业 {job} 已结束：{state}，退出码 {exit}",
+    "slurm.requeued":
+        "已被 `SLURM` 重新排队（第 {n} 次重启：被抢占，或由管理员重新排队），在队列中等待（作业 {job}；"
+        "原因：{reason:q}）；它会自动从最后保存的状态继续",
+    "slurm.running_requeued":
+        "作为 `SLURM` 作业 {job} 在 {nodes} 上运行，重新排队（抢占）后的第 {n} 次重启："
+        "已完成的阶段被跳过，训练从最后保存的状态继续",
+    "slurm.ended_requeued":
+        "`SLURM` 作业 {job} 已结束：{state}，退出码 {exit}，其间重新排队 {n} 次（每次都从最后保存的状态继续）",
+    # ---------------------------------------------------------------- the time limit
+    "slurm.time_too_short":
+        "`slurm_time_limit`：短于本次运行所需（得到 {got}，即 {limit_s} 秒；至少约需 {need}：{steps} 步 × "
+        "每步 {s_per_step} 秒，这是运行 {run} 在相同模型系列、分辨率和 `DeepSpeed` 设置下用 {measured} 步测得的，"
+        "另加 {extra_s} 秒用于第一阶段、样图和启动）",
+    "slurm.time_checked":
+        "`slurm_time_limit` {got} 足够（估计约需 {need}：{steps} 步 × 每步 {s_per_step} 秒，由运行 {run} 测得，"
+        "另加 {extra_s} 秒用于其他阶段）",
+    "slurm.time_unchecked":
+        "无法检查 `slurm_time_limit` {got}：此前没有相同模型系列、分辨率和 `DeepSpeed` 设置的 `SLURM` 运行"
+        "测得每步秒数（计划 {steps} 步）；本次运行会为下一次测出它",
+    "slurm.time_unchecked_steps":
+        "无法检查 `slurm_time_limit` {got}：在这里读不到数据集，不知道步数（设置 `max_train_steps` 即可检查）",
+    # ---------------------------------------------------------------- the storage probe
+    "slurm.probe_idle": "共享存储：尚未检查（第一次 `SLURM` 运行时检查）",
+    "slurm.probe_pending":
+        "共享存储：等待中，探测作业 {job} 在 `SLURM` 队列中等待（原因：{reason:q}）；运行不会因此被耽搁",
+    "slurm.probe_running": "共享存储：探测作业 {job} 正在运行",
+    "slurm.probe_ok": "共享存储：正常，探测作业 {job} 在节点 {node} 上于 {written} 写下的文件在这里可以读到",
+    "slurm.probe_missing":
+        "警告：共享存储：探测作业 {job} 在 {node} 上运行过（以 {state} 结束），但它的文件 {path} "
+        "在这里看不到。各节点必须以与本服务器相同的路径挂载运行文件夹 {folder}（以及模型文件夹），"
+        "否则发往 `SLURM` 的运行无法读取配置，也无法把日志和检查点写到页面读取的位置。",
+    "slurm.probe_refused": "共享存储：探测作业无法提交：{why}",
     # ---------------------------------------------------------------- end states explained
     "slurm.timeout": "作业到达了时间上限（`TIMEOUT`）",
     "slurm.timeout_explained":
