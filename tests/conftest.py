@@ -36,6 +36,30 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+# Modules whose parametrized tests are a work unit per parameter on the test workers instead of
+# one for the whole module: their shared fixtures are per parameter (``family_runs`` builds
+# each family's model, cache and LoRA on first use), so a family's tests stay together and the
+# families spread over the workers, instead of one worker running every family after the other.
+SPLIT_BY_PARAMETER = ("tests/test_every_family.py",)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (tests/run.sh), with ``SPLIT_BY_PARAMETER``'s modules split."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoadFileSplitScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            if module in SPLIT_BY_PARAMETER and nodeid.endswith("]") and "[" in nodeid:
+                return f"{module}[{nodeid.split('[', 1)[1]}"
+            return super()._split_scope(nodeid)
+
+    return LoadFileSplitScheduling(config, log)
+
+
 @pytest.fixture(scope="session")
 def models_root(tmp_path_factory) -> Path:
     from backend.families.qwen_image.tiny import build_tiny_qwen_image
