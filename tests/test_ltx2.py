@@ -24,6 +24,18 @@ With sound:
 - stage 1 caches the audio latents, stage 2 trains the audio branch (a LoRA the video-only
   loss leaves at zero), and a sample is an MP4 with an audio stream PyAV reads back.
 
+Conditioned (``condition.py``):
+
+- the reference's LTX-2.3-I2AV and LTX-2-T2AV-IC-LoRA scripts import with their
+  repackaged files named as the diffusers repositories' components;
+- an IC-LoRA row without its reference video (or with a missing file, or a downsample
+  factor that does not fit) is refused before any stage, naming the row;
+- image-to-video with sound: the first latent frame is the clip's first frame encoded
+  alone, clean at timestep 0 and out of the loss; a sample renders through
+  ``LTX2ImageToVideoPipeline``;
+- IC-LoRA: the reference's latents are clean tokens after the clip's, at timestep 0 and
+  out of the loss; a clip renders through ``LTX2InContextPipeline``.
+
 The video-only model, the clips, the cache and the trained LoRA are the session's
 (``family_runs``, tests/harness/families.py), shared with the common checks of
 tests/test_every_family.py; the run with sound is this module's (``t2av_run``).
@@ -530,3 +542,385 @@ def test_a_t2av_sample_is_an_mp4_with_an_audio_stream(t2av_run, tmp_path):
     wave, rate = read_clip_sound(written[0])
     assert rate == pipe.vocoder.config.output_sampling_rate == 16000
     assert wave.shape[0] == 2 and abs(wave.shape[1] / rate - 9 / 24) < 0.15
+
+
+# ------------------------------------------------------------------------------------------
+# Image-to-video (extra_inputs input_image) and IC-LoRA (in_context_videos)
+# ------------------------------------------------------------------------------------------
+# The reference's lora/LTX-2.3-I2AV-splited.sh and lora/LTX-2-T2AV-IC-LoRA-splited.sh, the
+# script path changed.
+REFERENCE_I2AV = """modelscope download --dataset DiffSynth-Studio/diffsynth_example_dataset --include "ltx2/LTX-2.3-I2AV-splited/*" --local_dir ./data/diffsynth_example_dataset
+
+# Splited Training
+accelerate launch backend/stages/train.py \\
+  --dataset_base_path data/diffsynth_example_dataset/ltx2/LTX-2.3-I2AV-splited \\
+  --dataset_metadata_path data/diffsynth_example_dataset/ltx2/LTX-2.3-I2AV-splited/metadata.csv \\
+  --data_file_keys "video,input_audio" \\
+  --extra_inputs "input_audio,input_image" \\
+  --height 512 \\
+  --width 768 \\
+  --num_frames 121 \\
+  --dataset_repeat 1 \\
+  --model_id_with_origin_paths "DiffSynth-Studio/LTX-2.3-Repackage:text_encoder_post_modules.safetensors,DiffSynth-Studio/LTX-2.3-Repackage:video_vae_encoder.safetensors,DiffSynth-Studio/LTX-2.3-Repackage:audio_vae_encoder.safetensors,google/gemma-3-12b-it-qat-q4_0-unquantized:model-*.safetensors" \\
+  --learning_rate 1e-4 \\
+  --num_epochs 5 \\
+  --remove_prefix_in_ckpt "pipe.dit." \\
+  --output_path "./models/train/LTX2.3-I2AV_lora-splited-cache" \\
+  --lora_base_model "dit" \\
+  --lora_target_modules "to_k,to_q,to_v,to_out.0" \\
+  --lora_rank 32 \\
+  --use_gradient_checkpointing \\
+  --task "sft:data_process"
+
+accelerate launch backend/stages/train.py \\
+  --dataset_base_path ./models/train/LTX2.3-I2AV_lora-splited-cache \\
+  --data_file_keys "video,input_audio" \\
+  --extra_inputs "input_audio,input_image" \\
+  --height 512 \\
+  --width 768 \\
+  --num_frames 121 \\
+  --dataset_repeat 100 \\
+  --model_id_with_origin_paths "DiffSynth-Studio/LTX-2.3-Repackage:transformer.safetensors" \\
+  --learning_rate 1e-4 \\
+  --num_epochs 5 \\
+  --remove_prefix_in_ckpt "pipe.dit." \\
+  --output_path "./models/train/LTX2.3-I2AV_lora" \\
+  --lora_base_model "dit" \\
+  --lora_target_modules "to_k,to_q,to_v,to_out.0" \\
+  --lora_rank 32 \\
+  --use_gradient_checkpointing \\
+  --task "sft:train"
+"""
+REFERENCE_IC_LORA = """modelscope download --dataset DiffSynth-Studio/diffsynth_example_dataset --include "ltx2/LTX-2-T2AV-IC-LoRA-splited/*" --local_dir ./data/diffsynth_example_dataset
+
+# Splited Training
+accelerate launch backend/stages/train.py \\
+  --dataset_base_path data/diffsynth_example_dataset/ltx2/LTX-2-T2AV-IC-LoRA-splited \\
+  --dataset_metadata_path data/diffsynth_example_dataset/ltx2/LTX-2-T2AV-IC-LoRA-splited/metadata.json \\
+  --data_file_keys "video,input_audio,in_context_videos" \\
+  --extra_inputs "input_audio,in_context_videos,in_context_downsample_factor,frame_rate" \\
+  --height 512 \\
+  --width 768 \\
+  --num_frames 81 \\
+  --dataset_repeat 1 \\
+  --model_id_with_origin_paths "DiffSynth-Studio/LTX-2-Repackage:text_encoder_post_modules.safetensors,DiffSynth-Studio/LTX-2-Repackage:video_vae_encoder.safetensors,DiffSynth-Studio/LTX-2-Repackage:audio_vae_encoder.safetensors,google/gemma-3-12b-it-qat-q4_0-unquantized:model-*.safetensors" \\
+  --learning_rate 1e-4 \\
+  --num_epochs 5 \\
+  --remove_prefix_in_ckpt "pipe.dit." \\
+  --output_path "./models/train/LTX2-T2AV-IC-LoRA-splited-cache" \\
+  --lora_base_model "dit" \\
+  --lora_target_modules "to_k,to_q,to_v,to_out.0" \\
+  --lora_rank 32 \\
+  --use_gradient_checkpointing \\
+  --task "sft:data_process"
+
+accelerate launch backend/stages/train.py \\
+  --dataset_base_path ./models/train/LTX2-T2AV-IC-LoRA-splited-cache \\
+  --data_file_keys "video,input_audio,in_context_videos" \\
+  --extra_inputs "input_audio,in_context_videos,in_context_downsample_factor,frame_rate" \\
+  --height 512 \\
+  --width 768 \\
+  --num_frames 81 \\
+  --dataset_repeat 100 \\
+  --model_id_with_origin_paths "DiffSynth-Studio/LTX-2-Repackage:transformer.safetensors" \\
+  --learning_rate 1e-4 \\
+  --num_epochs 5 \\
+  --remove_prefix_in_ckpt "pipe.dit." \\
+  --output_path "./models/train/LTX2-T2AV-IC-LoRA" \\
+  --lora_base_model "dit" \\
+  --lora_target_modules "to_k,to_q,to_v,to_out.0" \\
+  --lora_rank 32 \\
+  --use_gradient_checkpointing \\
+  --task "sft:train"
+"""
+
+
+def diffusers_sources(repo: str, *components: str) -> str:
+    return ",".join(f"{repo}:{c}/*.safetensors" for c in components)
+
+
+@pytest.mark.parametrize("script,repo,inputs,keys,frames,meta,pipeline_class", [
+    (REFERENCE_I2AV, "Lightricks/LTX-2.3", "input_audio,input_image", "video,input_audio", 121,
+     "ltx2/LTX-2.3-I2AV-splited/metadata.csv", "LTX2ImageToVideoPipeline"),
+    (REFERENCE_IC_LORA, REPO_ID,
+     "input_audio,in_context_videos,in_context_downsample_factor,frame_rate",
+     "video,input_audio,in_context_videos", 81,
+     "ltx2/LTX-2-T2AV-IC-LoRA-splited/metadata.json", "LTX2InContextPipeline"),
+], ids=["i2av", "ic_lora"])
+def test_the_reference_i2av_and_ic_lora_scripts_import_into_these_settings(
+        tmp_path, script, repo, inputs, keys, frames, meta, pipeline_class):
+    """The reference's scripts, only the script path changed: split training of LTX-2 with
+    its repackaged files named as the diffusers repository's components (each said), the
+    two stages' settings, the inputs as given, and the run bound to the conditioned
+    adapter with its pipeline and sound."""
+    from backend.families.ltx2.condition import ConditionAdapter
+    from backend.planning.importer import import_commands
+
+    result = import_commands(script, base_dir=tmp_path)
+    cfg = result.config
+    assert result.not_understood == []
+    assert cfg.model_family == "ltx2"
+    assert cfg.split_training and cfg.stages[:2] == ["data_process", "train"]
+    assert cfg.model_id_with_origin_paths == diffusers_sources(
+        repo, "transformer", "connectors", "vae", "audio_vae", "text_encoder")
+    notes = "\n".join(str(n) for n in result.notes)
+    assert "google/gemma-3-12b-it-qat-q4_0-unquantized:model-*.safetensors -> " \
+           f"{repo}:text_encoder/*.safetensors" in notes
+    assert (cfg.extra_inputs, cfg.data_file_keys, cfg.num_frames, cfg.height, cfg.width) == \
+        (inputs, keys, frames, 512, 768)
+    assert (cfg.lora_rank, cfg.learning_rate, cfg.num_epochs, cfg.dataset_repeat,
+            cfg.lora_target_modules, cfg.remove_prefix_in_ckpt) == \
+        (32, 1e-4, 5, 100, "to_k,to_q,to_v,to_out.0", "pipe.dit.")
+    assert cfg.use_gradient_checkpointing
+    assert cfg.dataset_metadata_path == str(tmp_path / "data/diffsynth_example_dataset" / meta)
+    family = get_family("ltx2").for_config(cfg)
+    assert isinstance(family, ConditionAdapter) and family.sound
+    assert family.pipeline == pipeline_class and family.sample_suffix == ".mp4"
+    assert "audio_vae" in family.spec.stage_components("data_process")
+
+
+def test_an_ic_lora_row_without_its_reference_video_is_refused_naming_it(tmp_path):
+    """With ``extra_inputs: in_context_videos`` every row names its reference video: a row
+    without one, one whose file is missing and one whose downsample factor does not divide
+    the clip's size into multiples of 32 are refused before any model loads, each naming
+    its row; a good row gets its reference. input_image and in_context_videos together are
+    refused."""
+    from backend.config.validation import validate
+    from backend.data.dataset import DatasetError
+    from backend.data.video import check_stage_dataset
+    from tests.harness.audio import make_reference_dataset
+
+    data = make_reference_dataset(tmp_path / "data")
+    rows = (data / "metadata.csv").read_text(encoding="utf-8")
+    (data / "metadata.csv").write_text(
+        rows.replace("video,prompt,in_context_videos",
+                     "video,prompt,in_context_videos,in_context_downsample_factor")
+        .replace("red_pose.mp4", "red_pose.mp4,1").replace("blue_pose.mp4", "blue_pose.mp4,")
+        + 'red.mp4,"no reference, zlr style",,\n'
+        'blue.mp4,"a missing reference, zlr style",gone.mp4,\n'
+        'red.mp4,"half of 32, zlr style",red_pose.mp4,2\n', encoding="utf-8")
+    raw = {"model_family": "ltx2", "task": "sft:data_process", "num_frames": 9,
+           "height": 32, "width": 32, "dataset_base_path": str(data),
+           "extra_inputs": "in_context_videos,in_context_downsample_factor",
+           "data_file_keys": "video,in_context_videos",
+           "dataset_metadata_path": str(data / "metadata.csv")}
+    cfg = validate(raw, require_inputs=False)
+    family = get_family("ltx2").for_config(cfg)
+    assert family.pipeline == "LTX2InContextPipeline" and not family.sound
+    with pytest.raises(DatasetError) as refused:
+        check_stage_dataset(cfg, family)
+    assert [str(p) for p in refused.value.problems] == [
+        "metadata.csv row 3: in_context_videos: no reference video (got none; allowed a "
+        "video, frames folder or image path, or a list of them)",
+        "metadata.csv row 4: in_context_videos: gone.mp4 not found",
+        "metadata.csv row 5: in_context_downsample_factor: not a whole number that divides "
+        "the clip's size into multiples of 32 (got '2'; allowed e.g. 1 or 2)"]
+
+    (data / "metadata.csv").write_text("\n".join(
+        (data / "metadata.csv").read_text(encoding="utf-8").splitlines()[:3]) + "\n",
+        encoding="utf-8")
+    records = check_stage_dataset(cfg, family)
+    assert [(r.reference.path.name, r.reference.factor) for r in records] == \
+        [("red_pose.mp4", 1), ("blue_pose.mp4", 1)]
+    pixels = records[1].reference.load()  # 5 frames, padded with black to the clip's 9
+    assert tuple(pixels.shape) == (1, 3, 9, 32, 32)
+    assert float(pixels[:, :, 5:].max()) == -1.0 and float(pixels[:, :, :5].max()) > 0.9
+
+    with pytest.raises(ValueError, match="input_image and in_context_videos together"):
+        get_family("ltx2").for_config(validate(
+            {**raw, "extra_inputs": "input_image,in_context_videos"}, require_inputs=False))
+    plain = validate({**raw, "extra_inputs": "", "data_file_keys": "video"},
+                     require_inputs=False)
+    assert [r.reference for r in check_stage_dataset(plain, get_family("ltx2"))] == \
+        [None, None]
+    wan = validate({**raw, "model_family": "wan"}, require_inputs=False)
+    with pytest.raises(DatasetError, match="extra_inputs: .* takes no reference video"):
+        check_stage_dataset(wan, get_family("wan").for_config(wan))
+
+
+def conditioned_run(root: Path, data: Path, inputs: str, keys: str, **stage2):
+    """Stage 1 and two steps of stage 2 of the tiny LTX-2 in this process, with
+    ``extra_inputs`` ``inputs``: (config of stage 2, cache folder, stage 2's output)."""
+    from tests.harness.families import run_stage_here, write_run_config
+
+    base = {"model_family": "ltx2", "models_dir": str(root / "models"), "offline": True,
+            "extra_inputs": inputs, "data_file_keys": keys, "num_frames": 9, "height": 32,
+            "width": 32, "mixed_precision": "no", "lora_rank": 4, "seed": 0,
+            "dataset_num_workers": 0}
+    stage1 = dict(base, task="sft:data_process", dataset_base_path=str(data),
+                  dataset_metadata_path=str(data / "metadata.csv"),
+                  output_path=str(root / "cache"))
+    code, log = run_stage_here("train", ["--config", write_run_config(root / "s1.yaml",
+                                                                      stage1)])
+    assert code == 0, log[-4000:]
+    second = dict(base, task="sft:train", dataset_base_path=str(root / "cache"),
+                  output_path=str(root / "out"), max_train_steps=2, learning_rate=1e-2,
+                  **stage2)
+    code, log = run_stage_here("train", ["--config", write_run_config(root / "s2.yaml",
+                                                                      second)])
+    assert code == 0, log[-4000:]
+    return second, root / "cache", log
+
+
+def transformer_inputs(family, transformer, sample, noise, index=500):
+    """(the loss, the keyword arguments the transformer was called with, its video
+    prediction [B, tokens, C]) of one ``loss_at``."""
+    import torch
+
+    seen = {}
+
+    def before(_module, _args, kwargs):
+        seen.update(kwargs)
+
+    def after(_module, _args, _kwargs, out):
+        seen["predicted"], seen["predicted_audio"] = out[0], out[1]
+
+    handles = [transformer.register_forward_pre_hook(before, with_kwargs=True),
+               transformer.register_forward_hook(after, with_kwargs=True)]
+    try:
+        with torch.no_grad():
+            loss = family.loss_at(transformer, sample, family.training_schedule(), index,
+                                  noise, torch.float32)
+    finally:
+        for h in handles:
+            h.remove()
+    return float(loss), seen
+
+
+@pytest.mark.slow
+def test_i2av_keeps_the_first_latent_frame_clean_and_samples_through_the_i2v_pipeline(
+        tmp_path):
+    """Image-to-video with sound (the reference's I2AV: extra_inputs input_audio,input_image)
+    on the tiny model: stage 1 caches each clip's first frame encoded alone (what
+    ``LTX2ImageToVideoPipeline.prepare_latents`` computes) beside its audio latents; the
+    loss feeds that latent as the first latent frame at timestep 0 (the other tokens and
+    the audio at the clip's) and leaves it out (noise drawn there changes nothing); two
+    steps give finite losses and the sample is rendered through the image-to-video
+    pipeline from the first clip's first frame, an MP4 with its sound."""
+    import math
+
+    import av
+    import torch
+    from diffusers import LTX2Pipeline
+
+    from backend.config.validation import validate
+    from backend.core.progress import read_events
+    from backend.data.cache import load_cached_samples
+    from backend.data.video import load_clip
+    from backend.families.ltx2.adapter import audio_noise
+    from tests.harness.audio import make_sound_dataset
+
+    get_family("ltx2").build_tiny(tmp_path / "models" / REPO_ID)
+    data = make_sound_dataset(tmp_path / "data")
+    raw, cache, log = conditioned_run(
+        tmp_path, data, "input_image,input_audio", "video,input_audio",
+        sample_every_n_steps=2, sample_prompts=[PROMPT], sample_lora_scales=[1.0],
+        sample_images=[str(data / "beep.mp4")], sample_steps=2, sample_height=32,
+        sample_width=32, sample_num_frames=9, sample_fps=24)
+    cfg = validate({**raw, "dataset_base_path": str(data)}, require_inputs=False)
+    family = get_family("ltx2").for_config(cfg)
+    assert family.pipeline == "LTX2ImageToVideoPipeline" and family.sound
+
+    samples = load_cached_samples(cache)
+    assert [tuple(s["first_frame"].shape) for s in samples] == [(1, 8, 1, 1, 1)] * 2
+    assert all("audio_latents" in s for s in samples)
+    pipe = pipeline(tmp_path / "models")
+    pixels = load_clip(data / "beep.mp4", cfg)
+    z = pipe.vae.encode(pixels[:, :, :1]).latent_dist.mode()
+    z = LTX2Pipeline._normalize_latents(z, pipe.vae.latents_mean, pipe.vae.latents_std)
+    assert any(torch.allclose(s["first_frame"], z, atol=1e-5) for s in samples)
+
+    sample = samples[0]
+    noise = torch.randn(sample["latents"].shape, generator=torch.Generator().manual_seed(3))
+    loss, seen = transformer_inputs(family, pipe.transformer, sample, noise)
+    t = float(family.training_schedule().timesteps[500])
+    per_token = seen["timestep"][0]
+    assert per_token.shape == (2,) and float(per_token[0]) == 0.0  # 2 latent frames of 1x1
+    assert float(per_token[1]) == pytest.approx(t)
+    assert float(seen["audio_timestep"][0]) == pytest.approx(t)
+    assert torch.allclose(seen["hidden_states"][0, 0], sample["first_frame"].flatten())
+    assert not torch.allclose(seen["hidden_states"][0, 1], sample["latents"][0, :, 1].flatten())
+    # The video's loss is the second latent frame's alone (the first token's prediction
+    # left out), the audio's added.
+    mse = torch.nn.functional.mse_loss
+    a0 = sample["audio_latents"]
+    sound = mse(seen["predicted_audio"], audio_noise(noise, a0.shape) - a0)
+    target = (noise - sample["latents"])[0].flatten(1).T  # [tokens, C]
+    weight = float(family.training_schedule().weights[500])
+    assert loss == pytest.approx(
+        float(mse(seen["predicted"][0, 1], target[1]) + sound) * weight, rel=1e-5)
+    assert loss != pytest.approx(float(mse(seen["predicted"][0], target) + sound) * weight,
+                                 rel=1e-3)
+
+    events, _ = read_events(f"{raw['output_path']}/progress.jsonl")
+    losses = [e["loss"] for e in events if e["event"] == "step"]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+    trained = [p for p in Path(raw["output_path"]).parent.rglob("p00-*") if p.suffix == ".mp4"]
+    assert trained, log[-2000:]
+    with av.open(str(trained[0])) as container:
+        assert [s.type for s in container.streams] == ["video", "audio"]
+        assert container.streams.video[0].frames in (0, 9)
+
+
+@pytest.mark.slow
+def test_ic_lora_trains_with_the_reference_tokens_and_samples_through_its_pipeline(tmp_path):
+    """IC-LoRA (extra_inputs in_context_videos) on the tiny model: stage 1 caches each row's
+    reference video latents (the shorter one padded with black frames to the clip's); the
+    loss appends them after the clip's tokens at timestep 0 with their own positions, and
+    only the clip's tokens count (noise drawn for them changes the loss, the reference's
+    cannot: they are clean); two steps give finite losses and a LoRA, and a clip renders
+    through ``LTX2InContextPipeline`` from a reference."""
+    import math
+
+    import numpy as np
+    import torch
+    from diffusers import LTX2InContextPipeline
+    from PIL import Image
+
+    from backend.config.validation import validate
+    from backend.core.progress import read_events
+    from backend.core.rundir import list_checkpoints
+    from backend.data.cache import load_cached_samples
+    from backend.models.lora import read_lora
+    from tests.harness.audio import make_reference_dataset
+
+    get_family("ltx2").build_tiny(tmp_path / "models" / REPO_ID)
+    data = make_reference_dataset(tmp_path / "data")
+    raw, cache, log = conditioned_run(tmp_path, data, "in_context_videos",
+                                      "video,in_context_videos")
+    cfg = validate({**raw, "dataset_base_path": str(data)}, require_inputs=False)
+    family = get_family("ltx2").for_config(cfg)
+    assert family.pipeline == "LTX2InContextPipeline" and not family.sound
+
+    samples = load_cached_samples(cache)
+    assert [tuple(s["reference_latents"].shape) for s in samples] == [(1, 8, 2, 1, 1)] * 2
+    assert [float(s["reference_scale"][0]) for s in samples] == [1.0, 1.0]
+    assert not torch.allclose(samples[0]["reference_latents"], samples[1]["reference_latents"])
+
+    pipe = LTX2InContextPipeline.from_pretrained(str(tmp_path / "models" / REPO_ID))
+    pipe.set_progress_bar_config(disable=True)
+    sample = samples[0]
+    noise = torch.randn(sample["latents"].shape, generator=torch.Generator().manual_seed(3))
+    loss, seen = transformer_inputs(family, pipe.transformer, sample, noise)
+    assert seen["hidden_states"].shape[1] == 2 + 2  # the clip's 2 tokens, the reference's 2
+    assert torch.allclose(seen["hidden_states"][0, 2:],
+                          sample["reference_latents"][0].flatten(1).T)
+    assert [float(x) for x in seen["timestep"][0, 2:]] == [0.0, 0.0]
+    assert float(seen["timestep"][0, 0]) > 0
+    coords = seen["video_coords"]
+    assert coords.shape == (1, 3, 4, 2) and torch.equal(coords[:, :, 2:], coords[:, :, :2])
+    other = dict(sample, reference_latents=samples[1]["reference_latents"])
+    assert transformer_inputs(family, pipe.transformer, other, noise)[0] != \
+        pytest.approx(loss, rel=1e-6)  # the reference reaches the prediction
+
+    events, _ = read_events(f"{raw['output_path']}/progress.jsonl")
+    losses = [e["loss"] for e in events if e["event"] == "step"]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+    tensors, _ = read_lora(list_checkpoints(Path(raw["output_path"]))[-1])
+    assert any(float(v.abs().max()) > 0 for k, v in tensors.items() if ".lora_B" in k)
+
+    reference = Image.fromarray(np.full((32, 32, 3), 200, np.uint8))
+    clip = family.render(pipe, PROMPT, negative_prompt="", steps=2, cfg=3.0, height=32,
+                         width=32, num_frames=9, images=[reference] * 9,
+                         generator=torch.Generator().manual_seed(0))
+    assert clip.shape == (9, 32, 32, 3) and np.isfinite(clip).all()

@@ -25,6 +25,7 @@ BUNDLED = ["cpu_demo", "cpu_demo_zero3", "flux2_dev_low_vram", "flux2_dev_single
            "qwen_image_edit_2509_low_vram", "qwen_image_edit_2509_single_gpu",
            "qwen_image_edit_2511_low_vram", "qwen_image_edit_2511_single_gpu",
            "krea2_raw_low_vram", "krea2_raw_single_gpu",
+           "ltx2_i2av_low_vram", "ltx2_ic_lora_low_vram",
            "ltx2_t2av_low_vram", "ltx2_t2v_low_vram", "ltx2_t2v_single_gpu",
            "qwen_image_21_low_vram", "qwen_image_21_single_gpu",
            "wan_14b_zero3_offload", "wan_1_3b_12gb", "wan_2_1_i2v_14b_zero3_offload",

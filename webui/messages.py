@@ -327,7 +327,7 @@ ZH_HELP: dict[str, str] = {
     "video_fps": "视频系列：按片段自身的时间以这个帧率取帧，代替 frame_stride（留空：用 frame_stride）。",
     "sample_num_frames": "视频系列：样片的帧数（与 `num_frames` 一样为 k*m+1）。",
     "sample_fps": "视频系列：样片每秒的帧数。",
-    "extra_inputs": "除图片和提示词之外传给模型的元数据列：编辑模型用 edit_image（每行一个路径或路径列表：输入图片；image 列是目标图片）；图生视频模型用 input_image（每段视频的第一帧作为条件）；音视频模型用 input_audio（每段视频的声音与画面一起训练：该行的 input_audio 文件，否则视频自带的音频流）。留空：文生图。",
+    "extra_inputs": "除图片和提示词之外传给模型的元数据列：编辑模型用 edit_image（每行一个路径或路径列表：输入图片；image 列是目标图片）；图生视频模型用 input_image（每段视频的第一帧作为条件）；音视频模型用 input_audio（每段视频的声音与画面一起训练：该行的 input_audio 文件，否则视频自带的音频流）；IC-LoRA 用 in_context_videos（每行的参考视频，其潜变量作为干净的条件词元接在视频之后；in_context_downsample_factor：该行参考视频的缩小倍数；frame_rate：视频帧率，即 video_fps）。多个用逗号分隔（例如 input_image,input_audio）。留空：文生图。",
     "audio_missing": "音视频模型（extra_inputs 为 input_audio）：没有声音的视频（既没有 input_audio 文件，也没有自带音频流）：error（在任何阶段之前指出并拒绝）或 silence（以静音训练）。",
     "zero_cond_t": "编辑模型：输入图片的 token 在 Transformer 的调制中使用时间步 0（模型配置里已开启时总会使用；这里强制开启）。",
     "sample_images": "编辑模型和图生视频模型：每条测试提示词的输入图片，每行对应一条提示词，顺序与 sample_prompts 相同；一条提示词的多张图片用 | 分隔。留空：每条提示词依次取数据集一行的输入图片（图生视频的行取其视频的第一帧），第 1 行对应第 1 条提示词，依此类推。",

@@ -508,9 +508,14 @@ class RunConfig(BaseModel):
         "edit models (one path or a list per row: the input images; the image column is "
         "the target); input_image for image-to-video models (the first frame of each clip "
         "conditions it); input_audio for audio-video models (each clip's sound is trained "
-        "beside its frames: the row's input_audio file, else the clip's own audio stream). "
-        "Empty: text-to-image.", "data", ui="advanced",
-        pattern=r"^(edit_image|input_image|input_audio)?$")
+        "beside its frames: the row's input_audio file, else the clip's own audio stream); "
+        "in_context_videos for IC-LoRA (each row's reference video, its latents clean "
+        "tokens beside the clip's; in_context_downsample_factor: the row's reference scale; "
+        "frame_rate: the clips' rate, video_fps). Several separated by commas (e.g. "
+        "input_image,input_audio). Empty: text-to-image.", "data", ui="advanced",
+        pattern=r"^((edit_image|input_image|input_audio|in_context_videos|"
+                r"in_context_downsample_factor|frame_rate)(,(input_image|input_audio|"
+                r"in_context_videos|in_context_downsample_factor|frame_rate))*)?$")
     audio_missing: Literal["error", "silence"] = F(
         "error", "Audio-video models (extra_inputs input_audio): a clip without sound (no "
         "input_audio file and no audio stream of its own): error (named before any stage) "

@@ -86,6 +86,9 @@ class Record:
     # (the row's input_audio, or the clip itself; None: silence), filled by
     # backend.data.video.check_clip_sound.
     sound: Any = None
+    # IC-LoRA (extra_inputs: in_context_videos): the row's reference video, a
+    # ``backend.data.video.ReferenceVideo`` filled by check_reference_videos.
+    reference: Any = None
 
 
 # ------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -387,7 +387,8 @@ def check_stage_dataset(cfg: RunConfig, family, log=None, *, headers_only: bool 
     if family.media == "video":  # clips decoded with PyAV
         records = check_video_dataset(cfg, log, headers_only=headers_only)
         records = check_clip_masks(cfg, records, log, headers_only=headers_only)
-        return check_clip_sound(cfg, records, family, log, headers_only=headers_only)
+        records = check_clip_sound(cfg, records, family, log, headers_only=headers_only)
+        return check_reference_videos(cfg, records, family)
     records = check_dataset(cfg, log, headers_only=headers_only)
     records = check_input_images(cfg, records, family.input_images, family.title,
                                  headers_only=headers_only)
@@ -461,6 +462,90 @@ def check_clip_sound(cfg: RunConfig, records: list[Record], family, log=None, *,
         raise DatasetError(problems)
     for note in notes if log is not None else ():
         log(f"[data] note: {note}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# IC-LoRA: a reference video per row (``extra_inputs: in_context_videos``)
+# ------------------------------------------------------------------------------------------
+REFERENCE_KEY = "in_context_videos"
+FACTOR_KEY = "in_context_downsample_factor"
+
+
+@dataclass(frozen=True)
+class ReferenceVideo:
+    """A row's reference video: ``path``, trained at the clip's size divided by ``factor``
+    (the row's ``in_context_downsample_factor`` when ``extra_inputs`` names it, else 1) and
+    as many frames as the clip (``load``)."""
+    path: Path
+    factor: int
+    clip: Path
+    cfg: RunConfig
+
+    def load(self):
+        """[1, 3, F, H / factor, W / factor] in [-1, 1]: the reference's frames at the
+        clip's rate, cut to the clip's F frames or padded with black ones (the reference
+        trainer's ``check_in_context_video``)."""
+        import torch
+
+        w, h, frames = clip_shape(self.clip, self.cfg)
+        cfg = self.cfg.model_copy(update={"width": w // self.factor,
+                                          "height": h // self.factor,
+                                          "frame_buckets": list(range(1, frames + 1))})
+        pixels = load_clip(self.path, cfg)[:, :, :frames]
+        if pixels.shape[2] < frames:
+            black = -torch.ones((*pixels.shape[:2], frames - pixels.shape[2],
+                                 *pixels.shape[3:]))
+            pixels = torch.cat([pixels, black], dim=2)
+        return pixels
+
+
+def check_reference_videos(cfg: RunConfig, records: list[Record], family) -> list[Record]:
+    """``records`` with each one's reference video (``Record.reference``) for an IC-LoRA
+    run (``extra_inputs`` names ``in_context_videos``): the row's ``in_context_videos``
+    (one path, or the first of a list). Raises ``DatasetError`` for a ``family`` that
+    takes none (``takes_reference_video``), or listing every row without one, whose file
+    is missing, or whose ``in_context_downsample_factor`` does not divide the clip's size
+    into the model's multiple."""
+    names = [k.strip() for k in (cfg.extra_inputs or "").split(",")]
+    if REFERENCE_KEY not in names:
+        return records
+    if not getattr(family, "takes_reference_video", False):
+        raise DatasetError([Msg("data.takes_no_reference", model=family.title,
+                                got=cfg.extra_inputs)])
+    gate = readgate.for_config(cfg)
+    base = Path(cfg.dataset_base_path).expanduser()
+    rows = (read_metadata_rows(Path(cfg.dataset_metadata_path).expanduser(), gate)
+            if cfg.dataset_metadata_path else [])
+    m = size_multiple(cfg)
+    problems: list[Msg] = []
+    out: list[Record] = []
+    for rec in records:
+        row = rows[rec.row - 1] if rec.row and rec.row <= len(rows) else {}
+        cell = row.get(REFERENCE_KEY) if isinstance(row, dict) else None
+        if isinstance(cell, list):
+            cell = cell[0] if cell else None
+        name = str(cell).strip() if cell is not None and str(cell).strip() else None
+        if name is None:
+            problems.append(Msg("data.no_reference_video", where=rec.where))
+            continue
+        path = Path(os.path.abspath(base / name))
+        if not (gate.is_file(path) or gate.is_dir(path)):
+            problems.append(Msg("data.reference_not_found", where=rec.where, name=name))
+            continue
+        given = row.get(FACTOR_KEY) if FACTOR_KEY in names else None
+        given = 1 if given is None or str(given).strip() == "" else given
+        try:
+            factor = int(str(given).strip())
+        except ValueError:
+            factor = 0
+        sizes = [s for s in (cfg.height, cfg.width) if s]
+        if factor < 1 or any(s % factor or (s // factor) % m for s in sizes):
+            problems.append(Msg("data.bad_downsample_factor", where=rec.where, got=given, m=m))
+            continue
+        out.append(replace(rec, reference=ReferenceVideo(path, factor, rec.image, cfg)))
+    if problems:
+        raise DatasetError(problems)
     return out
 
 
@@ -614,6 +699,8 @@ def plan_clips(cfg: RunConfig, records: list[Record], model_fp: list) -> list[di
             payload["frame_buckets"] = frame_counts(cfg)
         if rec.sound is not None and rec.sound != rec.image:  # a separate sound file
             payload["sound"] = gate.digest([rec.sound], "audio")
+        if rec.reference is not None:  # IC-LoRA: the reference video and its scale
+            payload["reference"] = [_digest(rec.reference.path, gate), rec.reference.factor]
         key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         entries.append({"key": key, "file": f"{key[:32]}.safetensors", "image": str(rec.image),
                         "prompt": rec.prompt, "width": size[0], "height": size[1],

@@ -98,3 +98,19 @@ def make_sound_dataset(folder: Path) -> Path:
         'quiet.mp4,"a blue square slides from right to left, zlr style",quiet.wav\n',
         encoding="utf-8")
     return folder
+
+
+def make_reference_dataset(folder: Path) -> Path:
+    """IC-LoRA rows (columns video, prompt, in_context_videos): two silent clips, each with a
+    reference clip of its own (the second one 5 frames, shorter than the clip)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    silent_clip(folder / "red.mp4")
+    silent_clip(folder / "blue.mp4")
+    silent_clip(folder / "red_pose.mp4")
+    silent_clip(folder / "blue_pose.mp4", frames=5)
+    (folder / "metadata.csv").write_text(
+        "video,prompt,in_context_videos\n"
+        'red.mp4,"a red ball rolls from left to right, zlr style",red_pose.mp4\n'
+        'blue.mp4,"a blue square slides from right to left, zlr style",blue_pose.mp4\n',
+        encoding="utf-8")
+    return folder

@@ -13,6 +13,8 @@ EN: dict[str, str] = {
     "data.noun.image": "image",
     "data.noun.video": "video",
     "data.noun.input_image": "input image",
+    "data.noun.first_frame": "first-frame latents",
+    "data.noun.reference": "reference-video latents",
     "data.none": "none",
     "data.noun.sample": "sample",
     # ---------------------------------------------------------------- batches and buckets
@@ -121,6 +123,26 @@ EN: dict[str, str] = {
     "data.cache_without_sound": "dataset_base_path: a cached sample has no sound (got a "
                                 "video-only cache; allowed a cache written by "
                                 "sft:data_process with extra_inputs input_audio)",
+    # ---------------------------------------------------------------- IC-LoRA references
+    "data.takes_no_reference": "extra_inputs: {model} takes no reference video (got {got!r}; "
+                               "allowed '' or the inputs it takes)",
+    "data.no_reference_video": "{where}: in_context_videos: no reference video (got none; "
+                               "allowed a video, frames folder or image path, or a list of "
+                               "them)",
+    "data.reference_not_found": "{where}: in_context_videos: {name} not found",
+    "data.no_sample_condition": "sample_images: the model renders from an image or a "
+                                "reference video (got none for this prompt; allowed one per "
+                                "prompt)",
+    "data.image_with_reference": "extra_inputs: input_image and in_context_videos together "
+                                 "(got {got!r}; allowed one of them, with input_audio or "
+                                 "without)",
+    "data.bad_downsample_factor": "{where}: in_context_downsample_factor: not a whole number "
+                                  "that divides the clip's size into multiples of {m} (got "
+                                  "{got!r}; allowed e.g. 1 or 2)",
+    "data.cache_without_condition": "dataset_base_path: a cached sample has no "
+                                    "{what:@data.noun} (got a cache without them; allowed a "
+                                    "cache written by "
+                                    "sft:data_process with extra_inputs {inputs})",
     # ---------------------------------------------------------------- the stage-1 cache
     "data.cache_bad_sample": "cache {manifest}: a sample that is not a file of the cache "
                              "folder (got {got!r}; allowed a name like <key>.safetensors)",
@@ -153,6 +175,8 @@ ZH: dict[str, str] = {
     "data.noun.image": "图像",
     "data.noun.video": "视频",
     "data.noun.input_image": "输入图像",
+    "data.noun.first_frame": "首帧潜变量",
+    "data.noun.reference": "参考视频潜变量",
     "data.none": "无",
     "data.noun.sample": "样本",
     "data.nothing_to_train": "`validation_samples`：没有留下可训练的数据（当前：{n}，共 "
@@ -246,6 +270,22 @@ ZH: dict[str, str] = {
     "data.cache_without_sound": "`dataset_base_path`：有缓存样本没有声音（当前：仅视频的缓存；"
                                 "可用：用 `extra_inputs input_audio` 运行 "
                                 "`sft:data_process` 写入的缓存）",
+    "data.takes_no_reference": "`extra_inputs`：{model} 不接受参考视频（当前：{got!r}；可用：留空，"
+                               "或它接受的输入）",
+    "data.no_reference_video": "{where}：`in_context_videos`：没有参考视频（当前：无；可用："
+                               "一个视频、帧文件夹或图像路径，或它们的列表）",
+    "data.reference_not_found": "{where}：`in_context_videos`：找不到 {name}",
+    "data.no_sample_condition": "`sample_images`：该模型从图像或参考视频生成（当前：此提示词"
+                                "没有；可用：每个提示词一个）",
+    "data.image_with_reference": "`extra_inputs`：`input_image` 与 `in_context_videos` 不能同时"
+                                 "使用（当前：{got!r}；可用：二者之一，可带或不带 "
+                                 "`input_audio`）",
+    "data.bad_downsample_factor": "{where}：`in_context_downsample_factor`：不是能把视频尺寸"
+                                  "整除为 {m} 的倍数的整数（当前：{got!r}；可用：例如 1 或 2）",
+    "data.cache_without_condition": "`dataset_base_path`：有缓存样本没有"
+                                    "{what:@data.noun}（当前：不含它的缓存；可用：用 "
+                                    "`extra_inputs {inputs}` 运行 `sft:data_process` "
+                                    "写入的缓存）",
     "data.cache_bad_sample": "缓存 {manifest}：有样本不是缓存文件夹中的文件（当前：{got!r}；"
                              "可用：形如 `<key>.safetensors` 的文件名）",
     "data.cache_bad_json": "缓存 {manifest}：不是有效的 `JSON`（{why:q}）；请重新运行 "

@@ -34,22 +34,87 @@ the same two commands with ``--data_file_keys video,input_audio --extra_inputs i
 ``input_audio`` file, else its own audio stream) with the audio VAE, stage 2 trains both
 streams' flow. The reading, the mel front end and the muxing are ``audio.py``'s.
 
+Conditioned (``condition.py``): image-to-video (``--extra_inputs input_image``, with
+``input_audio`` the reference's ``LTX-2.3-I2AV-splited.sh``; ``presets/ltx2_i2av_low_vram.yaml``)
+keeps each clip's first latent frame clean at timestep 0 as ``LTX2ImageToVideoPipeline``
+does; IC-LoRA (``--extra_inputs input_audio,in_context_videos``, the reference's
+``LTX-2-T2AV-IC-LoRA-splited.sh``; ``presets/ltx2_ic_lora_low_vram.yaml``) appends each row's
+reference video as clean tokens as ``LTX2InContextPipeline`` does.
+
+The reference names its own repackaged files (``DiffSynth-Studio/LTX-2-Repackage``,
+``-2.3-Repackage``: ``transformer.safetensors``, ``text_encoder_post_modules.safetensors``,
+``video_vae_encoder.safetensors``, ``audio_vae_encoder.safetensors``) and Gemma from
+``google/gemma-3-12b-it-qat-q4_0-unquantized``; the importer maps each to the same
+component of the diffusers-layout repository (``Lightricks/LTX-2``, ``Lightricks/LTX-2.3``).
+
 CPU (the tiny model)::
 
     python -m backend.families.tiny /tmp/ltx2 --family ltx2
 """
-from backend.families.base import SCHEDULER, TOKENIZER, Component, FamilySpec
+from dataclasses import dataclass
+
+from backend.core.messages import Msg
+from backend.families.base import SCHEDULER, TOKENIZER, Component, FamilySpec, Variant
 
 REPO = "Lightricks/LTX-2"
+REPO_2_3 = "Lightricks/LTX-2.3"
 # The reference's targets (the attention layers of both streams); diffusers spells them alike.
 TARGETS = "to_k,to_q,to_v,to_out.0"
+# The reference trainer's repackaged files -> the diffusers-layout repository's components.
+REPACKAGED = {"DiffSynth-Studio/LTX-2-Repackage": REPO,
+              "DiffSynth-Studio/LTX-2.3-Repackage": REPO_2_3}
+REPACKAGED_FILES = {"transformer.safetensors": "transformer",
+                    "text_encoder_post_modules.safetensors": "connectors",
+                    "video_vae_encoder.safetensors": "vae",
+                    "video_vae_decoder.safetensors": "vae",
+                    "audio_vae_encoder.safetensors": "audio_vae",
+                    "audio_vae_decoder.safetensors": "audio_vae",
+                    "audio_vocoder.safetensors": "vocoder"}
+# The Gemma 3 12B the reference names (the diffusers repositories hold it as text_encoder/).
+GEMMA = "google/gemma-3-12b-it-qat-q4_0-unquantized"
 
 
-def source(folder: str) -> str:
-    return f"{REPO}:{folder}/*.safetensors"
+def source(folder: str, repo: str = REPO) -> str:
+    return f"{repo}:{folder}/*.safetensors"
 
 
-SPEC = FamilySpec(
+def sources(repo: str) -> str:
+    return ",".join(source(c, repo) for c in (
+        "transformer", "text_encoder", "connectors", "vae", "audio_vae", "vocoder"))
+
+
+@dataclass(frozen=True)
+class Spec(FamilySpec):
+    """The family's spec; the reference's sources name another repository than the
+    components' (its repackaged files), so they map here rather than by suffix."""
+
+    def map_reference_sources(self, sources: str | None) -> tuple[str | None, list[Msg]]:
+        """(``sources`` with each repackaged file and the reference's Gemma renamed to the
+        same component of the diffusers-layout repository, one note per renamed entry)."""
+        if not sources:
+            return sources, []
+        entries = [e.strip() for e in sources.split(",") if e.strip()]
+        repos = [REPACKAGED[e.rpartition(":")[0]] for e in entries
+                 if e.rpartition(":")[0] in REPACKAGED]
+        if not repos:
+            return sources, []
+        out, notes = [], []
+        for entry in entries:
+            repo, _, pattern = entry.rpartition(":")
+            if repo in REPACKAGED and pattern in REPACKAGED_FILES:
+                new = source(REPACKAGED_FILES[pattern], REPACKAGED[repo])
+            elif repo == GEMMA:
+                new = source("text_encoder", repos[0])
+            else:
+                out.append(entry)
+                continue
+            notes.append(Msg("import.mapped_source", entry=entry, new=new))
+            if new not in out:
+                out.append(new)
+        return ",".join(out), notes
+
+
+SPEC = Spec(
     name="ltx2",
     title="LTX-2 (video)",
     adapter="backend.families.ltx2.adapter",
@@ -71,8 +136,7 @@ SPEC = FamilySpec(
                   kind=SCHEDULER),
     ),
     defaults={
-        "model_id_with_origin_paths": ",".join(source(c) for c in (
-            "transformer", "text_encoder", "connectors", "vae", "audio_vae", "vocoder")),
+        "model_id_with_origin_paths": sources(REPO),
         "lora_target_modules": TARGETS,
         "remove_prefix_in_ckpt": "pipe.dit.",
         # The reference's no-audio recipe: 512x768 clips of 121 frames at 24 fps.
@@ -88,11 +152,21 @@ SPEC = FamilySpec(
         "sample_fps": 24,
     },
     recognise_classes=("LTX2Pipeline", "LTX2VideoTransformer3DModel"),
+    variants=(
+        # The reference's repackaged LTX-2 (its files map to Lightricks/LTX-2's on import).
+        Variant("ltx2_repackage", "LTX-2", ("DiffSynth-Studio/LTX-2-Repackage",)),
+        # LTX-2.3 (the reference's I2AV and IC-LoRA recipes): its own sources.
+        Variant("ltx2_3", "LTX-2.3", (REPO_2_3, "DiffSynth-Studio/LTX-2.3-Repackage"),
+                defaults={"model_id_with_origin_paths": sources(REPO_2_3)}),
+    ),
     keywords=("ltx2", "ltx-2"),
     presets_by_vram=("ltx2_t2v_single_gpu", "ltx2_t2v_low_vram"),
     # The video VAE compresses 32x in space (the transformer's patch is 1) and 8x in time.
     resolution_multiple=32,
     frame_multiple=8,
     # extra_inputs input_audio: the clip's sound trained beside its frames (``t2av.py``).
-    run_adapters=("backend.families.ltx2.t2av:SoundAdapter",),
+    # extra_inputs input_image / in_context_videos (with input_audio or not): the first
+    # frame or a reference video as clean condition tokens (``condition.py``), tried first.
+    run_adapters=("backend.families.ltx2.condition:ConditionAdapter",
+                  "backend.families.ltx2.t2av:SoundAdapter",),
 )
