@@ -2,7 +2,8 @@
 pre-filled folders, sizes, delete only inside the folder and never through a link, verify
 against the hub's records, and a download from a local stand-in of the Hugging Face Hub
 (``tests/harness/hub_server.py``: no hub is reachable from the test machines) whose
-progress record moves, survives a new reader, and resumes after an interrupted download.
+progress record moves, survives a new reader, resumes after an interrupted download, and
+stops mid-file on request keeping the unfinished file for the next download to continue.
 
 The folders here hold placeholder bytes under the names the families read (the inventory
 reads names, sizes and hashes, never weights); the browser test of the Models tab
@@ -242,14 +243,14 @@ def test_download_moves_its_progress_then_resumes_after_an_interruption(tmp_path
         assert inv.model_entry(root, "Qwen/Qwen-Image").status == "missing"
 
         del hub.fail_files[te]
-        hub.downloads.clear()
+        n_first = len(hub.downloads)
         second = downloads.start(cfg, root, QWEN, "Qwen-Image", wait=True)
         rec = Downloads(downloads.dir).latest()
         assert rec["id"] == second["id"] and rec["status"] == "succeeded", rec
         assert rec["bytes_done"] == rec["bytes_total"] > 0
-        again = [p for p, _ in hub.downloads]
+        again = [p for p, _ in hub.downloads[n_first:]]
         assert not set(again) & (fetched_first - {te}), again  # finished files stay
-        # the cut file resumed from the bytes it had, with a range request
+        # the cut file resumed from the bytes it had, with a range request (once)
         starts = [int(r[len("bytes="):-1]) for p, r in hub.downloads if p == vae and r]
         assert len(starts) == 1 and 0 < starts[0] <= 20_000, hub.downloads
     for rel, data in hub.models["Qwen/Qwen-Image"].items():
@@ -265,6 +266,62 @@ def test_download_moves_its_progress_then_resumes_after_an_interruption(tmp_path
         "models.verify_hash"]
     # nothing left to fetch: done at once, nothing sent
     assert downloads.start(cfg, root, QWEN, "Qwen-Image")["status"] == "succeeded"
+
+
+def test_stop_keeps_the_partial_file_and_download_resumes_it(tmp_path, online):
+    """Stop lands mid-file (the local Hub sends slowly): the record says stopped, finished
+    files and the unfinished one stay (its bytes are the file's first bytes), only the
+    starter or an admin may stop; Download again continues that file with a range request
+    from the bytes it had and ends with the Hub's bytes."""
+    published = tmp_path / "published"
+    fill_target(published, QWEN, size=30_000)
+    with HubServer("hf_token_unused", "alice") as hub:
+        files = hub.add_model("Qwen/Qwen-Image", published / "Qwen/Qwen-Image")
+        hub.rate = 60_000  # bytes/s: each weight file takes half a second
+        root = tmp_path / "models"
+        folder = root / "Qwen/Qwen-Image"
+        cfg = inv.target_config(QWEN).model_copy(update={
+            "download_source": "huggingface", "hub_endpoint": hub.url})
+        downloads = Downloads(tmp_path / "ws" / "model_downloads")
+        first = downloads.start(cfg, root, QWEN, "Qwen-Image", owner="bob")
+
+        def partial() -> list:
+            return [p for p in folder.rglob(f"*{inv.PARTIAL_SUFFIX}") if p.stat().st_size]
+
+        deadline = time.monotonic() + 30
+        while not partial() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert partial(), "no file was half-way"
+        with pytest.raises(InventoryError) as e:
+            downloads.stop(first["id"], user="carol", admin=False)
+        assert e.value.message.code == "models.dl_stop_not_yours"
+        downloads.stop("", user="bob", admin=False)  # empty id: the latest
+        end = _watch(downloads, first["id"], lambda: True)[-1]
+        assert end["status"] == "stopped", end
+        assert Msg.from_json(end["message"]).code == "models.dl_stopped"
+        [kept] = partial()
+        # {file}.{etag}.incomplete beside huggingface_hub's records of the folder
+        rel = kept.relative_to(folder / ".cache/huggingface/download").as_posix().rsplit(".", 2)[0]
+        have = kept.read_bytes()
+        assert 0 < len(have) < len(files[rel]) and files[rel].startswith(have), rel
+        assert not (folder / rel).exists()
+        finished = {r for r in files if (folder / r).is_file()}
+        assert all((folder / r).read_bytes() == files[r] for r in finished)
+        with pytest.raises(InventoryError) as e:  # nothing runs now
+            downloads.stop(first["id"], user="bob", admin=False)
+        assert e.value.message.code == "models.dl_not_running"
+
+        hub.rate = 0
+        n_first = len(hub.downloads)
+        second = downloads.start(cfg, root, QWEN, "Qwen-Image", owner="bob", wait=True)
+        assert Downloads(downloads.dir).record(second["id"])["status"] == "succeeded"
+        again = hub.downloads[n_first:]
+        assert (rel, f"bytes={len(have)}-") in again, again  # continued from its bytes
+        assert not {p for p, _ in again} & finished, again  # finished files stay
+    assert not partial()
+    for r, data in files.items():
+        assert (folder / r).read_bytes() == data, r
+    assert inv.verify_model(root, "Qwen/Qwen-Image").ok
 
 
 def test_a_record_left_running_by_a_stopped_server_reads_as_interrupted(tmp_path):

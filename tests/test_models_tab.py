@@ -84,14 +84,18 @@ def test_a_model_is_listed_deleted_after_confirmation_and_downloaded_with_progre
     expect(table).not_to_contain_text(MODEL)
     assert not (app.models / MODEL).exists()
 
-    # Download the family's sources from the local Hub: the bar moves, survives a reload,
-    # and ends full with the model back in the table.
-    _choose(page, "models-target", "Qwen-Image")
-    expect(md(page, "models-needs")).to_contain_text("missing")
-    _choose(page, "models-source", "huggingface")
-    page.click("#models-download")
+    # Download the family's sources from the local Hub: the bar moves, stops on Stop
+    # (keeping what it has), the stopped record survives a reload, Download resumes it, and
+    # it ends full with the model back in the table.
+    def download():
+        _choose(page, "models-target", "Qwen-Image")
+        expect(md(page, "models-needs")).to_contain_text("missing")
+        _choose(page, "models-source", "huggingface")
+        page.click("#models-download")
+
+    download()
     seen: list[float] = []
-    reloaded = False
+    reloaded = stopped = False
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         status, width = _bar(page)
@@ -99,15 +103,21 @@ def test_a_model_is_listed_deleted_after_confirmation_and_downloaded_with_progre
             seen.append(width)
         if status == "succeeded":
             break
-        if 0 < width < 100 and not reloaded:
+        if 0 < width < 100 and not stopped:
+            page.click("#models-stop")
+            expect(page.locator("#models-bar")).to_have_attribute("data-status", "stopped",
+                                                                  timeout=30_000)
+            stopped = True
             page.reload()  # the progress is the server's: a new page shows the same download
             tab(page, "models")
-            expect(page.locator("#models-bar")).to_have_attribute(
-                "data-status", re.compile("running|succeeded"), timeout=30_000)
+            expect(page.locator("#models-bar")).to_have_attribute("data-status", "stopped",
+                                                                  timeout=30_000)
+            expect(page.locator("#models-progress")).to_contain_text("press Download to resume")
             assert int(page.locator("#models-bar").get_attribute("data-done")) > 0
             reloaded = True
+            download()  # resumes: what was fetched stays
         page.wait_for_timeout(200)
-    assert reloaded and any(0 < w < 100 for w in seen) and seen[-1] == 100.0, seen
+    assert reloaded and stopped and any(0 < w < 100 for w in seen) and seen[-1] == 100.0, seen
     expect(page.locator("#models-progress")).to_contain_text("Downloaded Qwen-Image")
     expect(table.locator("tr", has_text=MODEL)).to_contain_text("complete", timeout=30_000)
     got = dict(inv.model_entry(app.models, MODEL).files)

@@ -341,3 +341,105 @@ def test_a_reference_command_with_tracking_flags_runs_offline_and_keeps_keys_out
     for key in (WANDB_KEY, SWANLAB_KEY):
         leaked = [str(p) for p in written if key.encode() in p.read_bytes()]
         assert leaked == [], f"a tracker key was written to {leaked}"
+
+
+# ------------------------------------------------------------------------- keys of one run
+ONLINE_BOTH = {"enable_wandb_log": True, "wandb_mode": "online", "enable_swanlab_log": True,
+               "swanlab_mode": "online", "stages": ["train"]}
+# A stage that says whether each key it was handed is the one typed (by its digest: the
+# argv is kept in the job database, a key never is).
+KEY_PROBE = (
+    "import hashlib, os\n"
+    "for name, digest in (('WANDB_API_KEY', {w!r}), ('SWANLAB_API_KEY', {s!r})):\n"
+    "    got = hashlib.sha256(os.environ.get(name, '').encode()).hexdigest()\n"
+    "    print(name, 'given' if got == digest else 'absent', flush=True)\n")
+
+
+@pytest.fixture
+def hosted(monkeypatch):
+    """Sign-in on, alice the admin; the server's own keys and tracker modes unset."""
+    from webui import security
+
+    for name in ("WANDB_API_KEY", "SWANLAB_API_KEY", "WANDB_MODE", "SWANLAB_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    security.configure(auth_enabled=True, admins=["alice"])
+    yield
+    security.configure(auth_enabled=False)
+
+
+def test_a_users_tracker_keys_reach_their_runs_stages_and_no_file_or_log(tmp_path, hosted):
+    """Keys typed for a run reach its stage's environment (the one the run's supervisor
+    builds) and appear in no file of the workspace: run.yaml, the accelerate file,
+    commands.sh, the job database, the supervisor's and the stage's logs."""
+    import hashlib
+    import sys
+
+    from backend.jobs.runner import Runner, StagePlan
+    from webui import services
+
+    ws = tmp_path / "ws"
+    cfg = validate({**ONLINE_BOTH, "dataset_base_path": str(ws / "cache")},
+                   require_inputs=False)
+    env, problems = services.tracker_env(cfg, "bob", {"wandb_key": f" {WANDB_KEY} ",
+                                                      "swanlab_key": SWANLAB_KEY})
+    assert problems == [] and env == {"WANDB_API_KEY": WANDB_KEY,
+                                      "SWANLAB_API_KEY": SWANLAB_KEY}
+    run = ws / "runs" / "keyed"
+    (plan,) = plan_run(cfg, run, cuda=False)
+    probe = KEY_PROBE.format(w=hashlib.sha256(WANDB_KEY.encode()).hexdigest(),
+                             s=hashlib.sha256(SWANLAB_KEY.encode()).hexdigest())
+    runner = Runner(ws)
+    rid = runner.submit_stages([StagePlan("train", [sys.executable, "-c", probe], plan.env)],
+                               run, (run / "run.yaml").read_text(encoding="utf-8"),
+                               owner="bob", secret_env=env)
+    assert runner.wait(rid, timeout=120)["status"] == "succeeded"
+    logged = runner.tail_log(rid, "train", 0)[0]
+    assert "WANDB_API_KEY given" in logged and "SWANLAB_API_KEY given" in logged, logged
+    assert runner.get_run(rid)["secret_keys"] == ["SWANLAB_API_KEY", "WANDB_API_KEY"]
+
+    written = [p for p in ws.rglob("*") if p.is_file()]
+    assert {run / "run.yaml", run / "accelerate_train.yaml", run / "commands.sh",
+            run / "logs" / "train.log", ws / "zerolora.sqlite"} <= set(written), written
+    for key in (WANDB_KEY, SWANLAB_KEY):
+        leaked = [str(p) for p in written if key.encode() in p.read_bytes()]
+        assert leaked == [], f"a tracker key was written to {leaked}"
+
+
+def test_a_hosted_user_without_their_own_key_is_refused_naming_the_field(tmp_path, hosted):
+    """An online tracker logs to the account of the key: a signed-in user who is not an
+    admin gives their own (the refusal names ``wandb_key`` / ``swanlab_key``, and says a
+    resumed run needs it again); an admin, the one local user and offline trackers use the
+    server's environment; a run that does not train tracks nothing."""
+    from types import SimpleNamespace
+
+    from backend.core.messages import Msg
+    from backend.jobs.runner import Runner
+    from webui import security, services
+
+    cfg = validate(dict(ONLINE_BOTH), require_inputs=False)
+    ws = tmp_path / "ws"
+    where = SimpleNamespace(runner=Runner(ws), workspace=ws, models_dir=None)
+    with pytest.raises(services.Refused) as e:
+        services.start_run(where, cfg, "bob", tracker_keys={"swanlab_key": ""})
+    named = {p.params["field"]: p.params["problem"].code for p in e.value.problems
+             if isinstance(p, Msg) and p.code == "validation.field_problem"}
+    assert {k: v for k, v in named.items() if k.endswith("_key")} == {
+        "wandb_key": "tracking.own_key", "swanlab_key": "tracking.own_key"}, e.value
+    assert "wandb_key: Weights & Biases logs online" in str(e.value)
+    assert where.runner.list_runs() == []
+    # one key given: only the other is asked for
+    env, problems = services.tracker_env(cfg, "bob", {"wandb_key": WANDB_KEY})
+    assert env == {"WANDB_API_KEY": WANDB_KEY}
+    assert [p.params["field"] for p in problems] == ["swanlab_key"]
+    # resuming a saved run: the key again
+    saved = cfg.to_dict()
+    _, problems = services.tracker_env(saved, "bob", {}, resume=True)
+    assert [p.params["problem"].code for p in problems] == ["tracking.key_again"] * 2
+    # offline needs no key; admins and the local user fall back to the server's environment
+    offline_cfg = validate({**ONLINE_BOTH, "wandb_mode": "offline", "swanlab_mode": "offline"},
+                           require_inputs=False)
+    assert services.tracker_env(offline_cfg, "bob", {}) == ({}, [])
+    assert services.tracker_env({**saved, "stages": ["sample"]}, "bob", {}) == ({}, [])
+    assert services.tracker_env(cfg, "alice", {}) == ({}, [])
+    security.configure(auth_enabled=False)
+    assert services.tracker_env(cfg, None, {}) == ({}, [])

@@ -47,7 +47,9 @@ Endpoints (all take ``run_id`` as text where they concern one run):
   family (``family:<name>[:<variant>]``) or preset (``preset:<name>``) lacks, from
   ``source`` (modelscope | huggingface; empty: its own; a mirror is for admins);
   ``/download_progress(download_id) -> record`` (empty id: the latest; ``status``,
-  ``bytes_done``, ``bytes_total``, ``speed``); ``/verify_model(model_id) -> {ok, problems}``;
+  ``bytes_done``, ``bytes_total``, ``speed``); ``/stop_download(download_id) -> record``
+  stops it at its next chunk, keeping what it fetched (its starter or an admin);
+  ``/verify_model(model_id) -> {ok, problems}``;
   ``/delete_model(model_id) -> {deleted, bytes}`` (admins only when sign-in is on)
   (``webui/tabs/models.py``).
 
@@ -80,8 +82,8 @@ __all__ = ["add_api_endpoints", "ENDPOINTS"]
 
 ENDPOINTS = ("start_run", "start_caption", "run_status", "run_progress", "stop_run", "resume_run", "list_runs",
              "list_outputs", "fetch_output", "run_log", "list_presets", "publish_run",
-             "list_models", "download_models", "download_progress", "delete_model",
-             "verify_model")
+             "list_models", "download_models", "download_progress", "stop_download",
+             "delete_model", "verify_model")
 # Which environment variable carries a token for each download source.
 RUN_FIELDS = ("id", "name", "owner", "status", "created_at", "started_at", "ended_at",
               "failure_reason", "stop_reason", "note", "attempt", "current_stage", "gpu_ids")

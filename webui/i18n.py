@@ -44,6 +44,7 @@ EN: dict[str, str] = {
     "models.target": "Family or preset",
     "models.source": "Download from",
     "models.download": "Download",
+    "models.stop": "Stop download",
     # groups
     "group.run": "Run",
     "group.model": "Model",
@@ -106,6 +107,12 @@ EN: dict[str, str] = {
     # training tab
     "train.generated": "Generated files (update as you type)",
     "train.import": "Import a command",
+    "train.wandb_key": "Your W&B key (online logging)",
+    "train.swanlab_key": "Your SwanLab key (online logging)",
+    "train.tracker_key_info": "The run logs to this key's account. Kept in memory for the run "
+                              "you start now (and needed again to resume it); never written "
+                              "to a file, the history or a log. Empty: the server's key, for "
+                              "admins only.",
     "train.import_ph": "Paste an accelerate launch … command of the reference trainer",
     "train.import_btn": "Import into the form",
     "train.import_files": "Its accelerate / DeepSpeed files (when not on this server)",
@@ -231,6 +238,7 @@ ZH: dict[str, str] = {
     "models.target": "模型系列或预设",
     "models.source": "下载来源",
     "models.download": "下载",
+    "models.stop": "停止下载",
     "group.run": "运行",
     "group.model": "模型",
     "group.data": "数据",
@@ -274,6 +282,10 @@ ZH: dict[str, str] = {
     "data.pairs": "编辑样本对：输入图片 → 目标图片，下方为指令（在描述列中编辑）",
     "train.generated": "生成的文件（随输入实时更新）",
     "train.import": "导入命令",
+    "train.wandb_key": "你的 `W&B` 密钥（在线记录）",
+    "train.swanlab_key": "你的 `SwanLab` 密钥（在线记录）",
+    "train.tracker_key_info": "运行会记录到此密钥所属的账户。仅在内存中为现在启动的运行保存（继续运行时需要再次填写）；"
+                              "不会写入文件、历史记录或日志。留空：使用服务器的密钥，仅限管理员。",
     "train.import_ph": "粘贴参考训练器的 accelerate launch … 命令",
     "train.import_btn": "导入到表单",
     "train.import_files": "命令用到的 accelerate / DeepSpeed 文件（不在此服务器上时）",

@@ -2,12 +2,20 @@
 
 Each checks what the signed-in user may read (a caption job: also write) before anything is
 queued, gives the run the file policy its stages enforce (``backend.core.readgate``,
-``backend.core.writegate``), hands a typed hub token to the run's
+``backend.core.writegate``), hands a typed hub token and typed tracker keys to the run's
 stages only (never a file or the history), and refuses with ``Refused``: a headline and the
 problems, one per field, for each surface to show its own way.
 
-    run_id = start_run(ctx, cfg, user, name=..., hub_token=...)
-    run_id = resume_run(ctx, run, user, hub_token=...)
+Tracker keys follow the rule of a typed hub token (``webui/publishing.py``): a W&B or
+SwanLab run in online mode logs to the account of the key its stages see. A key typed for
+the run (``tracker_keys``: ``{"wandb_key": ..., "swanlab_key": ...}``) lives in memory, reaches
+that run's stages through their environment only and is hidden from log text shown; none
+typed means the server's environment, for admins and the one local user; a signed-in user
+who is not an admin is refused, the field named. A resumed run needs the key again (the
+supervisor that held it has ended).
+
+    run_id = start_run(ctx, cfg, user, name=..., hub_token=..., tracker_keys=...)
+    run_id = resume_run(ctx, run, user, hub_token=..., tracker_keys=...)
     job_id = render(ctx, run, settings, checkpoint_names, user)
     run_id = caption(ctx, cfg, user, hub_token=...)
 
@@ -26,6 +34,7 @@ from backend.config.errors import ConfigError, field_problem
 from backend.config.schema import RunConfig
 from backend.core.messages import Msg, said
 from backend.jobs.runner import RunnerError
+from backend.training.tracking import online_trackers
 from webui import security
 
 # The environment variable each download source reads its token from.
@@ -113,6 +122,25 @@ def secret_env(token: str | None, download_source: str | None) -> dict[str, str]
     return {TOKEN_ENV.get(download_source or "", "HF_TOKEN"): token}
 
 
+def tracker_env(values: Any, user: str | None, keys: dict[str, str] | None,
+                resume: bool = False) -> tuple[dict[str, str], list[Msg]]:
+    """({key variable: key} for each online tracker of ``values`` (a RunConfig or its saved
+    YAML) given a typed key, the problems of those without one for a ``user`` who may not
+    use the server's key); typed keys are hidden from any log text shown from now on."""
+    env, problems = {}, []
+    for t in online_trackers(values):
+        key = str((keys or {}).get(t.key_field) or "").strip()
+        if key:
+            security.remember_secret(key)
+            env[t.key_env] = key
+        elif not security.is_admin(user):
+            why = Msg("tracking.key_again", tracker=t.title, mode_option=t.mode_option) \
+                if resume else Msg("tracking.own_key", tracker=t.title,
+                                   mode_option=t.mode_option)
+            problems.append(field_problem(t.key_field, why))
+    return env, problems
+
+
 def _env_kwargs(env: dict[str, str] | None) -> dict[str, Any]:
     return {"secret_env": env} if env else {}
 
@@ -140,31 +168,37 @@ def plan_field_problems(cfg: RunConfig) -> list[Msg]:
 
 
 def _checked(where: Where, cfg: RunConfig, user: str | None, hub_token: str | None,
-             more_problems=None) -> tuple[RunConfig, dict]:
+             more_problems=None, tracker_keys: dict[str, str] | None = None,
+             trains: bool = True) -> tuple[RunConfig, dict]:
     """``cfg`` checked for what ``user`` may point at (plus ``more_problems(cfg)`` for fields
     the paths check did not name) and carrying their read policy, with the secret
-    environment of its download; ``Refused`` naming every problem."""
+    environment of its download and (``trains``: a run that may track) its trackers;
+    ``Refused`` naming every problem."""
     problems = security.check_run_paths(cfg, user, where.workspace,
                                         models_dir=where.models_dir, runner=where.runner)
     if more_problems is not None:
         named = {p.split(":", 1)[0] for p in problems}
         problems += [p for p in more_problems(cfg) if p.split(":", 1)[0] not in named]
-    if problems:
-        raise Refused(Msg("config.refused.paths", n=len(problems)), problems)
+    keys_env, key_problems = tracker_env(cfg, user, tracker_keys) if trains else ({}, [])
+    if problems or key_problems:
+        headline = Msg("config.refused.paths", n=len(problems)) if problems else \
+            Msg("tracking.keys_refused", n=len(key_problems))
+        raise Refused(headline, problems + key_problems)
     cfg = security.with_file_policy(cfg, user, where.workspace, models_dir=where.models_dir,
                                     runner=where.runner)
-    return cfg, secret_env(hub_token, cfg.download_source)
+    return cfg, {**(secret_env(hub_token, cfg.download_source) or {}), **keys_env} or None
 
 
 @shown_to_user
 def start_run(where: Where, cfg: RunConfig, user: str | None, *, name: str | None = None,
-              hub_token: str | None = None) -> str:
+              hub_token: str | None = None, tracker_keys: dict[str, str] | None = None
+              ) -> str:
     """Queue ``cfg`` as ``user``'s run; returns its id. ``name`` (the history's name; the
     form passes ``run_name``) has the schema's ``run_name`` length limit."""
     name_problem = run_name_problem(name)
     if name_problem:
         raise Refused(Msg("config.refused.run_name"), [name_problem])
-    cfg, env = _checked(where, cfg, user, hub_token, plan_field_problems)
+    cfg, env = _checked(where, cfg, user, hub_token, plan_field_problems, tracker_keys)
     try:
         return where.runner.submit(cfg, owner=user, name=(name or "").strip() or None,
                                    **_env_kwargs(env))
@@ -177,15 +211,22 @@ def start_run(where: Where, cfg: RunConfig, user: str | None, *, name: str | Non
 
 @shown_to_user
 def resume_run(where: Where, run: dict, user: str | None, *,
-               hub_token: str | None = None) -> str:
+               hub_token: str | None = None, tracker_keys: dict[str, str] | None = None
+               ) -> str:
     """Re-queue a stopped or failed run from its saved state (its paths checked again:
     the files or the folders it reads may have changed since)."""
     problems = security.check_resume_paths(where.runner, run, user, where.workspace,
                                            models_dir=where.models_dir)
     if problems:
         raise Refused(Msg("config.refused.paths", n=len(problems)), problems)
-    source = (yaml.safe_load(run.get("config_yaml") or "") or {}).get("download_source")
-    env = secret_env(hub_token, source if isinstance(source, str) else None)
+    saved = yaml.safe_load(run.get("config_yaml") or "") or {}
+    saved = saved if isinstance(saved, dict) else {}
+    keys_env, key_problems = tracker_env(saved, user, tracker_keys, resume=True)
+    if key_problems:
+        raise Refused(Msg("tracking.keys_refused", n=len(key_problems)), key_problems)
+    source = saved.get("download_source")
+    env = {**(secret_env(hub_token, source if isinstance(source, str) else None) or {}),
+           **keys_env} or None
     try:
         return where.runner.resume(run["id"], **_env_kwargs(env))
     except (RunnerError, ValueError, OSError) as e:
@@ -223,7 +264,7 @@ def caption(where: Where, cfg: RunConfig, user: str | None, *,
                                             where.workspace, write=True, runner=where.runner,
                                             models_dir=where.models_dir)
 
-    cfg, env = _checked(where, cfg, user, hub_token, write_problems)
+    cfg, env = _checked(where, cfg, user, hub_token, write_problems, trains=False)
     try:
         return submit_caption(where.runner, cfg, owner=user, secret_env=env)
     except CaptionError as e:

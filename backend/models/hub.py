@@ -26,7 +26,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from backend.core import readgate
 from backend.config.schema import MODELS_DIR_ENV, RunConfig
@@ -208,8 +208,11 @@ def download_patterns(src: Source) -> list[str]:
     return _allow_patterns(src)
 
 
-def download(cfg: RunConfig, model_id: str, allow_patterns: list[str], local_dir: Path) -> None:
-    """Fetch files of ``model_id`` matching ``allow_patterns`` into ``local_dir``."""
+def download(cfg: RunConfig, model_id: str, allow_patterns: list[str], local_dir: Path,
+             check: Callable[[], None] | None = None) -> None:
+    """Fetch files of ``model_id`` matching ``allow_patterns`` into ``local_dir``.
+    ``check()`` (ModelScope: at each chunk, through its progress callback) raises to stop;
+    the unfinished file stays for the next download to continue."""
     local_dir.mkdir(parents=True, exist_ok=True)
     if cfg.download_source == "huggingface":
         from huggingface_hub import snapshot_download
@@ -218,13 +221,22 @@ def download(cfg: RunConfig, model_id: str, allow_patterns: list[str], local_dir
                           token=os.environ.get("HF_TOKEN") or None, **kwargs)
     else:
         from modelscope import snapshot_download
+        from modelscope.hub.callback import ProgressCallback
         kwargs = {"endpoint": cfg.hub_endpoint} if cfg.hub_endpoint else {}
+        if check is not None:
+            class Checked(ProgressCallback):
+                def update(self, size: int) -> None:
+                    check()
+
+            kwargs["progress_callbacks"] = [Checked]
         snapshot_download(model_id, allow_patterns=allow_patterns, local_dir=str(local_dir),
                           token=os.environ.get("MODELSCOPE_API_TOKEN") or None, **kwargs)
 
 
-def resolve_source(cfg: RunConfig, src: Source) -> list[Path]:
-    """Local files (or one folder) for a source, downloading them when missing."""
+def resolve_source(cfg: RunConfig, src: Source,
+                   check: Callable[[], None] | None = None) -> list[Path]:
+    """Local files (or one folder) for a source, downloading them when missing (``check``:
+    see ``download``)."""
     if src.path is not None:
         check_readable(src.path)
         return [src.path]
@@ -242,7 +254,7 @@ def resolve_source(cfg: RunConfig, src: Source) -> list[Path]:
                        f"{where}). Put the files there, set models_dir / "
                        f"{MODELS_DIR_ENV}, or turn offline off to download them.")
     try:
-        download(cfg, src.model_id, _allow_patterns(src), base)
+        download(cfg, src.model_id, _allow_patterns(src), base, check)
     except Exception as e:  # network, auth, unknown repo: one clear line
         reason = " ".join(str(e).split())[:300]
         raise HubError(f"could not download {src.spec} from {cfg.download_source} into "

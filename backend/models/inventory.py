@@ -23,9 +23,17 @@ family's defaults, a variant's, a preset's) that are not complete yet, through
 progress (bytes done of the total the hub lists, the speed) is a small JSON record in
 ``record_dir`` (the workspace's ``model_downloads/``) written twice a second, so a reloaded
 page, the API and another browser read the same. Downloads resume: files already complete
-are not fetched again, and a connection cut mid-file continues from the bytes it has
-(huggingface_hub and ModelScope retry with a range request). A record left ``running`` by a
-server that stopped reads as ``interrupted``; starting the same target again resumes it.
+are not fetched again, and a file cut mid-way continues from the bytes it has with a range
+request (from Hugging Face file by file here, each into its own ``.incomplete`` file beside
+huggingface_hub's records, through huggingface_hub's ``http_get``; from ModelScope through its
+``snapshot_download``, which keeps unfinished files in ``._____temp``). A record left
+``running`` by a server that stopped reads as ``interrupted``; starting the same target again
+resumes it.
+
+``Downloads.stop(download_id, user, admin)`` stops a running download between two chunks
+(the check sits where the bytes are written: the partial file's ``write``, ModelScope's
+progress callback): finished files and the partial one stay, the record says ``stopped``, and
+Download resumes it. Only its starter or an admin may stop it.
 
 Tokens come from the environment only (``HF_TOKEN``, ``MODELSCOPE_API_TOKEN``) and are never
 written to a record.
@@ -68,6 +76,10 @@ PARTIAL_SUFFIX = ".incomplete"
 TICK_S = 0.5          # how often a running download writes its record
 STALE_S = 10.0        # a "running" record not updated for this long, by no thread here
 SPEED_WINDOW_S = 5.0  # the speed shown: bytes over the last few seconds
+
+
+class DownloadStopped(Exception):
+    """Raised between two chunks of a download whose Stop was pressed."""
 
 
 class InventoryError(RuntimeError):
@@ -483,6 +495,77 @@ def _write_manifest(folder: Path, source: str, files: dict[str, dict[str, Any]])
                                             indent=1, sort_keys=True))
 
 
+class _CheckedFile:
+    """A partial file whose ``write`` first calls ``check`` (which raises to stop): a stop
+    lands between two chunks, and every byte written before it stays on disk."""
+
+    def __init__(self, f, check: Callable[[], None]):
+        self._f, self._check = f, check
+
+    def write(self, data: bytes) -> int:
+        self._check()
+        return self._f.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
+
+
+def hf_partial(folder: Path, rel: str, etag: str) -> Path:
+    """Where a file from Hugging Face collects its bytes until it is complete: beside
+    huggingface_hub's records of the folder, named for the file and the hub's version of it
+    (a changed file never continues another version's bytes)."""
+    return folder / HF_META / "download" / f"{rel}.{etag[:16]}{PARTIAL_SUFFIX}"
+
+
+def fetch_hf_files(cfg: RunConfig, model_id: str, files: dict[str, dict[str, Any]],
+                   folder: Path, check: Callable[[], None]) -> None:
+    """Fetch ``files`` (as ``remote_files`` lists them) of ``model_id`` from Hugging Face into
+    ``folder``, one after the other, each continuing from the bytes its partial file holds
+    (a range request) and moved into place when complete, with huggingface_hub's record
+    beside it (commit and etag: what ``verify_model`` checks and what huggingface_hub reads
+    to know the file is current). ``check()`` runs before every chunk is written and raises
+    ``DownloadStopped`` to stop. A file that fails does not stop the others; the first
+    failure is raised at the end."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.file_download import http_get
+    from huggingface_hub.utils import build_hf_headers
+
+    token = os.environ.get("HF_TOKEN") or None
+    failed: list[Exception] = []
+    for rel, info in files.items():
+        dest = folder / rel
+        if ".." in Path(rel).parts or (dest.is_file() and not dest.is_symlink()
+                                       and dest.stat().st_size == info["size"]):
+            continue
+        check()
+        try:
+            meta = get_hf_file_metadata(hf_hub_url(model_id, rel,
+                                                   endpoint=cfg.hub_endpoint or None),
+                                        token=token)
+            etag = (meta.etag or "").strip('"')
+            partial = hf_partial(folder, rel, etag or "unknown")
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            have = partial.stat().st_size if partial.is_file() else 0
+            if meta.size is not None and have > meta.size:
+                partial.unlink()
+                have = 0
+            with open(partial, "ab") as f:
+                http_get(meta.location, _CheckedFile(f, check), resume_size=have,
+                         headers=build_hf_headers(token=token), expected_size=meta.size,
+                         displayed_filename=rel)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(partial, dest)
+            record = folder / HF_META / "download" / f"{rel}.metadata"
+            record.write_text(f"{meta.commit_hash}\n{etag}\n{time.time()}\n",
+                              encoding="utf-8")
+        except DownloadStopped:
+            raise
+        except Exception as e:  # noqa: BLE001 - network, auth: the others still come
+            failed.append(e)
+    if failed:
+        raise failed[0]
+
+
 def _unfinished(folder: Path) -> int:
     total = 0
     for dirpath, _, filenames in os.walk(folder):
@@ -504,6 +587,12 @@ class _Job:
     files: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     samples: collections.deque = field(default_factory=lambda: collections.deque(maxlen=64))
     finished: threading.Event = field(default_factory=threading.Event)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def check(self) -> None:
+        """Raise ``DownloadStopped`` once Stop was pressed (called between chunks)."""
+        if self.stop.is_set():
+            raise DownloadStopped()
 
 
 _LOCK = threading.Lock()
@@ -597,6 +686,25 @@ class Downloads:
             job.finished.wait(5 * TICK_S + 5)
         return dict(job.record)
 
+    # ---------------------------------------------------------------- stop
+    def stop(self, download_id: str, user: str | None = None, admin: bool = True
+             ) -> dict[str, Any]:
+        """Ask the running download ``download_id`` (empty: the latest) to stop at its next
+        chunk; ``user`` may when ``admin`` or when they started it. Returns its record."""
+        rec = self.record(download_id) if download_id else self.latest()
+        if rec is None:
+            raise InventoryError(Msg("models.dl_unknown", got=str(download_id)))
+        with _LOCK:
+            job = _RUNNING.get(rec["id"])
+        if job is None or job.record["status"] != "running":
+            raise InventoryError(Msg("models.dl_not_running", target=str(rec.get("title")),
+                                     status=str(rec.get("status"))))
+        if not admin and job.record.get("owner") != user:
+            raise InventoryError(Msg("models.dl_stop_not_yours", target=job.record["title"]))
+        job.record["stop_requested_by"] = user
+        job.stop.set()
+        return dict(job.record)
+
     # ---------------------------------------------------------------- the work
     def _run(self, job: _Job, cfg: RunConfig, todo: list[Source]) -> None:
         rec = job.record
@@ -606,6 +714,7 @@ class Downloads:
                 by_id.setdefault(src.model_id, []).append(src)
             for model_id, sources in by_id.items():
                 patterns = [p for s in sources for p in hub.download_patterns(s)]
+                job.check()
                 try:
                     job.files[model_id] = remote_files(cfg, model_id, patterns)
                 except Exception as e:  # noqa: BLE001 - network, auth, unknown repo
@@ -615,9 +724,13 @@ class Downloads:
             rec["bytes_total"] = sum(f["size"] for files in job.files.values()
                                      for f in files.values())
             for model_id, sources in by_id.items():
+                job.check()
                 rec["current"] = model_id
-                for src in sources:
-                    hub.resolve_source(cfg, src)
+                if cfg.download_source == "huggingface":
+                    fetch_hf_files(cfg, model_id, job.files[model_id], job.root / model_id,
+                                   job.check)
+                for src in sources:  # what is there now is used; ModelScope fetches the rest
+                    hub.resolve_source(cfg, src, check=job.check)
                 if cfg.download_source != "huggingface":
                     _write_manifest(job.root / model_id, cfg.download_source,
                                     job.files[model_id])
@@ -625,11 +738,15 @@ class Downloads:
             rec.update(status="succeeded", message=Msg(
                 "models.dl_done", target=rec["title"], size=size_text(rec["bytes_total"]),
                 seconds=round(time.time() - rec["started_at"])).to_json())
-        except InventoryError as e:
-            rec.update(status="failed", message=e.message.to_json())
         except Exception as e:  # noqa: BLE001 - HubError and the clients' own errors
-            rec.update(status="failed", message=Msg("models.dl_failed",
-                                                    why=_one_line(e)).to_json())
+            if job.stop.is_set():  # DownloadStopped, or a client's error wrapping it
+                rec.update(status="stopped", message=Msg(
+                    "models.dl_stopped", target=rec["title"]).to_json())
+            elif isinstance(e, InventoryError):
+                rec.update(status="failed", message=e.message.to_json())
+            else:
+                rec.update(status="failed", message=Msg("models.dl_failed",
+                                                        why=_one_line(e)).to_json())
         finally:
             rec["ended_at"] = time.time()
             with _LOCK:

@@ -25,10 +25,12 @@ images under ``sample/prompt_<i>``, one per checkpoint and LoRA scale.
 
 Keys: each service's own library reads its key from the environment (``WANDB_API_KEY``,
 ``SWANLAB_API_KEY``); nothing here reads, passes, writes or logs one, and the config sent
-to a tracker holds no path of the server. Offline (``wandb_mode`` / ``swanlab_mode``
-``offline``, or the library's own ``WANDB_MODE`` / ``SWANLAB_MODE``) needs no key and no
-network: the run is written into its folder, to send later (``wandb sync`` /
-``swanlab sync``, the command is logged). Console capture is off in both (the stage's log
+to a tracker holds no path of the server. A key given for one run (the page's
+``wandb_key`` / ``swanlab_key``, ``online_trackers`` names them) reaches that run's stages
+through their environment only (the runner's ``secret_env``). Offline (``wandb_mode`` /
+``swanlab_mode`` ``offline``, or the library's own ``WANDB_MODE`` / ``SWANLAB_MODE``)
+needs no key and no network: the run is written into its folder, to send later
+(``wandb sync`` / ``swanlab sync``, the command is logged). Console capture is off in both (the stage's log
 is its own).
 
 A resumed run continues its tracker runs: the W&B and SwanLab run ids are chosen when the run
@@ -46,8 +48,10 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import os
 import secrets
 import string
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -75,6 +79,34 @@ def check_trackers(cfg: RunConfig) -> None:
                 if importlib.util.find_spec(package) is None]
     if problems:
         raise ConfigError(problems)
+
+
+@dataclass(frozen=True)
+class OnlineTracker:
+    """A tracker that sends a run's metrics as it trains, and where its key comes from."""
+    option: str        # enable_wandb_log
+    mode_option: str   # wandb_mode
+    title: str
+    key_env: str       # the variable its library reads the key from
+    key_field: str     # the page's field for a key of this run alone
+
+
+ONLINE = (OnlineTracker("enable_wandb_log", "wandb_mode", "Weights & Biases", "WANDB_API_KEY",
+                        "wandb_key"),
+          OnlineTracker("enable_swanlab_log", "swanlab_mode", "SwanLab", "SWANLAB_API_KEY",
+                        "swanlab_key"))
+MODE_ENV = {"wandb_mode": "WANDB_MODE", "swanlab_mode": "SWANLAB_MODE"}
+
+
+def online_trackers(values: RunConfig | dict[str, Any]) -> list[OnlineTracker]:
+    """The trackers a run (its config, or its saved YAML as a mapping) that trains switches
+    on in online mode, which the library's own mode variable here does not make offline:
+    those need a key."""
+    get = values.get if isinstance(values, dict) else (lambda k: getattr(values, k, None))
+    if "train" not in (get("stages") or ["train"]):
+        return []
+    return [t for t in ONLINE if get(t.option) is True and get(t.mode_option) != "offline"
+            and os.environ.get(MODE_ENV[t.mode_option], "").strip().lower() != "offline"]
 
 
 def _asked(cfg: RunConfig) -> list[tuple[str, str, str]]:

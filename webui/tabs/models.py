@@ -8,10 +8,12 @@ confirmation box; with sign-in on, by admins only). Download fetches what a fami
 variant or a preset still lacks, from ModelScope or Hugging Face, with a progress bar (bytes
 done of the total, speed) polled from the server's record (``backend/models/inventory.py``),
 so a reloaded page shows the same download; pressing Download again resumes one that stopped.
+Stop ends the running download at its next chunk, keeping what it fetched (with sign-in on:
+its starter or an admin).
 
 The same through the API (``webui/api.py``): ``/list_models``, ``/download_models``,
-``/download_progress``, ``/delete_model``, ``/verify_model`` (``api_endpoints`` below, with
-the same rules).
+``/download_progress``, ``/stop_download``, ``/delete_model``, ``/verify_model``
+(``api_endpoints`` below, with the same rules).
 """
 from __future__ import annotations
 
@@ -84,6 +86,11 @@ def start_download(where: Any, key: str, source: str | None, user: str | None) -
     return downloads(where).start(cfg, models_root(where), key, title, owner=user)
 
 
+def request_stop(where: Any, download_id: str, user: str | None) -> dict:
+    """Stop a running download (empty id: the latest): its starter or an admin."""
+    return downloads(where).stop(download_id, user, admin=security.is_admin(user))
+
+
 def delete(where: Any, model_id: str, user: str | None) -> int:
     """Delete a model folder (admins only when sign-in is on); returns the bytes freed."""
     if not security.is_admin(user):
@@ -144,7 +151,7 @@ def progress_html(rec: dict | None) -> str:
                                    speed=inv.size_text(rec.get("speed") or 0))))
     if rec.get("message") and status != "running":
         lines.append(cell(Msg.from_json(rec["message"])))
-    cls = {"failed": " zl-failed", "interrupted": " zl-stopped",
+    cls = {"failed": " zl-failed", "interrupted": " zl-stopped", "stopped": " zl-stopped",
            "succeeded": " zl-done"}.get(status, "")
     return (f'<div class="zl-progress{cls}" id="models-bar" data-status="{html.escape(status)}"'
             f' data-done="{int(rec.get("bytes_done") or 0)}" '
@@ -200,6 +207,8 @@ def create_ui(ctx: Ctx) -> None:
                                          scale=1)
         c["models_download"] = gr.Button(T("models.download"), variant="primary",
                                          elem_id="models-download", scale=1)
+        c["models_stop"] = gr.Button(T("models.stop"), variant="stop", elem_id="models-stop",
+                                     scale=1)
     c["models_needs"] = gr.Markdown("", elem_id="models-needs")
     c["models_progress"] = gr.HTML(progress_html(None), elem_id="models-progress")
     c["models_timer"] = gr.Timer(TICK_S, active=False)
@@ -261,12 +270,27 @@ def bind_events(ctx: Ctx) -> None:
                                         c["models_timer"]],
                                show_progress_on=[c["models_msg"]], api_visibility="private")
 
+    def stop(data: dict, request: gr.Request):
+        try:
+            rec = request_stop(ctx, "", ctx.owner(request))
+        except InventoryError as e:
+            return {c["models_msg"]: refusal(e.message)}
+        return {c["models_msg"]: bilingual(Msg("models.dl_stopping", target=rec["title"])),
+                c["models_timer"]: gr.Timer(active=True)}
+
+    c["models_stop"].click(stop, inputs=set(), outputs=[c["models_msg"], c["models_timer"]],
+                           show_progress_on=[c["models_msg"]], api_visibility="private")
+
     def tick(data: dict, request: gr.Request):
         rec = downloads(ctx).latest()
         if rec and rec["status"] == "running":
             return {c["models_progress"]: progress_html(rec)}
-        # ended: the bar's last state, the table and the target's sources as they are now
-        return {**refresh(data, request), c["models_timer"]: gr.Timer(active=False)}
+        # ended: the bar's last state, the table and the target's sources as they are now;
+        # polling goes on when Download started another one meanwhile
+        out = refresh(data, request)
+        again = downloads(ctx).latest()
+        out[c["models_timer"]] = gr.Timer(active=bool(again and again["status"] == "running"))
+        return out
 
     c["models_timer"].tick(tick, inputs=inputs, outputs=outputs, show_progress="hidden",
                            api_visibility="private")
@@ -312,8 +336,9 @@ def bind_events(ctx: Ctx) -> None:
 # ------------------------------------------------------------------------------------------
 def api_endpoints(where: Any, who: Callable, fail: Callable[[str], Exception]
                   ) -> tuple[Callable, ...]:
-    """``/list_models``, ``/download_models``, ``/download_progress``, ``/delete_model``,
-    ``/verify_model``: plain values, English text; refusals raise ``fail(text)``."""
+    """``/list_models``, ``/download_models``, ``/download_progress``, ``/stop_download``,
+    ``/delete_model``, ``/verify_model``: plain values, English text; refusals raise
+    ``fail(text)``."""
     where = SimpleNamespace(workspace=where.workspace, models_dir=where.models_dir)
 
     def list_models(request: gr.Request = None) -> list:
@@ -341,6 +366,14 @@ def api_endpoints(where: Any, who: Callable, fail: Callable[[str], Exception]
             raise fail(str(e.message)) from None
         return _plain(rec) if rec else {}
 
+    def stop_download(download_id: str = "", request: gr.Request = None) -> dict:
+        """Stop a running download (empty id: the latest) at its next chunk; what it fetched
+        stays, and /download_models resumes it. Its starter or an admin only."""
+        try:
+            return _plain(request_stop(where, download_id, who(request)))
+        except InventoryError as e:
+            raise fail(str(e.message)) from None
+
     def delete_model(model_id: str, request: gr.Request = None) -> dict:
         """Delete a model folder (admins only when sign-in is on)."""
         try:
@@ -357,7 +390,8 @@ def api_endpoints(where: Any, who: Callable, fail: Callable[[str], Exception]
         except InventoryError as e:
             raise fail(str(e.message)) from None
 
-    return list_models, download_models, download_progress, delete_model, verify_model
+    return (list_models, download_models, download_progress, stop_download, delete_model,
+            verify_model)
 
 
 def _plain(rec: dict) -> dict:

@@ -18,6 +18,7 @@ import pandas as pd
 from backend.core.messages import Msg
 from backend.jobs.diagnosis import clean_lines
 from backend.jobs.runner import RunnerError
+from backend.training.tracking import ONLINE
 from webui import jobs, security, services
 from webui.context import TERMINAL, Ctx, gpu_memory_text, human_seconds
 from webui.i18n import T
@@ -241,6 +242,8 @@ def head_markdown(run: dict) -> str:
     if st == "stopped":
         extras.append(Msg("runtab.extra_note", note=run.get("note") or run.get("stop_reason")
                           or Msg("status.stopped")))
+    if run.get("slurm_job_id") and st in ("queued", "running", "succeeded") and run.get("note"):
+        extras.append(Msg("runtab.extra_note", note=run["note"]))  # SLURM: job id, nodes
     if run.get("stop_requested") and st == "running":
         extras.append(Msg("runtab.stopping"))
     if run.get("resumable"):
@@ -461,6 +464,11 @@ def bind_events(ctx: Ctx) -> None:
 
     follow_outputs = [c["run_id"], c["log_state"], c["timer"], c["run_msg"], c["run_problems"],
                       c["log_stage"]]
+    # Tracker keys typed in the Training tab (``training.tracker_key_fields``): this run's own.
+    keys = {c[t.key_field] for t in ONLINE}
+
+    def tracker_keys(data: dict) -> dict[str, str]:
+        return {t.key_field: data.get(c[t.key_field]) or "" for t in ONLINE}
 
     def start(data: dict, request: gr.Request):
         cfg, _, problems = form.check(data)
@@ -471,7 +479,8 @@ def bind_events(ctx: Ctx) -> None:
         before = my_active_runs(ctx, request)
         try:
             run_id = services.start_run(ctx, cfg, ctx.owner(request), name=cfg.run_name,
-                                        hub_token=data[c["hub_token"]])
+                                        hub_token=data[c["hub_token"]],
+                                        tracker_keys=tracker_keys(data))
         except services.Refused as e:
             return {c["run_msg"]: bilingual(Msg("runtab.not_started", why=e.headline)),
                     c["run_problems"]: problem_lines(e.problems)}
@@ -485,7 +494,7 @@ def bind_events(ctx: Ctx) -> None:
             return {c["run_msg"]: msg, c["run_problems"]: ""}
         return follow(ahead["id"], msg)
 
-    c["run_start"].click(start, inputs=form.inputs | {c["hub_token"], c["run_id"]},
+    c["run_start"].click(start, inputs=form.inputs | {c["hub_token"], c["run_id"]} | keys,
                          outputs=follow_outputs,
                          api_visibility="private").then(
         on_tick, inputs=tick_inputs, outputs=outs, show_progress="hidden",
@@ -514,13 +523,15 @@ def bind_events(ctx: Ctx) -> None:
             return {c["run_msg"]: bilingual(Msg("runtab.no_run_to_resume"))}
         try:
             run_id = services.resume_run(ctx, run, ctx.owner(request),
-                                         hub_token=data[c["hub_token"]])
+                                         hub_token=data[c["hub_token"]],
+                                         tracker_keys=tracker_keys(data))
         except services.Refused as e:
             return {c["run_msg"]: bilingual(Msg("runtab.not_resumed", why=e.headline)),
                     c["run_problems"]: problem_lines(e.problems)}
         return follow(run_id, bilingual(Msg("runtab.resumed", id=run_id)))
 
-    c["run_resume"].click(resume, inputs={c["run_id"], c["hub_token"]}, outputs=follow_outputs,
+    c["run_resume"].click(resume, inputs={c["run_id"], c["hub_token"]} | keys,
+                          outputs=follow_outputs,
                           api_visibility="private").then(
         on_tick, inputs=tick_inputs, outputs=outs, show_progress="hidden",
         api_visibility="private")

@@ -17,6 +17,7 @@ from backend.config.validation import validate
 from backend.jobs import slurm_runs
 from backend.jobs.processes import gpu_memory_totals_gb
 from backend.core.rundir import RunDir
+from backend.training.tracking import ONLINE
 from webui.context import Ctx
 from webui.form import GROUP_ORDER, problems_markdown
 from webui.i18n import T
@@ -50,6 +51,8 @@ def create_ui(ctx: Ctx) -> None:
                             c["train_batch"] = gr.Markdown("", elem_id="train-batch")
             for g in groups:
                 form.render_group(g, with_basic=False)
+                if g == "run":
+                    tracker_key_fields(ctx)
             form.render_rest()
         with gr.Column(scale=2, min_width=360):
             c["problems"] = gr.Markdown("", elem_id="problems", label=T("train.problems"))
@@ -79,6 +82,7 @@ def create_ui(ctx: Ctx) -> None:
                 with gr.Tab(GEN_SBATCH, id="gen-tab-sbatch", elem_id="gen-tab-sbatch",
                             visible=form.defaults.get("executor") == "slurm") as tab:
                     c["gen_tab_sbatch"] = tab
+                    c["storage_probe"] = gr.Markdown("", elem_id="storage-probe")
                     c["gen_sbatch"] = gr.Code(language="shell", elem_id="gen-sbatch",
                                               label=GEN_SBATCH, interactive=False,
                                               max_lines=40)
@@ -98,6 +102,17 @@ def create_ui(ctx: Ctx) -> None:
                                             elem_id="import-files", height=90)
                 c["import_btn"] = gr.Button(T("train.import_btn"), elem_id="import-btn")
                 c["import_notes"] = gr.Markdown("", elem_id="import-notes")
+
+
+def tracker_key_fields(ctx: Ctx) -> None:
+    """A key of the run's own for each online tracker, shown while that tracker is on. Not
+    schema fields: a key lives in the server's memory for the run it starts (``services``),
+    never in a file, the history or a log."""
+    for t in ONLINE:
+        ctx.c[t.key_field] = gr.Textbox(
+            label=T(f"train.{t.key_field}"), info=T("train.tracker_key_info"),
+            type="password", max_lines=1, elem_id=t.key_field.replace("_", "-"),
+            visible=bool(ctx.form.defaults.get(t.option)))
 
 
 def form_fields(group: str, level: str):
@@ -128,6 +143,16 @@ def preview_files(cfg: RunConfig, workspace: Path, runner=None) -> dict[str, str
 
 
 _cuda: list[bool] = []
+
+
+def probe_markdown(runner) -> str:
+    """Where the SLURM shared-storage probe stands (``slurm_runs.probe_state``): pending,
+    ok, or a warning when the nodes' file is not visible here; "" on a local server."""
+    state = slurm_runs.probe_state(runner)
+    if state is None:
+        return ""
+    mark = "⚠ " if state["state"] in ("missing", "refused") else ""
+    return mark + bilingual(state["text"])
 
 
 def has_cuda() -> bool:
@@ -241,6 +266,12 @@ def batch_markdown(cfg: RunConfig | None) -> str:
 
 def bind_events(ctx: Ctx) -> None:
     c, form = ctx.c, ctx.form
+    for t in ONLINE:  # a tracker's key field while the tracker is on
+        if t.option in form.components:
+            form.components[t.option].change(
+                lambda on: gr.update(visible=bool(on)), inputs=form.components[t.option],
+                outputs=c[t.key_field], show_progress="hidden", api_visibility="private",
+                queue=False)
 
     def estimate_outputs(cfg: RunConfig | None, data: dict) -> dict:
         """The estimate panel: this machine's verdict, or a chosen GPU's with the methods
@@ -299,13 +330,14 @@ def bind_events(ctx: Ctx) -> None:
         out[c["gen_run_yaml"]] = files.get(GEN_RUN_YAML, "")
         out[c["gen_sbatch"]] = files.get(GEN_SBATCH, "")
         out[c["gen_tab_sbatch"]] = gr.Tab(visible=GEN_SBATCH in files)
+        out[c["storage_probe"]] = probe_markdown(ctx.runner)
         out.update(estimate_outputs(cfg, data))
         return out
 
     outputs = form.error_outputs + [c["problems"], c["run_problems"], c["preset_diff"],
                                     c["gen_accelerate"], c["gen_deepspeed"],
                                     c["gen_commands"], c["gen_run_yaml"], c["gen_sbatch"],
-                                    c["gen_tab_sbatch"], c["estimate"],
+                                    c["gen_tab_sbatch"], c["storage_probe"], c["estimate"],
                                     c["method_changes"], c["apply_method"], c["train_batch"]]
     inputs = form.inputs | {c["loaded"], c["loaded_name"], c["target_gpu"], c["target_bus"],
                             form.errors_shown}

@@ -78,6 +78,14 @@ EN: dict[str, str] = {
         "interrupted (the server stopped); press Download again to resume",
     "models.dl_progress": "{done} of {total} · {speed}/s",
     "models.dl_listing": "listing the files on the hub…",
+    "models.dl_state.stopped": "stopped; press Download to resume",
+    "models.dl_stopped":
+        "Stopped downloading {target}: finished files and the unfinished one are kept; press "
+        "Download to resume.",
+    "models.dl_stopping": "Stopping the download of {target} at its next chunk…",
+    "models.dl_not_running": "download: {target} is not running ({status:@models.dl_state})",
+    "models.dl_stop_not_yours":
+        "download: {target} was started by another user; only they or an admin may stop it",
     "models.need_present": "✓ `{spec}`",
     "models.need_missing": "✗ `{spec}`: missing",
     "models.needs_done": "Everything {target} reads is in the models folder.",
@@ -140,6 +148,11 @@ ZH: dict[str, str] = {
     "models.dl_state.interrupted": "已中断（服务器停止了）；再次点击“下载”即可继续",
     "models.dl_progress": "{done} / {total} · {speed}/秒",
     "models.dl_listing": "正在模型平台上列出文件…",
+    "models.dl_state.stopped": "已停止；点击“下载”即可继续",
+    "models.dl_stopped": "已停止下载 `{target}`：已完成的文件和未完成的文件都会保留；点击“下载”即可继续。",
+    "models.dl_stopping": "正在停止 `{target}` 的下载（在下一个数据块处停止）…",
+    "models.dl_not_running": "`download`：`{target}` 没有在下载（{status:@models.dl_state}）",
+    "models.dl_stop_not_yours": "`download`：`{target}` 是另一位用户开始的下载；只有该用户或管理员可以停止它",
     "models.need_present": "✓ `{spec}`",
     "models.need_missing": "✗ `{spec}`：缺失",
     "models.needs_done": "`{target}` 读取的所有文件都已在模型文件夹中。",

@@ -23,6 +23,15 @@ EN: dict[str, str] = {
         "{tracker} logging stopped at step {step}: {error:q} (training goes on; the other "
         "trackers keep logging)",
     "tracking.close_failed": "{tracker} did not finish cleanly: {error:q}",
+    "tracking.keys_refused": "{n} tracker key(s) missing",
+    "tracking.own_key":
+        "{tracker} logs online to the account of its key, and the server's key is not for "
+        "your runs (got empty; allowed: your own {tracker} key in this field, kept in memory "
+        "for this run only, or {mode_option} offline)",
+    "tracking.key_again":
+        "{tracker} logs online and a key is kept only while its run is under way: give your "
+        "{tracker} key again to resume (got empty; allowed: your key, or {mode_option} "
+        "offline)",
 }
 
 ZH: dict[str, str] = {
@@ -39,4 +48,12 @@ ZH: dict[str, str] = {
     "tracking.stopped":
         "`{tracker}` 记录在第 {step} 步停止：{error:q}（训练继续；其他记录方式照常记录）",
     "tracking.close_failed": "`{tracker}` 没有正常结束：{error:q}",
+    "tracking.keys_refused": "缺少 {n} 个记录服务的密钥",
+    "tracking.own_key":
+        "`{tracker}` 在线记录到其密钥所属的账户，而服务器的密钥不用于你的运行（当前：空；允许："
+        "在此处填写你自己的 `{tracker}` 密钥，仅在内存中为这次运行保存，或把 {mode_option} 设为 "
+        "`offline`）",
+    "tracking.key_again":
+        "`{tracker}` 在线记录，而密钥只在运行进行期间保存：继续运行前请再次填写你的 `{tracker}` "
+        "密钥（当前：空；允许：你的密钥，或把 {mode_option} 设为 `offline`）",
 }
