@@ -266,6 +266,10 @@ class OffloadingEncoder:
     and its mask where the family has one), ``encode_image(pixels)`` and
     ``make_sample(parts, latents, pixels)`` (the cached sample)."""
 
+    # Modules that go to the device with the text encoder (its connectors, a second text
+    # encoder): attributes of the encoder, offloaded as it is.
+    with_text_encoder: tuple[str, ...] = ()
+
     def __init__(self, text_encoder, vae, device=None, offload: str = "none"):
         import torch
 
@@ -278,7 +282,7 @@ class OffloadingEncoder:
         if offload == "sequential":
             from accelerate import cpu_offload
 
-            for module in (text_encoder, vae):
+            for module in (text_encoder, vae, *(getattr(self, m) for m in self.with_text_encoder)):
                 cpu_offload(module, execution_device=self.device)
 
     def prompt_parts(self, prompt: str) -> tuple:
@@ -291,8 +295,9 @@ class OffloadingEncoder:
         raise NotImplementedError
 
     def on_device(self, name: str):
-        """A context in which the ``name`` module sits on ``device`` (``model`` offload:
-        moved there and back to host RAM after; the other modes: where it is)."""
+        """A context in which the ``name`` module (with the text encoder, the modules of
+        ``with_text_encoder``) sits on ``device`` (``model`` offload: moved there and back to
+        host RAM after; the other modes: where it is)."""
         from contextlib import contextmanager
 
         @contextmanager
@@ -302,12 +307,15 @@ class OffloadingEncoder:
                 return
             import torch
 
-            module = getattr(self, name)
-            module.to(self.device)
+            names = (name, *self.with_text_encoder) if name == "text_encoder" else (name,)
+            modules = [getattr(self, n) for n in names]
+            for module in modules:
+                module.to(self.device)
             try:
                 yield
             finally:
-                module.to("cpu")
+                for module in modules:
+                    module.to("cpu")
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
         return moved()
@@ -377,6 +385,15 @@ class VideoClips:
         strip = path.with_name(path.name[: -len(path.suffix)] + ".strip.png")
         frame_strip(result, 4).save(strip)
         return [path, strip]
+
+
+def frame_to_pil(frame):
+    """A frame [3, H, W] in [-1, 1] (as decoded from uint8) -> the same PIL RGB image."""
+    import torch
+    from PIL import Image
+
+    arr = ((frame.detach().float().cpu() + 1) * 127.5).round().clamp(0, 255)
+    return Image.fromarray(arr.to(torch.uint8).permute(1, 2, 0).numpy())
 
 
 def cached_sample(latents, pixels, **prompt) -> dict[str, Any]:

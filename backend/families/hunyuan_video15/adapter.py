@@ -27,7 +27,6 @@ as the pipeline calls it: the noisy latents beside a zero condition and mask (te
 from __future__ import annotations
 
 import copy
-from contextlib import ExitStack, contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -130,28 +129,14 @@ class Encoder(OffloadingEncoder):
     the same tensors.
     """
 
+    with_text_encoder = ("text_encoder_2",)
+
     def __init__(self, text_encoder, tokenizer, text_encoder_2, tokenizer_2, vae, device=None,
                  offload: str = "none"):
         self.text_encoder_2 = text_encoder_2
         self.pipe = pipeline_for_encoding(PIPELINE, text_encoder, tokenizer, text_encoder_2,
                                           tokenizer_2, vae)
         super().__init__(text_encoder, vae, device=device, offload=offload)
-        if offload == "sequential":
-            from accelerate import cpu_offload
-
-            cpu_offload(text_encoder_2, execution_device=self.device)
-
-    def on_device(self, name: str):
-        """The text encoder's turn on the device (``model`` offload) takes the glyph encoder
-        with it."""
-        @contextmanager
-        def moved():
-            with ExitStack() as stack:
-                stack.enter_context(super(Encoder, self).on_device(name))
-                if name == "text_encoder":
-                    stack.enter_context(super(Encoder, self).on_device("text_encoder_2"))
-                yield
-        return moved()
 
     def prompt_parts(self, prompt: str) -> tuple:
         """(prompt_emb, its mask, the glyph embedding, its mask): ``encode_prompt``'s."""

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.families import family_of
+from backend.families.common import frame_to_pil
 from backend.families.hunyuan_video15.adapter import (Adapter, Encoder, as_clip, guided,
                                                       pipeline_for_encoding)
 
@@ -50,15 +51,6 @@ def load_feature_extractor(folder: str | Path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return SiglipImageProcessor.from_pretrained(str(folder))
-
-
-def to_pil(frame):
-    """A frame [3, H, W] in [-1, 1] (as decoded from uint8) -> the same PIL RGB image."""
-    import torch
-    from PIL import Image
-
-    arr = ((frame.detach().float().cpu() + 1) * 127.5).round().clamp(0, 255)
-    return Image.fromarray(arr.to(torch.uint8).permute(1, 2, 0).numpy())
 
 
 class I2VEncoder(Encoder):
@@ -90,7 +82,7 @@ class I2VEncoder(Encoder):
         import torch
 
         pixels = as_clip(pixels)
-        image = to_pil(pixels[0, :, 0])
+        image = frame_to_pil(pixels[0, :, 0])
         height, width = pixels.shape[-2], pixels.shape[-1]
         with torch.no_grad():
             embeds = self.pipe.encode_image(image, 1, self.device, torch.float32)

@@ -112,6 +112,8 @@ class Encoder(OffloadingEncoder):
     the same tensors.
     """
 
+    with_text_encoder = ("connectors",)
+
     def __init__(self, text_encoder, tokenizer, connectors, vae, device=None,
                  offload: str = "none"):
         from diffusers import LTX2Pipeline
@@ -121,24 +123,6 @@ class Encoder(OffloadingEncoder):
                                  text_encoder=text_encoder, tokenizer=tokenizer,
                                  connectors=connectors, transformer=None, vocoder=None)
         super().__init__(text_encoder, vae, device=device, offload=offload)
-        if offload == "sequential":
-            from accelerate import cpu_offload
-
-            cpu_offload(connectors, execution_device=self.device)
-
-    def on_device(self, name: str):
-        """The text encoder's turn on the device (``model`` offload) takes the connectors
-        with it."""
-        from contextlib import ExitStack, contextmanager
-
-        @contextmanager
-        def moved():
-            with ExitStack() as stack:
-                stack.enter_context(super(Encoder, self).on_device(name))
-                if name == "text_encoder":
-                    stack.enter_context(super(Encoder, self).on_device("connectors"))
-                yield
-        return moved()
 
     def prompt_parts(self, prompt: str) -> tuple:
         """(video stream's embedding, audio stream's, their mask): ``LTX2Pipeline``'s

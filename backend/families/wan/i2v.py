@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.families import family_of
+from backend.families.common import frame_to_pil
 from backend.families.wan.adapter import Adapter, Encoder
 
 I2V_COMPONENTS = ("image_encoder", "image_processor")
@@ -51,15 +52,6 @@ def load_image_processor(folder: str | Path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return CLIPImageProcessor.from_pretrained(str(folder))
-
-
-def to_pil(frame):
-    """A frame [3, H, W] in [-1, 1] (as decoded from uint8) -> the same PIL RGB image."""
-    import torch
-    from PIL import Image
-
-    arr = ((frame.detach().float().cpu() + 1) * 127.5).round().clamp(0, 255)
-    return Image.fromarray(arr.to(torch.uint8).permute(1, 2, 0).numpy())
 
 
 class I2VEncoder(Encoder):
@@ -92,7 +84,7 @@ class I2VEncoder(Encoder):
         out = {}
         with torch.no_grad():
             if self.image_encoder is not None:
-                out["image_embeds"] = self.pipe.encode_image(to_pil(first[0]),
+                out["image_embeds"] = self.pipe.encode_image(frame_to_pil(first[0]),
                                                              self.device).float()
             shape = (1, self.vae.config.z_dim, (frames - 1) // 4 + 1, height // 8, width // 8)
             _, condition = self.pipe.prepare_latents(
