@@ -442,14 +442,28 @@ class Family(abc.ABC):
         return [path]
 
     # --- LoRA ------------------------------------------------------------------------------
+    # A family whose tools load the original checkpoint's module names: (diffusers' name ->
+    # the original, the original -> diffusers'; KeyError for a name it has none for), and
+    # the export formats that use them.
+    native_names: "tuple[Callable[[str], str], Callable[[str], str]] | None" = None
+    native_formats: tuple[str, ...] = ("comfyui",)
+
     def export_module_name(self, module: str, fmt: str) -> str:
         """A trained module's name in export format ``fmt`` (default: diffusers' name in
-        every format; a family whose tools load other names maps them here)."""
-        return module
+        every format; ``native_names`` in ``native_formats``)."""
+        if self.native_names is None or fmt not in self.native_formats:
+            return module
+        return self.native_names[0](module)
 
     def import_module_name(self, name: str, fmt: str) -> str:
-        """The inverse of ``export_module_name``, for reading an export back."""
-        return name
+        """The inverse of ``export_module_name``, for reading an export back (a name the
+        map does not know stays as it is)."""
+        if self.native_names is None or fmt not in self.native_formats:
+            return name
+        try:
+            return self.native_names[1](name)
+        except KeyError:
+            return name
 
     def full_checkpoint_names(self, shapes: Mapping[str, tuple[int, ...]], fmt: str
                               ) -> "checkpoint_names.Names | None":

@@ -301,16 +301,7 @@ class Adapter(VideoClips, Family):
         resolved component folders, on the CPU in ``dtype``."""
         return lora_pipeline(self.pipeline)(**self.load_components(dirs, "sample", dtype))
 
-    def export_module_name(self, module: str, fmt: str) -> str:
-        return to_native(module) if fmt == "comfyui" else module
-
-    def import_module_name(self, name: str, fmt: str) -> str:
-        if fmt != "comfyui":
-            return name
-        try:
-            return from_native(name)
-        except KeyError:
-            return name
+    native_names = (to_native, from_native)
 
     def published_configs(self):
         return {k: dict(v) for k, v in CONFIGS.items()}

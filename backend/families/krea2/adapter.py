@@ -284,16 +284,8 @@ class Adapter(qwen3_vl.Captions, Family):
                     out.append(m)
         return out
 
-    def export_module_name(self, module: str, fmt: str) -> str:
-        return module if fmt == "diffusers" else to_original(module)
-
-    def import_module_name(self, name: str, fmt: str) -> str:
-        if fmt == "diffusers":
-            return name
-        try:
-            return from_original(name)
-        except KeyError:
-            return name
+    native_names = (to_original, from_original)
+    native_formats = ("comfyui", "reference")
 
     def full_checkpoint_names(self, shapes, fmt):
         """The single-file names of a full checkpoint (``checkpoint.py``)."""

@@ -319,11 +319,7 @@ class Adapter(VideoClips, Family):
         frame_strip(result.frames, 4).save(strip)
         return [path, strip]
 
-    def export_module_name(self, module: str, fmt: str) -> str:
-        return to_native(module) if fmt == "comfyui" else module
-
-    def import_module_name(self, name: str, fmt: str) -> str:
-        return from_native(name) if fmt == "comfyui" else name
+    native_names = (to_native, from_native)
 
     def published_configs(self):
         return {k: dict(v) for k, v in CONFIGS.items()}

@@ -359,16 +359,7 @@ class Adapter(VideoClips, Family):
             bound.timestep_range = (lo, hi)
         return bound
 
-    def export_module_name(self, module: str, fmt: str) -> str:
-        return to_native(module) if fmt == "comfyui" else module
-
-    def import_module_name(self, name: str, fmt: str) -> str:
-        if fmt != "comfyui":
-            return name
-        try:
-            return from_native(name)
-        except KeyError:
-            return name
+    native_names = (to_native, from_native)
 
     def full_checkpoint_names(self, shapes, fmt):
         """The single-file names of a full checkpoint (``checkpoint.py``)."""
