@@ -226,14 +226,15 @@ def test_no_stage_imports_another_stage():
 
 
 RACE = r"""
-import sys, threading, traceback
+import sys, tempfile, threading, traceback
 from backend.core import libraries
 from backend.config.schema import RunConfig
 from backend.planning.estimator import estimate_memory
 from backend.families import get_family
+from backend.planning.plan import plan_run
 
 libraries.threaded()  # as the app says at its start
-start, errors = threading.Barrier(2), []
+start, errors = threading.Barrier(4), []
 
 def run(fn):
     start.wait()
@@ -244,7 +245,12 @@ def run(fn):
 
 estimate = lambda: estimate_memory(RunConfig(model_family="qwen_image"))
 lora_map = lambda: get_family("qwen_image").transformer_class()
-threads = [threading.Thread(target=run, args=(f,)) for f in (estimate, lora_map)]
+# the Training tab's preview: the run's accelerate files, written by accelerate's own classes
+preview = lambda: plan_run(RunConfig(model_family="qwen_image",
+                                     dataset_base_path=tempfile.mkdtemp()),
+                           tempfile.mkdtemp(), cuda=False)
+threads = [threading.Thread(target=run, args=(f,))
+           for f in (estimate, lora_map, preview, preview)]
 [t.start() for t in threads]
 [t.join() for t in threads]
 print("\n".join(errors))
@@ -254,8 +260,9 @@ sys.exit(1 if errors else 0)
 
 @pytest.mark.slow  # a process of its own that loads the model libraries
 def test_two_threads_reach_the_model_classes_at_once():
-    """The app answers an estimate and a Start at the same moment in a fresh process: both
-    get their model class (no half-imported library: ``cannot import name ...``)."""
+    """The app answers an estimate, a Start and two previews of the run's files at the same
+    moment in a fresh process: each gets its model class or accelerate's config classes (no
+    half-imported library: ``cannot import name ...``)."""
     import subprocess
     import sys
 

@@ -49,6 +49,14 @@ def load() -> None:
             _loaded = True
 
 
+def ready() -> None:
+    """Call before importing from the libraries directly (``from accelerate...``): in the
+    app (``threaded``) they are loaded under the lock first, so two browser events that
+    plan a run at once never import them half-way; a stage process stays lazy."""
+    if _threaded:
+        load()
+
+
 def model_class(name: str, libraries: Iterable[str] = ("diffusers", "transformers")) -> type:
     """The class ``name`` from the first of ``libraries`` that has it (AttributeError when
     none does). Resolved under the lock, so later ``from diffusers import name`` reads an

@@ -343,6 +343,7 @@ def _key(config: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=16)
 def _transformer_stats(key: str, family: str) -> TransformerStats:
+    libraries.ready()
     import torch
     from accelerate import init_empty_weights
 
@@ -365,6 +366,7 @@ def _transformer_stats(key: str, family: str) -> TransformerStats:
 
 @lru_cache(maxsize=16)
 def _text_encoder_stats(key: str) -> ComponentStats:
+    libraries.ready()
     import transformers
     from accelerate import init_empty_weights
 
@@ -388,6 +390,7 @@ def _text_encoder_stats(key: str) -> ComponentStats:
 
 @lru_cache(maxsize=16)
 def _vae_stats(key: str) -> ComponentStats:
+    libraries.ready()
     import diffusers
     from accelerate import init_empty_weights
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.core import bounded
+from backend.core import bounded, libraries
 from backend.core.messages import Msg
 from backend.config.cli import build_parser
 from backend.config.errors import ConfigError
@@ -425,6 +425,7 @@ def _parse_trainer_args(cmd: _Command, argv: list[str], nu: list[str]) -> None:
 
 def _parse_launch(cmd: _Command, args: list[str], files: _Files, nu: list[str],
                   notes: list[str]) -> tuple[str, list[str]] | None:
+    libraries.ready()
     from accelerate.commands.launch import launch_command_parser
 
     parser = launch_command_parser()
@@ -473,6 +474,7 @@ def _parse_launch(cmd: _Command, args: list[str], files: _Files, nu: list[str],
 
 def _read_accelerate_yaml(cmd: _Command, found: _Found, files: _Files, nu: list[str],
                           notes: list[str]) -> None:
+    libraries.ready()
     from accelerate.commands.config.config_args import load_config_from_file
 
     path = Path(found.name)

@@ -53,6 +53,7 @@ from typing import Any
 from backend.config.paths import REPO_ROOT, resolve_paths
 from backend.config.schema import RunConfig, effective_optimizer
 from backend.config.validation import validate
+from backend.core import libraries
 from backend.core.rundir import RunDir
 from backend.training import class_images
 
@@ -184,6 +185,7 @@ def launch_settings(cfg: RunConfig, stage: str) -> dict[str, Any]:
 def accelerate_config(cfg: RunConfig, stage: str, *, cuda: bool,
                       deepspeed_file: str | os.PathLike | None = None):
     """accelerate's own ``ClusterConfig`` for a stage (``.to_yaml_file(path)`` writes it)."""
+    libraries.ready()
     from accelerate.commands.config.config_args import ClusterConfig
     from accelerate.utils import ComputeEnvironment, DistributedType
 
