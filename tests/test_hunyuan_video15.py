@@ -187,7 +187,7 @@ def test_i2v_caches_the_pipelines_first_frame_inputs_and_renders_from_an_image(f
     from backend.config.validation import validate
     from backend.data.cache import load_cached_samples, read_manifest
     from backend.data.video import load_clip
-    from backend.families.hunyuan_video15.i2v import to_pil
+    from backend.families.common import frame_to_pil as to_pil
 
     cache = family_runs.cache(I2V_CASE)
     models, data = family_runs.models(I2V_CASE), family_runs.dataset(I2V_CASE)
