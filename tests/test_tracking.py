@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import struct
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -234,6 +235,7 @@ def test_a_resumed_run_continues_its_tracker_runs(tmp_path):
     train(out, (1, 2))
     kept = json.loads((out / rundir.TRACKER_RUNS).read_text())
     assert ids(out) == ({kept["wandb"]}, {kept["swanlab"]})
+    time.sleep(1.1)  # W&B names an offline run's folder by the second it starts
     train(out, (3, 4))  # the resumed part
     assert len(list(out.glob("wandb/offline-run-*"))) == 2
     assert len(list(out.glob("swanlab/run-*"))) == 2
