@@ -505,15 +505,26 @@ class Family(abc.ABC):
         raise NotImplementedError(f"{self.spec.name}: no captioner of its own")
 
     # --- estimator -------------------------------------------------------------------------
-    @abc.abstractmethod
+    # The released model's {component: config.json contents} (the family's ``published.py``),
+    # and, by ``Variant.name``, those of a variant with other sizes.
+    published: Mapping[str, Mapping[str, Any]] = {}
+    published_by_variant: Mapping[str, Mapping[str, Mapping[str, Any]]] = {}
+
     def published_configs(self) -> dict[str, dict[str, Any]]:
         """{component: config.json contents} of the released model, for estimates made
-        before anything is downloaded."""
+        before anything is downloaded (copies of ``published``)."""
+        if not self.published:
+            raise NotImplementedError(f"{self.spec.name}: no published configs")
+        return {k: dict(v) for k, v in self.published.items()}
 
     def variant_configs(self, variant: str | None) -> dict[str, dict[str, Any]]:
         """``published_configs`` of one of the spec's variants (by ``Variant.name``; None:
-        the family's default model). Default: the variants share the published sizes."""
-        return self.published_configs()
+        the family's default model): its ``published_by_variant`` entry, else the published
+        sizes."""
+        chosen = self.published_by_variant.get(variant or "")
+        if not chosen:
+            return self.published_configs()
+        return {k: dict(v) for k, v in chosen.items()}
 
     def transformer_shape(self, config: Mapping[str, Any]) -> tuple[int, int]:
         """(blocks, hidden size) of the trained component from its config: the estimator's

@@ -85,8 +85,7 @@ class Adapter(flux2.Flux2Adapter):
     # A step's draw is the default's: a uniform schedule index and fresh noise.
     loss_at = staticmethod(FLOW.loss_at)
 
-    def published_configs(self):
-        return {k: dict(v) for k, v in CONFIGS.items()}
+    published = CONFIGS
 
     def build_tiny(self, out_dir, seed=0, variant=None):
         return build_tiny_flux2_dev(out_dir, seed)

@@ -93,11 +93,8 @@ class Adapter(flux2.Flux2Adapter):
     training_loss = staticmethod(training_loss)
     loss_at = staticmethod(FLOW.loss_at)
 
-    def published_configs(self):
-        return {k: dict(v) for k, v in CONFIGS.items()}
-
-    def variant_configs(self, variant):
-        return {k: dict(v) for k, v in (CONFIGS_9B if variant == "base_9b" else CONFIGS).items()}
+    published = CONFIGS
+    published_by_variant = {"base_9b": CONFIGS_9B}
 
     def lora_module_map(self, config=None):
         """Module map of ``config``; without one the 9B model's, whose names hold the 4B's

@@ -303,12 +303,8 @@ class Adapter(VideoClips, Family):
 
     native_names = (to_native, from_native)
 
-    def published_configs(self):
-        return {k: dict(v) for k, v in CONFIGS.items()}
-
-    def variant_configs(self, variant):
-        chosen = VARIANT_CONFIGS.get(variant) or self.published_configs()
-        return {k: dict(v) for k, v in chosen.items()}
+    published = CONFIGS
+    published_by_variant = VARIANT_CONFIGS
 
     def build_tiny(self, out_dir, seed=0, variant=None):
         if variant is not None and variant.endswith("_i2v"):

@@ -321,8 +321,7 @@ class Adapter(VideoClips, Family):
 
     native_names = (to_native, from_native)
 
-    def published_configs(self):
-        return {k: dict(v) for k, v in CONFIGS.items()}
+    published = CONFIGS
 
     def build_tiny(self, out_dir, seed=0, variant=None):
         return tiny.build_tiny_ltx2(out_dir, seed)

@@ -264,8 +264,7 @@ class Adapter(Family):
     def load_captioner(self, dirs, dtype=None, device="cpu", offload="none"):
         return caption.load_captioner(dirs, dtype, device, offload)
 
-    def published_configs(self):
-        return {k: dict(v) for k, v in CONFIGS.items()}
+    published = CONFIGS
 
     def full_checkpoint_names(self, shapes, fmt):
         """The single-file names of a full checkpoint (``checkpoint.py``)."""

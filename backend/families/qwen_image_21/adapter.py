@@ -244,8 +244,7 @@ class Adapter(qwen3_vl.Captions, Family):
         """The single-file names of a full checkpoint (``checkpoint.py``)."""
         return checkpoint.names(shapes, fmt)
 
-    def published_configs(self):
-        return {k: dict(v) for k, v in CONFIGS.items()}
+    published = CONFIGS
 
     def build_tiny(self, out_dir, seed=0, variant=None):
         return build_tiny_qwen_image_21(out_dir, seed)

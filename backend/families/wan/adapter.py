@@ -365,12 +365,8 @@ class Adapter(VideoClips, Family):
         """The single-file names of a full checkpoint (``checkpoint.py``)."""
         return checkpoint.names(shapes, fmt)
 
-    def published_configs(self):
-        return {k: dict(v) for k, v in CONFIGS.items()}
-
-    def variant_configs(self, variant):
-        chosen = VARIANT_CONFIGS.get(variant) or self.published_configs()
-        return {k: dict(v) for k, v in chosen.items()}
+    published = CONFIGS
+    published_by_variant = VARIANT_CONFIGS
 
     def build_tiny(self, out_dir, seed=0, variant=None):
         from backend.families.wan import tiny

@@ -184,8 +184,7 @@ class Adapter(Family):
         """The single-file names of a full checkpoint (``checkpoint.py``)."""
         return checkpoint.names(shapes, fmt)
 
-    def published_configs(self):
-        return {k: dict(v) for k, v in CONFIGS.items()}
+    published = CONFIGS
 
     def transformer_shape(self, config):
         """(main blocks, hidden size): Z-Image names them ``n_layers`` and ``dim``."""
