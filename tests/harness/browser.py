@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import time
 
 from playwright.sync_api import expect
 
@@ -41,6 +42,23 @@ def new_page(browser, url: str, locale: str = "en-US"):
 def md(page, elem_id: str):
     """The rendered text of a gr.Markdown (not its status overlay)."""
     return page.locator(f"#{elem_id} [data-testid=markdown]")
+
+
+def code_text(page, elem_id: str, contains: str, timeout_s: float = STEP_S) -> str:
+    """The whole text of a gr.Code as its Download button hands it over (the editor itself
+    draws only the lines in view), once it holds ``contains``."""
+    deadline = time.monotonic() + timeout_s  # a bound on the wait, not a timing
+    text = ""
+    while time.monotonic() < deadline:
+        text = page.evaluate(
+            """async (id) => {
+                const a = document.querySelector(`#${id} a[href^="blob:"]`);
+                return a ? await (await fetch(a.href)).text() : "";
+            }""", elem_id)
+        if contains in text:
+            return text
+        page.wait_for_timeout(250)
+    raise AssertionError(f"#{elem_id} never held {contains!r}; it held:\n{text}")
 
 
 def tab(page, name: str) -> None:

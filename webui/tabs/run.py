@@ -494,6 +494,13 @@ def bind_events(ctx: Ctx) -> None:
             return {c["run_msg"]: msg, c["run_problems"]: ""}
         return follow(ahead["id"], msg)
 
+    # What Start or Resume refused is about the form as it was: an edit (or a fill) clears
+    # it in the browser, at once and in the order the person acted, so no answer from the
+    # server that lands late can clear a newer refusal or keep an older one.
+    for trigger in form.edited:
+        trigger(None, js="() => ''", outputs=[c["run_problems"]], show_progress="hidden",
+                api_visibility="private")
+
     c["run_start"].click(start, inputs=form.inputs | {c["hub_token"], c["run_id"]} | keys,
                          outputs=follow_outputs,
                          api_visibility="private").then(

@@ -307,7 +307,6 @@ def bind_events(ctx: Ctx) -> None:
         cfg, cfg_dict, problems = form.check(data)
         out = form.error_updates(problems, data[form.errors_shown])
         out[c["problems"]] = problems_markdown(problems)
-        out[c["run_problems"]] = problems_markdown(problems) if problems else ""
         out[c["preset_diff"]] = _diff(c, data, cfg_dict)
         out[c["train_batch"]] = batch_markdown(estimate_config(cfg, cfg_dict))
         if cfg is None:
@@ -334,7 +333,7 @@ def bind_events(ctx: Ctx) -> None:
         out.update(estimate_outputs(cfg, data))
         return out
 
-    outputs = form.error_outputs + [c["problems"], c["run_problems"], c["preset_diff"],
+    outputs = form.error_outputs + [c["problems"], c["preset_diff"],
                                     c["gen_accelerate"], c["gen_deepspeed"],
                                     c["gen_commands"], c["gen_run_yaml"], c["gen_sbatch"],
                                     c["gen_tab_sbatch"], c["storage_probe"], c["estimate"],
