@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from backend.core import readgate
+from backend.core.messages import Msg
 from backend.config.schema import MODELS_DIR_ENV, RunConfig
 from backend.families import family_spec
 from backend.families.base import MODEL, SCHEDULER, TOKENIZER
@@ -90,13 +91,12 @@ def parse_spec(spec: str, tokenizer: bool = False) -> Source:
     if local.exists():
         return Source(spec, path=local.resolve())
     if ":" not in spec:
-        raise HubError(f"model source {spec!r}: neither an existing local path nor "
-                       f"model_id:glob (e.g. org/model:transformer/*.safetensors)")
+        raise HubError(Msg("hub.bad_spec", spec=repr(spec)))
     model_id, pattern = spec.rsplit(":", 1)
     if model_id and tokenizer and pattern.strip() in ("", ".", "./"):
         return Source(spec, model_id=model_id, pattern="./", root_files_only=True)
     if not model_id or not pattern:
-        raise HubError(f"model source {spec!r}: expected model_id:glob")
+        raise HubError(Msg("hub.spec_no_glob", spec=repr(spec)))
     return Source(spec, model_id=model_id, pattern=pattern)
 
 
@@ -114,7 +114,7 @@ def parse_sources(cfg: RunConfig) -> list[Source]:
                 else:
                     out.append(Source(str(p), path=path.resolve()))
         if missing:
-            raise HubError("model_paths: files not found: " + ", ".join(missing))
+            raise HubError(Msg("hub.paths_missing", files=missing))
         return out
     sources, notes = family_spec(cfg.model_family).map_reference_sources(
         cfg.model_id_with_origin_paths)
@@ -141,9 +141,7 @@ def _user() -> str:
 
 
 def unreadable(path: Path, what: str = "reading") -> HubError:
-    return HubError(f"permission denied {what} {path}: it exists, but this process (user "
-                    f"{_user()}) may not read it. Fix its permissions (e.g. chmod a+r on "
-                    f"files, a+rx on folders) or run as a user that may read it.")
+    return HubError(Msg("hub.unreadable", what=what, path=str(path), user=_user()))
 
 
 def check_readable(path: Path) -> None:
@@ -250,19 +248,18 @@ def resolve_source(cfg: RunConfig, src: Source,
         return found
     where = base / src.pattern
     if cfg.offline:
-        raise HubError(f"model files missing and offline is on: {src.spec} (looked for "
-                       f"{where}). Put the files there, set models_dir / "
-                       f"{MODELS_DIR_ENV}, or turn offline off to download them.")
+        raise HubError(Msg("hub.offline_missing", spec=src.spec, where=str(where),
+                           env=MODELS_DIR_ENV))
     try:
         download(cfg, src.model_id, _allow_patterns(src), base, check)
     except Exception as e:  # network, auth, unknown repo: one clear line
         reason = " ".join(str(e).split())[:300]
-        raise HubError(f"could not download {src.spec} from {cfg.download_source} into "
-                       f"{base}: {type(e).__name__}: {reason}") from e
+        raise HubError(Msg("hub.download_failed", spec=src.spec, source=cfg.download_source,
+                           folder=str(base), why=f"{type(e).__name__}: {reason}")) from e
     found = _local_matches(base, src)
     if not _complete(found, src):
-        raise HubError(f"no files match {src.spec} after downloading from "
-                       f"{cfg.download_source} (looked for {where})")
+        raise HubError(Msg("hub.nothing_after_download", spec=src.spec,
+                           source=cfg.download_source, where=str(where)))
     return found
 
 
@@ -373,15 +370,14 @@ def resolve_component_dirs(cfg: RunConfig, components: Iterable[str]) -> dict[st
         sibling = next((p for p in siblings if p.is_dir()), None)
         result[comp] = _resolve_extra(cfg, given, spec.default_source(comp), sibling)
     if missing:
-        seen = ", ".join(f"{k}={v}" for k, v in found.items()) or "nothing"
-        known = ", ".join(sorted(classes))
-        odd = (f"; folders without a known config.json: {', '.join(unrecognised)}"
-               if unrecognised else "")
+        seen = [f"{k}={v}" for k, v in found.items()]
         example = spec.default_source(missing[0]) or f"org/model:{missing[0]}/*.safetensors"
-        raise HubError(
-            f"model sources give no {', '.join(missing)} (found {seen}{odd}). Add it to "
-            f"model_id_with_origin_paths (e.g. {example}) or model_paths; a component is "
-            f"recognised by the config.json beside its weights ({known}).")
+        raise HubError(Msg("hub.components_missing", missing=missing,
+                           found=Msg("hub.found", items=seen) if seen else
+                           Msg("hub.found_nothing"),
+                           odd=Msg("hub.unrecognised", folders=unrecognised)
+                           if unrecognised else "",
+                           example=example, known=sorted(classes)))
     gate = readgate.for_config(cfg)
     for comp, folder in result.items():
         gate.check_tree(folder, f"{comp} folder")

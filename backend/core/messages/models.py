@@ -90,6 +90,31 @@ EN: dict[str, str] = {
     "models.need_missing": "✗ `{spec}`: missing",
     "models.needs_done": "Everything {target} reads is in the models folder.",
     "models.needs_some": "{target}: {n} of {total} sources missing; Download fetches them.",
+    # ---------------------------------------------------------------- model sources
+    "hub.bad_spec":
+        "model source {spec}: neither an existing local path nor model_id:glob (e.g. "
+        "org/model:transformer/*.safetensors)",
+    "hub.spec_no_glob": "model source {spec}: expected model_id:glob",
+    "hub.paths_missing": "model_paths: files not found: {files}",
+    "hub.unreadable":
+        "permission denied {what:@hub.access} {path}: it exists, but this process (user "
+        "{user}) may not read it. Fix its permissions (e.g. chmod a+r on files, a+rx on "
+        "folders) or run as a user that may read it.",
+    "hub.access.reading": "reading",
+    "hub.access.listing": "listing",
+    "hub.offline_missing":
+        "model files missing and offline is on: {spec} (looked for {where}). Put the files "
+        "there, set models_dir / {env}, or turn offline off to download them.",
+    "hub.download_failed": "could not download {spec} from {source} into {folder}: {why:q}",
+    "hub.nothing_after_download":
+        "no files match {spec} after downloading from {source} (looked for {where})",
+    "hub.components_missing":
+        "model sources give no {missing} (found {found}{odd}). Add it to "
+        "model_id_with_origin_paths (e.g. {example}) or model_paths; a component is "
+        "recognised by the config.json beside its weights ({known}).",
+    "hub.found": "{items}",
+    "hub.found_nothing": "nothing",
+    "hub.unrecognised": "; folders without a known config.json: {folders}",
 }
 
 ZH: dict[str, str] = {
@@ -157,4 +182,27 @@ ZH: dict[str, str] = {
     "models.need_missing": "✗ `{spec}`：缺失",
     "models.needs_done": "`{target}` 读取的所有文件都已在模型文件夹中。",
     "models.needs_some": "`{target}`：{total} 个来源中缺少 {n} 个；点击“下载”即可获取。",
+    "hub.bad_spec":
+        "模型来源 `{spec}`：既不是已存在的本地路径，也不是 `model_id:glob` 形式（例如 "
+        "`org/model:transformer/*.safetensors`）",
+    "hub.spec_no_glob": "模型来源 `{spec}`：应为 `model_id:glob` 形式",
+    "hub.paths_missing": "`model_paths`：找不到这些文件：{files}",
+    "hub.unreadable":
+        "{what:@hub.access} `{path}` 时权限不足：它存在，但本进程（用户 `{user}`）无权读取。"
+        "请修改其权限（例如文件 `chmod a+r`，文件夹 `chmod a+rx`），或以有读取权限的用户运行。",
+    "hub.access.reading": "读取",
+    "hub.access.listing": "列出",
+    "hub.offline_missing":
+        "模型文件缺失且已开启离线模式：`{spec}`（查找位置 `{where}`）。请把文件放到那里，"
+        "设置 `models_dir` / `{env}`，或关闭离线模式以下载它们。",
+    "hub.download_failed": "无法从 {source} 下载 `{spec}` 到 `{folder}`：{why:q}",
+    "hub.nothing_after_download":
+        "从 {source} 下载后仍没有与 `{spec}` 匹配的文件（查找位置 `{where}`）",
+    "hub.components_missing":
+        "模型来源中没有 {missing}（找到：{found}{odd}）。请把它加入 "
+        "`model_id_with_origin_paths`（例如 `{example}`）或 `model_paths`；组件由其权重旁的 "
+        "`config.json` 识别（{known}）。",
+    "hub.found": "{items}",
+    "hub.found_nothing": "无",
+    "hub.unrecognised": "；没有可识别 `config.json` 的文件夹：{folders}",
 }
