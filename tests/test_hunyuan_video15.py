@@ -153,6 +153,52 @@ def test_comfyui_names_cover_every_linear_and_fuse_query_key_value():
     assert torch.allclose(up @ down, stacked, atol=1e-5)
 
 
+def comfyui_hunyuan15_linears(depth: int) -> set[str]:
+    """The Linear modules of ComfyUI's HunyuanVideo 1.5 model (``comfy/ldm/hunyuan_video/
+    model.py``: ``HunyuanVideo`` with FLUX's ``DoubleStreamBlock``, ``MLPEmbedder`` and
+    ``LastLayer``, its ``TokenRefiner`` and ``ByT5Mapper``, and Wan's ``MLPProj`` as
+    ``vision_in``; no single-stream blocks, no vector or guidance input), transcribed from
+    its module tree. ComfyUI's LoRA loader takes ``diffusion_model.<module>`` for each."""
+    names = {"time_in.in_layer", "time_in.out_layer", "txt_in.input_embedder",
+             "txt_in.t_embedder.in_layer", "txt_in.t_embedder.out_layer",
+             "txt_in.c_embedder.in_layer", "txt_in.c_embedder.out_layer",
+             "byt5_in.fc1", "byt5_in.fc2", "byt5_in.fc3", "vision_in.proj.1",
+             "vision_in.proj.3", "final_layer.linear", "final_layer.adaLN_modulation.1"}
+    for i in range(2):
+        names |= {f"txt_in.individual_token_refiner.blocks.{i}.{n}" for n in (
+            "adaLN_modulation.1", "self_attn.qkv", "self_attn.proj", "mlp.0", "mlp.2")}
+    for i in range(depth):
+        names |= {f"double_blocks.{i}.{side}_{n}" for side in ("img", "txt") for n in (
+            "mod.lin", "attn.qkv", "attn.proj", "mlp.0", "mlp.2")}
+    return names
+
+
+def test_comfyui_export_names_are_modules_of_comfyuis_model():
+    """What a ComfyUI export names (the fused query/key/value as one) are Linear modules of
+    ComfyUI's own HunyuanVideo 1.5 model, and they cover all of them but the final layer's
+    modulation (its original swaps scale and shift)."""
+    family = get_family("hunyuan_video15")
+    fused_parts = {p for parts in family.fused_modules["comfyui"].values() for p in parts}
+    exported = set()
+    for m in family.lora_module_map():
+        if any(m.endswith("." + p) for p in fused_parts):
+            continue  # written through its fused layer
+        try:
+            exported.add(family.export_module_name(m, "comfyui"))
+        except KeyError:
+            pass
+    for block in range(54):
+        for fused in family.fused_modules["comfyui"]:
+            exported.add(family.export_module_name(f"transformer_blocks.{block}.{fused}",
+                                                   "comfyui"))
+    for block in range(2):
+        exported.add(family.export_module_name(
+            f"context_embedder.token_refiner.refiner_blocks.{block}.attn.to_qkv", "comfyui"))
+    comfy = comfyui_hunyuan15_linears(54)
+    assert sorted(exported - comfy) == []
+    assert sorted(comfy - exported) == ["final_layer.adaLN_modulation.1"]
+
+
 def test_estimator_figures_come_from_the_published_configs():
     """The published transformer is 8.3B parameters in 54 blocks of width 2048; a 480p clip of
     121 frames (848x480) is 31 x 30 x 53 latent cells, one token each."""

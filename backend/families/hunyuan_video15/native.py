@@ -8,7 +8,11 @@ query, key and value projections fused), ``img_attn.proj``, ``img_mlp.0`` / ``.2
 the glyph and image projections ``byt5_in`` and ``vision_in``; the timestep embedding
 ``time_in``; the output ``final_layer.linear``. The names are the original checkpoint's as
 diffusers' conversion script (``scripts/convert_hunyuan_video1_5_to_diffusers.py``) reads
-them, in ComfyUI's spelling of the shared layers.
+them, in ComfyUI's spelling of the shared layers: the modules of ComfyUI's own model
+(``comfy/ldm/hunyuan_video/model.py``: FLUX's ``DoubleStreamBlock``, ``MLPEmbedder`` and
+``LastLayer``, its ``TokenRefiner`` and ``ByT5Mapper``, Wan's ``MLPProj`` as ``vision_in``),
+which its LoRA loader takes as ``diffusion_model.<module>`` (its generic map; its
+HunyuanVideo map adds the original checkpoint's spellings such as ``img_attn_qkv``).
 
 A fused layer's parts (``attn.to_q``, ``attn.to_k``, ``attn.to_v``) are exported as one LoRA
 on the fused layer (``Adapter.fused_modules``: ``attn.to_qkv`` and ``attn.add_qkv_proj``
