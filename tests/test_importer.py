@@ -74,6 +74,7 @@ def test_deepspeed_settings_follow_the_files(tmp_path):
     ds["bf16"]["enabled"] = True
     ds["gradient_clipping"] = 0.7
     ds["optimizer"] = {"type": "Lion"}
+    ds["train_micro_batch_size_per_gpu"] = 3
     ds_file.write_text(json.dumps(ds))
     text = acc.read_text().replace("zero3_init_flag: true", "zero3_init_flag: false") \
         .replace("num_processes: 1", "num_processes: 2")
@@ -88,6 +89,7 @@ def test_deepspeed_settings_follow_the_files(tmp_path):
     assert cfg.ds_activation_checkpointing is False and cfg.overlap_comm is True
     assert cfg.reduce_bucket_size == 200_000_000 and cfg.gradient_clipping == 0.7
     assert cfg.mixed_precision == "bf16" and cfg.num_processes == 2
+    assert cfg.batch_size == 3  # DeepSpeed's micro-batch
     # Stage 2 alone: it trains from the cache it names.
     assert cfg.stages == ["train", "sample"] and cfg.split_training
     assert cfg.dataset_base_path == str(tmp_path / "models/train/Qwen-Image_lora-splited-cache")

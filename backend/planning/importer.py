@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.core import bounded, libraries
-from backend.core.messages import Msg
+from backend.core.messages import Msg, said
 from backend.config.cli import build_parser
 from backend.config.errors import ConfigError
 from backend.config.files import read_yaml
@@ -90,7 +90,7 @@ def same_named_fields(names) -> list[str]:
 @dataclass
 class ImportResult:
     config: RunConfig
-    not_understood: list[str] = field(default_factory=list)
+    not_understood: list[str] = field(default_factory=list)   # messages (Msg)
     notes: list[str] = field(default_factory=list)    # messages (Msg), a family's as str
     # The fields the commands set, with their validated values (the rest are defaults).
     given: dict[str, Any] = field(default_factory=dict)
@@ -168,7 +168,10 @@ class _Found:
 
     def shown(self, text: str) -> str:
         """``text`` (a parser's message) with the private copy named as the command names
-        the file: no temporary path reaches a message."""
+        the file: no temporary path reaches a message (a message that names none stays a
+        message)."""
+        if str(self.path) not in text:
+            return text
         return text.replace(str(self.path), self.given or self.name)
 
 
@@ -380,7 +383,7 @@ def _read_command(index: int, argv: list[str], files: _Files, nu: list[str],
         elif name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
             cmd.launch["offline"] = value.strip().lower() in ("1", "true", "yes", "on")
         elif name not in PLUMBING_ENV:
-            nu.append(f"{cmd.label}: environment {name}={value}")
+            nu.append(Msg("import.unknown_env", label=cmd.label, name=name, value=value))
     if cmd.is_sample:
         # The sample stage's own options point into the run folder.
         rest = _drop_options(rest, ("--output_dir", "--checkpoints", "--all_checkpoints"))
@@ -411,14 +414,14 @@ def _parse_trainer_args(cmd: _Command, argv: list[str], nu: list[str]) -> None:
         try:
             ns, unknown = parser.parse_known_args(argv)
         except SystemExit:  # e.g. a schema flag without its value
-            nu.append(f"{cmd.label}: could not read the trainer flags: {shlex.join(argv)}")
+            nu.append(Msg("import.unreadable_flags", label=cmd.label, flags=shlex.join(argv)))
             return
     cmd.args = {k: v for k, v in vars(ns).items() if k in FIELDS or k == "config"}
     # Group the unknown tokens as "--flag value ..." for the report.
     group: list[str] = []
     for tok in unknown + ["--"]:
         if tok.startswith("-") and group:
-            nu.append(f"{cmd.label}: {shlex.join(group)}")
+            nu.append(Msg("import.unknown_flag", label=cmd.label, flag=shlex.join(group)))
             group = []
         group.append(tok)
 
@@ -433,8 +436,8 @@ def _parse_launch(cmd: _Command, args: list[str], files: _Files, nu: list[str],
         try:
             ns = parser.parse_args(args)
         except SystemExit:
-            nu.append(f"{cmd.label}: accelerate launch options not understood: "
-                      f"{shlex.join(args)}")
+            nu.append(Msg("import.unreadable_launch", label=cmd.label,
+                          options=shlex.join(args)))
             return None
     given = set(getattr(ns, "nondefault", set())) - {"training_script", "training_script_args",
                                                       "module", "config_file"}
@@ -467,7 +470,8 @@ def _parse_launch(cmd: _Command, args: list[str], files: _Files, nu: list[str],
             elif name == "cpu" and value:
                 notes.append(Msg("import.cpu_flag", label=cmd.label))
         else:
-            nu.append(f"{cmd.label}: accelerate launch --{name} {value}")
+            nu.append(Msg("import.unknown_launch_option", label=cmd.label, name=name,
+                          value=value))
     script = ns.training_script
     return script, list(ns.training_script_args)
 
@@ -482,8 +486,8 @@ def _read_accelerate_yaml(cmd: _Command, found: _Found, files: _Files, nu: list[
     try:
         conf = load_config_from_file(str(found.path))
     except (ValueError, TypeError, OSError) as e:
-        nu.append(f"{cmd.label}: accelerate config {path} not readable: "
-                  f"{found.shown(' '.join(str(e).split()))}")
+        nu.append(Msg("import.unreadable_accelerate", label=cmd.label, file=str(path),
+                      error=found.shown(" ".join(str(e).split()))))
         return
     d = conf.to_dict()
     dist = str(d.get("distributed_type", "NO"))
@@ -500,8 +504,8 @@ def _read_accelerate_yaml(cmd: _Command, found: _Found, files: _Files, nu: list[
     if d.get("use_cpu"):
         notes.append(Msg("import.use_cpu", label=cmd.label, file=path.name))
     if dist in ("FSDP", "MEGATRON_LM", "XLA") or d.get("fsdp_config"):
-        nu.append(f"{cmd.label}: distributed_type {dist} in {path.name} (ZeroLoRA runs plain, "
-                  f"multi-GPU or DeepSpeed)")
+        nu.append(Msg("import.unsupported_distributed", label=cmd.label, dist=dist,
+                      file=path.name))
     ds = dict(d.get("deepspeed_config") or {})
     if dist == "DEEPSPEED":
         launch.setdefault("zero_stage", None)
@@ -526,7 +530,8 @@ def _read_accelerate_yaml(cmd: _Command, found: _Found, files: _Files, nu: list[
         ds.pop("zero3_save_16bit_model", None)
         ds.pop("deepspeed_multinode_launcher", None)
         for key, value in ds.items():
-            nu.append(f"{cmd.label}: deepspeed_config.{key}: {value!r} in {path.name}")
+            nu.append(Msg("import.unknown_key", label=cmd.label, key=f"deepspeed_config.{key}",
+                          value=repr(value), file=path.name))
     if launch.get("zero_stage", 0) is None:
         launch.pop("zero_stage")
         launch.setdefault("_deepspeed", True)
@@ -585,7 +590,7 @@ def _check_accelerate_mapping(cmd: _Command, found: _Found) -> None:
         bounded.check_size(text, "--config_file")
         data = yaml.load(text, Loader=bounded.loader("--config_file"))
     except bounded.ParseError as e:
-        raise ConfigError([str(e)]) from None
+        raise ConfigError([said(e)]) from None
     except yaml.YAMLError as e:
         problem = getattr(e, "problem", None) or getattr(e, "reason", None) or str(e)
         mark = getattr(e, "problem_mark", None)
@@ -604,10 +609,11 @@ def _read_deepspeed_json(cmd: _Command, found: _Found, nu: list[str]) -> None:
         # Bounded: size, nesting and count of values (backend/core/bounded.py).
         ds = bounded.load_json(bounded.read_text(found.path, found.name), found.name)
     except (OSError, ValueError) as e:
-        nu.append(f"{cmd.label}: DeepSpeed file {found.name} not readable: {e}")
+        nu.append(Msg("import.unreadable_deepspeed", label=cmd.label, file=found.name,
+                      error=said(e)))
         return
     if not isinstance(ds, dict):
-        nu.append(f"{cmd.label}: DeepSpeed file {found.name} not readable: not a JSON object")
+        nu.append(Msg("import.deepspeed_not_object", label=cmd.label, file=found.name))
         return
     cmd.deepspeed = ds
     out = cmd.launch
@@ -625,35 +631,36 @@ def _read_deepspeed_json(cmd: _Command, found: _Found, nu: list[str]) -> None:
         if "pin_memory" in block:
             pin = bool(block.pop("pin_memory"))
             if "pin_memory" in out and out["pin_memory"] != pin:
-                nu.append(f"{cmd.label}: {which}.pin_memory {pin} differs from the other "
-                          f"offload's in {where} (ZeroLoRA has one pin_memory)")
+                nu.append(Msg("import.pin_memory_differs", label=cmd.label, which=which,
+                              pin=pin, file=where))
             out["pin_memory"] = pin
         if block.get("nvme_path"):
             out["offload_nvme_path"] = block.pop("nvme_path")
         block.pop("nvme_path", None)
         for key, value in block.items():
-            nu.append(f"{cmd.label}: zero_optimization.{which}.{key}: {value!r} in {where}")
+            nu.append(Msg("import.unknown_key", label=cmd.label,
+                          key=f"zero_optimization.{which}.{key}", value=repr(value), file=where))
     for key in ZERO_KEYS:
         if key in zero:
             value = zero.pop(key)
             if value == "auto":
-                nu.append(f"{cmd.label}: zero_optimization.{key}: 'auto' in {where} (kept "
-                          f"ZeroLoRA's number)")
+                nu.append(Msg("import.zero_auto", label=cmd.label, key=key, file=where))
             else:
                 out[key] = value
     gather = zero.pop("stage3_gather_16bit_weights_on_model_save", True)
     if gather is False:
-        nu.append(f"{cmd.label}: stage3_gather_16bit_weights_on_model_save false in {where} "
-                  f"(ZeroLoRA always gathers to save the LoRA)")
+        nu.append(Msg("import.no_gather", label=cmd.label, file=where))
     for key, value in zero.items():
-        nu.append(f"{cmd.label}: zero_optimization.{key}: {value!r} in {where}")
+        nu.append(Msg("import.unknown_key", label=cmd.label, key=f"zero_optimization.{key}",
+                      value=repr(value), file=where))
     act = ds.pop("activation_checkpointing", None)
     out["ds_activation_checkpointing"] = act is not None
     for key, value in dict(act or {}).items():
         if key in ACT_KEYS:
             out[ACT_KEYS[key]] = bool(value)
         else:
-            nu.append(f"{cmd.label}: activation_checkpointing.{key}: {value!r} in {where}")
+            nu.append(Msg("import.unknown_key", label=cmd.label,
+                          key=f"activation_checkpointing.{key}", value=repr(value), file=where))
     for dtype in ("fp16", "bf16"):
         block = dict(ds.pop(dtype, None) or {})
         enabled = block.pop("enabled", "auto")
@@ -662,23 +669,28 @@ def _read_deepspeed_json(cmd: _Command, found: _Found, nu: list[str]) -> None:
         if dtype == "fp16":
             odd = {k: v for k, v in block.items() if FP16_STANDARD.get(k, object()) != v}
             for key, value in odd.items():
-                nu.append(f"{cmd.label}: fp16.{key}: {value!r} in {where}")
+                nu.append(Msg("import.unknown_key", label=cmd.label, key=f"fp16.{key}",
+                              value=repr(value), file=where))
         else:
             for key, value in block.items():
-                nu.append(f"{cmd.label}: bf16.{key}: {value!r} in {where}")
+                nu.append(Msg("import.unknown_key", label=cmd.label, key=f"bf16.{key}",
+                              value=repr(value), file=where))
     for key in ("gradient_accumulation_steps", "gradient_clipping"):
         value = ds.pop(key, "auto")
         if value != "auto":
             out[key] = value
     micro = ds.pop("train_micro_batch_size_per_gpu", "auto")
-    if micro not in ("auto", 1):
-        nu.append(f"{cmd.label}: train_micro_batch_size_per_gpu {micro} in {where} (ZeroLoRA "
-                  f"trains with batch size 1)")
+    if isinstance(micro, int) and not isinstance(micro, bool):
+        out["batch_size"] = micro  # DeepSpeed's micro-batch is the form's batch_size
+    elif micro != "auto":
+        nu.append(Msg("import.unknown_key", label=cmd.label,
+                      key="train_micro_batch_size_per_gpu", value=repr(micro), file=where))
     ds.pop("train_batch_size", None)
     for key in ("wall_clock_breakdown", "steps_per_print", "zero_allow_untested_optimizer"):
         ds.pop(key, None)
     for key, value in ds.items():
-        nu.append(f"{cmd.label}: {key}: {_short_json(value)} in {where}")
+        nu.append(Msg("import.unknown_key", label=cmd.label, key=key, value=_short_json(value),
+                      file=where))
 
 
 def _short_json(value: Any) -> str:
@@ -759,10 +771,10 @@ def _map_reference_files(data: dict[str, Any], notes: list[str]) -> None:
     sources = data.get("model_id_with_origin_paths")
     if not isinstance(sources, str):
         return
-    mapped, said = family_spec(family_of(data)[0]).map_reference_sources(sources)
-    if said:
+    mapped, mapped_notes = family_spec(family_of(data)[0]).map_reference_sources(sources)
+    if mapped_notes:
         data["model_id_with_origin_paths"] = mapped
-        notes.extend(said)
+        notes.extend(mapped_notes)
 
 
 def _args(cmd: _Command) -> dict[str, Any]:
@@ -820,7 +832,7 @@ def _validated(data: dict[str, Any], nu: list[str]) -> tuple[RunConfig, list[str
             for problem in e.problems:
                 key = problem.split(":", 1)[0]
                 if key in data:
-                    nu.append(f"{problem} -- left at the default")
+                    nu.append(Msg("import.left_default", problem=problem))
                     data.pop(key)
                     dropped = True
             if not dropped:

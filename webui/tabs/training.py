@@ -421,7 +421,8 @@ def import_notes_markdown(result, before: dict, changed: dict) -> str:
         lines = [bilingual(Msg("import.unchanged"))]
     if result.not_understood:
         lines += ["", bilingual(Msg("import.not_understood"))] + \
-            [f"- `{n}`" for n in result.not_understood]
+            [f"- {bilingual(n)}" if isinstance(n, Msg) else f"- `{n}`"
+             for n in result.not_understood]
     if result.notes:
         lines += ["", bilingual(Msg("import.notes"))] + [f"- {bilingual(n)}" for n in result.notes]
     return "\n".join(lines)

@@ -201,6 +201,27 @@ EN: dict[str, str] = {
                            "default is bf16) -- set 'no' for float32",
     "import.precision_differs": "{label}: the DeepSpeed file enables {ds} but accelerate runs "
                                 "{accelerate}; using {accelerate}",
+    # -- importing a command: what it does not understand (ImportResult.not_understood);
+    # the command's own text (a flag, a key, a value) is a parameter, in backticks in Chinese
+    "import.unknown_env": "{label}: environment {name}={value}",
+    "import.unreadable_flags": "{label}: could not read the trainer flags: {flags}",
+    "import.unknown_flag": "{label}: {flag}",
+    "import.unreadable_launch": "{label}: accelerate launch options not understood: {options}",
+    "import.unknown_launch_option": "{label}: accelerate launch --{name} {value}",
+    "import.unreadable_accelerate": "{label}: accelerate config {file} not readable: {error}",
+    "import.unsupported_distributed": "{label}: distributed_type {dist} in {file} (ZeroLoRA "
+                                      "runs plain, multi-GPU or DeepSpeed)",
+    "import.unknown_key": "{label}: {key}: {value} in {file}",
+    "import.unreadable_deepspeed": "{label}: DeepSpeed file {file} not readable: {error}",
+    "import.deepspeed_not_object": "{label}: DeepSpeed file {file} not readable: not a JSON "
+                                   "object",
+    "import.pin_memory_differs": "{label}: {which}.pin_memory {pin} differs from the other "
+                                 "offload's in {file} (ZeroLoRA has one pin_memory)",
+    "import.zero_auto": "{label}: zero_optimization.{key}: 'auto' in {file} (kept ZeroLoRA's "
+                        "number)",
+    "import.no_gather": "{label}: stage3_gather_16bit_weights_on_model_save false in {file} "
+                        "(ZeroLoRA always gathers to save the LoRA)",
+    "import.left_default": "{problem} -- left at the default",
     # -- importing a command: text or a file it cannot read
     "import.open_quote": "command text: unterminated {quote} quote on line {line} (got "
                          "{rest!r}; allowed every quote closed, as a shell reads it)",
@@ -390,6 +411,24 @@ ZH: dict[str, str] = {
                            "mixed_precision（新运行的默认值是 bf16）——要用 float32 请设为 'no'",
     "import.precision_differs": "{label}：DeepSpeed 文件启用了 {ds}，但 accelerate 运行的是 "
                                 "{accelerate}；采用 {accelerate}",
+    "import.unknown_env": "{label}：环境变量 `{name}={value}`",
+    "import.unreadable_flags": "{label}：无法读取训练器的参数：`{flags}`",
+    "import.unknown_flag": "{label}：`{flag}`",
+    "import.unreadable_launch": "{label}：无法识别的 accelerate launch 选项：`{options}`",
+    "import.unknown_launch_option": "{label}：`accelerate launch --{name} {value}`",
+    "import.unreadable_accelerate": "{label}：无法读取 accelerate 配置 `{file}`：{error:q}",
+    "import.unsupported_distributed": "{label}：`{file}` 中的 `distributed_type` 为 `{dist}`"
+                                      "（ZeroLoRA 只支持普通运行、多 GPU 或 DeepSpeed）",
+    "import.unknown_key": "{label}：`{file}` 中的 `{key}: {value}`",
+    "import.unreadable_deepspeed": "{label}：无法读取 DeepSpeed 文件 `{file}`：{error:q}",
+    "import.deepspeed_not_object": "{label}：无法读取 DeepSpeed 文件 `{file}`：不是 JSON 对象",
+    "import.pin_memory_differs": "{label}：`{file}` 中的 `{which}.pin_memory` 为 `{pin}`，与另一"
+                                 "个卸载的设置不同（ZeroLoRA 只有一个 pin_memory）",
+    "import.zero_auto": "{label}：`{file}` 中的 `zero_optimization.{key}: 'auto'`（保留 "
+                        "ZeroLoRA 自己的数值）",
+    "import.no_gather": "{label}：`{file}` 中的 `stage3_gather_16bit_weights_on_model_save` 为 "
+                        "`false`（ZeroLoRA 保存 LoRA 时总是聚合权重）",
+    "import.left_default": "{problem:q}——保持默认值",
     "import.open_quote": "命令文本：第 {line} 行的 `{quote}` 引号没有闭合（读到 {rest!r}；应为"
                          "每个引号都闭合，与 `shell` 读取时一样）",
     "import.not_a": "{flag}：不是{what}（读到{label} 中的 {given!r}：{got}；应为{allowed}）",
