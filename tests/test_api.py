@@ -69,7 +69,9 @@ def test_the_endpoints_and_their_names(signed_in_app, open_app):
         assert sorted(api["named_endpoints"]) == sorted(f"/{n}" for n in ENDPOINTS)
         params = {k: [p["parameter_name"] for p in v["parameters"]]
                   for k, v in api["named_endpoints"].items()}
-        assert params["/start_run"] == ["config", "preset", "name", "hub_token"]
+        assert params["/start_run"] == ["config", "preset", "name", "hub_token", "wandb_key",
+                                        "swanlab_key"]
+        assert params["/resume_run"] == ["run_id", "hub_token", "wandb_key", "swanlab_key"]
         assert params["/fetch_output"] == ["run_id", "path"]
         assert params["/run_log"] == ["run_id", "stage", "offset"]
         assert api["unnamed_endpoints"] == {}  # the UI's own events are not an API
@@ -216,6 +218,36 @@ def test_signed_in_users_point_runs_only_at_their_own_server_paths(signed_in_app
                    models_dir=str(ws))
     assert admins["owner"] == "alice"
     stop_at_once(alice, admins["run_id"])
+
+
+def test_a_user_gives_their_own_tracker_key_through_the_api(signed_in_app, tiny_model_dir):
+    """A non-admin's run that logs to Weights & Biases online is refused without their key,
+    naming ``wandb_key``; with it the run starts, holding the key for its stages only."""
+    from PIL import Image
+
+    from backend.jobs.runner import Runner
+
+    ws = signed_in_app.workspace
+    bob = client(signed_in_app, "bob")
+    own = ws / "datasets" / "bob" / "tracked"
+    own.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (64, 64), (200, 30, 30)).save(own / "a.png")
+    (own / "a.txt").write_text("a red square", encoding="utf-8")
+    tracked = dict(tiny=tiny_model_dir, dataset_base_path=str(own),
+                   stages=["data_process", "train"], enable_wandb_log=True,
+                   wandb_mode="online", offline=False, height=64, width=64)
+    with pytest.raises(AppError) as e:
+        start(bob, **dict(tracked))
+    assert "\n  wandb_key: " in str(e.value), str(e.value)
+    key = "wandb-key-of-bob-0123456789"
+    run = bob.predict(config=sample_config(**dict(tracked)), preset="", name="", hub_token="",
+                      wandb_key=key, swanlab_key="", api_name="/start_run")
+    stop_at_once(bob, run["run_id"])
+    record = Runner(ws).get_run(run["run_id"])
+    assert record["secret_keys"] == ["WANDB_API_KEY"]
+    leaked = [p for p in Path(record["run_dir"]).rglob("*")
+              if p.is_file() and key.encode() in p.read_bytes()]
+    assert leaked == []
 
 
 class FakeHub(BaseHTTPRequestHandler):

@@ -156,7 +156,7 @@ def test_comfyui_names_cover_every_linear_and_fuse_query_key_value():
 def comfyui_hunyuan15_linears(depth: int) -> set[str]:
     """The Linear modules of ComfyUI's HunyuanVideo 1.5 model (``comfy/ldm/hunyuan_video/
     model.py``: ``HunyuanVideo`` with FLUX's ``DoubleStreamBlock``, ``MLPEmbedder`` and
-    ``LastLayer``, its ``TokenRefiner`` and ``ByT5Mapper``, and Wan's ``MLPProj`` as
+    ``LastLayer``, its ``TokenRefiner`` and ``ByT5Mapper``, and an ``MLPProj`` as
     ``vision_in``; no single-stream blocks, no vector or guidance input), transcribed from
     its module tree. ComfyUI's LoRA loader takes ``diffusion_model.<module>`` for each."""
     names = {"time_in.in_layer", "time_in.out_layer", "txt_in.input_embedder",

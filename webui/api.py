@@ -13,10 +13,12 @@ sign-in, with the same ownership rules as the pages (``webui.security``). Call i
 
 Endpoints (all take ``run_id`` as text where they concern one run):
 
-- ``/start_run(config, preset, name, hub_token) -> {run_id, status, name, owner}``:
-  ``config`` is YAML text (JSON is YAML) or a mapping of run options, put on top of
-  ``preset`` (a preset name; empty: schema defaults). ``hub_token`` (optional) reaches the
-  run's stages through their environment only. ``output_path`` and ``progress_file`` are
+- ``/start_run(config, preset, name, hub_token, wandb_key, swanlab_key) -> {run_id, status,
+  name, owner}``: ``config`` is YAML text (JSON is YAML) or a mapping of run options, put on
+  top of ``preset`` (a preset name; empty: schema defaults). ``hub_token`` (optional) reaches
+  the run's stages through their environment only, and so do ``wandb_key`` /
+  ``swanlab_key``: the online trackers' keys of this run (a signed-in user who is not an
+  admin gives their own when the tracker logs online; the refusal names the field). ``output_path`` and ``progress_file`` are
   refused: the run plan puts every file of a run in its own folder. ``name`` has
   ``run_name``'s length limit.
 - ``/start_caption(config, preset, hub_token) -> {run_id, status, name, owner}``: a
@@ -25,8 +27,9 @@ Endpoints (all take ``run_id`` as text where they concern one run):
   ``/run_log(run_id, "caption")``, stop it with ``/stop_run``. A folder without images, an
   unknown ``caption_target`` or an unreadable folder is refused naming the field.
 - ``/run_status(run_id) -> dict``; ``/run_progress(run_id) -> dict``;
-  ``/stop_run(run_id) -> dict``; ``/resume_run(run_id, hub_token) -> dict`` (a stopped or
-  failed run continues from its saved state, after its paths pass the start checks again:
+  ``/stop_run(run_id) -> dict``; ``/resume_run(run_id, hub_token, wandb_key, swanlab_key)
+  -> dict`` (a stopped or failed run continues from its saved state, its tracker keys given
+  again, after its paths pass the start checks again:
   ``security.check_resume_paths``); ``/list_runs() -> list``;
   ``/list_outputs(run_id) -> list[{file, bytes}]``;
   ``/fetch_output(run_id, path) -> file`` (``path``: a listed ``file``; the client downloads
@@ -249,17 +252,25 @@ def _started(runner, run_id: str) -> dict:
             "owner": run.get("owner")}
 
 
+def _keys(wandb_key: str, swanlab_key: str) -> dict[str, str]:
+    """The online trackers' keys a call gives for its run (``services.tracker_env``): kept in
+    memory for the run's stages, never written."""
+    return {"wandb_key": wandb_key or "", "swanlab_key": swanlab_key or ""}
+
+
 def _start_endpoints(where: SimpleNamespace, who: Callable) -> tuple[Callable, ...]:
     """``/start_run`` and ``/start_caption``."""
     runner, workspace = where.runner, where.workspace
 
     def start_run(config: str | dict | None = None, preset: str = "", name: str = "",
-                  hub_token: str = "", request: gr.Request = None) -> dict:
+                  hub_token: str = "", wandb_key: str = "", swanlab_key: str = "",
+                  request: gr.Request = None) -> dict:
         """Start a run from run options (YAML text or a mapping) on top of a preset."""
         user = who(request)
         cfg = build_config(config, preset, workspace, user)
         try:
-            run_id = services.start_run(where, cfg, user, name=name, hub_token=hub_token)
+            run_id = services.start_run(where, cfg, user, name=name, hub_token=hub_token,
+                                        tracker_keys=_keys(wandb_key, swanlab_key))
         except services.Refused as e:
             raise _refused(e) from None
         return _started(runner, run_id)
@@ -309,11 +320,13 @@ def _run_endpoints(where: SimpleNamespace, who: Callable,
             raise _Fail(str(e)) from None
         return _summary(runner.get_run(run["id"]))
 
-    def resume_run(run_id: str, hub_token: str = "", request: gr.Request = None) -> dict:
+    def resume_run(run_id: str, hub_token: str = "", wandb_key: str = "", swanlab_key: str = "",
+                   request: gr.Request = None) -> dict:
         """Continue a stopped or failed run (training from its saved state)."""
         run = checked_run(run_id, request)
         try:
-            services.resume_run(where, run, who(request), hub_token=hub_token)
+            services.resume_run(where, run, who(request), hub_token=hub_token,
+                                tracker_keys=_keys(wandb_key, swanlab_key))
         except services.Refused as e:
             raise _refused(e) from None
         return _summary(runner.get_run(run["id"]))

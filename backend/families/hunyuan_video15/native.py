@@ -10,7 +10,7 @@ the glyph and image projections ``byt5_in`` and ``vision_in``; the timestep embe
 diffusers' conversion script (``scripts/convert_hunyuan_video1_5_to_diffusers.py``) reads
 them, in ComfyUI's spelling of the shared layers: the modules of ComfyUI's own model
 (``comfy/ldm/hunyuan_video/model.py``: FLUX's ``DoubleStreamBlock``, ``MLPEmbedder`` and
-``LastLayer``, its ``TokenRefiner`` and ``ByT5Mapper``, Wan's ``MLPProj`` as ``vision_in``),
+``LastLayer``, its ``TokenRefiner`` and ``ByT5Mapper``, an ``MLPProj`` as ``vision_in``),
 which its LoRA loader takes as ``diffusion_model.<module>`` (its generic map; its
 HunyuanVideo map adds the original checkpoint's spellings such as ``img_attn_qkv``).
 
