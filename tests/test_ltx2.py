@@ -140,7 +140,7 @@ def test_clip_tokens_and_the_training_schedule():
     """A 512x768 clip of 121 frames is 16 x 24 x 16 latent cells; the schedule runs from
     sigma 1 to 0.1 with weights of mean 1."""
     family = get_family("ltx2")
-    assert family.video_tokens(512, 768, 121) == 6144
+    assert family.video_tokens(512, 768, 121) == 6144 + 126  # and the sound it attends over
     schedule = family.training_schedule()
     assert float(schedule.sigmas[0]) == pytest.approx(1.0)
     assert float(schedule.sigmas[-1]) == pytest.approx(0.1)

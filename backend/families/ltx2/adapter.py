@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from backend.core.media import frame_strip
@@ -37,7 +38,7 @@ from backend.families.common import (OffloadingEncoder, VideoClips, cached_sampl
 from backend.families.ltx2 import tiny
 from backend.families.ltx2.audio import write_clip_with_sound
 from backend.families.ltx2.native import from_native, to_native
-from backend.families.ltx2.published import CONFIGS
+from backend.families.ltx2.published import CONFIGS, TRANSFORMER, VARIANT_CONFIGS
 
 NUM_TRAIN_TIMESTEPS = 1000
 MAX_SEQUENCE_LENGTH = 1024   # LTX2Pipeline's default
@@ -194,6 +195,14 @@ def audio_frames(config, latent_frames: int, fps: float = FRAME_RATE) -> int:
     return max(1, round(frames / fps * per_second))
 
 
+def clip_audio_tokens(config, frames: int) -> int:
+    """Audio stream tokens of a clip of ``frames`` frames: ``audio_frames`` of its video
+    latent frames, the length both the video-only loss (noise) and stage 1 (the cached
+    sound, ``t2av.audio_frames_of``) give the stream; the pipeline packs each audio latent
+    frame's channels x mel bands into one token (``LTX2Pipeline._pack_audio_latents``)."""
+    return audio_frames(config, (max(int(frames), 1) - 1) // TEMPORAL_COMPRESSION + 1)
+
+
 def audio_noise(noise, shape):
     """Noise for the audio stream, from a generator seeded by the video ``noise``: fresh
     whenever the video's is, the same for the same video noise (held-out losses)."""
@@ -321,7 +330,26 @@ class Adapter(VideoClips, Family):
 
     native_names = (to_native, from_native)
 
+    # The numbers the audio stream's length is sized by (sample rate, hop, the audio VAE's
+    # time compression): the transformer's copies of the audio VAE's, the same in every
+    # released variant (``published.py``).
+    audio_config = SimpleNamespace(**TRANSFORMER)
+    # A reference video appended to each clip (IC-LoRA's ``ConditionAdapter``).
+    takes_reference_video = False
+
+    def video_tokens(self, height: int, width: int, frames: int) -> int:
+        """What the transformer attends over for one clip: its video tokens, the audio
+        stream's (every run feeds it the clip's audio length: noise without sound,
+        ``flow_matching_loss``; the cached sound with it, ``t2av.joint_loss``) and, for
+        IC-LoRA, the reference video's, appended after the clip's at the clip's frames and
+        size (``in_context_downsample_factor`` 1, the most a row gives; ``condition.py``).
+        Image-to-video's first frame replaces the clip's first latent frame: no tokens."""
+        video = super().video_tokens(height, width, frames)
+        references = 1 if self.takes_reference_video else 0
+        return video * (1 + references) + clip_audio_tokens(self.audio_config, frames)
+
     published = CONFIGS
+    published_by_variant = VARIANT_CONFIGS
 
     def build_tiny(self, out_dir, seed=0, variant=None):
         return tiny.build_tiny_ltx2(out_dir, seed)

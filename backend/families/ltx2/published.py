@@ -9,6 +9,17 @@ connectors are that script's text-encoder connector config; the text encoder is 
 ``google/gemma-3-12b-it-qat-q4_0-unquantized``); the scheduler is the settings
 ``LTX2Pipeline`` reads (dynamic shift 0.95 -> 2.05 over 1024 -> 4096 tokens) with the
 terminal sigma 0.1 of the reference trainer's LTX-2 schedule.
+
+LTX-2.3 (``Lightricks/LTX-2.3``, the ``ltx2_3`` variant: ``VARIANT_CONFIGS``) has its own
+transformer, video VAE, connectors and vocoder: the "2.3" configs of the same script
+(huggingface/diffusers ``scripts/convert_ltx2_to_diffusers.py``, added with "Add Support for
+LTX-2.3 Models", #13217). Its transformer has LTX-2's sizes (48 blocks; video 32 heads of 128,
+cross-attention 4096; audio 32 heads of 64, cross-attention 2048; captions 3840) with gated
+attention and cross-attention modulation in both streams, the prompt projections moved to
+the connectors (``use_prompt_embeddings`` false) and perturbed attention; the reference
+trainer builds the same model (DiffSynth-Studio ``diffsynth/configs/model_configs.py``:
+``LTXModel`` with ``apply_gated_attention`` and ``cross_attention_adaln``, ``caption_channels``
+None). Its audio VAE and text encoder are LTX-2's.
 """
 from typing import Any
 
@@ -151,3 +162,90 @@ SCHEDULER: dict[str, Any] = {
 }
 CONFIGS = {"transformer": TRANSFORMER, "text_encoder": TEXT_ENCODER, "vae": VAE,
            "connectors": CONNECTORS, "vocoder": VOCODER}
+
+# LTX-2.3: the script's "2.3" configs (the module docstring).
+TRANSFORMER_2_3: dict[str, Any] = {
+    **TRANSFORMER,
+    "gated_attn": True,
+    "cross_attn_mod": True,
+    "audio_gated_attn": True,
+    "audio_cross_attn_mod": True,
+    "rope_double_precision": True,
+    "timestep_scale_multiplier": 1000,
+    "cross_attn_timestep_scale_multiplier": 1000,
+    "rope_type": "split",
+    "use_prompt_embeddings": False,
+    "perturbed_attn": True,
+}
+VAE_2_3: dict[str, Any] = {
+    **VAE,
+    "block_out_channels": [256, 512, 1024, 1024],
+    "decoder_block_out_channels": [256, 512, 512, 1024],
+    "layers_per_block": [4, 6, 4, 2, 2],
+    "decoder_layers_per_block": [4, 6, 4, 2, 2],
+    "decoder_spatio_temporal_scaling": [True, True, True, True],
+    "decoder_inject_noise": [False, False, False, False, False],
+    "upsample_type": ["spatiotemporal", "spatiotemporal", "temporal", "spatial"],
+    "upsample_residual": [False, False, False, False],
+    "upsample_factor": [2, 2, 1, 2],
+    "decoder_spatial_padding_mode": "zeros",
+}
+CONNECTORS_2_3: dict[str, Any] = {
+    **CONNECTORS,
+    "video_connector_num_attention_heads": 32,
+    "video_connector_attention_head_dim": 128,
+    "video_connector_num_layers": 8,
+    "video_gated_attn": True,
+    "audio_connector_num_attention_heads": 32,
+    "audio_connector_attention_head_dim": 64,
+    "audio_connector_num_layers": 8,
+    "audio_gated_attn": True,
+    "rope_type": "split",
+    "per_modality_projections": True,
+    "video_hidden_dim": 4096,
+    "audio_hidden_dim": 2048,
+    "proj_bias": True,
+}
+# The vocoder with its bandwidth extension (24 -> 48 kHz).
+VOCODER_2_3: dict[str, Any] = {
+    "_class_name": "LTX2VocoderWithBWE",
+    "in_channels": 128,
+    "hidden_channels": 1536,
+    "out_channels": 2,
+    "upsample_kernel_sizes": [11, 4, 4, 4, 4, 4],
+    "upsample_factors": [5, 2, 2, 2, 2, 2],
+    "resnet_kernel_sizes": [3, 7, 11],
+    "resnet_dilations": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
+    "act_fn": "snakebeta",
+    "leaky_relu_negative_slope": 0.1,
+    "antialias": True,
+    "antialias_ratio": 2,
+    "antialias_kernel_size": 12,
+    "final_act_fn": None,
+    "final_bias": False,
+    "bwe_in_channels": 128,
+    "bwe_hidden_channels": 512,
+    "bwe_out_channels": 2,
+    "bwe_upsample_kernel_sizes": [12, 11, 4, 4, 4],
+    "bwe_upsample_factors": [6, 5, 2, 2, 2],
+    "bwe_resnet_kernel_sizes": [3, 7, 11],
+    "bwe_resnet_dilations": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
+    "bwe_act_fn": "snakebeta",
+    "bwe_leaky_relu_negative_slope": 0.1,
+    "bwe_antialias": True,
+    "bwe_antialias_ratio": 2,
+    "bwe_antialias_kernel_size": 12,
+    "bwe_final_act_fn": None,
+    "bwe_final_bias": False,
+    "filter_length": 512,
+    "hop_length": 80,
+    "window_length": 512,
+    "num_mel_channels": 64,
+    "input_sampling_rate": 16000,
+    "output_sampling_rate": 48000,
+}
+# By the spec's ``Variant.name`` (``Family.published_by_variant``).
+VARIANT_CONFIGS = {
+    "ltx2_3": {"transformer": TRANSFORMER_2_3, "text_encoder": TEXT_ENCODER, "vae": VAE_2_3,
+               "connectors": CONNECTORS_2_3, "vocoder": VOCODER_2_3},
+}
