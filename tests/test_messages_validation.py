@@ -122,6 +122,8 @@ RULE_CASES = (
     {"stages": ["sample"], "sample_prompts": [" "]}, {"sample_lora_scales": [5.0, -9]},
     {"num_frames": 10}, {"min_timestep_boundary": 0.5, "max_timestep_boundary": 0.4},
     {"frame_buckets": [0, 5, 5, 2000]},
+    {"frame_extraction": "chunk", "frame_window_stride": 2, "frame_sample": 3,
+     "extra_inputs": "in_context_videos"},
     {"sample_every_n_steps": 10, "stages": ["sample"]},
     {"customized_optimizer": "torch.optim.AdamW", "optimizer": "prodigy"},
     {"optimizer": "prodigy", "zero_stage": 2, "offload_optimizer_device": "cpu"},

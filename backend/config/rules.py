@@ -352,11 +352,37 @@ def video_field_problems(c: dict[str, Any]) -> list[Msg]:
     if len(set(buckets)) < len(buckets):
         p.append(field_problem("frame_buckets", Msg("validation.rule.frame_bucket_repeated",
                                                     got=list(buckets))))
+    p += window_problems(c)
     lo, hi = c.get("min_timestep_boundary"), c.get("max_timestep_boundary")
     if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and \
             int(lo * 1000) >= int(hi * 1000):
         p.append(field_problem("min_timestep_boundary", Msg(
             "validation.rule.timestep_order", lo=lo, hi=hi)))
+    return p
+
+
+# The inputs a clip's windows are not cut from (read from the clip's start by the family).
+UNWINDOWED_INPUTS = ("input_audio", "in_context_videos")
+
+
+def window_problems(c: dict[str, Any]) -> list[Msg]:
+    """Windows of a clip (``frame_extraction``; ``backend.data.video``): the window stride
+    only with ``slide``, the window count only with ``uniform``, and no windows beside a
+    row's sound or reference video (read from the clip's start). An image family ignores
+    them, as it does ``frame_buckets``."""
+    mode = c.get("frame_extraction", "head")
+    p: list[Msg] = []
+    if mode != "slide":
+        p += options_left_set(c, {"frame_window_stride": 1}, lambda **k: Msg(
+            "validation.rule.window_stride_needs_slide", mode=mode, **k))
+    if mode != "uniform":
+        p += options_left_set(c, {"frame_sample": 1}, lambda **k: Msg(
+            "validation.rule.frame_sample_needs_uniform", mode=mode, **k))
+    names = [k.strip() for k in str(c.get("extra_inputs") or "").split(",")]
+    inputs = [k for k in UNWINDOWED_INPUTS if k in names]
+    if mode != "head" and inputs:
+        p.append(field_problem("frame_extraction", Msg(
+            "validation.rule.windows_with_input", got=mode, inputs=", ".join(inputs))))
     return p
 
 

@@ -272,6 +272,17 @@ class RunConfig(BaseModel):
     video_fps: Optional[float] = F(None, "Video families: sample a clip's frames at this rate "
                                    "in its own time instead of by frame_stride (empty: use "
                                    "frame_stride).", "data", ui="advanced", gt=0, le=240)
+    frame_extraction: Literal["head", "chunk", "slide", "uniform"] = F(
+        "head", "Video families: which windows of a clip train, each window a sample of the "
+        "clip's frame count (num_frames or its frame bucket): head (one from the start), "
+        "chunk (consecutive windows that do not overlap), slide (a window every "
+        "frame_window_stride source frames) or uniform (frame_sample windows spread evenly "
+        "over the clip). Images are one sample.", "data", ui="advanced")
+    frame_window_stride: int = F(1, "Video families: source frames between the starts of "
+                                 "two windows with frame_extraction slide.", "data",
+                                 ui="advanced", ge=1, le=100000)
+    frame_sample: int = F(1, "Video families: windows per clip with frame_extraction "
+                          "uniform.", "data", ui="advanced", ge=1, le=1000)
     # --- two-expert video models: one expert per run over its own timestep range ---------
     max_timestep_boundary: float = F(
         1.0, "Video families: train only on the schedule's timesteps below this fraction of "
@@ -530,6 +541,14 @@ class RunConfig(BaseModel):
         "separated by |. Empty: each prompt takes a dataset row's input images (an "
         "image-to-video row: its clip's first frame), row 1 for prompt 1 and so on.",
         "samples")
+    sample_videos: list[str] = F(
+        [], "IC-LoRA (extra_inputs in_context_videos): the reference clip of each sample "
+        "prompt (a video, frames folder or image), one line per prompt in the order of "
+        "sample_prompts; read with the run's frame settings (video_fps or frame_stride) at "
+        "the sample's size, a clip must fill sample_num_frames (an image is a one-frame "
+        "reference). Empty: each prompt takes the "
+        "reference video of the dataset row whose caption is the prompt, else of the first "
+        "row.", "samples")
     # --- low VRAM: layer offload and a quantized base (backend/config/lowvram.py) --------------
     enable_model_cpu_offload: bool = F(
         False, "Layer-wise offload without DeepSpeed (one GPU): the frozen weights stay in "

@@ -16,7 +16,8 @@ shuffled. With several processes that accelerate does not shard for us, each tak
 
 Clips (video families) are keyed by (width, height, frames): each clip trains at the
 largest of ``frame_buckets`` it fills (``backend.data.video.bucket_frames``), so a batch never
-mixes frame counts any more than sizes. A key is a (width, height) or (width, height,
+mixes frame counts any more than sizes. A clip cut into windows (``frame_extraction``) is one
+key per window, each at the clip's count. A key is a (width, height) or (width, height,
 frames) tuple; everything here takes either.
 
 ``bucket_plan`` is the summary the Dataset tab's check shows: per bucket the images, the

@@ -204,8 +204,9 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
     ``(load_pixels, prompt)`` item, in order, in whatever order of work its offload mode
     needs (the files do not depend on it). Each rank encodes its share; rank 0 writes the
     manifest and removes stale files.
-    ``planner(cfg, records, model_fp)`` and ``loader(path, cfg)`` replace ``plan`` and
-    ``backend.data.dataset.load_pixels`` for other media (video families: ``backend.data.video``),
+    ``planner(cfg, records, model_fp)`` and ``loader(rec, cfg)`` replace ``plan`` and
+    ``backend.data.dataset.load_pixels`` of ``rec.image`` for other media (video families:
+    ``backend.data.video``, which reads a record's window of its clip),
     and ``mask_loader(rec, cfg)`` ``backend.data.masks.load_image_mask`` (``masked_loss``: each
     sample holds ``loss_mask`` at its latents' grid, and its key and manifest entry say so).
     Returns {"total", "encoded", "reused", "stopped"}.
@@ -220,7 +221,7 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
         for rec, e in zip(records, entries):
             e["key"] = mask_key(e["key"], rec, cfg)
             e["file"], e["masked"] = f"{e['key'][:32]}.safetensors", True
-    load = loader or load_pixels
+    load = loader or (lambda rec, cfg: load_pixels(rec.image, cfg))
     load_mask = mask_loader or load_image_mask
     todo, seen = [], set()
     for rec, e in zip(records, entries):
@@ -240,7 +241,7 @@ def build_cache(cfg: RunConfig, records: list[Record], encoder_factory, model_fp
             cut = overflow(rec.prompt)
             if cut:
                 log(f"[data] warning: {rec.where}: {cut}")
-        items = [(lambda rec=rec: load(rec.image, cfg), rec.prompt) for rec, _ in mine]
+        items = [(lambda rec=rec: load(rec, cfg), rec.prompt) for rec, _ in mine]
         if any(rec.inputs for rec, _ in mine):  # edit samples: their input images too
             items = [(pixels, prompt, lambda rec=rec: [load_input_image(p, cfg)
                                                       for p in rec.inputs])

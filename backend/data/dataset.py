@@ -89,6 +89,9 @@ class Record:
     # IC-LoRA (extra_inputs: in_context_videos): the row's reference video, a
     # ``backend.data.video.ReferenceVideo`` filled by check_reference_videos.
     reference: Any = None
+    # A window of a clip (frame_extraction other than head): a
+    # ``backend.data.video.Window``, filled by backend.data.video.check_video_dataset.
+    window: Any = None
 
 
 # ------------------------------------------------------------------------------------------
@@ -442,7 +445,8 @@ def dataset_bucket_plan(cfg: RunConfig, findings: list[dict[str, Any]] | None = 
     if findings is None:
         findings = validate_dataset(cfg)
     sizes = [tuple(f["size"]) + ((f["frames"],) if f.get("frames") else ())  # clips: frames
-             for f in findings if f.get("file") and f.get("size") and f.get("level") != "error"]
+             for f in findings if f.get("file") and f.get("size") and f.get("level") != "error"
+             for _ in range(f.get("windows") or 1)]  # a clip's windows (frame_extraction)
     held = min(cfg.validation_samples, max(len(sizes) - 1, 0))
     train = sizes[: len(sizes) - held] * cfg.dataset_repeat
     rows = bucket_plan(train, cfg.batch_size, cfg.bucket_remainder)

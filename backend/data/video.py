@@ -20,7 +20,27 @@ at the largest count it fills that way (``bucket_frames``), and stage 2 batches 
 (width, height, frames) (``clip_buckets``, ``backend.data.buckets``). A clip with fewer
 frames than the (smallest) count is an error naming the row, and so is a frames folder
 whose clip frames differ in size (naming the frame and both sizes). An image is a
-one-frame clip whatever the counts. Sizes follow the image rules
+one-frame clip whatever the counts.
+
+Windows (``frame_extraction``, musubi-tuner's option of that name): ``head`` (the default)
+trains one window per clip, from its start, as above. ``chunk`` cuts the clip into
+consecutive windows that do not overlap, ``slide`` starts one every ``frame_window_stride``
+source frames, ``uniform`` spreads ``frame_sample`` windows evenly from the first frame to
+the last window that fits (musubi-tuner's ``np.linspace``, rounded down; windows that fall
+on one start are one). A window is as long as the clip's trained frame count reaches into
+(``frames_needed``: ``frame_stride`` or ``video_fps`` respected), and every window of a clip
+trains at that one count (``window_starts``); each is its own sample (``Record.window``):
+stage 1 caches it under a key that holds its index and first frame, and stage 2 batches it
+by (width, height, frames) as any clip. Where musubi-tuner differs: it trains a clip at
+every one of its ``target_frames`` that fits (each a window set of its own), this at the
+largest of ``frame_buckets`` it fills; its windows are counted in frames already resampled
+to the target rate, these in the clip's own frames (so with ``frame_stride`` above 1 two
+chunks are one source frame apart, not one stride); its ``full`` mode has no counterpart.
+A mask video or frames folder is cut with its clip's window (the same first frame); a row's
+sound or reference video (``extra_inputs``) is read from the clip's start, so windows beside
+them are refused (``backend.config.rules.window_problems``).
+
+Sizes follow the image rules
 (``backend.data.dataset.target_size``: fixed ``height`` x ``width``, or ``max_pixels``),
 applied to every frame (cover-resize, centre-crop). Pixels map to [-1, 1]; a clip is the
 tensor [1, 3, F, H, W].
@@ -109,10 +129,11 @@ class _Header:
         return self
 
 
-def _decode(path: Path, gate: readgate.ReadGate, cfg: RunConfig, headers_only: bool = False
-            ) -> tuple[list[Any], float]:
+def _decode(path: Path, gate: readgate.ReadGate, cfg: RunConfig, headers_only: bool = False,
+            window: "Window | None" = None) -> tuple[list[Any], float]:
     """(PIL frames, fps) of a video file, read through the gate: decoding stops once the
-    frames the clip reaches into are in (the whole file only when it is too short).
+    frames the clip (or its ``window``) reaches into are in (the whole file only when it is
+    too short); frames before the window are counted, not kept (None).
     ``headers_only``: the first frame alone is decoded, the others are counted from the
     container's packets (one per frame) and stand in by its size (``_Header``)."""
     av = need_av()
@@ -121,10 +142,12 @@ def _decode(path: Path, gate: readgate.ReadGate, cfg: RunConfig, headers_only: b
         with av.open(f, mode="r") as container:
             stream = container.streams.video[0]
             rate = float(stream.average_rate or stream.guessed_rate or Fraction(16))
-            limit = frames_needed(cfg, rate)
+            limit = frames_needed(cfg, rate) if window is None else \
+                window.start + frames_needed(cfg, rate, window.frames)
             if not headers_only:
+                skip = window.start if window is not None else 0  # before the window: counted
                 for frame in container.decode(stream):
-                    frames.append(frame.to_image())
+                    frames.append(frame.to_image() if len(frames) >= skip else None)
                     if len(frames) >= limit:
                         break
                 return frames, rate
@@ -175,6 +198,81 @@ def frames_needed(cfg: RunConfig, fps: float = 0.0, frames: int | None = None) -
     return (n - 1) * cfg.frame_stride + 1
 
 
+@dataclass(frozen=True)
+class Window:
+    """One window of a clip (``frame_extraction``): its ``index`` among the clip's windows,
+    its first source frame ``start`` and the ``frames`` it trains at."""
+    index: int
+    start: int
+    frames: int
+
+
+def window_starts(available: int, fps: float, cfg: RunConfig) -> list[int]:
+    """The first source frames of the windows of a clip of ``available`` source frames (at
+    ``fps``; 0: a frames folder) by ``frame_extraction`` (see the module docstring), each
+    window ``frames_needed`` frames long for the count the clip trains at
+    (``bucket_frames``); [] when the clip is too short for one."""
+    n = bucket_frames(available, fps, cfg)
+    if n is None:
+        return []
+    length = frames_needed(cfg, fps, n)
+    last = available - length  # the last start a whole window fits from
+    mode = cfg.frame_extraction
+    if mode == "chunk":
+        return list(range(0, last + 1, length))
+    if mode == "slide":
+        return list(range(0, last + 1, cfg.frame_window_stride))
+    if mode == "uniform" and cfg.frame_sample > 1:
+        k = cfg.frame_sample
+        return sorted({i * last // (k - 1) for i in range(k)})
+    return [0]
+
+
+def _window_indices(available: int, fps: float, cfg: RunConfig, window: Window
+                    ) -> list[int] | None:
+    """``_indices`` of ``window``'s frames among ``available``, or None when it runs out."""
+    idx = _indices(available - window.start, fps, cfg, window.frames)
+    return [window.start + i for i in idx] if idx else None
+
+
+def _window_short(n: int, fps: float, cfg: RunConfig, window: Window) -> Msg:
+    """Why ``window`` does not fit ``n`` source frames (a mask shorter than its clip)."""
+    return Msg("data.too_short_window", n=n, index=window.index + 1, start=window.start,
+               needed=window.start + frames_needed(cfg, fps, window.frames),
+               mode=cfg.frame_extraction)
+
+
+def source_frames(path: Path, cfg: RunConfig, *, headers_only: bool = False
+                  ) -> tuple[int, float]:
+    """(source frames, fps; 0 for a frames folder) of a video file or frames folder, read
+    through the run's read gate: a video's frames decoded and counted, or with
+    ``headers_only`` its packets counted (one per frame), nothing kept."""
+    gate = readgate.for_config(cfg)
+    if kind_of(path, gate) == "frames":
+        return len(frame_files(path, gate)), 0.0
+    av = need_av()
+    with gate.open(path, "video") as f, av.open(f, mode="r") as container:
+        stream = container.streams.video[0]
+        rate = float(stream.average_rate or stream.guessed_rate or Fraction(16))
+        if headers_only:
+            return sum(1 for packet in container.demux(stream) if packet.size), rate
+        return sum(1 for _ in container.decode(stream)), rate
+
+
+def clip_windows(path: str | Path, cfg: RunConfig, *, headers_only: bool = False
+                 ) -> list[Window] | None:
+    """The windows a clip trains as (``window_starts``), or None for one sample from its
+    start as ``read_frames`` reads it (``frame_extraction: head``, or an image)."""
+    path = Path(path)
+    if cfg.frame_extraction == "head" or kind_of(path, readgate.for_config(cfg)) == "image":
+        return None
+    available, fps = source_frames(path, cfg, headers_only=headers_only)
+    n = bucket_frames(available, fps, cfg)
+    if n is None:
+        raise ValueError(_too_short(available, fps, cfg))
+    return [Window(k, start, n) for k, start in enumerate(window_starts(available, fps, cfg))]
+
+
 def _too_short(n: int, fps: float, cfg: RunConfig) -> Msg:
     """Why a clip of ``n`` source frames (at ``fps``; 0: a frames folder) is too short."""
     smallest = frame_counts(cfg)[0]
@@ -196,27 +294,30 @@ def _too_short(n: int, fps: float, cfg: RunConfig) -> Msg:
     return Msg("data.too_short_video_stride", fps=fps, stride=cfg.frame_stride, **short)
 
 
-def read_frames(path: str | Path, cfg: RunConfig, *, headers_only: bool = False
-                ) -> tuple[list[Any], list[str]]:
+def read_frames(path: str | Path, cfg: RunConfig, *, headers_only: bool = False,
+                window: Window | None = None) -> tuple[list[Any], list[str]]:
     """(the clip's PIL RGB frames at the training size, notes) of a video, frames folder or
     image, opened through the run's read gate: as many frames as ``bucket_frames`` gives it
-    (an image is one frame). Raises ``ValueError`` saying what is wrong (too short,
-    unreadable, no frames). ``headers_only`` asks the same questions from image headers and
+    from its start, or ``window``'s frames (an image is one frame, whatever the window).
+    Raises ``ValueError`` saying what is wrong (too short, unreadable, no frames).
+    ``headers_only`` asks the same questions from image headers and
     a video's first frame and packets (a check before a run is accepted,
     ``backend.planning.preflight``) and returns no frames."""
-    frames, notes, (w, h) = _select(path, cfg, headers_only)
+    frames, notes, (w, h) = _select(path, cfg, headers_only, window)
     if headers_only:
         return [], notes
     return [cover_crop(fr, w, h) for fr in frames], notes
 
 
-def clip_shape(path: str | Path, cfg: RunConfig) -> tuple[int, int, int]:
-    """(width, height, frames) a clip trains at, from headers (``read_frames``'s checks)."""
-    frames, _, (w, h) = _select(path, cfg, headers_only=True)
+def clip_shape(path: str | Path, cfg: RunConfig, window: Window | None = None
+               ) -> tuple[int, int, int]:
+    """(width, height, frames) a clip (or its ``window``) trains at, from headers
+    (``read_frames``'s checks)."""
+    frames, _, (w, h) = _select(path, cfg, True, window)
     return w, h, len(frames)
 
 
-def _select(path: str | Path, cfg: RunConfig, headers_only: bool
+def _select(path: str | Path, cfg: RunConfig, headers_only: bool, window: Window | None = None
             ) -> tuple[list[Any], list[str], tuple[int, int]]:
     """(the clip's frames as read, PIL images or ``_Header``s; notes; the training size)."""
     from PIL import Image
@@ -238,10 +339,15 @@ def _select(path: str | Path, cfg: RunConfig, headers_only: bool
         if not files:
             raise ValueError(Msg("data.no_frames_folder", exts=", ".join(IMAGE_EXTS),
                                  name=path.name))
-        wanted = bucket_frames(len(files), 0.0, cfg)
-        if wanted is None:
-            raise ValueError(_too_short(len(files), 0.0, cfg))
-        idx = _indices(len(files), 0.0, cfg, wanted)
+        if window is not None:
+            idx = _window_indices(len(files), 0.0, cfg, window)
+            if idx is None:
+                raise ValueError(_window_short(len(files), 0.0, cfg, window))
+        else:
+            wanted = bucket_frames(len(files), 0.0, cfg)
+            if wanted is None:
+                raise ValueError(_too_short(len(files), 0.0, cfg))
+            idx = _indices(len(files), 0.0, cfg, wanted)
         frames = []
         for i in idx:
             with gate.open(files[i], "image") as f, Image.open(f) as im:
@@ -256,7 +362,7 @@ def _select(path: str | Path, cfg: RunConfig, headers_only: bool
                                      first=files[idx[0]].name, w0=w0, h0=h0))
     elif kind == "video":
         try:
-            frames_all, fps = _decode(path, gate, cfg, headers_only)
+            frames_all, fps = _decode(path, gate, cfg, headers_only, window)
         except FileNotFoundError:
             raise
         except Exception as e:  # noqa: BLE001 - PyAV's own errors name the codec problem
@@ -264,11 +370,16 @@ def _select(path: str | Path, cfg: RunConfig, headers_only: bool
                                  why=" ".join(str(e).split()))) from None
         if not frames_all:
             raise ValueError(Msg("data.no_frames_video", name=path.name))
-        wanted = bucket_frames(len(frames_all), fps, cfg)
-        if wanted is None:
-            raise ValueError(_too_short(len(frames_all), fps, cfg))
-        frames = [frames_all[i].convert("RGB") for i in _indices(len(frames_all), fps, cfg,
-                                                                 wanted)]
+        if window is not None:
+            idx = _window_indices(len(frames_all), fps, cfg, window)
+            if idx is None:
+                raise ValueError(_window_short(len(frames_all), fps, cfg, window))
+        else:
+            wanted = bucket_frames(len(frames_all), fps, cfg)
+            if wanted is None:
+                raise ValueError(_too_short(len(frames_all), fps, cfg))
+            idx = _indices(len(frames_all), fps, cfg, wanted)
+        frames = [frames_all[i].convert("RGB") for i in idx]
     else:
         raise ValueError(Msg("data.not_a_clip", name=path.name,
                              exts=", ".join(VIDEO_EXTS + IMAGE_EXTS)))
@@ -283,14 +394,20 @@ def _select(path: str | Path, cfg: RunConfig, headers_only: bool
     return frames, notes, (w, h)
 
 
-def load_clip(path: str | Path, cfg: RunConfig):
-    """The training tensor of a clip: [1, 3, F, H, W] float32 in [-1, 1]."""
+def load_clip(path: str | Path, cfg: RunConfig, window: Window | None = None):
+    """The training tensor of a clip (or its ``window``): [1, 3, F, H, W] float32 in
+    [-1, 1]."""
     import numpy as np
     import torch
 
-    frames, _ = read_frames(path, cfg)
+    frames, _ = read_frames(path, cfg, window=window)
     arr = torch.from_numpy(np.stack([np.asarray(f, dtype=np.float32) for f in frames]))
     return (arr / 127.5 - 1.0).permute(3, 0, 1, 2).unsqueeze(0).contiguous()
+
+
+def load_clip_record(rec: Record, cfg: RunConfig):
+    """``load_clip`` of a record: its clip, or its window of the clip (stage 1's loader)."""
+    return load_clip(rec.image, cfg, rec.window)
 
 
 # ------------------------------------------------------------------------------------------
@@ -316,7 +433,9 @@ def _video_column(row: dict) -> tuple[str | None, str]:
 def inspect_video_record(rec: Record, cfg: RunConfig, *, headers_only: bool = False
                          ) -> dict[str, Any]:
     """One finding per record, as ``backend.data.dataset.inspect_record`` gives for images, plus
-    ``frames`` (the clip's frame count). ``headers_only``: see ``read_frames`` (the same
+    ``frames`` (the clip's frame count) and, with ``frame_extraction`` other than head,
+    ``windows`` (how many samples the clip gives) and ``window_starts`` (their first source
+    frames), said in the finding's message. ``headers_only``: see ``read_frames`` (the same
     errors; no frame count or size)."""
     info: dict[str, Any] = {"level": "ok", "file": str(rec.image), "row": rec.row,
                             "where": rec.where, "caption": rec.prompt, "message": "",
@@ -335,9 +454,42 @@ def inspect_video_record(rec: Record, cfg: RunConfig, *, headers_only: bool = Fa
                 info["frames"] = len(frames)
                 info["size"] = list(frames[0].size)
             warns += notes
+            windows = clip_windows(rec.image, cfg, headers_only=headers_only)
+            if windows is not None:
+                info["frames"] = windows[0].frames
+                info["windows"] = len(windows)
+                info["window_starts"] = [w.start for w in windows]
+                info["message"] = Msg("data.clip_windows", n=len(windows),
+                                      frames=windows[0].frames, mode=cfg.frame_extraction,
+                                      starts=[w.start for w in windows])
         except (OSError, ValueError) as e:
             errs.append(clip_problem(e, rec))
     return with_findings(info, rec, errs, warns)
+
+
+def windowed(records: list[Record], findings: list[dict[str, Any]]) -> list[Record]:
+    """``records`` with each clip that has windows (its finding's ``window_starts``,
+    ``inspect_video_record``) as one record per window (``Record.window``), in order."""
+    out: list[Record] = []
+    for rec, f in zip(records, findings):
+        starts = f.get("window_starts")
+        if starts is None:
+            out.append(rec)
+            continue
+        out += [replace(rec, window=Window(k, start, f["frames"]))
+                for k, start in enumerate(starts)]
+    return out
+
+
+def window_summary(cfg: RunConfig, findings: list[dict[str, Any]]) -> Msg | None:
+    """The Dataset check's count of samples with ``frame_extraction`` other than head:
+    "N clips -> M windows" over the findings without an error; None with head."""
+    if cfg.frame_extraction == "head":
+        return None
+    ok = [f for f in findings if f.get("file") and f.get("level") != "error"]
+    return Msg("data.windows_total", clips=len(ok), windows=sum(f.get("windows") or 1
+                                                               for f in ok),
+               mode=cfg.frame_extraction)
 
 
 def clip_problem(e: BaseException, rec: Record) -> Msg:
@@ -368,12 +520,17 @@ def validate_any_dataset(cfg: RunConfig) -> list[dict[str, Any]]:
 
 def check_video_dataset(cfg: RunConfig, log=None, *, headers_only: bool = False
                         ) -> list[Record]:
-    """The video dataset's records; raises ``DatasetError`` listing every problem (each
-    naming its row: missing, unreadable, too short). ``headers_only``: the same checks
+    """The video dataset's records, a clip's windows each a record of its own
+    (``windowed``); raises ``DatasetError`` listing every problem (each naming its row:
+    missing, unreadable, too short). ``headers_only``: the same checks
     from headers and a clip's first frame (``read_frames``)."""
     records, problems = read_video_records(cfg)
     findings = [inspect_video_record(r, cfg, headers_only=headers_only) for r in records]
-    return checked(records, problems, findings, log)
+    records = windowed(checked(records, problems, findings, log), findings)
+    summary = window_summary(cfg, findings)
+    if summary is not None and log is not None:
+        log(f"[data] {summary}")
+    return records
 
 
 def check_stage_dataset(cfg: RunConfig, family, log=None, *, headers_only: bool = False
@@ -599,7 +756,7 @@ def inspect_clip_mask(rec: Record, cfg: RunConfig, mask, size, *, headers_only: 
     try:
         got = source_size(Path(mask), readgate.for_config(cfg))
         if got == tuple(size) and kind_of(Path(mask), readgate.for_config(cfg)) != "image":
-            read_frames(mask, at, headers_only=True)  # enough frames
+            read_frames(mask, at, headers_only=True, window=rec.window)  # enough frames
     except Exception as e:  # noqa: BLE001 - PyAV's and PIL's own errors say what
         said = messages.said(e)
         return False, [Msg("diagnosis.mask_unreadable", name=Path(mask).name,
@@ -623,10 +780,12 @@ def check_clip_masks(cfg: RunConfig, records: list[Record], log=None, *,
 def at_clip_frames(rec: Record, cfg: RunConfig) -> RunConfig:
     """``cfg`` for reading ``rec``'s mask frame for frame with its clip: with
     ``frame_buckets``, the one count the clip trains at (a mask video or frames folder as
-    short as that is enough; one longer is cut there as the clip is)."""
+    short as that is enough; one longer is cut there as the clip is). A window's mask is
+    read at the window (``Record.window``)."""
     if not cfg.frame_buckets:
         return cfg
-    return cfg.model_copy(update={"frame_buckets": [clip_shape(rec.image, cfg)[2]]})
+    frames = rec.window.frames if rec.window is not None else clip_shape(rec.image, cfg)[2]
+    return cfg.model_copy(update={"frame_buckets": [frames]})
 
 
 def load_clip_mask(rec: Record, cfg: RunConfig):
@@ -637,7 +796,7 @@ def load_clip_mask(rec: Record, cfg: RunConfig):
 
     if rec.mask is None:
         return None
-    frames, _ = read_frames(rec.mask, at_clip_frames(rec, cfg))
+    frames, _ = read_frames(rec.mask, at_clip_frames(rec, cfg), window=rec.window)
     arr = np.stack([np.asarray(f.convert("L"), dtype=np.float32) for f in frames])
     return (torch.from_numpy(arr) / 255.0).unsqueeze(0)
 
@@ -682,12 +841,14 @@ def _digest(path: Path, gate: readgate.ReadGate) -> str:
 def plan_clips(cfg: RunConfig, records: list[Record], model_fp: list) -> list[dict[str, Any]]:
     """Manifest entries of a video dataset (``backend.data.cache.plan`` for clips): the key
     covers the clip's bytes, caption, frame settings (with ``frame_buckets``, the buckets
-    and the count the clip trains at), size and the encoder files. Each entry's ``frames``
-    is its clip's frame count, which stage 2 batches by (``clip_buckets``)."""
+    and the count the clip trains at), size and the encoder files, and a window's index and
+    first frame (``frame_extraction``; an entry without a window keeps the key it had
+    before windows). Each entry's ``frames`` is its clip's frame count, which stage 2
+    batches by (``clip_buckets``)."""
     gate = readgate.for_config(cfg)
     entries = []
     for rec in records:
-        frames, _ = read_frames(rec.image, cfg)
+        frames, _ = read_frames(rec.image, cfg, window=rec.window)
         size = frames[0].size
         payload = {"format": FORMAT, "family": cfg.model_family,
                    "video": _digest(rec.image, gate), "prompt": rec.prompt,
@@ -701,17 +862,21 @@ def plan_clips(cfg: RunConfig, records: list[Record], model_fp: list) -> list[di
             payload["sound"] = gate.digest([rec.sound], "audio")
         if rec.reference is not None:  # IC-LoRA: the reference video and its scale
             payload["reference"] = [_digest(rec.reference.path, gate), rec.reference.factor]
+        if rec.window is not None:  # one window of the clip: which, and where it starts
+            payload["window"] = [rec.window.index, rec.window.start]
         key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         entries.append({"key": key, "file": f"{key[:32]}.safetensors", "image": str(rec.image),
                         "prompt": rec.prompt, "width": size[0], "height": size[1],
                         "frames": len(frames)})
+        if rec.window is not None:
+            entries[-1].update(window=rec.window.index, start=rec.window.start)
     return entries
 
 
 def clip_buckets(records: list[Record], cfg: RunConfig) -> list[tuple[int, int, int]]:
-    """The bucket (width, height, frames) of each record's clip, from headers: a batch
-    (``backend.data.buckets.BucketBatchSampler``) holds clips of one bucket only."""
-    return [clip_shape(rec.image, cfg) for rec in records]
+    """The bucket (width, height, frames) of each record's clip (or window), from headers: a
+    batch (``backend.data.buckets.BucketBatchSampler``) holds clips of one bucket only."""
+    return [clip_shape(rec.image, cfg, rec.window) for rec in records]
 
 
 # ------------------------------------------------------------------------------------------
@@ -726,5 +891,15 @@ def read_video_frames(path: str | Path) -> list[Any]:
 
 class ClipDataset(ImageDataset):
     """Records as training items {"pixels": [1, 3, F, H, W], "prompt": str} (one-shot
-    ``sft`` of a video family), repeated ``repeat`` times."""
+    ``sft`` of a video family; a window of a clip read as its record says), repeated
+    ``repeat`` times."""
     load = staticmethod(load_clip)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        rec = self.records[i % len(self.records)]
+        if rec.window is None:
+            return super().__getitem__(i)
+        item = {"pixels": load_clip(rec.image, self.cfg, rec.window), "prompt": rec.prompt}
+        if self.mask_loader is not None:
+            item["mask"] = self.mask_loader(rec, self.cfg)
+        return item

@@ -90,7 +90,7 @@ from backend.data.batches import (DataOptionError, Validation, drop_captions, to
                                   write_empty_prompt)
 from backend.data.cache import CacheError, build_cache
 from backend.data.dataset import DatasetError
-from backend.data.video import check_stage_dataset, load_clip, load_clip_mask, plan_clips
+from backend.data.video import check_stage_dataset, load_clip_mask, load_clip_record, plan_clips
 from backend.families import get_family
 from backend.families.common import configure_deepspeed_checkpointing
 from backend.models.hub import HubError, fingerprint, resolve_component_dirs
@@ -196,12 +196,14 @@ def run_data_process(cfg: RunConfig, progress: ProgressWriter, stopper: Stopper,
     class_records += class_images.rendered_records(cfg, family, classes_dir,  # class_prompt
                                                    len(class_records), log)
     if family.media == "video":  # clips decoded with PyAV (backend/data/video.py)
-        media = {"planner": plan_clips, "loader": load_clip, "mask_loader": load_clip_mask}
+        media = {"planner": plan_clips, "loader": load_clip_record,
+                 "mask_loader": load_clip_mask}
         log("[data_process] video clips: "
             + (f"frame_buckets {sorted(cfg.frame_buckets)}, " if cfg.frame_buckets
                else f"num_frames {cfg.num_frames}, ")
             + (f"video_fps {cfg.video_fps:g}" if cfg.video_fps
-               else f"frame_stride {cfg.frame_stride}"))
+               else f"frame_stride {cfg.frame_stride}")
+            + f", frame_extraction {cfg.frame_extraction}")
     components = family.spec.stage_components("data_process")
     dirs = resolve_component_dirs(cfg, components)
     model_fp = fingerprint(dirs[c] for c in components)

@@ -274,7 +274,8 @@ def _check_config(form, data: dict) -> tuple[object | None, dict, list[str]]:
     data_problems = [p for p in problems if p.split(":", 1)[0] in
                      ("dataset_base_path", "dataset_metadata_path", "trigger_word",
                       "max_pixels", "height", "width", "data_file_keys",
-                      "frame_buckets")]
+                      "frame_buckets", "frame_extraction", "frame_window_stride",
+                      "frame_sample")]
     if data_problems:
         return None, cfg_dict, data_problems
     # problems elsewhere in the form: check the data with what we have
@@ -309,7 +310,7 @@ def _bind_check(ctx: Ctx) -> None:
 
     def check(data: dict, request: gr.Request):
         from backend.data.dataset import validate_input_images
-        from backend.data.video import mask_findings, validate_any_dataset
+        from backend.data.video import mask_findings, validate_any_dataset, window_summary
 
         cfg, cfg_dict, data_problems = _check_config(form, data)
         if cfg is None:
@@ -329,6 +330,9 @@ def _bind_check(ctx: Ctx) -> None:
         masks, without, overlays = mask_findings(cfg, previews=24)
         findings += masks
         head = bilingual(_report_head(findings)) + bucket_plan_section(cfg, cfg_dict, findings)
+        windows = window_summary(cfg, findings)  # "N clips → M windows" (frame_extraction)
+        if windows is not None:
+            head += "\n\n" + bilingual(windows)
         if without is not None:
             head += "\n\n" + bilingual(without)
         offer = prompt_suggestion(cfg.sample_prompts,
@@ -377,7 +381,7 @@ def prompt_suggestion(sample_prompts: list[str], captions: list[str], trigger: s
 
 _DATA_KEYS = ("dataset_base_path", "dataset_metadata_path", "data_file_keys", "trigger_word",
               "max_pixels", "height", "width", "dataset_repeat", "dataset_num_workers",
-              "frame_buckets")
+              "frame_buckets", "frame_extraction", "frame_window_stride", "frame_sample")
 
 
 # ---------------------------------------------------------------------- writing captions
@@ -686,7 +690,8 @@ def bucket_plan_section(cfg, cfg_dict: dict, findings: list[dict]) -> str:
         if rebucket:  # the training sizes change with aspect_buckets
             from backend.data.video import validate_any_dataset
             findings = validate_any_dataset(cfg)
-    if cfg.batch_size <= 1 and not cfg.aspect_buckets and not cfg.frame_buckets:
+    if cfg.batch_size <= 1 and not cfg.aspect_buckets and not cfg.frame_buckets and \
+            cfg.frame_extraction == "head":
         return ""
     return "\n\n" + bucket_plan_markdown(dataset_bucket_plan(cfg, findings),
                                           cfg.bucket_remainder)

@@ -83,6 +83,12 @@ EN: dict[str, str] = {
     "data.too_short_bucket_video_stride": "too short: {n} frames at {fps:g} fps, {needed} "
                                           "needed for the smallest of frame_buckets "
                                           "{buckets} (frame_stride {stride})",
+    "data.too_short_window": "too short for window {index} of frame_extraction {mode}: {n} "
+                             "frames, {needed} needed (the window starts at frame {start})",
+    "data.clip_windows": "{n} windows of {frames} frames (frame_extraction {mode}; starting "
+                         "at frames {starts})",
+    "data.windows_total": "{clips} clips → {windows} windows, each a sample "
+                          "(frame_extraction {mode})",
     "data.frame_size": "frame {name} is {w}x{h}, the clip's first frame {first} is "
                        "{w0}x{h0} (allowed frames of one size in a frames folder)",
     "data.cannot_decode": "cannot decode video {name}: {why:q}",
@@ -123,6 +129,17 @@ EN: dict[str, str] = {
     "data.cache_without_sound": "dataset_base_path: a cached sample has no sound (got a "
                                 "video-only cache; allowed a cache written by "
                                 "sft:data_process with extra_inputs input_audio)",
+    "data.vocoder_class": "vocoder: not a vocoder the model loads (got {got}; allowed "
+                          "{allowed})",
+    "data.vocoder_channels": "vocoder: in_channels is not the audio VAE's channels x mel bins "
+                             "(got {got}; allowed {channels} x {bins})",
+    "data.vocoder_hop": "vocoder: the sound of a mel frame is not one hop of the audio VAE "
+                        "(got {per_frame} samples at {rate} Hz; allowed {hop} samples at "
+                        "{vae_rate} Hz)",
+    "data.vocoder_extension": "vocoder: the bandwidth extension's sound of a mel frame is not "
+                              "one hop of its mel (got {per_frame} samples at {out_rate} Hz; "
+                              "allowed {hop} samples at {rate} Hz, output_sampling_rate a "
+                              "multiple of input_sampling_rate)",
     # ---------------------------------------------------------------- IC-LoRA references
     "data.takes_no_reference": "extra_inputs: {model} takes no reference video (got {got!r}; "
                                "allowed '' or the inputs it takes)",
@@ -133,6 +150,31 @@ EN: dict[str, str] = {
     "data.no_sample_condition": "sample_images: the model renders from an image or a "
                                 "reference video (got none for this prompt; allowed one per "
                                 "prompt)",
+    "data.sample_videos_too_many": "sample_videos: more lines than sample_prompts (got {n} "
+                                   "for {prompts} prompts; allowed one line per prompt)",
+    "data.sample_video_not_found": "sample_videos: line {line}: reference clip not found (got "
+                                   "{got!r}; allowed a video file, frames folder or image)",
+    "data.sample_video_unusable": "sample_videos: line {line}: {name} cannot condition a "
+                                  "sample of sample_num_frames {frames}: {why}",
+    "data.row_reference_unusable": "sample_videos: prompt {line} takes the reference video of "
+                                   "{where}, {name}, which cannot condition a sample of "
+                                   "sample_num_frames {frames}: {why} (allowed a longer clip "
+                                   "there, or sample_videos naming one)",
+    "data.no_sample_reference": "sample_videos: the model renders from a reference video; "
+                                "prompt(s) {lines} have none and the dataset's rows give none "
+                                "(allowed one reference clip per prompt, one line per sample "
+                                "prompt)",
+    "data.takes_no_sample_videos": "sample_videos: {model} takes no reference video (got {n} "
+                                   "line(s); allowed none)",
+    "data.sample_images_with_reference": "sample_images: {model} conditions samples on "
+                                         "reference videos (got {n} line(s); allowed none, "
+                                         "with each prompt's reference clip in "
+                                         "sample_videos)",
+    "data.sample_reference_caption": "prompt {line}: the reference video of {where} "
+                                     "({name}), whose caption is the prompt",
+    "data.sample_reference_first_row": "prompt {line}: the reference video of {where} "
+                                       "({name}), the first row (no row's caption is the "
+                                       "prompt)",
     "data.image_with_reference": "extra_inputs: input_image and in_context_videos together "
                                  "(got {got!r}; allowed one of them, with input_audio or "
                                  "without)",
@@ -236,6 +278,12 @@ ZH: dict[str, str] = {
     "data.too_short_bucket_video_stride": "太短：{n} 帧（{fps:g} `fps`），`frame_buckets` "
                                           "{buckets} 中最小的帧数需要 {needed} 帧"
                                           "（`frame_stride` {stride}）",
+    "data.too_short_window": "太短：`frame_extraction` `{mode}` 的第 {index} 个窗口需要 "
+                             "{needed} 帧，只有 {n} 帧（窗口从第 {start} 帧开始）",
+    "data.clip_windows": "{n} 个窗口，每个 {frames} 帧（`frame_extraction` `{mode}`；"
+                         "起始帧 {starts}）",
+    "data.windows_total": "{clips} 个片段 → {windows} 个窗口，每个窗口是一个样本"
+                          "（`frame_extraction` `{mode}`）",
     "data.frame_size": "帧 {name} 为 {w}x{h}，片段首帧 {first} 为 {w0}x{h0}"
                        "（帧文件夹中的帧须尺寸一致）",
     "data.cannot_decode": "无法解码视频 {name}（{why:q}）",
@@ -270,6 +318,16 @@ ZH: dict[str, str] = {
     "data.cache_without_sound": "`dataset_base_path`：有缓存样本没有声音（当前：仅视频的缓存；"
                                 "可用：用 `extra_inputs input_audio` 运行 "
                                 "`sft:data_process` 写入的缓存）",
+    "data.vocoder_class": "`vocoder`：不是该模型可加载的声码器（当前：`{got}`；可用：{allowed}）",
+    "data.vocoder_channels": "`vocoder`：`in_channels` 不等于音频 `VAE` 的声道数乘梅尔频带数"
+                             "（当前：{got}；可用：{channels} × {bins}）",
+    "data.vocoder_hop": "`vocoder`：一个梅尔帧的声音不是音频 `VAE` 的一个跳长（当前："
+                        "{per_frame} 个采样，{rate} 赫兹；可用：{hop} 个采样，{vae_rate} "
+                        "赫兹）",
+    "data.vocoder_extension": "`vocoder`：带宽扩展中一个梅尔帧的声音不是它自身梅尔的一个跳长"
+                              "（当前：{per_frame} 个采样，{out_rate} 赫兹；可用：{hop} 个采样，"
+                              "{rate} 赫兹，且 `output_sampling_rate` 是 "
+                              "`input_sampling_rate` 的整数倍）",
     "data.takes_no_reference": "`extra_inputs`：{model} 不接受参考视频（当前：{got!r}；可用：留空，"
                                "或它接受的输入）",
     "data.no_reference_video": "{where}：`in_context_videos`：没有参考视频（当前：无；可用："
@@ -277,6 +335,28 @@ ZH: dict[str, str] = {
     "data.reference_not_found": "{where}：`in_context_videos`：找不到 {name}",
     "data.no_sample_condition": "`sample_images`：该模型从图像或参考视频生成（当前：此提示词"
                                 "没有；可用：每个提示词一个）",
+    "data.sample_videos_too_many": "`sample_videos`：行数多于 `sample_prompts`（当前：{n} "
+                                   "行对应 {prompts} 条提示词；可用：每条提示词一行）",
+    "data.sample_video_not_found": "`sample_videos`：第 {line} 行：找不到参考片段（当前："
+                                   "{got!r}；可用：视频文件、帧文件夹或图像）",
+    "data.sample_video_unusable": "`sample_videos`：第 {line} 行：{name} 不能作为帧数为 "
+                                  "`sample_num_frames` {frames} 的样片的条件：{why}",
+    "data.row_reference_unusable": "`sample_videos`：第 {line} 条提示词取 {where} 的参考视频 "
+                                   "{name}，它不能作为帧数为 `sample_num_frames` {frames} "
+                                   "的样片的条件：{why}（可用：那一行换成更长的片段，或在 "
+                                   "`sample_videos` 中指定一个）",
+    "data.no_sample_reference": "`sample_videos`：该模型从参考视频生成；第 {lines} 条提示词"
+                                "没有参考视频，数据集的行也给不出（可用：每条提示词一个参考"
+                                "片段，每行对应一条提示词）",
+    "data.takes_no_sample_videos": "`sample_videos`：{model} 不接受参考视频（当前：{n} 行；"
+                                   "可用：留空）",
+    "data.sample_images_with_reference": "`sample_images`：{model} 的样片以参考视频为条件"
+                                         "（当前：{n} 行；可用：留空，并在 `sample_videos` "
+                                         "中写每条提示词的参考片段）",
+    "data.sample_reference_caption": "第 {line} 条提示词：用 {where} 的参考视频（{name}），"
+                                     "该行的描述就是这条提示词",
+    "data.sample_reference_first_row": "第 {line} 条提示词：用第一行 {where} 的参考视频"
+                                       "（{name}），没有哪一行的描述是这条提示词",
     "data.image_with_reference": "`extra_inputs`：`input_image` 与 `in_context_videos` 不能同时"
                                  "使用（当前：{got!r}；可用：二者之一，可带或不带 "
                                  "`input_audio`）",

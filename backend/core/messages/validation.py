@@ -226,6 +226,17 @@ EN: dict[str, str] = {
                                           "{got}; allowed e.g. 17, 33, 81)",
     "validation.rule.frame_bucket_repeated": "each count once (got {got}; allowed distinct "
                                              "counts, e.g. 17, 33, 81)",
+    "validation.rule.window_stride_needs_slide": "a window stride without sliding windows "
+                                                 "(got {got} with frame_extraction {mode}; "
+                                                 "allowed {default}, or frame_extraction "
+                                                 "slide)",
+    "validation.rule.frame_sample_needs_uniform": "a window count without uniform windows "
+                                                  "(got {got} with frame_extraction {mode}; "
+                                                  "allowed {default}, or frame_extraction "
+                                                  "uniform)",
+    "validation.rule.windows_with_input": "windows of a clip cannot be cut from its "
+                                          "extra_inputs {inputs} (got {got}; allowed head, or "
+                                          "extra_inputs without {inputs})",
     "validation.rule.timestep_order": "must be below max_timestep_boundary (got {lo:g} with "
                                       "max_timestep_boundary {hi:g}; allowed e.g. 0 to 0.358 "
                                       "for a high-noise expert, 0.358 to 1 for a low-noise "
@@ -689,6 +700,17 @@ ZH: dict[str, str] = {
                                           "允许：例如 17、33、81）",
     "validation.rule.frame_bucket_repeated": "每个帧数只能出现一次（当前：{got}；允许：互不相同的"
                                              "帧数，例如 17、33、81）",
+    "validation.rule.window_stride_needs_slide": "设置了窗口步长，但没有使用滑动窗口（当前："
+                                                 "{got}，frame_extraction 为 `{mode}`；允许："
+                                                 "{default}，或 frame_extraction 设为 "
+                                                 "`slide`）",
+    "validation.rule.frame_sample_needs_uniform": "设置了窗口数，但没有使用均匀窗口（当前："
+                                                  "{got}，frame_extraction 为 `{mode}`；允许："
+                                                  "{default}，或 frame_extraction 设为 "
+                                                  "`uniform`）",
+    "validation.rule.windows_with_input": "无法从片段的 extra_inputs {inputs} 中截取窗口"
+                                          "（当前：`{got}`；允许：`head`，或 extra_inputs "
+                                          "不含 {inputs}）",
     "validation.rule.timestep_order": "必须小于 max_timestep_boundary（当前：{lo:g}，"
                                       "max_timestep_boundary 为 {hi:g}；允许：例如高噪声专家用 "
                                       "0 到 0.358，低噪声专家用 0.358 到 1）",
