@@ -155,6 +155,8 @@ EN: dict[str, str] = {
     "res.prompts": "Prompts (one per line)",
     "res.images": "Input images of each prompt (edit models; one line per prompt, images "
                   "separated by |)",
+    "res.videos": "Reference clip of each prompt (IC-LoRA; one line per prompt; empty: the "
+                  "dataset's references)",
     "res.seed": "Seed",
     "res.ema": "Weights",
     "res.ema_info": "raw: the checkpoints as trained; ema: their EMA twins; both: a column each (runs trained with ema_decay).",
@@ -335,6 +337,7 @@ ZH: dict[str, str] = {
     "res.refresh": "刷新",
     "res.prompts": "提示词（每行一个）",
     "res.images": "每个提示词的输入图像（编辑模型；每行对应一个提示词，多张图像用 | 分隔）",
+    "res.videos": "每个提示词的参考片段（IC-LoRA；每行对应一个提示词；留空：用数据集的参考视频）",
     "res.seed": "种子",
     "res.ema": "权重",
     "res.ema_info": "raw：训练得到的检查点；ema：它们的指数滑动平均版本；both：各占一列（仅限设置了 ema_decay 的运行）。",

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from backend.core import readgate, rundir, writegate
+from backend.core import messages, readgate, rundir, writegate
+from backend.core.messages import Msg
 from backend.config.errors import ConfigError
 from backend.config.schema import RunConfig
 from backend.core.rundir import list_checkpoints
@@ -26,7 +27,8 @@ from backend.models.hub import resolve_component_dirs
 from backend.models.lora import load_lora, lora_type_of, read_lora
 from backend.models.quantize import quantize_frozen
 from backend.data.dataset import DatasetError, check_input_images, load_input_image, read_records
-from backend.data.video import kind_of, read_frames, read_video_records
+from backend.data.video import (check_reference_videos, kind_of, read_frames,
+                                read_video_records)
 
 INDEX_NAME = rundir.SAMPLES_INDEX
 INDEX_VERSION = 1
@@ -206,8 +208,9 @@ def _checkpoint_names(checkpoints: list[Path]) -> list[str]:
     return names
 
 
-def plan_samples(cfg: RunConfig, checkpoints: list[Path]) -> list[Job]:
-    """Every image to render: base once per prompt, then checkpoint × non-zero scale × prompt."""
+def plan_samples(cfg: RunConfig, checkpoints: list[Path], log=None) -> list[Job]:
+    """Every image to render: base once per prompt, then checkpoint × non-zero scale × prompt.
+    ``log``: where the choice of each prompt's inputs is said (``checked_sample_inputs``)."""
     scales = list(dict.fromkeys(float(s) for s in cfg.sample_lora_scales))
     lora_scales = [s for s in scales if s != 0.0]
     if lora_scales and not checkpoints:
@@ -217,7 +220,7 @@ def plan_samples(cfg: RunConfig, checkpoints: list[Path]) -> list[Job]:
 
     seed = cfg.sample_seed
     ext = get_family(cfg.model_family).for_config(cfg).sample_suffix
-    inputs = checked_sample_inputs(cfg)
+    inputs = checked_sample_inputs(cfg, log)
     jobs: list[Job] = []
     if 0.0 in scales:
         for i, prompt in enumerate(cfg.sample_prompts):
@@ -232,13 +235,22 @@ def plan_samples(cfg: RunConfig, checkpoints: list[Path]) -> list[Job]:
     return jobs
 
 
-def checked_sample_inputs(cfg: RunConfig) -> list[tuple[str, ...]]:
+def checked_sample_inputs(cfg: RunConfig, log=None) -> list[tuple[str, ...]]:
     """``sample_inputs``, checked against what the model takes: a model that renders from
     input images (edit, image-to-video) needs them on every prompt's line, a text-to-image
-    model none. Run before a run starts too (``jobs.runner.check_before_start``), so a
-    missing line is refused before training, not after it. Raises ``ConfigError``."""
+    model none; one that renders from a reference video (IC-LoRA) takes each prompt's clip
+    (``sample_references``; ``log`` is told which dataset row gave one) and no
+    ``sample_images``; any other refuses ``sample_videos``. Run before a run starts too
+    (``jobs.runner.check_before_start``), so a missing line is refused before training, not
+    after it. Raises ``ConfigError``."""
+    family = get_family(cfg.model_family).for_config(cfg)
+    if takes_reference_video(family):
+        return sample_references(cfg, family, log)
+    if cfg.sample_videos:
+        raise ConfigError([Msg("data.takes_no_sample_videos", model=family.title,
+                               n=len(cfg.sample_videos))])
     inputs = sample_inputs(cfg)
-    takes = get_family(cfg.model_family).for_config(cfg).input_images
+    takes = family.input_images
     missing = [str(i + 1) for i, paths in enumerate(inputs) if takes and not paths]
     too_many = [str(i + 1) for i, paths in enumerate(inputs) if len(paths) > takes]
     if missing or too_many:
@@ -307,9 +319,118 @@ def dataset_inputs(cfg: RunConfig, count: int) -> list[tuple[str, ...]] | None:
     return [rows[i % len(rows)] for i in range(count)]
 
 
+# ------------------------------------------------------------------------------------------
+# Reference videos (IC-LoRA: the family's ``takes_reference_video``)
+# ------------------------------------------------------------------------------------------
+def takes_reference_video(family) -> bool:
+    """Whether a run's adapter renders samples from a reference video (``for_config``'s)."""
+    return bool(getattr(family, "takes_reference_video", False))
+
+
+def reference_config(cfg: RunConfig) -> RunConfig:
+    """The config a sample's reference clip is read with (``read_frames``): the run's frame
+    settings (``video_fps`` or ``frame_stride``) at the sample's size and frame count."""
+    return cfg.model_copy(update={"height": cfg.sample_height, "width": cfg.sample_width,
+                                  "num_frames": cfg.sample_num_frames, "frame_buckets": []})
+
+
+def reference_frames(cfg: RunConfig, path: str | os.PathLike) -> list:
+    """A sample's reference clip: its PIL frames at the sample's size, through the run's
+    read gate (``reference_config``); a clip too short for the sample raises ``ValueError``."""
+    return read_frames(Path(path).expanduser(), reference_config(cfg))[0]
+
+
+def _reference_problem(path: Path, cfg: RunConfig) -> Msg | None:
+    """Why ``path`` cannot condition a sample (too short, unreadable), from headers; None
+    when it can."""
+    try:
+        read_frames(path, reference_config(cfg), headers_only=True)
+    except (OSError, ValueError) as e:
+        said = messages.said(e)
+        return said if isinstance(said, Msg) else Msg(
+            "data.cannot_read_clip", name=path.name, why=" ".join(str(e).split()))
+    return None
+
+
+def dataset_references(cfg: RunConfig, family) -> list | None:
+    """The dataset's rows with their reference videos (``check_reference_videos``), or None
+    when they cannot be read (a train-only run whose dataset is the cache) or a row has
+    none."""
+    try:
+        records, problems = read_video_records(cfg)
+        if problems:
+            return None
+        return check_reference_videos(cfg, records, family) or None
+    except (DatasetError, OSError, ValueError):
+        return None
+
+
+def sample_references(cfg: RunConfig, family, log=None) -> list[tuple[str, ...]]:
+    """Each sample prompt's reference clip (one path each) for a model that renders from a
+    reference video: its line of ``sample_videos``, else (no line, or a blank one) the
+    reference video of the dataset row whose caption is the prompt, else of the first row,
+    said to ``log``. Every clip is checked through the run's read gate, from headers, to
+    fill ``sample_num_frames`` at the run's frame settings (``reference_config``). A
+    ``ConfigError`` names the field, the line or row and the file."""
+    if cfg.sample_images:
+        raise ConfigError([Msg("data.sample_images_with_reference", model=family.title,
+                               n=len(cfg.sample_images))])
+    lines = [str(x).strip() for x in cfg.sample_videos]
+    prompts = list(cfg.sample_prompts)
+    if len(lines) > len(prompts):
+        raise ConfigError([Msg("data.sample_videos_too_many", n=len(lines),
+                               prompts=len(prompts))])
+    gate = readgate.for_config(cfg)
+    rows: list | None = None
+    out: list[tuple[str, ...]] = []
+    problems: list[Msg] = []
+    notes: list[Msg] = []
+    missing: list[str] = []
+    for i, prompt in enumerate(prompts):
+        given = lines[i] if i < len(lines) else ""
+        if given:
+            path = Path(given).expanduser()
+            if not (gate.is_file(path) or gate.is_dir(path)):
+                problems.append(Msg("data.sample_video_not_found", line=i + 1, got=given))
+                continue
+            why = _reference_problem(path, cfg)
+            if why is not None:
+                problems.append(Msg("data.sample_video_unusable", line=i + 1, name=path.name,
+                                    frames=cfg.sample_num_frames, why=why))
+            out.append((given,))
+            continue
+        if rows is None:
+            rows = dataset_references(cfg, family) or []
+        if not rows:
+            missing.append(str(i + 1))
+            continue
+        rec = next((r for r in rows if r.prompt.strip() == str(prompt).strip()), None)
+        first = rec is None
+        rec = rows[0] if first else rec
+        path = rec.reference.path
+        why = _reference_problem(path, cfg)
+        if why is not None:
+            problems.append(Msg("data.row_reference_unusable", line=i + 1, where=rec.where,
+                                name=path.name, frames=cfg.sample_num_frames, why=why))
+        said = dict(line=i + 1, where=rec.where, name=path.name)
+        notes.append(Msg("data.sample_reference_first_row", **said) if first
+                     else Msg("data.sample_reference_caption", **said))
+        out.append((str(path),))
+    if missing:
+        problems.insert(0, Msg("data.no_sample_reference", lines=missing))
+    if problems:
+        raise ConfigError(problems)
+    for note in notes if log is not None else ():
+        log(f"[sample] {note}")
+    return out
+
+
 def _input_images(cfg: RunConfig, paths: tuple[str, ...]) -> list:
     """PIL images of a prompt's inputs: an image as it is, a clip (a video dataset's row)
-    by its first frame at the training size."""
+    by its first frame at the training size; a reference clip (IC-LoRA) by its first frame
+    at the sample's size."""
+    if takes_reference_video(get_family(cfg.model_family).for_config(cfg)):
+        return [reference_frames(cfg, p)[0] for p in paths]
     gate = readgate.for_config(cfg)
     out = []
     for p in paths:
@@ -390,7 +511,9 @@ def _render(pipe, cfg: RunConfig, prompt: str, inputs: tuple[str, ...] = ()):
     generator = torch.Generator(device="cpu").manual_seed(cfg.sample_seed)
     family = get_family(cfg.model_family).for_config(cfg)
     extra = {"num_frames": cfg.sample_num_frames} if family.media == "video" else {}
-    if inputs:
+    if inputs and takes_reference_video(family):  # the whole clip conditions it
+        extra["images"] = reference_frames(cfg, inputs[0])
+    elif inputs:
         extra["images"] = _input_images(cfg, inputs)
     return family.render(
         pipe, prompt, negative_prompt=cfg.sample_negative_prompt, generator=generator,
@@ -450,7 +573,7 @@ def render_samples(cfg: RunConfig, checkpoints: Iterable[str | os.PathLike], out
 
     output_dir = Path(output_dir)
     ckpts = with_ema(resolve_checkpoints(checkpoints), cfg.sample_use_ema)
-    jobs = plan_samples(cfg, ckpts)
+    jobs = plan_samples(cfg, ckpts, log=lambda line: print(line, flush=True))
     if pipe is None:
         dirs = component_dirs(cfg)
         base_model = str(dirs[family_spec(cfg.model_family).trained_component])

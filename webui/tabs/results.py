@@ -39,6 +39,8 @@ def create_ui(ctx: Ctx) -> None:
                                           elem_id="res-prompts")
             c["res_images"] = gr.Textbox(label=T("res.images"), lines=2,
                                          elem_id="res-images")
+            c["res_videos"] = gr.Textbox(label=T("res.videos"), lines=2,
+                                         elem_id="res-videos")
             c["res_checkpoints"] = gr.CheckboxGroup(choices=[], label=T("res.checkpoints"),
                                                     elem_id="res-checkpoints")
             c["res_scales"] = gr.Textbox(label=T("res.scales"), value="0, 1",
@@ -66,6 +68,7 @@ def create_ui(ctx: Ctx) -> None:
 
 
 SETTINGS = {"res_prompts": "sample_prompts", "res_images": "sample_images",
+            "res_videos": "sample_videos",
             "res_seed": "sample_seed",
             "res_steps": "sample_steps", "res_cfg": "sample_cfg",
             "res_height": "sample_height", "res_width": "sample_width",

@@ -22,8 +22,13 @@ Trained as diffusers' pipelines run them, so a LoRA behaves the same there:
   0) at their own positions, the spatial ones scaled by the factor (the pipeline's
   ``_encode_reference_conditions``); the loss covers the clip's tokens only. Stage 1 caches
   ``reference_latents`` [1, C, F', h, w] and ``reference_scale``. Samples render with
-  ``LTX2InContextPipeline`` from each prompt's reference (``sample_images``: a video whose
-  first frame the sample stage hands over, or an image; factor 1).
+  ``LTX2InContextPipeline`` from each prompt's reference clip (``sample_videos``, else the
+  reference video of the dataset row whose caption is the prompt, else of the first row):
+  the sample stage reads its frames at the sample's size with the run's frame settings (a
+  clip too short for ``sample_num_frames`` is refused before any model loads), and
+  ``reference_clip`` cuts or pads them as training does; the pipeline encodes them as
+  ``ConditionEncoding.encode_image`` does (the VAE posterior's mode, normalised) and
+  appends them as clean tokens at timestep 0 (factor 1).
 
 With sound the audio stream is trained as ``t2av.py`` trains it (its latents cached in
 stage 1, its flow loss added); without, it gets noise at the clip's timestep, out of the
@@ -229,13 +234,25 @@ def conditioned_loss(transformer, sample: dict[str, Any], schedule, index: int, 
 # ------------------------------------------------------------------------------------------
 # Samples
 # ------------------------------------------------------------------------------------------
+def reference_clip(frames: list, num_frames: int) -> list:
+    """A sample's reference frames (PIL) as training conditions on a row's reference
+    (``backend.data.video.ReferenceVideo.load``): cut to the clip's ``num_frames``, a
+    shorter one (an image: one frame) padded with black frames."""
+    from PIL import Image
+
+    frames = list(frames)[:num_frames]
+    black = Image.new("RGB", frames[0].size, (0, 0, 0))
+    return frames + [black] * (num_frames - len(frames))
+
+
 def render_conditioned(pipe, prompt: str, *, negative_prompt: str, generator, steps: int,
                        cfg: float, height: int, width: int, num_frames: int = 121,
                        images: list | None = None, reference: bool = False,
                        sound: bool = False):
     """One clip from the prompt's image: its first frame (``LTX2ImageToVideoPipeline``) or
-    its reference (``LTX2InContextPipeline``, the image or the frames given). Frames
-    [F, H, W, 3] in [0, 1], or a ``SoundClip`` with ``sound``."""
+    its reference clip (``LTX2InContextPipeline``: the frames given, or an image, at the
+    sample's size, through ``reference_clip``). Frames [F, H, W, 3] in [0, 1], or a
+    ``SoundClip`` with ``sound``."""
     import torch
 
     if not images:
@@ -244,7 +261,8 @@ def render_conditioned(pipe, prompt: str, *, negative_prompt: str, generator, st
     if reference:
         from diffusers.pipelines.ltx2 import LTX2ReferenceCondition
 
-        kwargs["reference_conditions"] = [LTX2ReferenceCondition(frames=list(images))]
+        kwargs["reference_conditions"] = [
+            LTX2ReferenceCondition(frames=reference_clip(images, num_frames))]
     else:
         kwargs["image"] = images[0]
     with torch.inference_mode():
