@@ -13,8 +13,8 @@ clip's timestep and only the video's flow counts in the loss. Components: the tr
 connectors (``LTX2TextConnectors``: the prompt's per-layer hidden states to the video and the
 audio stream's embeddings), the video VAE (``AutoencoderKLLTX2Video``: 32x in space, 8x in
 time, so clips take 8k+1 frames and sides multiples of 32), and for samples the audio VAE,
-the vocoder and the scheduler. Clips are resampled to 24 fps (the reference's
-``--frame_rate 24``).
+the vocoder (LTX-2.3's ``LTX2VocoderWithBWE`` writes 48 kHz sound) and the scheduler. Clips
+are resampled to 24 fps (the reference's ``--frame_rate 24``).
 
 Split training on a GPU (``presets/ltx2_t2v_low_vram.yaml`` is this recipe as a run config)::
 
@@ -131,7 +131,10 @@ SPEC = Spec(
                   kind=TOKENIZER),
         Component("audio_vae", ("AutoencoderKLLTX2Audio",), source=source("audio_vae"),
                   stages=("sample",)),
-        Component("vocoder", ("LTX2Vocoder",), source=source("vocoder"), stages=("sample",)),
+        # LTX-2's vocoder, or LTX-2.3's with its bandwidth extension (16 -> 48 kHz as released;
+        # ``audio.py``).
+        Component("vocoder", ("LTX2Vocoder", "LTX2VocoderWithBWE"), source=source("vocoder"),
+                  stages=("sample",)),
         Component("scheduler", source=f"{REPO}:scheduler/", stages=("sample",),
                   kind=SCHEDULER),
     ),

@@ -36,7 +36,7 @@ from backend.families.base import Family, Schedule
 from backend.families.common import (OffloadingEncoder, VideoClips, cached_sample,
                                      load_tokenizer, noised, weighted_mse)
 from backend.families.ltx2 import tiny
-from backend.families.ltx2.audio import write_clip_with_sound
+from backend.families.ltx2.audio import vocoder_class, write_clip_with_sound
 from backend.families.ltx2.native import from_native, to_native
 from backend.families.ltx2.published import CONFIGS, TRANSFORMER, VARIANT_CONFIGS
 
@@ -88,9 +88,12 @@ def load_audio_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
 
 
 def load_vocoder(folder: str | Path, dtype=None, device: str | Any = "cpu"):
+    """LTX-2's vocoder or LTX-2.3's with its bandwidth extension, by the class its
+    config.json names (``audio.vocoder_class``: another is refused, naming the vocoder)."""
     from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
 
-    return _frozen(LTX2Vocoder.from_pretrained(str(folder), torch_dtype=dtype), device)
+    cls = vocoder_class(LTX2Vocoder.load_config(str(folder)).get("_class_name"))
+    return _frozen(cls.from_pretrained(str(folder), torch_dtype=dtype), device)
 
 
 def load_scheduler(folder: str | Path):

@@ -14,10 +14,15 @@ STFT (Hann window of ``N_FFT`` samples, centred frames padded by reflection, hop
 the sample rate with Slaney (area) normalisation, then ``log(max(mel, 1e-5))``, laid out as
 the VAE takes it: [B, channels, frames, mel_bins]. Sample rate, hop, bands and channels are
 the audio VAE's config (``sample_rate``, ``mel_hop_length``, ``mel_bins``, ``in_channels``);
-the vocoder's config must agree (its upsampling turns one mel frame into
-``output_sampling_rate / sample_rate * mel_hop_length`` samples), which ``MelSettings``
-checks. The window length is not in either config: 1024 samples (64 ms at 16 kHz), the
-released preprocessing's.
+the vocoder's config must agree, which ``MelSettings`` checks. Two vocoders are loaded (a
+folder's config ``_class_name``, ``VOCODER_CLASSES``): LTX-2's ``LTX2Vocoder``, whose
+upsampling turns one mel frame into ``output_sampling_rate / sample_rate * mel_hop_length``
+samples, and LTX-2.3's ``LTX2VocoderWithBWE``: the same vocoder writing one hop per mel frame
+at ``input_sampling_rate`` (16 kHz as released), then a bandwidth extension that takes the
+log-mel of that sound (its own ``hop_length``) and writes ``prod(bwe_upsample_factors)``
+samples per frame at ``output_sampling_rate`` (48 kHz), the rate its sound comes out at.
+The window length is not in either config: 1024 samples (64 ms at 16 kHz), the released
+preprocessing's.
 
 Writing (``write_clip_with_sound``): frames and a waveform muxed by PyAV, H.264 + AAC in
 MP4 (VP9 + Opus for ``.webm``), written atomically.
@@ -31,9 +36,16 @@ from typing import Any
 
 from backend.core import writegate
 from backend.core.media import as_arrays
+from backend.core.messages import Msg
 
 N_FFT = 1024          # the released preprocessing's STFT window (not in the diffusers configs)
 LOG_FLOOR = 1e-5      # mel magnitudes are clamped here before the log
+# The vocoders the family loads, by a folder's config ``_class_name``: LTX-2's, and LTX-2.3's
+# with its bandwidth extension.
+VOCODER = "LTX2Vocoder"
+VOCODER_BWE = "LTX2VocoderWithBWE"
+VOCODER_CLASSES = (VOCODER, VOCODER_BWE)
+_REQUIRED = object()
 
 
 class NoSound(ValueError):
@@ -55,31 +67,65 @@ class MelSettings:
 
     @classmethod
     def from_configs(cls, audio_vae_config, vocoder_config=None) -> "MelSettings":
-        """From the audio VAE's config; with the vocoder's, checked against it: the
-        vocoder reads ``in_channels`` = channels x mel bins, and writes
-        ``prod(upsample_factors)`` samples per mel frame at ``output_sampling_rate``, which
-        must be one hop of the VAE's rate."""
-        get = (lambda c, k: c[k]) if isinstance(audio_vae_config, dict) else getattr
-        s = cls(int(get(audio_vae_config, "sample_rate")),
-                int(get(audio_vae_config, "mel_hop_length")),
-                int(get(audio_vae_config, "mel_bins")),
-                int(get(audio_vae_config, "in_channels")))
+        """From the audio VAE's config (a dict or a model's config); with the vocoder's,
+        checked against it (``check_vocoder``)."""
+        s = cls(int(_value(audio_vae_config, "sample_rate")),
+                int(_value(audio_vae_config, "mel_hop_length")),
+                int(_value(audio_vae_config, "mel_bins")),
+                int(_value(audio_vae_config, "in_channels")))
         if vocoder_config is not None:
-            vget = (lambda c, k: c[k]) if isinstance(vocoder_config, dict) else getattr
-            per_frame = math.prod(vget(vocoder_config, "upsample_factors"))
-            out_rate = int(vget(vocoder_config, "output_sampling_rate"))
-            if per_frame * s.sample_rate != s.hop_length * out_rate:
-                raise ValueError(
-                    f"vocoder: {per_frame} samples a mel frame at {out_rate} Hz is not one hop "
-                    f"of the audio VAE ({s.hop_length} samples at {s.sample_rate} Hz)")
-            if int(vget(vocoder_config, "in_channels")) != s.channels * s.mel_bins:
-                raise ValueError(
-                    f"vocoder: in_channels {vget(vocoder_config, 'in_channels')} is not the "
-                    f"audio VAE's channels x mel bins ({s.channels} x {s.mel_bins})")
+            s.check_vocoder(vocoder_config)
         return s
+
+    def check_vocoder(self, config) -> None:
+        """Refuse a vocoder config (naming the vocoder) that does not fit this front end: a
+        class the family does not load (``VOCODER_CLASSES``, when the config names one); an
+        ``in_channels`` other than channels x mel bins; a vocoder that does not write one
+        hop of sound per mel frame at its rate (``output_sampling_rate``; with a bandwidth
+        extension ``input_sampling_rate``, the extension's own numbers then giving
+        ``prod(bwe_upsample_factors)`` samples per ``hop_length`` at
+        ``output_sampling_rate``)."""
+        name = _value(config, "_class_name", None)
+        if name is not None and name not in VOCODER_CLASSES:
+            raise ValueError(Msg("data.vocoder_class", got=name, allowed=list(VOCODER_CLASSES)))
+        bwe = name == VOCODER_BWE or _value(config, "bwe_upsample_factors", None) is not None
+        got = int(_value(config, "in_channels"))
+        if got != self.channels * self.mel_bins:
+            raise ValueError(Msg("data.vocoder_channels", got=got, channels=self.channels,
+                                 bins=self.mel_bins))
+        per_frame = math.prod(_value(config, "upsample_factors"))
+        rate = int(_value(config, "input_sampling_rate" if bwe else "output_sampling_rate"))
+        if per_frame * self.sample_rate != self.hop_length * rate:
+            raise ValueError(Msg("data.vocoder_hop", per_frame=per_frame, rate=rate,
+                                 hop=self.hop_length, vae_rate=self.sample_rate))
+        if bwe:
+            out_rate = int(_value(config, "output_sampling_rate"))
+            bwe_frame = math.prod(_value(config, "bwe_upsample_factors"))
+            bwe_hop = int(_value(config, "hop_length"))
+            if out_rate % rate or bwe_frame * rate != bwe_hop * out_rate:
+                raise ValueError(Msg("data.vocoder_extension", per_frame=bwe_frame,
+                                     out_rate=out_rate, hop=bwe_hop, rate=rate))
 
     def samples(self, seconds: float) -> int:
         return int(round(seconds * self.sample_rate))
+
+
+def _value(config, key: str, default: Any = _REQUIRED):
+    """``config[key]`` of a dict (a model's config is one too), else its attribute;
+    ``default`` when given and the key is absent."""
+    if isinstance(config, dict):
+        return config[key] if default is _REQUIRED else config.get(key, default)
+    return getattr(config, key) if default is _REQUIRED else getattr(config, key, default)
+
+
+def vocoder_class(name: str | None):
+    """The diffusers class of a vocoder folder's config ``_class_name``: ``LTX2Vocoder`` or
+    ``LTX2VocoderWithBWE``; another is refused, naming the vocoder."""
+    from diffusers.pipelines.ltx2 import vocoder
+
+    if name not in VOCODER_CLASSES:
+        raise ValueError(Msg("data.vocoder_class", got=name, allowed=list(VOCODER_CLASSES)))
+    return getattr(vocoder, name)
 
 
 # ------------------------------------------------------------------------------------------

@@ -206,7 +206,7 @@ CONNECTORS_2_3: dict[str, Any] = {
     "audio_hidden_dim": 2048,
     "proj_bias": True,
 }
-# The vocoder with its bandwidth extension (24 -> 48 kHz).
+# The vocoder with its bandwidth extension (16 -> 48 kHz).
 VOCODER_2_3: dict[str, Any] = {
     "_class_name": "LTX2VocoderWithBWE",
     "in_channels": 128,

@@ -19,7 +19,10 @@ A run with ``extra_inputs: input_audio`` (the reference's ``LTX-2-T2AV-splited.s
 - stage 2 noises both streams at one timestep (the audio noise drawn from the video's, as
   the video-only run does) and adds the two flow-matching MSEs, each weighted by the
   schedule's weight: the reference's ``FlowMatchSFTAudioVideoLoss``;
-- samples keep the pipeline's sound: ``.mp4`` files with an AAC audio stream.
+- samples keep the pipeline's sound: ``.mp4`` files with an AAC audio stream at the
+  vocoder's output rate (LTX-2's 24 kHz as released, LTX-2.3's ``LTX2VocoderWithBWE`` at
+  its bandwidth extension's 48 kHz), the vocoder checked against the audio VAE when the
+  pipeline loads (``MelSettings.check_vocoder``).
 """
 from __future__ import annotations
 
@@ -169,6 +172,13 @@ class SoundAdapter(Adapter):
 
     def for_config(self, cfg):
         return self
+
+    def load_pipeline(self, dirs, dtype=None):
+        """The sample pipeline, its vocoder checked against its audio VAE (a vocoder that
+        does not write one hop of sound per mel frame is refused, naming it)."""
+        pipe = super().load_pipeline(dirs, dtype)
+        MelSettings.from_configs(pipe.audio_vae.config, pipe.vocoder.config)
+        return pipe
 
     def loss_at(self, transformer, sample, schedule, index, noise, dtype):
         if "audio_latents" not in sample:

@@ -9,7 +9,9 @@ downsamplings: 32x in space, 8x in time, so clips take 8k+1 frames),
 hop of sound per mel frame, as released); transformers' ``Gemma3ForConditionalGeneration`` (a
 two-layer text model and a one-layer SigLIP vision tower) and a Gemma tokenizer (a unigram
 model trained on a few sentences, ``<bos>`` first, padded on the left); the released
-scheduler settings. Saved in the hub layout of ``Lightricks/LTX-2``::
+scheduler settings. With ``bwe`` the vocoder is LTX-2.3's ``LTX2VocoderWithBWE`` instead
+(``build_bwe_vocoder``: the same vocoder writing 16 kHz, then a bandwidth extension to 48
+kHz). Saved in the hub layout of ``Lightricks/LTX-2``::
 
     OUT_DIR/model_index.json
     OUT_DIR/transformer/  text_encoder/  tokenizer/  connectors/  vae/  audio_vae/
@@ -25,6 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from backend.families.common import CLIP_SENTENCES, save_tiny_pipeline, train_unigram
+from backend.families.ltx2.audio import MelSettings, mel_filterbank
 from backend.families.ltx2.published import SCHEDULER
 
 VOCAB_SENTENCES = CLIP_SENTENCES
@@ -60,6 +63,22 @@ AUDIO_VAE_CONFIG = dict(base_channels=4, output_channels=2, ch_mult=(1, 2, 4),
 VOCODER_CONFIG = dict(hidden_channels=32, out_channels=2, upsample_kernel_sizes=[16, 10, 8],
                       upsample_factors=[8, 5, 4], resnet_kernel_sizes=[3],
                       resnet_dilations=[[1, 3, 5]], output_sampling_rate=16000)
+# LTX-2.3's vocoder with its bandwidth extension (``published.VOCODER_2_3``) at toy widths:
+# the vocoder writes 8 x 5 x 4 = 160 samples a mel frame at 16 kHz (one hop of the audio
+# VAE, as released), the extension takes the log-mel of that sound (8 bands, a hop of 80
+# samples, as released) and writes 6 x 5 x 8 = 240 samples a frame at 48 kHz, added to the
+# vocoder's sound resampled 3x. Snake activations with anti-aliasing, as released.
+BWE_VOCODER_CONFIG = dict(hidden_channels=32, out_channels=2, upsample_kernel_sizes=[16, 15, 8],
+                          upsample_factors=[8, 5, 4], resnet_kernel_sizes=[3],
+                          resnet_dilations=[[1, 3, 5]], act_fn="snakebeta", antialias=True,
+                          final_act_fn=None, final_bias=False, bwe_hidden_channels=32,
+                          bwe_out_channels=2, bwe_upsample_kernel_sizes=[12, 15, 16],
+                          bwe_upsample_factors=[6, 5, 8], bwe_resnet_kernel_sizes=[3],
+                          bwe_resnet_dilations=[[1, 3, 5]], bwe_act_fn="snakebeta",
+                          bwe_antialias=True, bwe_final_act_fn=None, bwe_final_bias=False,
+                          filter_length=128, hop_length=80, window_length=128,
+                          num_mel_channels=8, input_sampling_rate=16000,
+                          output_sampling_rate=48000)
 # Video stream 2 x 8 wide, audio stream 2 x 4; the audio latents pack 2 channels x 2 mel bins.
 TRANSFORMER_CONFIG = dict(in_channels=8, out_channels=8, num_attention_heads=2,
                           attention_head_dim=8, cross_attention_dim=16, audio_in_channels=4,
@@ -105,10 +124,39 @@ def build_text_encoder(tokenizer, seed: int):
     return Gemma3ForConditionalGeneration(config).eval()
 
 
-def build_sound_components(seed: int = 0) -> tuple:
+def build_bwe_vocoder(seed: int = 0):
+    """LTX-2.3's ``LTX2VocoderWithBWE`` at toy sizes (``BWE_VOCODER_CONFIG``, reading the
+    tiny audio VAE's mel bands), random-init from ``seed``; the extension's STFT and mel
+    buffers (which the released weights carry) are a Hann-windowed DFT and the Slaney mel
+    filterbank of ``audio.mel_filterbank``, so its mel is a real one."""
+    import math
+
+    import torch
+    from diffusers.pipelines.ltx2.vocoder import LTX2VocoderWithBWE
+
+    channels = AUDIO_VAE_CONFIG["output_channels"]
+    cfg = BWE_VOCODER_CONFIG
+    torch.manual_seed(seed * 1000 + 6)
+    vocoder = LTX2VocoderWithBWE(in_channels=channels * AUDIO_VAE_CONFIG["mel_bins"],
+                                 bwe_in_channels=channels * cfg["num_mel_channels"],
+                                 **cfg).eval()
+    n, freqs = cfg["filter_length"], cfg["filter_length"] // 2 + 1
+    t = torch.arange(n, dtype=torch.float64)
+    k = torch.arange(freqs, dtype=torch.float64).unsqueeze(1)
+    window = torch.hann_window(cfg["window_length"], periodic=True, dtype=torch.float64)
+    angle = 2 * math.pi * k * t / n
+    basis = torch.cat([torch.cos(angle), -torch.sin(angle)]) * window
+    stft = vocoder.mel_stft
+    stft.stft_fn.forward_basis.copy_(basis.unsqueeze(1).float())
+    stft.mel_basis.copy_(mel_filterbank(MelSettings(
+        cfg["input_sampling_rate"], cfg["hop_length"], cfg["num_mel_channels"], 1, n_fft=n)))
+    return vocoder
+
+
+def build_sound_components(seed: int = 0, bwe: bool = False) -> tuple:
     """(audio VAE, vocoder), random-init from ``seed`` as ``build_components`` makes them;
     the VAE's per-channel statistics other than zeros and ones, so that the audio latents'
-    normalisation shows."""
+    normalisation shows. With ``bwe`` the vocoder is LTX-2.3's (``build_bwe_vocoder``)."""
     import torch
     from diffusers import AutoencoderKLLTX2Audio
     from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
@@ -117,14 +165,17 @@ def build_sound_components(seed: int = 0) -> tuple:
     audio_vae = AutoencoderKLLTX2Audio(**AUDIO_VAE_CONFIG).eval()
     audio_vae.latents_mean.copy_(torch.randn(AUDIO_VAE_CONFIG["base_channels"]) * 0.1)
     audio_vae.latents_std.copy_(torch.rand(AUDIO_VAE_CONFIG["base_channels"]) + 0.5)
+    if bwe:
+        return audio_vae, build_bwe_vocoder(seed)
     torch.manual_seed(seed * 1000 + 6)
     vocoder = LTX2Vocoder(in_channels=AUDIO_VAE_CONFIG["output_channels"]
                           * AUDIO_VAE_CONFIG["mel_bins"], **VOCODER_CONFIG).eval()
     return audio_vae, vocoder
 
 
-def build_components(seed: int = 0) -> dict:
-    """The eight pipeline components, random-init from ``seed`` (float32)."""
+def build_components(seed: int = 0, bwe: bool = False) -> dict:
+    """The eight pipeline components, random-init from ``seed`` (float32); with ``bwe``
+    LTX-2.3's vocoder."""
     import torch
     from diffusers import (AutoencoderKLLTX2Video, FlowMatchEulerDiscreteScheduler,
                            LTX2VideoTransformer3DModel)
@@ -142,15 +193,16 @@ def build_components(seed: int = 0) -> dict:
     transformer = LTX2VideoTransformer3DModel(**TRANSFORMER_CONFIG).eval()
     torch.manual_seed(seed * 1000 + 4)
     connectors = LTX2TextConnectors(**CONNECTORS_CONFIG).eval()
-    audio_vae, vocoder = build_sound_components(seed)
+    audio_vae, vocoder = build_sound_components(seed, bwe)
     scheduler = FlowMatchEulerDiscreteScheduler(**SCHEDULER)
     return dict(transformer=transformer, vae=vae, audio_vae=audio_vae, text_encoder=text_encoder,
                 tokenizer=tokenizer, connectors=connectors, vocoder=vocoder,
                 scheduler=scheduler)
 
 
-def build_tiny_ltx2(out_dir: str | Path, seed: int = 0) -> Path:
-    """Write a random-init tiny LTX-2 pipeline to ``out_dir``; return its path."""
+def build_tiny_ltx2(out_dir: str | Path, seed: int = 0, bwe: bool = False) -> Path:
+    """Write a random-init tiny LTX-2 pipeline to ``out_dir`` (with ``bwe`` LTX-2.3's
+    vocoder); return its path."""
     from diffusers import LTX2Pipeline
 
-    return save_tiny_pipeline(LTX2Pipeline(**build_components(seed)), out_dir)
+    return save_tiny_pipeline(LTX2Pipeline(**build_components(seed, bwe)), out_dir)
