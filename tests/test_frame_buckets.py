@@ -28,6 +28,7 @@ from backend.data.dataset import DatasetError, dataset_bucket_plan
 from backend.data.video import (check_video_dataset, clip_buckets, plan_clips, read_frames,
                                 validate_any_dataset)
 from tests.harness.chinese import assert_chinese
+from tests.harness import clips as clips_harness
 from tests.harness.clips import SIZE, moving_square, stage1, tiny_models
 from tests.harness.stages import run_stage, write_accelerate_config
 
@@ -41,28 +42,8 @@ CLIPS = [("a.webm", 5, 5), ("b.mp4", 7, 5), ("c.webm", 9, 9), ("d", 13, 9),
          ("e.webm", 17, 17), ("f.mp4", 20, 17)]
 
 
-def write_clips(folder: Path, clips, still: bool = True) -> Path:
-    """``clips`` as files (8 fps) or frames folders, one row each, and a still image."""
-    from PIL import Image
-
-    from backend.core.media import write_video
-
-    folder.mkdir(parents=True, exist_ok=True)
-    rows = ["video,prompt"]
-    for i, (name, n, *_) in enumerate(clips):
-        frames = moving_square((40 * i % 255, 80, 200), 1 + i % 3, n=n)
-        if "." in name:
-            write_video(frames, folder / name, fps=8)
-        else:
-            (folder / name).mkdir()
-            for j, f in enumerate(frames):
-                Image.fromarray(f).save(folder / name / f"{j:04d}.png")
-        rows.append(f'{name},"a square moving, clip {i}, zlr style"')
-    if still:
-        Image.fromarray(moving_square((200, 200, 30), 0, n=1)[0]).save(folder / "still.png")
-        rows.append('still.png,"a still yellow square, zlr style"')
-    (folder / "metadata.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    return folder
+def write_clips(folder: Path, clips, still: bool = True, fps: int = 8) -> Path:
+    return clips_harness.write_clips(folder, clips, still, fps)
 
 
 def config(folder: Path, **changes):

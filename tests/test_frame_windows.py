@@ -24,6 +24,7 @@ from backend.data.video import (Window, check_video_dataset, clip_buckets, load_
                                 plan_clips, read_frames, validate_any_dataset, window_starts,
                                 window_summary)
 from tests.harness.chinese import assert_chinese
+from tests.harness import clips as clips_harness
 from tests.harness.clips import SIZE, moving_square, stage1, tiny_models
 
 DIFFUSERS = "Wan-AI/Wan2.1-T2V-1.3B-Diffusers"
@@ -40,28 +41,7 @@ def config(folder: Path | None = None, **changes):
 
 
 def write_clips(folder: Path, clips, still: bool = False, fps: int = 8) -> Path:
-    """``clips`` [(name, source frames)] as video files or frames folders (no dot), one row
-    each, each frame of its own colour and position; and a still image."""
-    from PIL import Image
-
-    from backend.core.media import write_video
-
-    folder.mkdir(parents=True, exist_ok=True)
-    rows = ["video,prompt"]
-    for i, (name, n) in enumerate(clips):
-        frames = moving_square((40 * i % 255, 80, 200), 1 + i % 3, n=n)
-        if "." in name:
-            write_video(frames, folder / name, fps=fps)
-        else:
-            (folder / name).mkdir()
-            for j, f in enumerate(frames):
-                Image.fromarray(f).save(folder / name / f"{j:04d}.png")
-        rows.append(f'{name},"a square moving, clip {i}, zlr style"')
-    if still:
-        Image.fromarray(moving_square((200, 200, 30), 0, n=1)[0]).save(folder / "still.png")
-        rows.append('still.png,"a still yellow square, zlr style"')
-    (folder / "metadata.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    return folder
+    return clips_harness.write_clips(folder, clips, still, fps)
 
 
 # ------------------------------------------------------------------------------------------

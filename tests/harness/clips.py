@@ -86,3 +86,28 @@ def train(folder: Path, acc: Path, models: Path, cache: Path, sources: str, *ext
                       "--seed", "0", *extra], config_file=acc)
     assert_ok(proc)
     return out, proc
+
+
+def write_clips(folder: Path, clips, still: bool, fps: int = 8) -> Path:
+    """A video dataset: ``clips`` ((name, frames, ...) each) as files at ``fps`` (a name with
+    a suffix) or frames folders, one metadata row each, and with ``still`` a still image."""
+    from PIL import Image
+
+    from backend.core.media import write_video
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = ["video,prompt"]
+    for i, (name, n, *_) in enumerate(clips):
+        frames = moving_square((40 * i % 255, 80, 200), 1 + i % 3, n=n)
+        if "." in name:
+            write_video(frames, folder / name, fps=fps)
+        else:
+            (folder / name).mkdir()
+            for j, f in enumerate(frames):
+                Image.fromarray(f).save(folder / name / f"{j:04d}.png")
+        rows.append(f'{name},"a square moving, clip {i}, zlr style"')
+    if still:
+        Image.fromarray(moving_square((200, 200, 30), 0, n=1)[0]).save(folder / "still.png")
+        rows.append('still.png,"a still yellow square, zlr style"')
+    (folder / "metadata.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return folder
