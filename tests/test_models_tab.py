@@ -88,10 +88,19 @@ def test_a_model_is_listed_deleted_after_confirmation_and_downloaded_with_progre
     # (keeping what it has), the stopped record survives a reload, Download resumes it, and
     # it ends full with the model back in the table.
     def download():
+        # Picking a target sets the source to the target's own (one answer for both): pick
+        # another target first and wait for its answer, then this one's, so no late answer
+        # can put the source back after it is chosen.
+        needs = md(page, "models-needs")
+        _choose(page, "models-target", "LTX-2")
+        expect(needs).to_contain_text("LTX-2:")
         _choose(page, "models-target", "Qwen-Image")
-        expect(md(page, "models-needs")).to_contain_text("missing")
+        expect(needs).to_contain_text("Qwen-Image:")
+        expect(needs).not_to_contain_text("LTX-2")
+        expect(needs).to_contain_text("missing")
         _choose(page, "models-source", "huggingface")
         page.click("#models-download")
+        expect(md(page, "models-msg")).to_contain_text("from Hugging Face")
 
     download()
     seen: list[float] = []
