@@ -355,4 +355,4 @@ class Adapter(VideoClips, Family):
     published_by_variant = VARIANT_CONFIGS
 
     def build_tiny(self, out_dir, seed=0, variant=None):
-        return tiny.build_tiny_ltx2(out_dir, seed)
+        return tiny.build_tiny_ltx2(out_dir, seed, bwe=variant == "ltx2_3")  # its vocoder
