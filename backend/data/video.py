@@ -235,6 +235,21 @@ def _window_indices(available: int, fps: float, cfg: RunConfig, window: Window
     return [window.start + i for i in idx] if idx else None
 
 
+def _taken(available: int, fps: float, cfg: RunConfig, window: Window | None) -> list[int]:
+    """Which of ``available`` source frames (at ``fps``; 0: a frames folder) the clip trains
+    on: ``window``'s, else those of the count it fills (``bucket_frames``) from its start.
+    Raises ``ValueError`` saying why there are too few."""
+    if window is not None:
+        idx = _window_indices(available, fps, cfg, window)
+        if idx is None:
+            raise ValueError(_window_short(available, fps, cfg, window))
+        return idx
+    wanted = bucket_frames(available, fps, cfg)
+    if wanted is None:
+        raise ValueError(_too_short(available, fps, cfg))
+    return _indices(available, fps, cfg, wanted)
+
+
 def _window_short(n: int, fps: float, cfg: RunConfig, window: Window) -> Msg:
     """Why ``window`` does not fit ``n`` source frames (a mask shorter than its clip)."""
     return Msg("data.too_short_window", n=n, index=window.index + 1, start=window.start,
@@ -339,15 +354,7 @@ def _select(path: str | Path, cfg: RunConfig, headers_only: bool, window: Window
         if not files:
             raise ValueError(Msg("data.no_frames_folder", exts=", ".join(IMAGE_EXTS),
                                  name=path.name))
-        if window is not None:
-            idx = _window_indices(len(files), 0.0, cfg, window)
-            if idx is None:
-                raise ValueError(_window_short(len(files), 0.0, cfg, window))
-        else:
-            wanted = bucket_frames(len(files), 0.0, cfg)
-            if wanted is None:
-                raise ValueError(_too_short(len(files), 0.0, cfg))
-            idx = _indices(len(files), 0.0, cfg, wanted)
+        idx = _taken(len(files), 0.0, cfg, window)
         frames = []
         for i in idx:
             with gate.open(files[i], "image") as f, Image.open(f) as im:
@@ -370,15 +377,7 @@ def _select(path: str | Path, cfg: RunConfig, headers_only: bool, window: Window
                                  why=" ".join(str(e).split()))) from None
         if not frames_all:
             raise ValueError(Msg("data.no_frames_video", name=path.name))
-        if window is not None:
-            idx = _window_indices(len(frames_all), fps, cfg, window)
-            if idx is None:
-                raise ValueError(_window_short(len(frames_all), fps, cfg, window))
-        else:
-            wanted = bucket_frames(len(frames_all), fps, cfg)
-            if wanted is None:
-                raise ValueError(_too_short(len(frames_all), fps, cfg))
-            idx = _indices(len(frames_all), fps, cfg, wanted)
+        idx = _taken(len(frames_all), fps, cfg, window)
         frames = [frames_all[i].convert("RGB") for i in idx]
     else:
         raise ValueError(Msg("data.not_a_clip", name=path.name,
@@ -572,7 +571,7 @@ def check_clip_sound(cfg: RunConfig, records: list[Record], family, log=None, *,
     shot when ``split_training`` is off."""
     if SOUND_KEY not in [k.strip() for k in (cfg.extra_inputs or "").split(",")]:
         return records
-    probe = getattr(family, "probe_sound", None)
+    probe = family.probe_sound
     if probe is None:
         raise DatasetError([Msg("data.takes_no_sound", model=family.title,
                                 got=cfg.extra_inputs)])
@@ -667,7 +666,7 @@ def check_reference_videos(cfg: RunConfig, records: list[Record], family) -> lis
     names = [k.strip() for k in (cfg.extra_inputs or "").split(",")]
     if REFERENCE_KEY not in names:
         return records
-    if not getattr(family, "takes_reference_video", False):
+    if not family.takes_reference_video:
         raise DatasetError([Msg("data.takes_no_reference", model=family.title,
                                 got=cfg.extra_inputs)])
     gate = readgate.for_config(cfg)

@@ -320,6 +320,13 @@ class Family(abc.ABC):
     # Input images one sample takes beside its target (edit models; 0: text-to-image). A
     # dataset's ``edit_image`` column is checked against it before any model loads.
     input_images: int = 0
+    # A model conditioned on a reference video (IC-LoRA): each row's ``in_context_videos``
+    # is checked before any model loads, and samples render from a reference clip
+    # (``sample_videos``). Set by ``for_config`` from the run's ``extra_inputs``.
+    takes_reference_video: bool = False
+    # A model that trains a clip's sound beside its frames: ``probe_sound(file)`` gives the
+    # audio stream's sample rate (None: the file has none); None: the model makes no sound.
+    probe_sound: Callable[[Any], int | None] | None = None
 
     # What ``load_encoder`` and ``load_pipeline`` build from the spec's components: stage 1's
     # encoder class (``Encoder``; called with the ``data_process`` components by name, and

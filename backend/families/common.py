@@ -78,6 +78,23 @@ def configure_deepspeed_checkpointing(ds_config: dict | None) -> bool:
     return True
 
 
+def frozen(model, device):
+    """A loaded component on ``device``, in eval mode, with no gradients: what every family
+    loads its text encoders, VAEs and other components it does not train as."""
+    return model.to(device).eval().requires_grad_(False)
+
+
+def quiet_image_processor(cls, folder=None, **config):
+    """transformers' image processor ``cls`` from ``folder`` (else built from ``config``).
+    Where torchvision is absent transformers picks the processor's PIL form, which computes
+    the same pixels, and warns that it did: the warning is dropped."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return cls.from_pretrained(str(folder)) if folder is not None else cls(**config)
+
+
 def weight_files(folder) -> list:
     """The safetensors weight files of a model folder (from its index when sharded)."""
     import json

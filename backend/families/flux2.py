@@ -33,8 +33,8 @@ from typing import Any, Callable
 
 from backend.families import flux2_checkpoint
 from backend.families.base import Family, Schedule
-from backend.families.common import (OffloadingEncoder, cached_sample, save_tiny_pipeline,
-                                     weighted_mse)
+from backend.families.common import (OffloadingEncoder, cached_sample, frozen,
+                                     save_tiny_pipeline, weighted_mse)
 
 MAX_SEQUENCE_LENGTH = 512
 
@@ -78,7 +78,7 @@ def load_vae(folder, dtype=None, device: Any = "cpu"):
     from diffusers import AutoencoderKLFlux2
 
     model = AutoencoderKLFlux2.from_pretrained(str(folder), torch_dtype=dtype)
-    return model.to(device).eval().requires_grad_(False)
+    return frozen(model, device)
 
 
 # ------------------------------------------------------------------------------------------

@@ -244,7 +244,7 @@ def checked_sample_inputs(cfg: RunConfig, log=None) -> list[tuple[str, ...]]:
     (``jobs.runner.check_before_start``), so a missing line is refused before training, not
     after it. Raises ``ConfigError``."""
     family = get_family(cfg.model_family).for_config(cfg)
-    if takes_reference_video(family):
+    if family.takes_reference_video:
         return sample_references(cfg, family, log)
     if cfg.sample_videos:
         raise ConfigError([Msg("data.takes_no_sample_videos", model=family.title,
@@ -322,11 +322,6 @@ def dataset_inputs(cfg: RunConfig, count: int) -> list[tuple[str, ...]] | None:
 # ------------------------------------------------------------------------------------------
 # Reference videos (IC-LoRA: the family's ``takes_reference_video``)
 # ------------------------------------------------------------------------------------------
-def takes_reference_video(family) -> bool:
-    """Whether a run's adapter renders samples from a reference video (``for_config``'s)."""
-    return bool(getattr(family, "takes_reference_video", False))
-
-
 def reference_config(cfg: RunConfig) -> RunConfig:
     """The config a sample's reference clip is read with (``read_frames``): the run's frame
     settings (``video_fps`` or ``frame_stride``) at the sample's size and frame count."""
@@ -429,7 +424,7 @@ def _input_images(cfg: RunConfig, paths: tuple[str, ...]) -> list:
     """PIL images of a prompt's inputs: an image as it is, a clip (a video dataset's row)
     by its first frame at the training size; a reference clip (IC-LoRA) by its first frame
     at the sample's size."""
-    if takes_reference_video(get_family(cfg.model_family).for_config(cfg)):
+    if get_family(cfg.model_family).for_config(cfg).takes_reference_video:
         return [reference_frames(cfg, p)[0] for p in paths]
     gate = readgate.for_config(cfg)
     out = []
@@ -511,7 +506,7 @@ def _render(pipe, cfg: RunConfig, prompt: str, inputs: tuple[str, ...] = ()):
     generator = torch.Generator(device="cpu").manual_seed(cfg.sample_seed)
     family = get_family(cfg.model_family).for_config(cfg)
     extra = {"num_frames": cfg.sample_num_frames} if family.media == "video" else {}
-    if inputs and takes_reference_video(family):  # the whole clip conditions it
+    if inputs and family.takes_reference_video:  # the whole clip conditions it
         extra["images"] = reference_frames(cfg, inputs[0])
     elif inputs:
         extra["images"] = _input_images(cfg, inputs)

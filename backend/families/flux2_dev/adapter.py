@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from backend.families import flux2
-from backend.families.common import load_chat_tokenizer, pipeline_loaders
+from backend.families.common import frozen, load_chat_tokenizer, pipeline_loaders
 from backend.families.flux2_dev.published import CONFIGS
 from backend.families.flux2_dev.tiny import build_tiny_flux2_dev
 
@@ -44,7 +44,7 @@ def load_text_encoder(folder, dtype=None, device: Any = "cpu"):
     from transformers import Mistral3ForConditionalGeneration
 
     model = Mistral3ForConditionalGeneration.from_pretrained(str(folder), dtype=dtype)
-    return model.to(device).eval().requires_grad_(False)
+    return frozen(model, device)
 
 
 # ------------------------------------------------------------------------------------------

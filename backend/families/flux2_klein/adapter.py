@@ -24,7 +24,7 @@ from typing import Any
 
 from backend.families import flux2
 from backend.families.base import Schedule
-from backend.families.common import pipeline_loaders
+from backend.families.common import frozen, pipeline_loaders
 from backend.families.flux2_klein.published import CONFIGS, CONFIGS_9B
 
 PIPELINE = "Flux2KleinPipeline"
@@ -39,7 +39,7 @@ def load_text_encoder(folder, dtype=None, device: Any = "cpu"):
     from transformers import Qwen3ForCausalLM
 
     model = Qwen3ForCausalLM.from_pretrained(str(folder), dtype=dtype)
-    return model.to(device).eval().requires_grad_(False)
+    return frozen(model, device)
 
 
 # ------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from typing import Any
 
 from backend.families import family_of
 from backend.families.base import Family, Schedule
-from backend.families.common import (OffloadingEncoder, VideoClips, cached_sample,
+from backend.families.common import (OffloadingEncoder, VideoClips, cached_sample, frozen,
                                      load_flow_match_scheduler, load_tokenizer, noised,
                                      weighted_mse)
 from backend.families.hunyuan_video15 import tiny
@@ -54,27 +54,23 @@ def transformer_class():
     return HunyuanVideo15Transformer3DModel
 
 
-def _frozen(model, device):
-    return model.to(device).eval().requires_grad_(False)
-
-
 def load_text_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu"):
     from transformers import Qwen2_5_VLTextModel
 
-    return _frozen(Qwen2_5_VLTextModel.from_pretrained(str(folder), dtype=dtype), device)
+    return frozen(Qwen2_5_VLTextModel.from_pretrained(str(folder), dtype=dtype), device)
 
 
 def load_text_encoder_2(folder: str | Path, dtype=None, device: str | Any = "cpu"):
     from transformers import T5EncoderModel
 
-    return _frozen(T5EncoderModel.from_pretrained(str(folder), dtype=dtype), device)
+    return frozen(T5EncoderModel.from_pretrained(str(folder), dtype=dtype), device)
 
 
 def load_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
     from diffusers import AutoencoderKLHunyuanVideo15
 
-    return _frozen(AutoencoderKLHunyuanVideo15.from_pretrained(str(folder), torch_dtype=dtype),
-                   device)
+    return frozen(AutoencoderKLHunyuanVideo15.from_pretrained(str(folder), torch_dtype=dtype),
+                  device)
 
 
 def load_tokenizer_2(folder: str | Path):

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.families import family_of
-from backend.families.common import frame_to_pil
+from backend.families.common import frame_to_pil, frozen, quiet_image_processor
 from backend.families.hunyuan_video15.adapter import (Adapter, Encoder, as_clip, guided,
                                                       pipeline_for_encoding)
 
@@ -38,19 +38,13 @@ def load_image_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu"
     from transformers import SiglipVisionModel
 
     model = SiglipVisionModel.from_pretrained(str(folder), dtype=dtype)
-    return model.to(device).eval().requires_grad_(False)
+    return frozen(model, device)
 
 
 def load_feature_extractor(folder: str | Path):
-    """``SiglipImageProcessor`` (transformers picks its PIL form where torchvision is absent;
-    both compute the same pixels)."""
-    import warnings
-
     from transformers import SiglipImageProcessor
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return SiglipImageProcessor.from_pretrained(str(folder))
+    return quiet_image_processor(SiglipImageProcessor, folder)
 
 
 class I2VEncoder(Encoder):

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.families.common import (CLIP_SENTENCES, bpe_vocab_and_merges, save_tiny_pipeline,
-                                     train_byte_level_bpe)
+from backend.families.common import (CLIP_SENTENCES, bpe_vocab_and_merges, quiet_image_processor,
+                                     save_tiny_pipeline, train_byte_level_bpe)
 from backend.families.hunyuan_video15.published import GUIDER, SCHEDULER, SYSTEM_MESSAGE
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -134,15 +134,9 @@ def build_image_encoder(seed: int):
 
 
 def build_image_processor():
-    """``SiglipImageProcessor`` (transformers picks its PIL form where torchvision is
-    absent; both compute the same pixels)."""
-    import warnings
-
     from transformers import SiglipImageProcessor
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return SiglipImageProcessor(**SIGLIP_PROCESSOR)
+    return quiet_image_processor(SiglipImageProcessor, **SIGLIP_PROCESSOR)
 
 
 def build_tiny_t2v(out_dir: str | Path, seed: int = 0) -> Path:

@@ -33,7 +33,7 @@ from typing import Any
 
 from backend.core.media import frame_strip
 from backend.families.base import Family, Schedule
-from backend.families.common import (OffloadingEncoder, VideoClips, cached_sample,
+from backend.families.common import (OffloadingEncoder, VideoClips, cached_sample, frozen,
                                      load_tokenizer, noised, weighted_mse)
 from backend.families.ltx2 import tiny
 from backend.families.ltx2.audio import vocoder_class, write_clip_with_sound
@@ -56,35 +56,31 @@ def transformer_class():
     return LTX2VideoTransformer3DModel
 
 
-def _frozen(model, device):
-    return model.to(device).eval().requires_grad_(False)
-
-
 def load_text_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu"):
     from transformers import Gemma3ForConditionalGeneration
 
-    return _frozen(Gemma3ForConditionalGeneration.from_pretrained(str(folder), dtype=dtype),
-                   device)
+    return frozen(Gemma3ForConditionalGeneration.from_pretrained(str(folder), dtype=dtype),
+                  device)
 
 
 def load_connectors(folder: str | Path, dtype=None, device: str | Any = "cpu"):
     from diffusers.pipelines.ltx2 import LTX2TextConnectors
 
-    return _frozen(LTX2TextConnectors.from_pretrained(str(folder), torch_dtype=dtype), device)
+    return frozen(LTX2TextConnectors.from_pretrained(str(folder), torch_dtype=dtype), device)
 
 
 def load_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
     from diffusers import AutoencoderKLLTX2Video
 
-    return _frozen(AutoencoderKLLTX2Video.from_pretrained(str(folder), torch_dtype=dtype),
-                   device)
+    return frozen(AutoencoderKLLTX2Video.from_pretrained(str(folder), torch_dtype=dtype),
+                  device)
 
 
 def load_audio_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
     from diffusers import AutoencoderKLLTX2Audio
 
-    return _frozen(AutoencoderKLLTX2Audio.from_pretrained(str(folder), torch_dtype=dtype),
-                   device)
+    return frozen(AutoencoderKLLTX2Audio.from_pretrained(str(folder), torch_dtype=dtype),
+                  device)
 
 
 def load_vocoder(folder: str | Path, dtype=None, device: str | Any = "cpu"):
@@ -93,7 +89,7 @@ def load_vocoder(folder: str | Path, dtype=None, device: str | Any = "cpu"):
     from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
 
     cls = vocoder_class(LTX2Vocoder.load_config(str(folder)).get("_class_name"))
-    return _frozen(cls.from_pretrained(str(folder), torch_dtype=dtype), device)
+    return frozen(cls.from_pretrained(str(folder), torch_dtype=dtype), device)
 
 
 def load_scheduler(folder: str | Path):
@@ -337,8 +333,6 @@ class Adapter(VideoClips, Family):
     # time compression): the transformer's copies of the audio VAE's, the same in every
     # released variant (``published.py``).
     audio_config = SimpleNamespace(**TRANSFORMER)
-    # A reference video appended to each clip (IC-LoRA's ``ConditionAdapter``).
-    takes_reference_video = False
 
     def video_tokens(self, height: int, width: int, frames: int) -> int:
         """What the transformer attends over for one clip: its video tokens, the audio

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.families.base import Family, Schedule
-from backend.families.common import (OffloadingEncoder, cached_sample, noised, pipeline_loaders,
-                                     weighted_mse)
+from backend.families.common import (OffloadingEncoder, cached_sample, frozen, noised,
+                                     pipeline_loaders, weighted_mse)
 from backend.families.qwen_image import caption, checkpoint
 from backend.families.qwen_image.published import CONFIGS
 from backend.families.qwen_image.qwen_vl import load_text_encoder
@@ -54,7 +54,7 @@ def load_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
     from diffusers import AutoencoderKLQwenImage
 
     model = AutoencoderKLQwenImage.from_pretrained(str(folder), torch_dtype=dtype)
-    return model.to(device).eval().requires_grad_(False)
+    return frozen(model, device)
 
 
 def template_prefix_tokens(tokenizer, template: str) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.families.captioner import image_only_processor_class, processor_config_file
-from backend.families.common import load_tokenizer
+from backend.families.common import frozen, load_tokenizer
 
 # The released Qwen-Image-Edit processor/preprocessor_config.json (Qwen2-VL image settings).
 PROCESSOR_CONFIG = {
@@ -33,7 +33,7 @@ def load_text_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu")
     from transformers import Qwen2_5_VLForConditionalGeneration
 
     model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(folder), dtype=dtype)
-    return model.to(device).eval().requires_grad_(False)
+    return frozen(model, device)
 
 
 def load_processor(tokenizer_dir: str | Path, tokenizer=None):

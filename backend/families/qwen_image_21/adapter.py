@@ -36,8 +36,8 @@ from typing import Any
 
 from backend.families import qwen3_vl
 from backend.families.base import Family, Schedule
-from backend.families.common import (OffloadingEncoder, cached_sample, load_chat_tokenizer,
-                                     masked_flow_loss, pipeline_loaders)
+from backend.families.common import (OffloadingEncoder, cached_sample, frozen,
+                                     load_chat_tokenizer, masked_flow_loss, pipeline_loaders)
 from backend.families.qwen_image_21 import checkpoint
 from backend.families.qwen_image_21.published import CONFIGS, SCHEDULER
 from backend.families.qwen_image_21.tiny import build_tiny_qwen_image_21
@@ -60,14 +60,14 @@ def load_text_encoder(folder: str | Path, dtype=None, device: Any = "cpu"):
     from transformers import Qwen3VLForConditionalGeneration
 
     model = Qwen3VLForConditionalGeneration.from_pretrained(str(folder), dtype=dtype)
-    return model.to(device).eval().requires_grad_(False)
+    return frozen(model, device)
 
 
 def load_vae(folder: str | Path, dtype=None, device: Any = "cpu"):
     from diffusers import AutoencoderKLQwenImage21
 
     model = AutoencoderKLQwenImage21.from_pretrained(str(folder), torch_dtype=dtype)
-    return model.to(device).eval().requires_grad_(False)
+    return frozen(model, device)
 
 
 class TextProcessor:

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from backend.families.base import Family, Schedule, uniform_index_loss
-from backend.families.common import (OffloadingEncoder, VideoClips, cached_sample, noised,
-                                     pipeline_loaders, weighted_mse)
+from backend.families.common import (OffloadingEncoder, VideoClips, cached_sample, frozen,
+                                     noised, pipeline_loaders, weighted_mse)
 from backend.families.wan import checkpoint
 from backend.families.wan.native import from_native, to_native
 from backend.families.wan.published import CONFIGS, VARIANT_CONFIGS
@@ -50,7 +50,7 @@ def load_text_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu")
     from transformers import UMT5EncoderModel
 
     model = UMT5EncoderModel.from_pretrained(str(folder), dtype=dtype)
-    return model.to(device).eval().requires_grad_(False)
+    return frozen(model, device)
 
 
 def load_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
@@ -60,7 +60,7 @@ def load_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
     from diffusers import AutoencoderKLWan
 
     model = AutoencoderKLWan.from_pretrained(str(folder), torch_dtype=torch.float32)
-    return model.to(device).eval().requires_grad_(False)
+    return frozen(model, device)
 
 
 def load_scheduler(folder: str | Path):

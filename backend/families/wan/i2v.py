@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.families import family_of
-from backend.families.common import frame_to_pil
+from backend.families.common import frame_to_pil, frozen, quiet_image_processor
 from backend.families.wan.adapter import Adapter, Encoder
 
 I2V_COMPONENTS = ("image_encoder", "image_processor")
@@ -39,19 +39,13 @@ def load_image_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu"
     from transformers import CLIPVisionModel
 
     model = CLIPVisionModel.from_pretrained(str(folder), dtype=dtype)
-    return model.to(device).eval().requires_grad_(False)
+    return frozen(model, device)
 
 
 def load_image_processor(folder: str | Path):
-    """``CLIPImageProcessor`` (transformers picks its PIL form where torchvision is absent;
-    both compute the same pixels)."""
-    import warnings
-
     from transformers import CLIPImageProcessor
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return CLIPImageProcessor.from_pretrained(str(folder))
+    return quiet_image_processor(CLIPImageProcessor, folder)
 
 
 class I2VEncoder(Encoder):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from backend.families.common import CLIP_SENTENCES, train_unigram
+from backend.families.common import CLIP_SENTENCES, quiet_image_processor, train_unigram
 from backend.families.wan.published import VAE_22
 
 VOCAB_SENTENCES = CLIP_SENTENCES
@@ -140,13 +140,9 @@ def build_image_encoder(seed: int):
 
 
 def build_image_processor():
-    import warnings
-
     from transformers import CLIPImageProcessor
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the PIL form where torchvision is absent
-        return CLIPImageProcessor(**CLIP_PROCESSOR)
+    return quiet_image_processor(CLIPImageProcessor, **CLIP_PROCESSOR)
 
 
 def build_tiny_wan_i2v(out_dir: str | Path, seed: int = 0) -> Path:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.families.base import Family, Schedule
-from backend.families.common import (OffloadingEncoder, cached_sample, masked_flow_loss,
+from backend.families.common import (OffloadingEncoder, cached_sample, frozen, masked_flow_loss,
                                      pipeline_loaders)
 from backend.families.z_image import checkpoint
 from backend.families.z_image.published import CONFIGS, SCHEDULER
@@ -48,14 +48,14 @@ def load_text_encoder(folder: str | Path, dtype=None, device: str | Any = "cpu")
     from transformers import Qwen3Model
 
     model = Qwen3Model.from_pretrained(str(folder), dtype=dtype)
-    return model.to(device).eval().requires_grad_(False)
+    return frozen(model, device)
 
 
 def load_vae(folder: str | Path, dtype=None, device: str | Any = "cpu"):
     from diffusers import AutoencoderKL
 
     model = AutoencoderKL.from_pretrained(str(folder), torch_dtype=dtype)
-    return model.to(device).eval().requires_grad_(False)
+    return frozen(model, device)
 
 
 class Encoder(OffloadingEncoder):
