@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from backend.core.media import frame_strip, write_video
+from backend.core.messages import Msg
 from backend.families.base import SCHEDULER, TOKENIZER, Component
 
 
@@ -93,6 +94,20 @@ def quiet_image_processor(cls, folder=None, **config):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return cls.from_pretrained(str(folder)) if folder is not None else cls(**config)
+
+
+def first_frame_image(images: list | None):
+    """An image-to-video sample's first frame (``images[0]``, PIL RGB); none is refused."""
+    if not images:
+        raise ValueError(Msg("data.sample_first_frame_missing"))
+    return images[0].convert("RGB")
+
+
+def check_first_frame_inputs(sample: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """Refuse a cached sample without an image-to-video model's first-frame ``keys`` (a
+    cache written for text-to-video)."""
+    if any(k not in sample for k in keys):
+        raise ValueError(Msg("data.cache_without_first_frame"))
 
 
 def weight_files(folder) -> list:

@@ -254,14 +254,13 @@ def checked_sample_inputs(cfg: RunConfig, log=None) -> list[tuple[str, ...]]:
     missing = [str(i + 1) for i, paths in enumerate(inputs) if takes and not paths]
     too_many = [str(i + 1) for i, paths in enumerate(inputs) if len(paths) > takes]
     if missing or too_many:
-        allowed = f"at most {takes}" if takes else "none for a text-to-image model"
+        allowed = Msg("data.sample_images_at_most", n=takes) if takes else \
+            Msg("data.sample_images_none")
         raise ConfigError(
-            ([f"sample_images: the model renders from input images; line(s) "
-              f"{', '.join(missing)} give none (allowed 1 to {takes} images per prompt, "
-              f"separated by |, one line per sample prompt; or no sample_images at all to "
-              f"take them from the dataset's rows)"] if missing else []) +
-            ([f"sample_images: line(s) {', '.join(too_many)} give more images than the model "
-              f"takes (allowed {allowed})"] if too_many else []))
+            ([Msg("data.sample_images_missing", lines=missing, takes=takes)] if missing
+             else []) +
+            ([Msg("data.sample_images_over", lines=too_many, allowed=allowed)] if too_many
+             else []))
     return inputs
 
 
@@ -277,17 +276,15 @@ def sample_inputs(cfg: RunConfig) -> list[tuple[str, ...]]:
         if from_rows:
             return from_rows
     if len(lines) > len(cfg.sample_prompts):
-        raise ConfigError([f"sample_images: more lines than sample_prompts (got {len(lines)} "
-                           f"for {len(cfg.sample_prompts)} prompts; allowed one line per "
-                           f"prompt)"])
+        raise ConfigError([Msg("data.sample_images_too_many", n=len(lines),
+                               prompts=len(cfg.sample_prompts))])
     gate = readgate.for_config(cfg)
     out, problems = [], []
     for i, line in enumerate(lines + [""] * (len(cfg.sample_prompts) - len(lines))):
         paths = tuple(p.strip() for p in line.split("|") if p.strip())
         for p in paths:
             if not gate.is_file(Path(p).expanduser()):
-                problems.append(f"sample_images: line {i + 1}: image not found (got {p!r}; "
-                                f"allowed an image file)")
+                problems.append(Msg("data.sample_image_not_found", line=i + 1, got=p))
         out.append(paths)
     if problems:
         raise ConfigError(problems)

@@ -150,6 +150,28 @@ EN: dict[str, str] = {
     "data.no_sample_condition": "sample_images: the model renders from an image or a "
                                 "reference video (got none for this prompt; allowed one per "
                                 "prompt)",
+    "data.sample_images_missing":
+        "sample_images: the model renders from input images; line(s) {lines} give none "
+        "(allowed 1 to {takes} images per prompt, separated by |, one line per sample prompt; "
+        "or no sample_images at all to take them from the dataset's rows)",
+    "data.sample_images_over": "sample_images: line(s) {lines} give more images than the model "
+                               "takes (allowed {allowed})",
+    "data.sample_images_at_most": "at most {n}",
+    "data.sample_images_none": "none for a text-to-image model",
+    "data.sample_images_too_many": "sample_images: more lines than sample_prompts (got {n} for "
+                                   "{prompts} prompts; allowed one line per prompt)",
+    "data.sample_image_not_found": "sample_images: line {line}: image not found (got {got!r}; "
+                                   "allowed an image file)",
+    "data.sample_first_frame_missing":
+        "sample_images: an image-to-video model renders from a first frame (got none for this "
+        "prompt; allowed one image per prompt)",
+    "data.sample_edit_images_missing":
+        "sample_images: an edit model renders from input images (got none for this prompt; "
+        "allowed one to three images per prompt)",
+    "data.cache_without_first_frame":
+        "dataset_base_path: a cached sample has no first-frame inputs (got a text-to-video "
+        "cache; allowed a cache written by sft:data_process for an image-to-video model, "
+        "extra_inputs input_image)",
     "data.sample_videos_too_many": "sample_videos: more lines than sample_prompts (got {n} "
                                    "for {prompts} prompts; allowed one line per prompt)",
     "data.sample_video_not_found": "sample_videos: line {line}: reference clip not found (got "
@@ -335,6 +357,24 @@ ZH: dict[str, str] = {
     "data.reference_not_found": "{where}：`in_context_videos`：找不到 {name}",
     "data.no_sample_condition": "`sample_images`：该模型从图像或参考视频生成（当前：此提示词"
                                 "没有；可用：每个提示词一个）",
+    "data.sample_images_missing":
+        "`sample_images`：该模型从输入图像生成；第 {lines} 行没有给出图像（可用：每条提示词 1 到 "
+        "{takes} 张图像，用 | 分隔，每行对应一条提示词；或完全不填 `sample_images`，从数据集的行中取）",
+    "data.sample_images_over": "`sample_images`：第 {lines} 行给出的图像多于模型接受的数量"
+                               "（可用：{allowed}）",
+    "data.sample_images_at_most": "最多 {n} 张",
+    "data.sample_images_none": "文生图模型不接受输入图像",
+    "data.sample_images_too_many": "`sample_images`：行数多于 `sample_prompts`（当前：{n} 行对应 "
+                                   "{prompts} 条提示词；可用：每条提示词一行）",
+    "data.sample_image_not_found": "`sample_images`：第 {line} 行：找不到图像（当前：{got!r}；"
+                                   "可用：图像文件）",
+    "data.sample_first_frame_missing":
+        "`sample_images`：图生视频模型从第一帧生成（当前：这条提示词没有图像；可用：每条提示词一张图像）",
+    "data.sample_edit_images_missing":
+        "`sample_images`：编辑模型从输入图像生成（当前：这条提示词没有图像；可用：每条提示词一到三张图像）",
+    "data.cache_without_first_frame":
+        "`dataset_base_path`：缓存的样本没有第一帧输入（当前：文生视频的缓存；可用：由 "
+        "`sft:data_process` 为图生视频模型写入的缓存，`extra_inputs` 为 `input_image`）",
     "data.sample_videos_too_many": "`sample_videos`：行数多于 `sample_prompts`（当前：{n} "
                                    "行对应 {prompts} 条提示词；可用：每条提示词一行）",
     "data.sample_video_not_found": "`sample_videos`：第 {line} 行：找不到参考片段（当前："

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.families import family_of
-from backend.families.common import frame_to_pil, frozen, quiet_image_processor
+from backend.families.common import (check_first_frame_inputs, first_frame_image, frame_to_pil,
+                                     frozen, quiet_image_processor)
 from backend.families.hunyuan_video15.adapter import (Adapter, Encoder, as_clip, guided,
                                                       pipeline_for_encoding)
 
@@ -96,12 +97,10 @@ def render_i2v(pipe, prompt: str, *, negative_prompt: str, generator, steps: int
     sized by the pipeline from the image (``height`` / ``width`` are not its to take)."""
     import torch
 
-    if not images:
-        raise ValueError("sample_images: an image-to-video model renders from a first frame "
-                         "(got none for this prompt; allowed one image per prompt)")
+    image = first_frame_image(images)
     with torch.inference_mode():
         return guided(pipe, cfg)(
-            image=images[0].convert("RGB"), prompt=prompt,
+            image=image, prompt=prompt,
             negative_prompt=negative_prompt or None, num_frames=num_frames,
             num_inference_steps=steps, generator=generator, output_type="np").frames[0]
 
@@ -141,11 +140,7 @@ class I2VAdapter(Adapter):
         return self
 
     def training_loss(self, transformer, sample, schedule, generator, dtype):
-        if "condition" not in sample or "image_embeds" not in sample:
-            raise ValueError("dataset_base_path: a cached sample has no first-frame inputs "
-                             "(got a text-to-video cache; allowed a cache written by "
-                             "sft:data_process for an image-to-video model, extra_inputs "
-                             "input_image)")
+        check_first_frame_inputs(sample, ("condition", "image_embeds"))
         return super().training_loss(transformer, sample, schedule, generator, dtype)
 
     def render(self, pipe, prompt, *, negative_prompt, generator, steps, cfg, height, width,

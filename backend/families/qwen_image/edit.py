@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from backend.core.messages import Msg
 from backend.families import family_of
 from backend.families.qwen_image import EDIT_CLASSES
 from backend.families.qwen_image.adapter import Adapter, Encoder, _sample, input_latents
@@ -158,8 +159,7 @@ def render_edit(pipe, prompt: str, *, negative_prompt: str, generator, steps: in
     import torch
 
     if not images:
-        raise ValueError("sample_images: an edit model renders from input images (got none "
-                         "for this prompt; allowed one to three images per prompt)")
+        raise ValueError(Msg("data.sample_edit_images_missing"))
     image = list(images) if isinstance(pipe, _pipeline_class(True)) else images[0]
     with torch.inference_mode():
         return pipe(image=image, prompt=prompt,

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.families import family_of
-from backend.families.common import frame_to_pil, frozen, quiet_image_processor
+from backend.families.common import (check_first_frame_inputs, first_frame_image, frame_to_pil,
+                                     frozen, quiet_image_processor)
 from backend.families.wan.adapter import Adapter, Encoder
 
 I2V_COMPONENTS = ("image_encoder", "image_processor")
@@ -96,11 +97,9 @@ def render_i2v(pipe, prompt: str, *, negative_prompt: str, generator, steps: int
     """One clip from its first frame (``images[0]``, PIL): frames [F, H, W, 3] in [0, 1]."""
     import torch
 
-    if not images:
-        raise ValueError("sample_images: an image-to-video model renders from a first frame "
-                         "(got none for this prompt; allowed one image per prompt)")
+    image = first_frame_image(images)
     with torch.inference_mode():
-        return pipe(image=images[0], prompt=prompt, negative_prompt=negative_prompt or None,
+        return pipe(image=image, prompt=prompt, negative_prompt=negative_prompt or None,
                     guidance_scale=float(cfg), num_inference_steps=steps, height=height,
                     width=width, num_frames=num_frames, generator=generator,
                     output_type="np").frames[0]
@@ -145,11 +144,8 @@ class I2VAdapter(Adapter):
         return self
 
     def training_loss(self, transformer, sample, schedule, generator, dtype):
-        if "condition" not in sample or (self.clip and "image_embeds" not in sample):
-            raise ValueError("dataset_base_path: a cached sample has no first-frame inputs "
-                             "(got a text-to-video cache; allowed a cache written by "
-                             "sft:data_process for an image-to-video model, extra_inputs "
-                             "input_image)")
+        check_first_frame_inputs(sample, ("condition", "image_embeds") if self.clip
+                                 else ("condition",))
         return super().training_loss(transformer, sample, schedule, generator, dtype)
 
     def render(self, pipe, prompt, *, negative_prompt, generator, steps, cfg, height, width,
