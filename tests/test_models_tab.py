@@ -53,9 +53,11 @@ def _choose(page, elem_id: str, label: str) -> None:
 
 
 def _bar(page) -> tuple[str, float]:
-    bar = page.locator("#models-bar")
-    width = bar.locator(".zl-fill").get_attribute("style") or "width:0%"
-    return bar.get_attribute("data-status"), float(width.split(":")[1].rstrip("%;"))
+    """The bar's status and width, read together: the server replaces the whole bar on each
+    answer, so two separate reads could pair one answer's status with another's width."""
+    status, width = page.eval_on_selector(
+        "#models-bar", "el => [el.dataset.status, el.querySelector('.zl-fill').style.width]")
+    return status, float((width or "0%").rstrip("%"))
 
 
 def test_a_model_is_listed_deleted_after_confirmation_and_downloaded_with_progress(
